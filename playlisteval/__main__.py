@@ -1,0 +1,5 @@
+"""``python -m playlisteval``."""
+
+from playlisteval.cli import main
+
+main()

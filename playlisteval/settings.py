@@ -1,0 +1,199 @@
+"""One settings object for the whole system.
+
+Every number of the paper (``../shared/DESIGN.md``) is a default here. Values come, in rising
+priority, from these defaults, the workspace's ``playlisteval.toml``, and ``PLAYLISTEVAL_*``
+environment variables (nested fields with ``__``: ``PLAYLISTEVAL_INDEX__CHUNK_SECONDS=20``).
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+SETTINGS_FILE = "playlisteval.toml"
+
+
+def default_home() -> Path:
+    """The workspace used when ``--home`` is not given: ``$PLAYLISTEVAL_HOME`` or ``~/.playlisteval``."""
+    env = os.environ.get("PLAYLISTEVAL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".playlisteval"
+
+
+class IngestSettings(BaseModel):
+    """Taking playlists in."""
+
+    max_height: int = Field(720, description="Highest video resolution downloaded (p).")
+    target_hours: float | None = Field(
+        None, description="Per-domain target: trim or extend each domain to about this many hours."
+    )
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders a manifest may point into (besides the manifest's own folder).",
+    )
+    download_subtitles: bool = True
+    subtitle_langs: list[str] = Field(default_factory=lambda: ["en", "en-US", "en-GB"])
+
+
+class IndexSettings(BaseModel):
+    """Chunks, segments, frames, transcripts and embeddings (paper: Automatic Indexing)."""
+
+    chunk_seconds: float = Field(30.0, gt=0, description="Length of one chunk.")
+    segment_min_minutes: float = Field(10.0, gt=0, description="Shortest segment.")
+    segment_max_minutes: float = Field(30.0, gt=0, description="Longest segment.")
+    segment_target_minutes: float = Field(20.0, gt=0, description="Preferred segment length.")
+    frame_fps: float = Field(0.5, gt=0, description="Frames sampled per second for embeddings.")
+    frame_max_height: int = Field(720, gt=0, description="Frames are scaled down to this height.")
+    audio_rate: int = Field(16_000, description="Sample rate of per-chunk audio (mono).")
+    transcriber: Literal["auto", "captions", "faster-whisper", "qwen3-asr", "dashscope", "none"] = (
+        Field("auto", description="auto: captions when present, else `local_transcriber`.")
+    )
+    local_transcriber: Literal["faster-whisper", "qwen3-asr", "dashscope", "none"] = "none"
+    whisper_model_dir: Path | None = Field(None, description="A CTranslate2 Whisper model folder.")
+    qwen_asr_model: str = "Qwen/Qwen3-ASR-1.7B"
+    embedder: Literal["minilm-text+frame-stats", "qwen3-vl-embedding"] = "minilm-text+frame-stats"
+    qwen_embedding_model: str = "Qwen/Qwen3-VL-Embedding-8B"
+    embed_batch_size: int = 32
+
+    @model_validator(mode="after")
+    def _segments_ordered(self) -> IndexSettings:
+        lo, mid, hi = (
+            self.segment_min_minutes,
+            self.segment_target_minutes,
+            self.segment_max_minutes,
+        )
+        if not lo <= mid <= hi:
+            raise ValueError(
+                f"segment lengths must satisfy min <= target <= max, got {lo!r}, {mid!r}, {hi!r}"
+            )
+        return self
+
+
+class VectorSettings(BaseModel):
+    """Where chunk and segment vectors live."""
+
+    backend: Literal["qdrant-edge", "qdrant-local", "qdrant-server"] = "qdrant-edge"
+    url: str | None = Field(None, description="Qdrant server URL (backend qdrant-server).")
+    api_key_env: str = Field("QDRANT_API_KEY", description="Env var holding the server's key.")
+    collection_prefix: str = "playlisteval"
+
+
+class SeedSettings(BaseModel):
+    """Near-duplicates and seed pairs."""
+
+    duplicate_cosine: float = Field(0.95, description="Segments above this are near-duplicates.")
+    seed_min_cosine: float = Field(0.40, description="Seed pairs: lowest segment cosine.")
+    seed_max_cosine: float = Field(0.90, description="Seed pairs: highest segment cosine.")
+
+
+class GenerationSettings(BaseModel):
+    """Phase I and II (paper 3.1–3.3)."""
+
+    video_fps: float = 0.5
+    video_max_height: int = 720
+    video_audio: bool = True
+    gold_min_paragraphs: int = 3
+    gold_max_paragraphs: int = 5
+    min_cited_chunks_per_segment: int = 2
+    max_cited_chunks_per_segment: int = 15
+    distractors: int = 4
+    gold_rating: int = 5
+    max_attempts: int = Field(6, description="T: attempts per seed and phase before discarding.")
+    phase2_regenerations: int = Field(2, description="Distractor-only retries after a rejection.")
+    phase2_rejections_before_restart: int = 3
+
+
+class ModelRoles(BaseModel):
+    """Default model per role (DESIGN.md); ids are strings priced by the price table."""
+
+    phase1_generator: str = "gemini-3-flash"
+    phase2_generator: str = "gemini-3-flash"
+    transcript_answerer: str = "gemini-3-flash"
+    transcript_matcher: str = "gpt-5.4-mini"
+    parametric_pairs: list[tuple[str, str]] = Field(
+        default_factory=lambda: [("gemini-3-flash", "gpt-5.4"), ("gpt-5.4-mini", "gemini-3.1-pro")]
+    )
+    sufficiency: str = "qwen-3.7-plus"
+    textual_undetectability: list[str] = Field(
+        default_factory=lambda: ["gemini-3.1-pro", "gpt-5.4"]
+    )
+    visual_detectability: str = "qwen-3.7-plus"
+    difficulty_judges: list[str] = Field(
+        default_factory=lambda: ["qwen3-vl-30b-a3b", "internvl3.5-8b"]
+    )
+
+
+class PairSettings(BaseModel):
+    """Pair selection and human validation (paper 3.3, Appendix)."""
+
+    pairs_per_domain: int = 90
+    human_sample: int = 152
+    sample_seed: int = 0
+
+
+class BudgetSettings(BaseModel):
+    """Money bounds (the paper: 352 USD for 327 accepted questions)."""
+
+    cap_usd: float | None = None
+    per_seed_usd: float | None = None
+
+
+class Settings(BaseSettings):
+    """Everything configurable. Build with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PLAYLISTEVAL_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    home: Path = Field(default_factory=default_home)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)  # type: ignore[arg-type]
+    index: IndexSettings = Field(default_factory=IndexSettings)  # type: ignore[arg-type]
+    vectors: VectorSettings = Field(default_factory=VectorSettings)  # type: ignore[arg-type]
+    seeds: SeedSettings = Field(default_factory=SeedSettings)  # type: ignore[arg-type]
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    models: ModelRoles = Field(default_factory=ModelRoles)
+    pairs: PairSettings = Field(default_factory=PairSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = _TOML_FILE.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file is not None and toml_file.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+
+# The TOML file depends on --home, which is itself a setting: load_settings passes it through here.
+_TOML_FILE: ContextVar[Path | None] = ContextVar("playlisteval_toml_file", default=None)
+
+
+def load_settings(home: Path | None = None, **overrides: object) -> Settings:
+    """Settings for the workspace ``home`` (default :func:`default_home`).
+
+    ``overrides`` win over the environment and the workspace's ``playlisteval.toml``.
+    """
+    resolved = (home or default_home()).expanduser().resolve()
+    token = _TOML_FILE.set(resolved / SETTINGS_FILE)
+    try:
+        return Settings(home=resolved, **overrides)  # type: ignore[arg-type]
+    finally:
+        _TOML_FILE.reset(token)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up this checkout on a fresh machine: Debian tools, a virtualenv, torch (CPU), the project.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v ffmpeg >/dev/null 2>&1 || need_apt+=(ffmpeg)
+command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "note: ${need_apt[*]} missing and not root; the demo narrates only with espeak-ng" >&2
+  fi
+fi
+
+PY=${PY:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch first, pinned to the CPU wheel this kind of machine keeps on disk; anything that depends
+# on torch afterwards finds it satisfied instead of pulling a multi-GB CUDA build.
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[dev,asr]"

@@ -1,0 +1,44 @@
+"""The project's exceptions.
+
+``store`` is the bottom layer (it imports nothing else of ours), so the root exception lives here
+and every other layer raises a subclass of it. Messages quote the offending value with ``!r`` and
+say what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class PlaylistEvalError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class ConfigError(PlaylistEvalError):
+    """A setting, a file or a command-line value is not usable; the message says which and why."""
+
+
+class IngestError(PlaylistEvalError):
+    """A playlist, manifest or video entry could not be taken in."""
+
+
+class UnsafeSourceError(IngestError):
+    """A manifest path or ``file://`` URL points outside the allowed roots."""
+
+
+class MediaError(PlaylistEvalError):
+    """A video file cannot be probed, decoded or cut (corrupt, zero-length, no video stream)."""
+
+
+class TranscriptError(PlaylistEvalError):
+    """A transcript backend failed or a caption file could not be read."""
+
+
+class EmbeddingError(PlaylistEvalError):
+    """An embedder could not be loaded or failed on its input."""
+
+
+class IndexBackendError(PlaylistEvalError):
+    """The vector index (Qdrant) refused an operation or is unreachable."""
+
+
+class StoreConflict(PlaylistEvalError):
+    """An append lost an optimistic-concurrency race: the stream moved on since it was read."""

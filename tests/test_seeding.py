@@ -1,0 +1,131 @@
+"""Segments, near-duplicates and seeds as pure functions over vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tools.seeding import (
+    SegmentRef,
+    find_near_duplicates,
+    find_seeds,
+    normalise_rows,
+    plan_segments,
+    seed_id,
+    segment_vector,
+)
+
+
+@pytest.mark.parametrize(
+    ("n_chunks", "duration", "expected_sizes"),
+    [
+        (0, 0.0, []),
+        (1, 12.0, [1]),  # shorter than a chunk: one chunk, one segment
+        (10, 300.0, [10]),  # 5 min < 10 min minimum: the whole video is one segment
+        (40, 1200.0, [40]),  # 20 min: exactly one target-length segment
+        (60, 1800.0, [30, 30]),  # 30 min: two of 15 rather than one of 30
+        (120, 3600.0, [40, 40, 40]),  # 1 h: three of 20 min
+        (121, 3605.0, [41, 40, 40]),  # pieces differ by at most one chunk
+        (200, 6000.0, [40, 40, 40, 40, 40]),
+    ],
+)
+def test_plan_segments_splits_into_target_length_pieces(
+    n_chunks: int, duration: float, expected_sizes: list[int]
+) -> None:
+    spans = plan_segments(n_chunks, 30.0, min_s=600, target_s=1200, max_s=1800, duration_s=duration)
+    assert [s.chunk_end - s.chunk_start for s in spans] == expected_sizes
+    assert [s.idx for s in spans] == list(range(len(expected_sizes)))
+    if spans:
+        assert spans[0].chunk_start == 0
+        assert spans[-1].chunk_end == n_chunks
+        assert all(a.chunk_end == b.chunk_start for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_plan_segments_keeps_every_piece_within_bounds_when_it_can() -> None:
+    for n in range(20, 400, 7):
+        spans = plan_segments(n, 30.0, min_s=600, target_s=1200, max_s=1800)
+        lengths = [(s.chunk_end - s.chunk_start) * 30.0 for s in spans]
+        assert all(600 - 30 <= x <= 1800 + 30 for x in lengths), (n, lengths)
+
+
+def test_segment_vector_is_the_normalised_mean() -> None:
+    chunks = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    got = segment_vector(chunks)
+    np.testing.assert_allclose(got, [2**-0.5, 2**-0.5], rtol=1e-6)
+    assert got.dtype == np.float32
+
+
+def _refs(spec: list[tuple[str, str, str]]) -> list[SegmentRef]:
+    return [SegmentRef(segment_id=s, video_id=v, domain=d) for s, v, d in spec]
+
+
+def test_near_duplicates_drop_the_later_video_and_keep_the_earliest_copy() -> None:
+    rng = np.random.default_rng(0)
+    base = normalise_rows(rng.normal(size=(2, 16)))
+    other = normalise_rows(rng.normal(size=(2, 16)))
+    refs = _refs(
+        [
+            ("a-s0", "a", "x"),
+            ("a-s1", "a", "x"),
+            ("b-s0", "b", "x"),
+            ("b-s1", "b", "x"),
+            ("c-s0", "c", "x"),  # a copy of a's first segment
+            ("d-s0", "d", "y"),  # a copy of c (itself a copy of a): dropped against a, not c
+        ]
+    )
+    vectors = np.vstack([base, other, base[:1], base[:1] + 1e-4])
+    findings = find_near_duplicates(["a", "b", "c", "d"], refs, vectors, 0.95)
+    assert [(f.video_id, f.kept_video_id) for f in findings] == [("c", "a"), ("d", "a")]
+    assert findings[0].segment_id == "c-s0"
+    assert findings[0].kept_segment_id == "a-s0"
+    assert findings[0].cosine == pytest.approx(1.0, abs=1e-6)
+
+
+def test_near_duplicates_follow_video_order_not_segment_order() -> None:
+    v = normalise_rows(np.array([[1.0, 0.0, 0.0]]))
+    refs = _refs([("late-s0", "late", "x"), ("early-s0", "early", "x")])
+    findings = find_near_duplicates(["early", "late"], refs, np.vstack([v, v]), 0.95)
+    assert [(f.video_id, f.kept_video_id) for f in findings] == [("late", "early")]
+
+
+def _vec(angle_deg: float) -> np.ndarray:
+    a = np.deg2rad(angle_deg)
+    return np.array([np.cos(a), np.sin(a)], dtype=np.float32)
+
+
+def test_seeds_are_same_domain_pairs_of_different_videos_within_the_cosine_band() -> None:
+    refs = _refs(
+        [
+            ("a-s0", "a", "x"),
+            ("a-s1", "a", "x"),  # same video as a-s0: never a seed with it
+            ("b-s0", "b", "x"),
+            ("c-s0", "c", "y"),  # other domain: never a seed with x
+        ]
+    )
+    # cos(a-s0, b-s0) = cos 60° = 0.5 (in band); cos(a-s1, b-s0) = cos 10° = 0.985 (too close)
+    vectors = np.vstack([_vec(0), _vec(50), _vec(60), _vec(30)])
+    seeds = find_seeds(refs, vectors, min_cosine=0.40, max_cosine=0.90)
+    assert [(s.segment_a, s.segment_b) for s in seeds] == [("a-s0", "b-s0")]
+    assert seeds[0].cosine == pytest.approx(0.5, abs=1e-6)
+    assert seeds[0].seed_id == seed_id("b-s0", "a-s0")
+    assert seeds[0].domain == "x"
+
+
+@pytest.mark.parametrize(("angle", "kept"), [(66.5, False), (66.3, True), (25.9, True), (25.7, False)])
+def test_seed_band_edges(angle: float, kept: bool) -> None:
+    # cos 66.42° = 0.40 and cos 25.84° = 0.90
+    refs = _refs([("a-s0", "a", "x"), ("b-s0", "b", "x")])
+    seeds = find_seeds(refs, np.vstack([_vec(0), _vec(angle)]), min_cosine=0.40, max_cosine=0.90)
+    assert bool(seeds) is kept
+
+
+def test_seed_order_and_ids_are_deterministic() -> None:
+    rng = np.random.default_rng(1)
+    refs = _refs([(f"v{i}-s0", f"v{i}", "xy"[i % 2]) for i in range(12)])
+    base = rng.normal(size=(1, 8))
+    vectors = base + 0.8 * rng.normal(size=(12, 8))
+    one = find_seeds(refs, vectors, min_cosine=0.0, max_cosine=0.99)
+    two = find_seeds(list(reversed(refs)), vectors[::-1], min_cosine=0.0, max_cosine=0.99)
+    assert one == two
+    assert one == sorted(one, key=lambda s: (s.domain, s.segment_a, s.segment_b))
+    assert len({s.seed_id for s in one}) == len(one)

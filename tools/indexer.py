@@ -1,0 +1,563 @@
+"""The indexing pipeline: playlists on disk → chunks, transcripts, vectors, segments → seeds.
+
+Every stage writes its results before the next starts, so a run killed at any point resumes
+where it stopped: a chunk is stored (Qdrant first, then the catalogue) in batches, and a chunk
+already in the catalogue is never computed again. A bad video fails alone, with its reason
+recorded, and the rest of the playlist goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from store.catalog import (
+    DUPLICATE,
+    FAILED,
+    INDEXED,
+    LISTED,
+    READY,
+    RESERVE,
+    Catalog,
+    ChunkRow,
+    DuplicateRow,
+    PlaylistRow,
+    SeedRow,
+    SegmentRow,
+    VideoRow,
+    vector_to_bytes,
+    vectors_from_bytes,
+)
+from store.errors import EmbeddingError, IngestError, MediaError, PlaylistEvalError, TranscriptError
+from tools import ingest, media
+from tools.embeddings import ChunkContent, Embedder
+from tools.seeding import (
+    SegmentRef,
+    find_near_duplicates,
+    find_seeds,
+    plan_segments,
+    segment_vector,
+)
+from tools.transcripts import Transcriber, TranscriptRequest
+from tools.vectors import VectorIndex
+
+CHUNK_KEYWORD_FIELDS = ("video_id", "playlist_id", "domain")
+CHUNK_FLOAT_FIELDS = ("start_s", "end_s")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """The numbers the pipeline needs (from the settings object)."""
+
+    chunk_s: float = 30.0
+    segment_min_s: float = 600.0
+    segment_target_s: float = 1200.0
+    segment_max_s: float = 1800.0
+    frame_fps: float = 0.5
+    frame_max_height: int = 720
+    audio_rate: int = 16_000
+    duplicate_cosine: float = 0.95
+    seed_min_cosine: float = 0.40
+    seed_max_cosine: float = 0.90
+    batch_chunks: int = 16
+    collection_prefix: str = "playlisteval"
+    max_download_height: int = 720
+    subtitle_langs: tuple[str, ...] = ("en",)
+
+    @property
+    def chunk_collection(self) -> str:
+        """Qdrant collection of chunk vectors."""
+        return f"{self.collection_prefix}_chunks"
+
+    @property
+    def segment_collection(self) -> str:
+        """Qdrant collection of segment vectors."""
+        return f"{self.collection_prefix}_segments"
+
+
+def chunk_point_id(video_id: str, idx: int) -> str:
+    """Id of a chunk in the catalogue and the index."""
+    return f"{video_id}-c{idx:05d}"
+
+
+def segment_point_id(video_id: str, idx: int) -> str:
+    """Id of a segment in the catalogue and the index."""
+    return f"{video_id}-s{idx:03d}"
+
+
+class IndexProgress(Protocol):
+    """What the pipeline tells whoever shows progress (the CLI draws rich bars)."""
+
+    def begin(self, total_chunks: int, videos: int) -> None:
+        """Indexing starts: this many chunks over this many videos are left to do."""
+
+    def video_started(self, video: VideoRow, chunks: int) -> None:
+        """A video with ``chunks`` chunks left starts."""
+
+    def advance(self, chunks: int) -> None:
+        """``chunks`` more chunks are done."""
+
+    def video_finished(self, video: VideoRow, error: str | None) -> None:
+        """A video ended, with an error message when it failed."""
+
+    def end(self) -> None:
+        """Indexing is over."""
+
+
+class SilentProgress:
+    """Progress that shows nothing (tests, scripts)."""
+
+    def begin(self, total_chunks: int, videos: int) -> None:
+        """Nothing to show."""
+
+    def video_started(self, video: VideoRow, chunks: int) -> None:
+        """Nothing to show."""
+
+    def advance(self, chunks: int) -> None:
+        """Nothing to show."""
+
+    def video_finished(self, video: VideoRow, error: str | None) -> None:
+        """Nothing to show."""
+
+    def end(self) -> None:
+        """Nothing to show."""
+
+
+@dataclass
+class AddSummary:
+    """What ``add`` took in."""
+
+    playlists: list[PlaylistRow] = field(default_factory=list)
+    videos: int = 0
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (ref, reason)
+    reserve: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class IndexSummary:
+    """What one ``index`` run did and where the workspace stands."""
+
+    videos_indexed: int = 0
+    videos_failed: list[tuple[str, str]] = field(default_factory=list)
+    chunks_computed: int = 0
+    chunks_total: int = 0
+    segments_total: int = 0
+    duplicates: list[DuplicateRow] = field(default_factory=list)
+    seeds_per_domain: dict[str, int] = field(default_factory=dict)
+    hours_indexed: float = 0.0
+
+
+def _frame_height(embedder: Embedder, configured: int) -> int:
+    # An embedder that reads only colour statistics asks for small frames: decoding at 720p
+    # and throwing the detail away would cost most of the indexing time.
+    preferred = getattr(embedder, "frame_height", None)
+    return min(configured, int(preferred)) if preferred else configured
+
+
+class Indexer:
+    """Runs ingest, media, transcripts, embeddings and Qdrant over the catalogue."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vectors: VectorIndex,
+        embedder: Embedder,
+        transcriber: Transcriber,
+        config: IndexConfig,
+        media_dir: Path,
+        progress: IndexProgress | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.vectors = vectors
+        self.embedder = embedder
+        self.transcriber = transcriber
+        self.config = config
+        self.media_dir = media_dir
+        self.progress: IndexProgress = progress or SilentProgress()
+
+    # -- add ------------------------------------------------------------------------------
+
+    def add(
+        self,
+        source: str,
+        *,
+        domain: str | None,
+        allowed_roots: Sequence[Path] = (),
+        target_hours: float | None = None,
+    ) -> AddSummary:
+        """List a source into the catalogue; drops and their reasons are recorded."""
+        summary = AddSummary()
+        listings = ingest.list_source(source, domain=domain, allowed_roots=allowed_roots)
+        for listing in listings:
+            playlist = self.catalog.upsert_playlist(
+                PlaylistRow(
+                    id=listing.playlist_id,
+                    title=listing.title,
+                    domain=listing.domain,
+                    source=listing.source,
+                    reordered=listing.reordered,
+                )
+            )
+            summary.playlists.append(playlist)
+            for dropped in listing.dropped:
+                reason = f"{dropped.title or dropped.ref}: {dropped.reason}"
+                self.catalog.record_problem("listing", dropped.ref, reason, listing.playlist_id)
+                summary.dropped.append((dropped.ref, dropped.reason))
+            for entry in listing.videos:
+                self.catalog.upsert_video(
+                    VideoRow(
+                        id=entry.video_id,
+                        playlist_id=listing.playlist_id,
+                        domain=listing.domain,
+                        position=entry.position,
+                        title=entry.title,
+                        url=entry.url,
+                        path=str(entry.path) if entry.path else None,
+                        captions=json.dumps([str(p) for p in entry.caption_paths]),
+                        duration_s=entry.duration_s,
+                    )
+                )
+                summary.videos += 1
+        if target_hours is not None:
+            for listing in listings:
+                summary.reserve.extend(self.apply_target_hours(listing.domain, target_hours))
+        return summary
+
+    def apply_target_hours(self, domain: str, hours: float) -> list[tuple[str, str]]:
+        """Keep a domain at about ``hours``: videos past the target (in seeding order) go to
+        reserve, reserve videos come back while the domain is short. Durations come from the
+        listing or a probe; a video of unknown duration counts as zero until probed."""
+        moved: list[tuple[str, str]] = []
+        total = 0.0
+        limit = hours * 3600.0
+        for video in self.catalog.videos(domain=domain):
+            if video.status in (FAILED, DUPLICATE):
+                continue
+            if video.duration_s is None and video.path:
+                self._probe_into_catalog(video)
+                video = self.catalog.video(video.id) or video
+                if video.status == FAILED:
+                    continue
+            if total >= limit:
+                if video.status != RESERVE:
+                    reason = f"beyond the domain's target of {hours:g} h"
+                    self.catalog.update_video(video.id, status=RESERVE, reason=reason)
+                    moved.append((video.id, reason))
+                continue
+            if video.status == RESERVE:
+                self.catalog.update_video(video.id, status=LISTED, reason=None)
+            total += video.duration_s or 0.0
+        return moved
+
+    # -- media --------------------------------------------------------------------------------
+
+    def _fail(self, video: VideoRow, stage: str, error: PlaylistEvalError | str) -> str:
+        reason = str(error)
+        self.catalog.update_video(video.id, status=FAILED, reason=f"{stage}: {reason}")
+        self.catalog.record_problem(stage, video.id, reason, video.playlist_id)
+        return reason
+
+    def _probe_into_catalog(self, video: VideoRow) -> bool:
+        assert video.path is not None
+        try:
+            info = media.probe(Path(video.path))
+        except MediaError as exc:
+            self._fail(video, "probe", exc)
+            return False
+        self.catalog.update_video(
+            video.id,
+            duration_s=info.duration_s,
+            width=info.width,
+            height=info.height,
+            fps=info.fps,
+            has_audio=info.has_audio,
+        )
+        return True
+
+    def prepare_media(self, download_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """Download what is only listed, then probe it; failures are recorded per video."""
+        for video in self.catalog.videos(statuses=[LISTED]):
+            if video.path is None or not Path(video.path).exists():
+                if video.url is None:
+                    self._fail(video, "media", f"file {video.path!r} is missing")
+                    continue
+                entry = ingest.VideoEntry(
+                    video_id=video.id,
+                    title=video.title,
+                    position=video.position,
+                    path=None,
+                    url=video.url,
+                    caption_paths=tuple(self.catalog.captions_of(video)),
+                    duration_s=video.duration_s,
+                )
+                try:
+                    got = ingest.download_video(
+                        entry,
+                        self.media_dir,
+                        max_height=self.config.max_download_height,
+                        subtitle_langs=self.config.subtitle_langs,
+                        progress=download_progress,
+                    )
+                except IngestError as exc:
+                    self._fail(video, "download", exc)
+                    continue
+                self.catalog.update_video(
+                    video.id,
+                    path=str(got.path),
+                    captions=json.dumps([str(p) for p in got.caption_paths]),
+                )
+                video = self.catalog.video(video.id) or video
+            if self._probe_into_catalog(video):
+                self.catalog.update_video(video.id, status=READY, reason=None)
+
+    # -- chunks -----------------------------------------------------------------------------
+
+    def run(self) -> IndexSummary:
+        """Index every ready video, then drop near-duplicates and compute seeds."""
+        summary = IndexSummary()
+        ready = self.catalog.videos(statuses=[READY])
+        plans: list[tuple[VideoRow, list[tuple[float, float]], list[int]]] = []
+        for video in ready:
+            grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+            done = self.catalog.done_chunks(video.id)
+            plans.append((video, grid, [i for i in range(len(grid)) if i not in done]))
+        self._ensure_collections()
+        self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
+        try:
+            for video, grid, todo in plans:
+                self.progress.video_started(video, len(todo))
+                error: str | None = None
+                try:
+                    summary.chunks_computed += self._index_chunks(video, grid, todo)
+                    self._build_segments(video, grid)
+                    self.catalog.update_video(video.id, status=INDEXED, reason=None)
+                    summary.videos_indexed += 1
+                except (MediaError, TranscriptError, EmbeddingError) as exc:
+                    error = self._fail(video, "index", exc)
+                    summary.videos_failed.append((video.id, error))
+                self.progress.video_finished(video, error)
+        finally:
+            self.progress.end()
+        summary.duplicates = self.dedupe()
+        summary.seeds_per_domain = self.compute_seeds()
+        summary.chunks_total = self.catalog.chunk_count()
+        indexed = self.catalog.videos(statuses=[INDEXED])
+        summary.segments_total = len(self.catalog.segments(video_ids=[v.id for v in indexed]))
+        summary.hours_indexed = sum((v.duration_s or 0.0) for v in indexed) / 3600.0
+        return summary
+
+    def _ensure_collections(self) -> None:
+        for name in (self.config.chunk_collection, self.config.segment_collection):
+            self.vectors.ensure_collection(
+                name,
+                self.embedder.dim,
+                keyword_fields=CHUNK_KEYWORD_FIELDS,
+                float_fields=CHUNK_FLOAT_FIELDS,
+            )
+
+    def _frames_by_chunk(
+        self, path: Path, grid: Sequence[tuple[float, float]], first: int
+    ) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """Frames of chunks ``first``, ``first + 1``, … as each chunk completes."""
+        height = _frame_height(self.embedder, self.config.frame_max_height)
+        current = first
+        bucket: list[np.ndarray] = []
+        for frame in media.iter_frames(
+            path, fps=self.config.frame_fps, max_height=height, start_s=grid[first][0]
+        ):
+            idx = min(int(frame.t // self.config.chunk_s), len(grid) - 1)
+            while idx > current:
+                yield current, bucket
+                current, bucket = current + 1, []
+            bucket.append(frame.image)
+        while current < len(grid):
+            yield current, bucket
+            current, bucket = current + 1, []
+
+    def _index_chunks(
+        self, video: VideoRow, grid: Sequence[tuple[float, float]], todo: Sequence[int]
+    ) -> int:
+        if not todo:
+            return 0
+        assert video.path is not None
+        path = Path(video.path)
+        wanted = set(todo)
+        captions = self.catalog.captions_of(video)
+        rate = self.config.audio_rate
+
+        def audio(start: float, end: float) -> np.ndarray:
+            return media.extract_audio(path, start, end, rate=rate)
+
+        batch: list[tuple[int, list[np.ndarray]]] = []
+        computed = 0
+        for idx, frames in self._frames_by_chunk(path, grid, min(todo)):
+            if idx in wanted:
+                batch.append((idx, frames))
+            if len(batch) >= self.config.batch_chunks:
+                computed += self._store_batch(video, grid, batch, captions, audio)
+                batch = []
+        if batch:
+            computed += self._store_batch(video, grid, batch, captions, audio)
+        return computed
+
+    def _store_batch(
+        self,
+        video: VideoRow,
+        grid: Sequence[tuple[float, float]],
+        batch: Sequence[tuple[int, list[np.ndarray]]],
+        captions: Sequence[Path],
+        audio: Callable[[float, float], np.ndarray],
+    ) -> int:
+        spans = [grid[idx] for idx, _ in batch]
+        request = TranscriptRequest(grid=spans, caption_paths=captions, audio=audio, rate=self.config.audio_rate)
+        texts = self.transcriber.transcribe(request)
+        note = getattr(self.transcriber, "last_fallback_reason", None)
+        if note:
+            self.catalog.record_problem("transcript", video.id, str(note), video.playlist_id)
+        source = getattr(self.transcriber, "last_source", None) or self.transcriber.name
+        contents = [ChunkContent(frames=frames, transcript=text) for (_, frames), text in zip(batch, texts, strict=True)]
+        vectors = self.embedder.embed_chunks(contents)
+        ids = [chunk_point_id(video.id, idx) for idx, _ in batch]
+        payloads = [
+            {
+                "video_id": video.id,
+                "playlist_id": video.playlist_id,
+                "domain": video.domain,
+                "chunk_idx": idx,
+                "start_s": span[0],
+                "end_s": span[1],
+                "transcript": text,
+            }
+            for (idx, _), span, text in zip(batch, spans, texts, strict=True)
+        ]
+        # Qdrant first, catalogue second: a chunk the catalogue holds is in the index for sure,
+        # and one that is only in the index is simply upserted again on resume.
+        self.vectors.upsert(self.config.chunk_collection, ids, vectors, payloads)
+        self.catalog.add_chunks(
+            [
+                ChunkRow(
+                    video_id=video.id,
+                    idx=idx,
+                    start_s=span[0],
+                    end_s=span[1],
+                    transcript=text,
+                    vector=vector_to_bytes(vec),
+                )
+                for (idx, _), span, text, vec in zip(batch, spans, texts, vectors, strict=True)
+            ]
+        )
+        self.catalog.update_video(video.id, transcript_source=str(source), embedder=self.embedder.name)
+        self.progress.advance(len(batch))
+        return len(batch)
+
+    # -- segments, duplicates, seeds -----------------------------------------------------
+
+    def _build_segments(self, video: VideoRow, grid: Sequence[tuple[float, float]]) -> None:
+        chunks = self.catalog.chunks(video.id)
+        if len(chunks) != len(grid):
+            raise MediaError(
+                f"video {video.id!r} has {len(chunks)} stored chunks of {len(grid)}; "
+                "run `playlisteval index` again to finish it"
+            )
+        vectors = vectors_from_bytes([c.vector for c in chunks])
+        spans = plan_segments(
+            len(chunks),
+            self.config.chunk_s,
+            min_s=self.config.segment_min_s,
+            target_s=self.config.segment_target_s,
+            max_s=self.config.segment_max_s,
+            duration_s=video.duration_s,
+        )
+        rows: list[SegmentRow] = []
+        for span in spans:
+            vec = segment_vector(vectors[span.chunk_start : span.chunk_end])
+            rows.append(
+                SegmentRow(
+                    id=segment_point_id(video.id, span.idx),
+                    video_id=video.id,
+                    domain=video.domain,
+                    idx=span.idx,
+                    chunk_start=span.chunk_start,
+                    chunk_end=span.chunk_end,
+                    start_s=chunks[span.chunk_start].start_s,
+                    end_s=chunks[span.chunk_end - 1].end_s,
+                    vector=vector_to_bytes(vec),
+                )
+            )
+        self.vectors.upsert(
+            self.config.segment_collection,
+            [r.id for r in rows],
+            vectors_from_bytes([r.vector for r in rows]),
+            [
+                {
+                    "video_id": video.id,
+                    "playlist_id": video.playlist_id,
+                    "domain": video.domain,
+                    "segment_idx": r.idx,
+                    "start_s": r.start_s,
+                    "end_s": r.end_s,
+                    "transcript": " ".join(c.transcript for c in chunks[r.chunk_start : r.chunk_end]),
+                }
+                for r in rows
+            ],
+        )
+        self.catalog.replace_segments(video.id, rows)
+
+    def _segments_in_seeding(self) -> tuple[list[str], list[SegmentRef], np.ndarray]:
+        order = [v.id for v in self.catalog.videos(statuses=[INDEXED, DUPLICATE])]
+        rows = self.catalog.segments(video_ids=order)
+        refs = [SegmentRef(r.id, r.video_id, r.domain) for r in rows]
+        return order, refs, vectors_from_bytes([r.vector for r in rows])
+
+    def dedupe(self) -> list[DuplicateRow]:
+        """Drop near-duplicate videos (the later one of a pair), recording each decision.
+
+        Recomputed over every indexed video each time, in seeding order, so the outcome does not
+        depend on the order in which videos happened to be indexed.
+        """
+        order, refs, vectors = self._segments_in_seeding()
+        findings = find_near_duplicates(order, refs, vectors, self.config.duplicate_cosine)
+        dropped = {f.video_id for f in findings}
+        for video in self.catalog.videos(statuses=[DUPLICATE]):
+            if video.id not in dropped:  # its original left the run: it is back in seeding
+                self.catalog.update_video(video.id, status=INDEXED, reason=None, duplicate_of=None)
+        rows = [
+            DuplicateRow(
+                video_id=f.video_id,
+                kept_video_id=f.kept_video_id,
+                segment_id=f.segment_id,
+                kept_segment_id=f.kept_segment_id,
+                cosine=f.cosine,
+            )
+            for f in findings
+        ]
+        for row in rows:
+            self.catalog.record_duplicate(row)
+        return rows
+
+    def compute_seeds(self) -> dict[str, int]:
+        """Persist the seed pairs of every domain; returns counts per domain."""
+        order = [v.id for v in self.catalog.videos(statuses=[INDEXED])]
+        rows = self.catalog.segments(video_ids=order)
+        refs = [SegmentRef(r.id, r.video_id, r.domain) for r in rows]
+        pairs = find_seeds(
+            refs,
+            vectors_from_bytes([r.vector for r in rows]),
+            min_cosine=self.config.seed_min_cosine,
+            max_cosine=self.config.seed_max_cosine,
+        )
+        self.catalog.replace_seeds(
+            [
+                SeedRow(id=p.seed_id, domain=p.domain, segment_a=p.segment_a, segment_b=p.segment_b, cosine=p.cosine)
+                for p in pairs
+            ]
+        )
+        counts: dict[str, int] = {d: 0 for d in sorted({v.domain for v in self.catalog.videos()})}
+        for p in pairs:
+            counts[p.domain] = counts.get(p.domain, 0) + 1
+        return counts

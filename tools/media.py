@@ -1,0 +1,614 @@
+"""Reading, sampling and cutting video files with PyAV.
+
+Every time here is in seconds from the start of the video, where "start" is the first timestamp of
+the video stream (so audio samples and video frames share one clock). Everything that goes wrong
+inside FFmpeg is re-raised as :class:`store.errors.MediaError` naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import av.error
+import numpy as np
+
+from store.errors import ConfigError, MediaError
+
+__all__ = [
+    "Frame",
+    "MediaInfo",
+    "chunk_grid",
+    "export_clip",
+    "extract_audio",
+    "iter_frames",
+    "probe",
+    "sample_frames",
+]
+
+# A chunk-grid remainder shorter than this is container rounding, not content.
+_GRID_EPSILON_S = 1e-3
+# Packets read ahead of the decoder to learn each frame's successor in presentation order; H.264
+# reorders at most 16 frames, so 32 always covers it.
+_LOOKAHEAD_PACKETS = 32
+# Packets demuxed by probe to tell constant from variable frame rate.
+_VFR_PROBE_PACKETS = 300
+_AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200})
+# Errors PyAV raises for broken input: FFmpeg's own, plus the ones it maps onto builtins.
+_AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, OSError, EOFError)
+
+
+@dataclass(frozen=True)
+class MediaInfo:
+    """What :func:`probe` learnt about a video file."""
+
+    path: Path
+    duration_s: float
+    width: int
+    height: int
+    fps: float | None  # average frame rate; None when unknown
+    variable_frame_rate: bool
+    has_audio: bool
+    video_codec: str
+    audio_codec: str | None
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One sampled video frame: the picture shown at time ``t``."""
+
+    t: float  # seconds from the start of the video
+    image: np.ndarray  # H×W×3 uint8 RGB; height <= max_height, aspect kept, even dims
+
+
+# --------------------------------------------------------------------------------------------
+# opening and probing
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise MediaError(f"video file {str(path)!r} does not exist; check the path")
+    if not path.is_file():
+        raise MediaError(f"video path {str(path)!r} is not a regular file")
+    if path.stat().st_size == 0:
+        raise MediaError(f"video file {str(path)!r} is empty (0 bytes); re-download it")
+
+
+def _open(path: Path) -> av.container.InputContainer:
+    _check_file(path)
+    try:
+        return av.open(str(path), mode="r")
+    except _AV_ERRORS as exc:
+        raise MediaError(
+            f"cannot open {str(path)!r} as media (corrupt, truncated or not a video): {exc}"
+        ) from exc
+
+
+def _video_stream(container: av.container.InputContainer, path: Path) -> av.VideoStream:
+    streams = list(container.streams.video)
+    # Cover art in audio files shows up as a one-picture video stream; it is not a video.
+    real = [s for s in streams if not (s.disposition & av.stream.Disposition.attached_pic)]
+    if not real:
+        raise MediaError(f"{str(path)!r} has no video stream; only video files can be indexed")
+    stream = real[0]
+    if stream.codec_context.width <= 0 or stream.codec_context.height <= 0:
+        raise MediaError(f"video stream of {str(path)!r} has no frame size; the file is corrupt")
+    return stream
+
+
+def _origin_s(container: av.container.InputContainer, stream: av.VideoStream) -> float:
+    """The timestamp (s) that counts as t=0: the video stream's first timestamp."""
+    if stream.start_time is not None:
+        return float(stream.start_time * stream.time_base)
+    if container.start_time is not None:
+        return container.start_time / av.time_base
+    return 0.0
+
+
+def _duration_s(container: av.container.InputContainer, stream: av.VideoStream) -> float | None:
+    """Container duration, else stream duration, else the end of the last video packet."""
+    if container.duration is not None and container.duration > 0:
+        return container.duration / av.time_base
+    if stream.duration is not None and stream.duration > 0:
+        return float(stream.duration * stream.time_base)
+    last_end: int | None = None
+    first: int | None = None
+    for packet in container.demux(stream):
+        if packet.pts is None:
+            continue
+        end = packet.pts + (packet.duration or 0)
+        last_end = end if last_end is None else max(last_end, end)
+        first = packet.pts if first is None else min(first, packet.pts)
+    container.seek(0)
+    if last_end is None or first is None:
+        return None
+    return float((last_end - first) * stream.time_base)
+
+
+def _is_variable_rate(container: av.container.InputContainer, stream: av.VideoStream) -> bool:
+    pts = []
+    for packet in container.demux(stream):
+        if packet.pts is not None:
+            pts.append(packet.pts)
+        if len(pts) >= _VFR_PROBE_PACKETS:
+            break
+    pts.sort()
+    steps = [b - a for a, b in itertools.pairwise(pts) if b > a]
+    if len(steps) < 2:
+        return False
+    steps.sort()
+    median = steps[len(steps) // 2]
+    # Rounding to the time base may jitter a constant rate by a tick or two, never by 5 %.
+    return steps[-1] - steps[0] > max(2, 0.05 * median)
+
+
+def probe(path: Path) -> MediaInfo:
+    """Describe the video at ``path``; raise MediaError when it cannot be indexed."""
+    container = _open(path)
+    try:
+        stream = _video_stream(container, path)
+        audio = container.streams.audio[0] if container.streams.audio else None
+        duration = _duration_s(container, stream)
+        if duration is None or not math.isfinite(duration) or duration <= 0:
+            raise MediaError(
+                f"{str(path)!r} has no usable duration ({duration!r}); the file is truncated"
+                " or corrupt, re-download it"
+            )
+        rate = stream.average_rate
+        fps = float(rate) if rate is not None and rate > 0 else None
+        variable = _is_variable_rate(container, stream)
+        return MediaInfo(
+            path=path,
+            duration_s=duration,
+            width=stream.codec_context.width,
+            height=stream.codec_context.height,
+            fps=fps,
+            variable_frame_rate=variable,
+            has_audio=audio is not None,
+            video_codec=stream.codec_context.name,
+            audio_codec=audio.codec_context.name if audio is not None else None,
+            size_bytes=path.stat().st_size,
+        )
+    except _AV_ERRORS as exc:
+        raise MediaError(f"cannot probe {str(path)!r}: {exc}") from exc
+    finally:
+        container.close()
+
+
+def chunk_grid(duration_s: float, chunk_s: float = 30.0) -> list[tuple[float, float]]:
+    """Split ``[0, duration_s)`` into ``chunk_s`` spans; the last one may be shorter.
+
+    A remainder under 1 ms is container rounding (a 60.0000001 s video has two 30 s chunks): the
+    last chunk absorbs it so the grid still covers the whole video.
+    """
+    if not math.isfinite(chunk_s) or chunk_s <= 0:
+        raise ConfigError(f"chunk length must be a positive number of seconds, got {chunk_s!r}")
+    if not math.isfinite(duration_s):
+        raise ConfigError(f"video duration must be finite, got {duration_s!r}")
+    if duration_s <= 0:
+        return []
+    count = max(1, math.ceil((duration_s - _GRID_EPSILON_S) / chunk_s))
+    spans = [(k * chunk_s, min((k + 1) * chunk_s, duration_s)) for k in range(count)]
+    spans[-1] = (spans[-1][0], duration_s)
+    return spans
+
+
+# --------------------------------------------------------------------------------------------
+# video frames
+
+
+def _scaled_size(width: int, height: int, max_height: int | None) -> tuple[int, int]:
+    """Even output size with the source aspect, height capped at ``max_height``."""
+    out_h = height if max_height is None else min(height, max_height)
+    out_h = max(2, out_h - out_h % 2)
+    out_w = max(2, 2 * round(width * out_h / height / 2))
+    return out_w, out_h
+
+
+def _check_range(fps: float | None, start_s: float, end_s: float | None) -> None:
+    if fps is not None and (not math.isfinite(fps) or fps <= 0):
+        raise ConfigError(f"sampling rate must be a positive number of frames/s, got {fps!r}")
+    if not math.isfinite(start_s) or start_s < 0:
+        raise ConfigError(f"start time must be >= 0 seconds, got {start_s!r}")
+    if end_s is not None and (math.isnan(end_s) or end_s <= start_s):
+        raise ConfigError(f"end time {end_s!r} must be after start time {start_s!r}")
+
+
+def _timed_video_frames(
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    fps: float,
+    start_s: float,
+    end_s: float | None,
+) -> Iterator[tuple[float, av.VideoFrame]]:
+    """Yield ``(t, frame)`` for ``t = start_s + k/fps < end``: the latest frame with pts <= t.
+
+    Decodes sequentially (one seek to ``start_s`` at most). Packets are read a little ahead so
+    each frame's successor in presentation order is known; a frame no wanted time falls on is
+    decoded with ``skip_frame=NONREF``, which lets the decoder drop it when nothing refers to it.
+    """
+    time_base = stream.time_base
+    if time_base is None:
+        raise MediaError("video stream has no time base")
+    origin = _origin_s(container, stream)
+    duration = _duration_s(container, stream)
+    end = duration if end_s is None else end_s if duration is None else min(end_s, duration)
+    step = 1.0 / fps
+    ctx = stream.codec_context
+    ctx.thread_type = "AUTO"
+
+    if start_s > 0:
+        container.seek(int((start_s + origin) / time_base), stream=stream, backward=True)
+
+    def wanted_at_or_after(t: float) -> float:
+        k = max(0, math.ceil((t - start_s) * fps - 1e-9))
+        return start_s + k * step
+
+    def needed(pts: int, successor: int | None) -> bool:
+        if successor is None:
+            return True
+        t = wanted_at_or_after(float(pts * time_base) - origin)
+        return t < float(successor * time_base) - origin and (end is None or t < end)
+
+    k = 0
+    previous: av.VideoFrame | None = None
+    previous_t = -math.inf
+
+    def emit_until(limit: float) -> Iterator[tuple[float, av.VideoFrame]]:
+        nonlocal k
+        while previous is not None:
+            t = start_s + k * step
+            if t >= limit or (end is not None and t >= end):
+                return
+            yield t, previous
+            k += 1
+
+    def decode(packet: av.Packet[Any] | None) -> Iterator[tuple[float, av.VideoFrame]]:
+        nonlocal previous, previous_t
+        for frame in ctx.decode(packet):
+            ft = previous_t + step if frame.time is None else frame.time - origin
+            yield from emit_until(ft)
+            previous, previous_t = frame, ft
+
+    def done() -> bool:
+        return end is not None and start_s + k * step >= end
+
+    window: deque[av.Packet[Any]] = deque()
+    recent: deque[int] = deque(maxlen=_LOOKAHEAD_PACKETS)
+    packets = container.demux(stream)
+    exhausted = False
+    while not done():
+        while not exhausted and len(window) < _LOOKAHEAD_PACKETS:
+            try:
+                window.append(next(packets))
+            except StopIteration:
+                exhausted = True
+        if not window:
+            break
+        packet = window.popleft()
+        if packet.size == 0:
+            # The demuxer's end-of-stream marker; the decoder is flushed once, below.
+            continue
+        if packet.pts is not None:
+            later = [p.pts for p in window if p.pts is not None and p.pts > packet.pts]
+            later += [p for p in recent if p > packet.pts]
+            successor = min(later) if later else None
+            recent.append(packet.pts)
+            ctx.skip_frame = "DEFAULT" if needed(packet.pts, successor) else "NONREF"
+        else:
+            ctx.skip_frame = "DEFAULT"
+        yield from decode(packet)
+    if not done():
+        ctx.skip_frame = "DEFAULT"
+        yield from decode(None)
+        # The last frame stays on screen until the end of the video.
+        yield from emit_until(math.inf if end is None else end)
+
+
+def iter_frames(
+    path: Path,
+    fps: float = 0.5,
+    max_height: int = 720,
+    start_s: float = 0.0,
+    end_s: float | None = None,
+) -> Iterator[Frame]:
+    """Yield the frames shown at ``t = start_s + k/fps`` for every ``t < end_s`` (default: the end).
+
+    Frames are RGB, scaled down to at most ``max_height`` rows with even dimensions; only the
+    frames kept are converted. Raises MediaError for unreadable files.
+    """
+    _check_range(fps, start_s, end_s)
+    if max_height < 2:
+        raise ConfigError(f"max_height must be at least 2 pixels, got {max_height!r}")
+    container = _open(path)
+    try:
+        stream = _video_stream(container, path)
+        width, height = _scaled_size(
+            stream.codec_context.width, stream.codec_context.height, max_height
+        )
+        last_frame: av.VideoFrame | None = None
+        last_image: np.ndarray | None = None
+        for t, frame in _timed_video_frames(container, stream, fps, start_s, end_s):
+            if frame is last_frame and last_image is not None:
+                # The same picture again (a still or a slow variable-rate stretch): copy, so no two
+                # Frames share a mutable buffer.
+                image = last_image.copy()
+            else:
+                image = frame.to_ndarray(width=width, height=height, format="rgb24")
+            last_frame, last_image = frame, image
+            yield Frame(t=t, image=image)
+    except _AV_ERRORS as exc:
+        raise MediaError(f"cannot decode video of {str(path)!r}: {exc}") from exc
+    finally:
+        container.close()
+
+
+def sample_frames(
+    path: Path,
+    fps: float = 0.5,
+    max_height: int = 720,
+    start_s: float = 0.0,
+    end_s: float | None = None,
+) -> list[Frame]:
+    """All of :func:`iter_frames` as a list."""
+    return list(iter_frames(path, fps, max_height, start_s, end_s))
+
+
+# --------------------------------------------------------------------------------------------
+# audio
+
+
+def _audio_chunks(
+    container: av.container.InputContainer,
+    audio: av.AudioStream,
+    origin: float,
+    resampler: av.AudioResampler,
+    start_s: float,
+    end_s: float | None,
+) -> Iterator[np.ndarray]:
+    """Yield resampled audio (channels × n float32) covering exactly ``[start_s, end_s)``.
+
+    Audio that starts after ``start_s`` is padded with silence, so sample ``i`` is always at
+    ``start_s + i / rate``.
+    """
+    rate = resampler.rate
+    if start_s > 0 and audio.time_base is not None:
+        container.seek(int((start_s + origin) / audio.time_base), stream=audio, backward=True)
+    channels = resampler.layout.nb_channels
+    position: int | None = None  # samples from start_s of the next resampled sample
+    limit = None if end_s is None else round((end_s - start_s) * rate)
+
+    def trim(frames: list[av.AudioFrame]) -> Iterator[np.ndarray]:
+        nonlocal position
+        for out in frames:
+            samples = out.to_ndarray().reshape(channels, -1)
+            assert position is not None
+            begin = position
+            position += samples.shape[1]
+            lo = max(0, -begin)
+            hi = samples.shape[1] if limit is None else min(samples.shape[1], limit - begin)
+            if hi > lo:
+                yield samples[:, lo:hi]
+
+    for frame in container.decode(audio):
+        if position is None:
+            first_t = (frame.time if frame.time is not None else origin) - origin
+            position = round((first_t - start_s) * rate)
+            if position > 0:
+                yield np.zeros((channels, min(position, limit or position)), np.float32)
+        yield from trim(resampler.resample(frame))
+        if limit is not None and position >= limit:
+            return
+    if position is not None:
+        yield from trim(resampler.resample(None))
+
+
+def extract_audio(
+    path: Path, start_s: float = 0.0, end_s: float | None = None, rate: int = 16_000
+) -> np.ndarray:
+    """Mono float32 samples in [-1, 1] at ``rate`` Hz for ``[start_s, end_s)``.
+
+    Sample ``i`` is at ``start_s + i / rate``. A file without an audio track gives an empty array.
+    """
+    _check_range(None, start_s, end_s)
+    if rate <= 0:
+        raise ConfigError(f"audio rate must be a positive number of Hz, got {rate!r}")
+    container = _open(path)
+    try:
+        stream = _video_stream(container, path)
+        if not container.streams.audio:
+            return np.zeros(0, np.float32)
+        audio = container.streams.audio[0]
+        audio.codec_context.thread_type = "AUTO"
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        origin = _origin_s(container, stream)
+        parts = list(_audio_chunks(container, audio, origin, resampler, start_s, end_s))
+    except _AV_ERRORS as exc:
+        raise MediaError(f"cannot decode audio of {str(path)!r}: {exc}") from exc
+    finally:
+        container.close()
+    if not parts:
+        return np.zeros(0, np.float32)
+    samples = np.concatenate(parts, axis=1).reshape(-1).astype(np.float32, copy=False)
+    # AAC and other lossy decoders overshoot full scale a little.
+    return np.clip(samples, -1.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# clips
+
+
+def _encoded_video(
+    path: Path,
+    out: av.container.OutputContainer,
+    start_s: float,
+    end_s: float,
+    fps: float | None,
+    max_height: int | None,
+) -> Iterator[tuple[float, av.Packet[Any]]]:
+    """Add an H.264 stream to ``out`` now; return the (time, packet) stream of the range."""
+    container = _open(path)
+    try:
+        stream = _video_stream(container, path)
+        rate = fps if fps is not None else float(stream.average_rate or 0) or 30.0
+        rate_q = Fraction(rate).limit_denominator(1001)
+        width, height = _scaled_size(
+            stream.codec_context.width, stream.codec_context.height, max_height
+        )
+        ostream = out.add_stream("libx264", rate=rate_q)
+        ostream.width, ostream.height, ostream.pix_fmt = width, height, "yuv420p"
+        ostream.codec_context.time_base = 1 / rate_q
+        ostream.thread_type = "AUTO"
+    except BaseException:
+        container.close()
+        raise
+    return _video_packets(container, stream, ostream, rate_q, start_s, end_s)
+
+
+def _video_packets(
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    ostream: av.VideoStream,
+    rate_q: Fraction,
+    start_s: float,
+    end_s: float,
+) -> Iterator[tuple[float, av.Packet[Any]]]:
+    width, height = ostream.width, ostream.height
+    try:
+        index = 0
+        for _t, frame in _timed_video_frames(container, stream, float(rate_q), start_s, end_s):
+            picture = frame.reformat(width=width, height=height, format="yuv420p")
+            picture.pts = index
+            picture.time_base = 1 / rate_q
+            index += 1
+            for packet in ostream.encode(picture):
+                yield float(packet.pts * packet.time_base), packet
+        for packet in ostream.encode(None):
+            yield float(packet.pts * packet.time_base), packet
+    finally:
+        container.close()
+
+
+def _encoded_audio(
+    path: Path, out: av.container.OutputContainer, start_s: float, end_s: float
+) -> Iterator[tuple[float, av.Packet[Any]]]:
+    """Add an AAC stream to ``out`` now; return the (time, packet) stream of the range."""
+    container = _open(path)
+    try:
+        video = _video_stream(container, path)
+        audio = container.streams.audio[0]
+        rate = audio.codec_context.sample_rate or 48_000
+        rate = rate if rate in _AAC_RATES else 48_000
+        layout = "mono" if audio.codec_context.channels == 1 else "stereo"
+        ostream = out.add_stream("aac", rate=rate, layout=layout)
+        origin = _origin_s(container, video)
+    except BaseException:
+        container.close()
+        raise
+    return _audio_packets(container, audio, ostream, origin, start_s, end_s)
+
+
+def _audio_packets(
+    container: av.container.InputContainer,
+    audio: av.AudioStream,
+    ostream: av.AudioStream,
+    origin: float,
+    start_s: float,
+    end_s: float,
+) -> Iterator[tuple[float, av.Packet[Any]]]:
+    rate = ostream.codec_context.sample_rate
+    layout = ostream.codec_context.layout.name
+    try:
+        resampler = av.AudioResampler(format="fltp", layout=layout, rate=rate)
+        frame_size = ostream.codec_context.frame_size or 1024
+        pending = np.zeros((resampler.layout.nb_channels, 0), np.float32)
+        written = 0
+
+        def encode(block: np.ndarray | None) -> Iterator[tuple[float, av.Packet[Any]]]:
+            nonlocal written
+            if block is None:
+                packets = ostream.encode(None)
+            else:
+                frame = av.AudioFrame.from_ndarray(
+                    np.ascontiguousarray(block), format="fltp", layout=layout
+                )
+                frame.sample_rate, frame.pts, frame.time_base = rate, written, Fraction(1, rate)
+                written += block.shape[1]
+                packets = ostream.encode(frame)
+            for packet in packets:
+                yield float(packet.pts * packet.time_base), packet
+
+        for chunk in _audio_chunks(container, audio, origin, resampler, start_s, end_s):
+            pending = np.concatenate([pending, chunk], axis=1)
+            while pending.shape[1] >= frame_size:
+                yield from encode(pending[:, :frame_size])
+                pending = pending[:, frame_size:]
+        if pending.shape[1]:
+            yield from encode(pending)
+        yield from encode(None)
+    finally:
+        container.close()
+
+
+def export_clip(
+    path: Path,
+    out_path: Path,
+    start_s: float,
+    end_s: float,
+    fps: float | None = None,
+    max_height: int | None = None,
+    audio: bool = True,
+) -> Path:
+    """Re-encode ``[start_s, end_s)`` of ``path`` to an mp4 at ``out_path`` and return it.
+
+    Video is H.264 yuv420p at ``fps`` (default: the source's average rate) and at most
+    ``max_height`` rows; audio is AAC when ``audio`` is true and the source has a track.
+    """
+    _check_range(fps, start_s, end_s)
+    if max_height is not None and max_height < 2:
+        raise ConfigError(f"max_height must be at least 2 pixels, got {max_height!r}")
+    info = probe(path)
+    if start_s >= info.duration_s:
+        raise MediaError(
+            f"clip start {start_s!r} s is past the end of {str(path)!r} ({info.duration_s!r} s)"
+        )
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with av.open(str(out_path), mode="w", format="mp4") as out:
+            # Streams must all exist before anything is encoded: both are added here, eagerly.
+            sources: list[Iterator[tuple[float, av.Packet[Any]]]] = [
+                _encoded_video(path, out, start_s, end_s, fps, max_height)
+            ]
+            if audio and info.has_audio:
+                sources.append(_encoded_audio(path, out, start_s, end_s))
+            _mux_in_time_order(out, sources)
+    except _AV_ERRORS as exc:
+        raise MediaError(f"cannot export {str(path)!r} to {str(out_path)!r}: {exc}") from exc
+    return out_path
+
+
+def _mux_in_time_order(
+    out: av.container.OutputContainer, sources: list[Iterator[tuple[float, av.Packet[Any]]]]
+) -> None:
+    """Mux packets of several encoders interleaved by time, so memory stays small."""
+    heap: list[tuple[float, int, av.Packet[Any]]] = []
+    for i, source in enumerate(sources):
+        first = next(source, None)
+        if first is not None:
+            heap.append((first[0], i, first[1]))
+    heapq.heapify(heap)
+    while heap:
+        _, i, packet = heapq.heappop(heap)
+        out.mux(packet)
+        following: Any = next(sources[i], None)
+        if following is not None:
+            heapq.heappush(heap, (following[0], i, following[1]))

@@ -1,0 +1,61 @@
+"""The agents' search tool: text queries over the chunk index, embedded with the indexing embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tools.embeddings import Embedder
+from tools.vectors import VectorIndex
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One chunk found by a query."""
+
+    chunk_id: str
+    video_id: str
+    domain: str
+    start_s: float
+    end_s: float
+    score: float
+    transcript: str
+
+    def citation(self) -> str:
+        """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
+        return f"({self.video_id} @ {format_timestamp(self.start_s)}–{format_timestamp(self.end_s)})"
+
+
+def format_timestamp(seconds: float) -> str:
+    """``MM:SS`` (minutes may pass 59 for long videos, as in the paper's citations)."""
+    total = round(seconds)
+    return f"{total // 60:02d}:{total % 60:02d}"
+
+
+class ChunkSearch:
+    """``search(query, k, filters)`` over the chunk collection."""
+
+    def __init__(self, vectors: VectorIndex, embedder: Embedder, collection: str) -> None:
+        self.vectors = vectors
+        self.embedder = embedder
+        self.collection = collection
+
+    def search(
+        self, query: str, k: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[SearchHit]:
+        """The ``k`` chunks closest to ``query``; ``filters`` as :meth:`VectorIndex.search` takes."""
+        vector = self.embedder.embed_query(query)
+        hits = self.vectors.search(self.collection, vector, k=k, filters=filters)
+        return [
+            SearchHit(
+                chunk_id=hit.id,
+                video_id=str(hit.payload.get("video_id", "")),
+                domain=str(hit.payload.get("domain", "")),
+                start_s=float(hit.payload.get("start_s", 0.0)),
+                end_s=float(hit.payload.get("end_s", 0.0)),
+                score=hit.score,
+                transcript=str(hit.payload.get("transcript", "")),
+            )
+            for hit in hits
+        ]
