@@ -17,7 +17,7 @@ from store.catalog import Catalog
 from store.errors import ConfigError
 from tools.clips import ClipFetcher
 from tools.embeddings import Embedder, make_embedder
-from tools.indexer import Indexer, IndexConfig, IndexProgress
+from tools.indexer import IndexConfig, Indexer, IndexProgress
 from tools.search import ChunkSearch
 from tools.transcripts import Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
@@ -132,7 +132,9 @@ class App:
 
     def search(self) -> ChunkSearch:
         """The agents' search tool."""
-        return ChunkSearch(self.vectors, self.embedder, index_config(self.settings).chunk_collection)
+        return ChunkSearch(
+            self.vectors, self.embedder, index_config(self.settings).chunk_collection
+        )
 
     def clips(self) -> ClipFetcher:
         """The agents' clip tool."""

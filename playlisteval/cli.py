@@ -123,7 +123,14 @@ def _progress() -> Progress:
 
 def _hours_table(rows: list[DomainHours], target: float | None = None) -> Table:
     table = Table(title="Hours per domain")
-    for name in ("domain", "videos", "in seeding (h)", "duplicates (h)", "failed (h)", "reserve (h)"):
+    for name in (
+        "domain",
+        "videos",
+        "in seeding (h)",
+        "duplicates (h)",
+        "failed (h)",
+        "reserve (h)",
+    ):
         table.add_column(name, justify="right" if name != "domain" else "left")
     for r in rows:
         table.add_row(
@@ -140,7 +147,9 @@ def _hours_table(rows: list[DomainHours], target: float | None = None) -> Table:
 def _print_add(summary: AddSummary) -> None:
     for playlist in summary.playlists:
         order = " (re-sorted by episode)" if playlist.reordered else ""
-        console.print(f"playlist [bold]{playlist.id}[/] ({playlist.domain}): {playlist.title}{order}")
+        console.print(
+            f"playlist [bold]{playlist.id}[/] ({playlist.domain}): {playlist.title}{order}"
+        )
     console.print(f"{summary.videos} videos listed")
     for ref, reason in summary.dropped:
         console.print(f"[yellow]dropped[/] {ref}: {reason}")
@@ -157,7 +166,9 @@ def _print_index(app_: App, summary: IndexSummary) -> None:
     table.add_row("videos in seeding", str(indexed))
     table.add_row("videos failed", str(len(app_.catalog.videos(statuses=[FAILED]))))
     table.add_row("hours in seeding", f"{summary.hours_indexed:.2f}")
-    table.add_row("chunks (computed this run / stored)", f"{summary.chunks_computed} / {summary.chunks_total}")
+    table.add_row(
+        "chunks (computed this run / stored)", f"{summary.chunks_computed} / {summary.chunks_total}"
+    )
     table.add_row("segments", str(summary.segments_total))
     table.add_row("near-duplicates dropped", str(len(summary.duplicates)))
     for domain, count in summary.seeds_per_domain.items():
@@ -184,8 +195,12 @@ def _index(app_: App) -> IndexSummary:
 
 @app.command()
 def add(
-    source: Annotated[str, typer.Argument(help="Playlist URL, local folder of videos, or manifest (.json/.toml).")],
-    domain: Annotated[str | None, typer.Option(help="Domain of the playlist(s), e.g. education.")] = None,
+    source: Annotated[
+        str, typer.Argument(help="Playlist URL, local folder of videos, or manifest (.json/.toml).")
+    ],
+    domain: Annotated[
+        str | None, typer.Option(help="Domain of the playlist(s), e.g. education.")
+    ] = None,
     target_hours: Annotated[
         float | None, typer.Option(help="Trim or extend the domain to about this many hours.")
     ] = None,
@@ -234,7 +249,9 @@ def seeds(
             if domain is None or name == domain:
                 console.print(f"seeds: {name}: {count}")
                 for seed in app_.catalog.seeds(domain=name)[:show]:
-                    console.print(f"  {seed.id}  {seed.segment_a} ~ {seed.segment_b}  {seed.cosine:.3f}")
+                    console.print(
+                        f"  {seed.id}  {seed.segment_a} ~ {seed.segment_b}  {seed.cosine:.3f}"
+                    )
 
 
 @app.command()
@@ -266,7 +283,9 @@ def status(home: HomeOption = None) -> None:
         console.print(f"chunks: {app_.catalog.chunk_count()}, seeds: {len(app_.catalog.seeds())}")
         console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
         for problem in app_.catalog.problems():
-            console.print(f"[yellow]{problem.stage}[/] {problem.ref}: {problem.reason}", markup=True)
+            console.print(
+                f"[yellow]{problem.stage}[/] {problem.ref}: {problem.reason}", markup=True
+            )
 
 
 @app.command()

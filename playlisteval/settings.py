@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import (
@@ -24,7 +24,7 @@ SETTINGS_FILE = "playlisteval.toml"
 
 
 def default_home() -> Path:
-    """The workspace used when ``--home`` is not given: ``$PLAYLISTEVAL_HOME`` or ``~/.playlisteval``."""
+    """Workspace used without ``--home``: ``$PLAYLISTEVAL_HOME``, else ``~/.playlisteval``."""
     env = os.environ.get("PLAYLISTEVAL_HOME")
     return Path(env).expanduser() if env else Path.home() / ".playlisteval"
 
@@ -157,10 +157,10 @@ class Settings(BaseSettings):
     )
 
     home: Path = Field(default_factory=default_home)
-    ingest: IngestSettings = Field(default_factory=IngestSettings)  # type: ignore[arg-type]
-    index: IndexSettings = Field(default_factory=IndexSettings)  # type: ignore[arg-type]
-    vectors: VectorSettings = Field(default_factory=VectorSettings)  # type: ignore[arg-type]
-    seeds: SeedSettings = Field(default_factory=SeedSettings)  # type: ignore[arg-type]
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    vectors: VectorSettings = Field(default_factory=VectorSettings)
+    seeds: SeedSettings = Field(default_factory=SeedSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     models: ModelRoles = Field(default_factory=ModelRoles)
     pairs: PairSettings = Field(default_factory=PairSettings)
@@ -186,7 +186,7 @@ class Settings(BaseSettings):
 _TOML_FILE: ContextVar[Path | None] = ContextVar("playlisteval_toml_file", default=None)
 
 
-def load_settings(home: Path | None = None, **overrides: object) -> Settings:
+def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
     """Settings for the workspace ``home`` (default :func:`default_home`).
 
     ``overrides`` win over the environment and the workspace's ``playlisteval.toml``.
@@ -194,6 +194,6 @@ def load_settings(home: Path | None = None, **overrides: object) -> Settings:
     resolved = (home or default_home()).expanduser().resolve()
     token = _TOML_FILE.set(resolved / SETTINGS_FILE)
     try:
-        return Settings(home=resolved, **overrides)  # type: ignore[arg-type]
+        return Settings(home=resolved, **overrides)
     finally:
         _TOML_FILE.reset(token)

@@ -322,7 +322,9 @@ class Catalog:
     def chunks(self, video_id: str) -> list[ChunkRow]:
         """A video's chunks in time order."""
         with self.session() as s:
-            query = select(ChunkRow).where(ChunkRow.video_id == video_id).order_by(col(ChunkRow.idx))
+            query = (
+                select(ChunkRow).where(ChunkRow.video_id == video_id).order_by(col(ChunkRow.idx))
+            )
             return list(s.exec(query).all())
 
     def chunk_count(self) -> int:

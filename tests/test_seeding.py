@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,7 @@ def test_plan_segments_splits_into_target_length_pieces(
     if spans:
         assert spans[0].chunk_start == 0
         assert spans[-1].chunk_end == n_chunks
-        assert all(a.chunk_end == b.chunk_start for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a.chunk_end == b.chunk_start for a, b in itertools.pairwise(spans))
 
 
 def test_plan_segments_keeps_every_piece_within_bounds_when_it_can() -> None:
@@ -111,7 +113,9 @@ def test_seeds_are_same_domain_pairs_of_different_videos_within_the_cosine_band(
     assert seeds[0].domain == "x"
 
 
-@pytest.mark.parametrize(("angle", "kept"), [(66.5, False), (66.3, True), (25.9, True), (25.7, False)])
+@pytest.mark.parametrize(
+    ("angle", "kept"), [(66.5, False), (66.3, True), (25.9, True), (25.7, False)]
+)
 def test_seed_band_edges(angle: float, kept: bool) -> None:
     # cos 66.42° = 0.40 and cos 25.84° = 0.90
     refs = _refs([("a-s0", "a", "x"), ("b-s0", "b", "x")])

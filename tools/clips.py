@@ -45,7 +45,7 @@ class ClipFetcher:
         max_height: int = 720,
         audio: bool = True,
     ) -> Clip:
-        """Cut ``[start_s, end_s)`` of a video; a second call with the same arguments reads the cache."""
+        """Cut ``[start_s, end_s)`` of a video; the same call again reads the cache."""
         video = self.catalog.video(video_id)
         if video is None or video.path is None:
             raise MediaError(f"no indexed video {video_id!r}; see `playlisteval status`")

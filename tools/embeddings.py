@@ -231,10 +231,9 @@ class FrameStatsTextEmbedder:
         text_part = np.zeros((len(chunks), self.text_dim), dtype=np.float32)
         if needs_text:
             text_part[needs_text] = self._encode_texts([texts[index] for index in needs_text])
-        frame_part = np.stack(
-            [frame_descriptor(chunk.frames) for chunk in chunks]
-            or [np.zeros(FRAME_DESCRIPTOR_DIM, dtype=np.float32)]
-        )[: len(chunks)]
+        frame_part = np.zeros((len(chunks), FRAME_DESCRIPTOR_DIM), dtype=np.float32)
+        for index, chunk in enumerate(chunks):
+            frame_part[index] = frame_descriptor(chunk.frames)
         fused = np.concatenate([self.w_text * text_part, self.w_frame * frame_part], axis=1)
         return _normalise_rows(fused)
 
@@ -250,7 +249,6 @@ class FrameStatsTextEmbedder:
 
 _DEFAULT_INSTRUCTION = "Represent the user's input."
 _DEFAULT_QUERY_INSTRUCTION = "Retrieve video clips relevant to the user's query."
-_CHUNK_SECONDS = 30.0
 
 
 def _with_full_stop(instruction: str) -> str:
@@ -286,13 +284,15 @@ def _embedding_model_class() -> Any:
 
 
 class Qwen3VLEmbedder:
-    """Qwen3-VL-Embedding through transformers: frames as one video plus the transcript.
+    """Qwen3-VL-Embedding through transformers: the chunk's frames as images plus its transcript.
 
     Follows the model card's reference code: a system turn with the instruction, a user turn
-    with the content, the generation prompt appended, the final hidden state of the last
-    non-padding token taken as the embedding and L2-normalised. Chunks are embedded one at a
-    time (frame counts differ between chunks, and an 8B model gains little from batching video
-    on one GPU); queries in batches are text only.
+    with the content, the generation prompt appended, the final hidden state of the last token
+    taken as the embedding and L2-normalised. The Qwen chat format is written out here and frames
+    go through the (numpy) image processor rather than ``Qwen3VLProcessor``, whose video half
+    needs torchvision; frames are passed as images, each ``<|vision_start|><|image_pad|>…``.
+    Chunks are embedded one at a time (frame counts differ and an 8B model gains little from
+    batching vision input on one GPU).
     """
 
     name = "qwen3-vl-embedding"
@@ -302,17 +302,16 @@ class Qwen3VLEmbedder:
         model: str | Path = "Qwen/Qwen3-VL-Embedding-8B",
         device: str = "cpu",
         dtype: str = "bfloat16",
-        max_frames: int = 16,
+        max_frames: int = 8,
         instruction: str = _DEFAULT_INSTRUCTION,
         query_instruction: str = _DEFAULT_QUERY_INSTRUCTION,
-        max_length: int = 8192,
         max_frame_pixels: int = 448 * 448,
     ) -> None:
-        """Load the model and processor from a hub id or a local folder."""
+        """Load the model, tokenizer and image processor from a hub id or a local folder."""
         if max_frames < 1:
             raise ConfigError(f"max_frames={max_frames!r} must be at least 1")
         import torch
-        from transformers import AutoProcessor
+        from transformers import AutoImageProcessor, AutoTokenizer
 
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):
@@ -326,7 +325,8 @@ class Qwen3VLEmbedder:
                 .to(device)
                 .eval()
             )
-            self._processor = AutoProcessor.from_pretrained(str(model), padding_side="right")
+            self._tokenizer = AutoTokenizer.from_pretrained(str(model))
+            self._image_processor = AutoImageProcessor.from_pretrained(str(model), use_fast=False)
         except Exception as exc:
             raise EmbeddingError(
                 f"cannot load Qwen3-VL embedding model {str(model)!r}: {exc}; "
@@ -337,68 +337,47 @@ class Qwen3VLEmbedder:
         self.max_frames = max_frames
         self.instruction = _with_full_stop(instruction)
         self.query_instruction = _with_full_stop(query_instruction)
-        self.max_length = max_length
         self.max_frame_pixels = max_frame_pixels
         self.dim = int(self._model.config.text_config.hidden_size)
 
     def _pick_frames(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(frames) <= self.max_frames:
-            picked = list(frames)
-        else:
-            positions = np.linspace(0, len(frames) - 1, self.max_frames).round().astype(int)
-            picked = [frames[int(i)] for i in positions]
-        # The video processor stacks frames, so they must share one size; it also needs an even
-        # count (temporal patches of 2), which it pads itself.
-        height, width = picked[0].shape[:2]
-        return [frame if frame.shape[:2] == (height, width) else picked[0] for frame in picked]
+            return list(frames)
+        positions = np.linspace(0, len(frames) - 1, self.max_frames).round().astype(int)
+        return [frames[int(i)] for i in positions]
 
     def _embed(self, instruction: str, text: str, frames: Sequence[np.ndarray]) -> FloatArray:
-        content: list[dict[str, Any]] = []
-        processor_inputs: dict[str, Any] = {}
+        torch = self._torch
+        vision = ""
+        model_inputs: dict[str, Any] = {}
         if frames:
-            picked = self._pick_frames(frames)
-            content.append({"type": "video"})
-            processor_inputs["videos"] = [np.stack(picked)]
-            # Frames were sampled evenly over the chunk; saying so gives the model true timestamps.
-            processor_inputs["video_metadata"] = [
-                {
-                    "total_num_frames": len(picked),
-                    "fps": len(picked) / _CHUNK_SECONDS,
-                    "frames_indices": list(range(len(picked))),
-                }
-            ]
-            processor_inputs["do_sample_frames"] = False
-            processor_inputs["videos_kwargs"] = {"max_pixels": self.max_frame_pixels}
-        if text:
-            content.append({"type": "text", "text": text})
-        if not content:
-            content.append({"type": "text", "text": "NULL"})  # what the reference code sends
-        conversation = [
-            {"role": "system", "content": [{"type": "text", "text": instruction}]},
-            {"role": "user", "content": content},
-        ]
-        prompt = self._processor.apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=False
+            images = self._image_processor(
+                images=self._pick_frames(frames),
+                max_pixels=self.max_frame_pixels,
+                return_tensors="pt",
+            )
+            merge = int(self._image_processor.merge_size) ** 2
+            for grid in images["image_grid_thw"]:
+                # What Qwen3VLProcessor does: one pad token per merged patch of each image.
+                vision += "<|vision_start|>" + "<|image_pad|>" * (int(grid.prod()) // merge)
+                vision += "<|vision_end|>"
+            model_inputs["pixel_values"] = images["pixel_values"].to(self.device, self._model.dtype)
+            model_inputs["image_grid_thw"] = images["image_grid_thw"].to(self.device)
+        body = text if (text or vision) else "NULL"  # the reference code sends "NULL" for nothing
+        prompt = (
+            f"<|im_start|>system\n{instruction}<|im_end|>\n"
+            f"<|im_start|>user\n{vision}{body}<|im_end|>\n<|im_start|>assistant\n"
         )
-        inputs = self._processor(
-            text=[prompt],
-            truncation=True,
-            max_length=self.max_length,
-            padding=True,
-            return_tensors="pt",
-            **{key: value for key, value in processor_inputs.items() if key != "videos_kwargs"},
-        )
-        inputs = {key: value.to(self.device) for key, value in inputs.items()}
-        with self._torch.no_grad():
-            hidden = self._model(**inputs)
-        mask = inputs["attention_mask"]
-        last = mask.shape[1] - 1 - mask.flip(dims=[1]).argmax(dim=1)
-        pooled = hidden[self._torch.arange(hidden.shape[0]), last].float()
-        pooled = self._torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        encoded = self._tokenizer([prompt], return_tensors="pt")
+        model_inputs["input_ids"] = encoded["input_ids"].to(self.device)
+        model_inputs["attention_mask"] = encoded["attention_mask"].to(self.device)
+        with torch.no_grad():
+            hidden = self._model(**model_inputs)
+        pooled = torch.nn.functional.normalize(hidden[:, -1].float(), p=2, dim=-1)
         return np.asarray(pooled.cpu().numpy()[0], dtype=np.float32)
 
     def embed_chunks(self, chunks: Sequence[ChunkContent]) -> np.ndarray:
-        """Embed each chunk's frames (as one video) and transcript; rows are unit vectors."""
+        """Embed each chunk's frames and transcript; rows are unit vectors."""
         rows = np.zeros((len(chunks), self.dim), dtype=np.float32)
         for chunk_index, chunk in enumerate(chunks):
             for frame_index, frame in enumerate(chunk.frames):
@@ -407,8 +386,6 @@ class Qwen3VLEmbedder:
                 rows[chunk_index] = self._embed(
                     self.instruction, " ".join(chunk.transcript.split()), chunk.frames
                 )
-            except EmbeddingError:
-                raise
             except Exception as exc:
                 raise EmbeddingError(
                     f"qwen3-vl-embedding failed on chunk {chunk_index} "

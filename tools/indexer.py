@@ -279,7 +279,9 @@ class Indexer:
         )
         return True
 
-    def prepare_media(self, download_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def prepare_media(
+        self, download_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         """Download what is only listed, then probe it; failures are recorded per video."""
         for video in self.catalog.videos(statuses=[LISTED]):
             if video.path is None or not Path(video.path).exists():
@@ -414,13 +416,18 @@ class Indexer:
         audio: Callable[[float, float], np.ndarray],
     ) -> int:
         spans = [grid[idx] for idx, _ in batch]
-        request = TranscriptRequest(grid=spans, caption_paths=captions, audio=audio, rate=self.config.audio_rate)
+        request = TranscriptRequest(
+            grid=spans, caption_paths=captions, audio=audio, rate=self.config.audio_rate
+        )
         texts = self.transcriber.transcribe(request)
         note = getattr(self.transcriber, "last_fallback_reason", None)
         if note:
             self.catalog.record_problem("transcript", video.id, str(note), video.playlist_id)
         source = getattr(self.transcriber, "last_source", None) or self.transcriber.name
-        contents = [ChunkContent(frames=frames, transcript=text) for (_, frames), text in zip(batch, texts, strict=True)]
+        contents = [
+            ChunkContent(frames=frames, transcript=text)
+            for (_, frames), text in zip(batch, texts, strict=True)
+        ]
         vectors = self.embedder.embed_chunks(contents)
         ids = [chunk_point_id(video.id, idx) for idx, _ in batch]
         payloads = [
@@ -451,7 +458,9 @@ class Indexer:
                 for (idx, _), span, text, vec in zip(batch, spans, texts, vectors, strict=True)
             ]
         )
-        self.catalog.update_video(video.id, transcript_source=str(source), embedder=self.embedder.name)
+        self.catalog.update_video(
+            video.id, transcript_source=str(source), embedder=self.embedder.name
+        )
         self.progress.advance(len(batch))
         return len(batch)
 
@@ -501,7 +510,9 @@ class Indexer:
                     "segment_idx": r.idx,
                     "start_s": r.start_s,
                     "end_s": r.end_s,
-                    "transcript": " ".join(c.transcript for c in chunks[r.chunk_start : r.chunk_end]),
+                    "transcript": " ".join(
+                        c.transcript for c in chunks[r.chunk_start : r.chunk_end]
+                    ),
                 }
                 for r in rows
             ],
@@ -553,7 +564,13 @@ class Indexer:
         )
         self.catalog.replace_seeds(
             [
-                SeedRow(id=p.seed_id, domain=p.domain, segment_a=p.segment_a, segment_b=p.segment_b, cosine=p.cosine)
+                SeedRow(
+                    id=p.seed_id,
+                    domain=p.domain,
+                    segment_a=p.segment_a,
+                    segment_b=p.segment_b,
+                    cosine=p.cosine,
+                )
                 for p in pairs
             ]
         )

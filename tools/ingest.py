@@ -32,7 +32,7 @@ import unicodedata
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,9 @@ __all__ = [
     "trim_to_hours",
 ]
 
-VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".webm", ".mov", ".m4v", ".avi", ".mpg", ".mpeg", ".ts"})
+VIDEO_SUFFIXES = frozenset(
+    {".mp4", ".mkv", ".webm", ".mov", ".m4v", ".avi", ".mpg", ".mpeg", ".ts"}
+)
 CAPTION_SUFFIXES = frozenset({".vtt", ".srt"})
 MANIFEST_SUFFIXES = frozenset({".json", ".toml"})
 
@@ -115,8 +117,10 @@ _SEASON_EPISODE = (
     re.compile(rf"\bseason\s*{_NUM}\W{{0,3}}\s*(?:episode|ep\.?)\s*{_NUM}\b", re.IGNORECASE),
 )
 _SINGLE = (
-    re.compile(rf"\b(?:episode|ep\.?|part|pt\.?|chapter|lecture|lesson)\s*(?:no\.?\s*)?{_NUM}\b",
-               re.IGNORECASE),
+    re.compile(
+        rf"\b(?:episode|ep\.?|part|pt\.?|chapter|lecture|lesson)\s*(?:no\.?\s*)?{_NUM}\b",
+        re.IGNORECASE,
+    ),
     re.compile(rf"\bE{_NUM}\b"),
     re.compile(rf"#\s?{_NUM}\b"),
 )
@@ -241,7 +245,10 @@ def _root_of(path: Path, roots: Sequence[Path]) -> Path | None:
 
 def _outside_reason(given: str, roots: Sequence[Path]) -> str:
     listed = ", ".join(repr(str(root)) for root in roots)
-    return f"path {given!r} is outside the allowed roots [{listed}]; pass its folder as an allowed root"
+    return (
+        f"path {given!r} is outside the allowed roots [{listed}]; "
+        "pass its folder as an allowed root to read it"
+    )
 
 
 def _file_url_to_path(url: str) -> Path:
@@ -298,21 +305,20 @@ def _probe_duration(path: Path) -> float | None:
 class _Collector:
     """Accumulates entries for one playlist, enforcing unique ids."""
 
-    videos: list[VideoEntry]
-    dropped: list[DroppedEntry]
+    videos: list[VideoEntry] = field(default_factory=list)
+    dropped: list[DroppedEntry] = field(default_factory=list)
+    _titles_by_id: dict[str, str] = field(default_factory=dict)
 
     def add(self, entry: VideoEntry) -> None:
-        for existing in self.videos:
-            if existing.video_id == entry.video_id:
-                self.dropped.append(
-                    DroppedEntry(
-                        ref=_entry_ref(entry),
-                        title=entry.title,
-                        reason=f"duplicate video id {entry.video_id!r} "
-                        f"(already used by {existing.title!r})",
-                    )
-                )
-                return
+        first_title = self._titles_by_id.get(entry.video_id)
+        if first_title is not None:
+            self.drop(
+                _entry_ref(entry),
+                entry.title,
+                f"duplicate video id {entry.video_id!r} (already used by {first_title!r})",
+            )
+            return
+        self._titles_by_id[entry.video_id] = entry.title
         self.videos.append(entry)
 
     def drop(self, ref: str, title: str | None, reason: str) -> None:
@@ -337,7 +343,7 @@ def _finish(
 def _require_domain(domain: str | None, what: str) -> str:
     if domain is None or not domain.strip():
         raise IngestError(
-            f"{what} has no domain: pass --domain NAME (or set \"domain\" in the manifest)"
+            f'{what} has no domain: pass --domain NAME (or set "domain" in the manifest)'
         )
     return domain.strip()
 
@@ -408,10 +414,12 @@ def _natural_key(path: Path) -> list[tuple[int, int | str]]:
     return [(1, int(part)) if part.isdigit() else (0, part) for part in parts if part]
 
 
-def _list_folder(folder: Path, source: str, domain: str | None, extra_roots: Sequence[Path]) -> PlaylistListing:
+def _list_folder(
+    folder: Path, source: str, domain: str | None, extra_roots: Sequence[Path]
+) -> PlaylistListing:
     root = folder.resolve()
     roots = _resolve_roots([root, *extra_roots])
-    collector = _Collector([], [])
+    collector = _Collector()
     candidates = [
         path
         for path in root.rglob("*")
@@ -577,7 +585,13 @@ def _add_ydl_entry(collector: _Collector, info: Mapping[str, Any], roots: Sequen
             collector.drop(url, title_text, str(error))
             return
         _local_entry(
-            collector, url, path, roots, title=title_text, explicit_id=None, captions=None,
+            collector,
+            url,
+            path,
+            roots,
+            title=title_text,
+            explicit_id=None,
+            captions=None,
             caption_base=path.parent,
         )
         return
@@ -631,7 +645,7 @@ def _list_ydl(
     playlist_id: str | None = None,
 ) -> PlaylistListing:
     info = _flat_listing(url, enable_file_urls=url.lower().startswith("file:"))
-    collector = _Collector([], [])
+    collector = _Collector()
     entries = info.get("entries")
     if info.get("_type") in ("playlist", "multi_video") or entries is not None:
         for entry in entries or ():
@@ -661,7 +675,7 @@ def _list_ydl(
 
 
 def _finished_media(media_dir: Path, video_id: str) -> Path | None:
-    """A complete media file for ``video_id`` in ``media_dir`` (never a ``.part`` or format piece)."""
+    """A finished media file for ``video_id`` in ``media_dir`` (never a ``.part`` or a piece)."""
     for suffix in (".mp4", ".mkv", ".webm", ".mov", ".m4v"):
         candidate = media_dir / f"{video_id}{suffix}"
         if candidate.is_file() and candidate.stat().st_size > 0:
@@ -707,7 +721,9 @@ def download_video(
         raise IngestError(
             f"video id {entry.video_id!r} is not citation-safe; use only [A-Za-z0-9_-]"
         )
-    if _SCHEME.match(entry.url) is None or not entry.url.lower().startswith(("http://", "https://")):
+    if _SCHEME.match(entry.url) is None or not entry.url.lower().startswith(
+        ("http://", "https://")
+    ):
         # file:// entries are turned into local paths by list_source, after the roots check.
         raise UnsafeSourceError(
             f"download_video only fetches http(s) URLs, got {entry.url!r}; "
@@ -823,9 +839,7 @@ def _read_manifest(path: Path) -> _Manifest:
     except (OSError, UnicodeDecodeError) as error:
         raise IngestError(f"cannot read manifest {str(path)!r}: {error}") from error
     try:
-        raw: object = (
-            tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-        )
+        raw: object = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         raise IngestError(
@@ -867,13 +881,19 @@ def _list_manifest(
                 )
             )
             continue
-        assert title is not None and playlist.videos is not None  # checked by the model
-        collector = _Collector([], [])
+        assert title is not None
+        assert playlist.videos is not None
+        collector = _Collector()
         for video in playlist.videos:
             _add_manifest_video(collector, video, base, roots)
         listings.append(
-            _finish(playlist.id or _slug(title, fallback="playlist"), title, playlist_domain,
-                    source, collector)
+            _finish(
+                playlist.id or _slug(title, fallback="playlist"),
+                title,
+                playlist_domain,
+                source,
+                collector,
+            )
         )
     return listings
 
@@ -917,8 +937,14 @@ def _add_manifest_video(
 ) -> None:
     if video.path is not None:
         _local_entry(
-            collector, video.path, base / video.path, roots, title=video.title,
-            explicit_id=video.id, captions=video.captions, caption_base=base,
+            collector,
+            video.path,
+            base / video.path,
+            roots,
+            title=video.title,
+            explicit_id=video.id,
+            captions=video.captions,
+            caption_base=base,
         )
         return
     assert video.url is not None  # checked by the model
@@ -931,8 +957,14 @@ def _add_manifest_video(
             collector.drop(url, video.title, str(error))
             return
         _local_entry(
-            collector, url, path, roots, title=video.title, explicit_id=video.id,
-            captions=video.captions, caption_base=base,
+            collector,
+            url,
+            path,
+            roots,
+            title=video.title,
+            explicit_id=video.id,
+            captions=video.captions,
+            caption_base=base,
         )
         return
     if scheme is None or scheme.group(1).lower() not in ("http", "https"):

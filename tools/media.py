@@ -36,9 +36,10 @@ __all__ = [
 
 # A chunk-grid remainder shorter than this is container rounding, not content.
 _GRID_EPSILON_S = 1e-3
-# Packets read ahead of the decoder to learn each frame's successor in presentation order; H.264
-# reorders at most 16 frames, so 32 always covers it.
-_LOOKAHEAD_PACKETS = 32
+# H.264 and HEVC reorder at most 16 frames between decode and presentation order.
+_MAX_REORDER = 16
+# Packets read ahead of the decoder to learn each frame's successor in presentation order.
+_LOOKAHEAD_PACKETS = 2 * _MAX_REORDER
 # Packets demuxed by probe to tell constant from variable frame rate.
 _VFR_PROBE_PACKETS = 300
 _AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200})
@@ -114,12 +115,23 @@ def _origin_s(container: av.container.InputContainer, stream: av.VideoStream) ->
     return 0.0
 
 
-def _duration_s(container: av.container.InputContainer, stream: av.VideoStream) -> float | None:
-    """Container duration, else stream duration, else the end of the last video packet."""
+def _duration_s(
+    container: av.container.InputContainer, stream: av.VideoStream, video_first: bool = False
+) -> float | None:
+    """Container duration, else stream duration, else the end of the last video packet.
+
+    ``video_first`` prefers the video stream's own duration: an audio track that runs a few
+    milliseconds longer must not add a frame.
+    """
+    stream_s = None
+    if stream.duration is not None and stream.duration > 0 and stream.time_base is not None:
+        stream_s = float(stream.duration * stream.time_base)
+    if video_first and stream_s is not None:
+        return stream_s
     if container.duration is not None and container.duration > 0:
         return container.duration / av.time_base
-    if stream.duration is not None and stream.duration > 0:
-        return float(stream.duration * stream.time_base)
+    if stream_s is not None:
+        return stream_s
     last_end: int | None = None
     first: int | None = None
     for packet in container.demux(stream):
@@ -142,6 +154,10 @@ def _is_variable_rate(container: av.container.InputContainer, stream: av.VideoSt
         if len(pts) >= _VFR_PROBE_PACKETS:
             break
     pts.sort()
+    if len(pts) >= _VFR_PROBE_PACKETS:
+        # Packets come in decode order: frames shown just after the last one read may still be
+        # unread (B-frame reordering), which would look like a gap.
+        pts = pts[:-_MAX_REORDER]
     steps = [b - a for a, b in itertools.pairwise(pts) if b > a]
     if len(steps) < 2:
         return False
@@ -240,8 +256,12 @@ def _timed_video_frames(
     if time_base is None:
         raise MediaError("video stream has no time base")
     origin = _origin_s(container, stream)
-    duration = _duration_s(container, stream)
-    end = duration if end_s is None else end_s if duration is None else min(end_s, duration)
+    duration = _duration_s(container, stream, video_first=True)
+    # Emission stops at end_s; without one, at the last frame. Past the last frame, the picture
+    # stays on screen until the declared duration (or one frame interval when that is shorter).
+    end = end_s
+    rate = stream.average_rate
+    frame_step = 1.0 / float(rate) if rate is not None and rate > 0 else 0.0
     step = 1.0 / fps
     ctx = stream.codec_context
     ctx.thread_type = "AUTO"
@@ -310,8 +330,9 @@ def _timed_video_frames(
     if not done():
         ctx.skip_frame = "DEFAULT"
         yield from decode(None)
-        # The last frame stays on screen until the end of the video.
-        yield from emit_until(math.inf if end is None else end)
+        if previous is not None:
+            shown_until = max(duration or 0.0, previous_t + frame_step)
+            yield from emit_until(shown_until)
 
 
 def iter_frames(

@@ -1,4 +1,4 @@
-"""The agents' search tool: text queries over the chunk index, embedded with the indexing embedder."""
+"""The agents' search tool: text queries over the chunk index, with the indexing embedder."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ class SearchHit:
 
     def citation(self) -> str:
         """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
-        return f"({self.video_id} @ {format_timestamp(self.start_s)}–{format_timestamp(self.end_s)})"
+        return (
+            f"({self.video_id} @ {format_timestamp(self.start_s)}–{format_timestamp(self.end_s)})"
+        )
 
 
 def format_timestamp(seconds: float) -> str:
@@ -44,7 +46,7 @@ class ChunkSearch:
     def search(
         self, query: str, k: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[SearchHit]:
-        """The ``k`` chunks closest to ``query``; ``filters`` as :meth:`VectorIndex.search` takes."""
+        """The ``k`` chunks closest to ``query``; ``filters`` as ``VectorIndex.search`` takes."""
         vector = self.embedder.embed_query(query)
         hits = self.vectors.search(self.collection, vector, k=k, filters=filters)
         return [

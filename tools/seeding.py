@@ -65,7 +65,8 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
 def segment_vector(chunk_vectors: np.ndarray) -> np.ndarray:
     """Normalised mean of a segment's chunk vectors."""
     mean = chunk_vectors.astype(np.float64).mean(axis=0, keepdims=True)
-    return normalise_rows(mean)[0]
+    unit: np.ndarray = normalise_rows(mean)[0]
+    return unit
 
 
 @dataclass(frozen=True)

@@ -104,33 +104,35 @@ class _Domain:
 DOMAINS: dict[str, _Domain] = {
     "cooking": _Domain(
         general=(
-            "Good cooking starts with fresh ingredients and a clean kitchen counter.",
-            "Taste as you go and season with salt a little at a time.",
-            "A heavy pan spreads the heat evenly and stops the food from burning.",
-            "Read the whole recipe before you start chopping anything.",
-            "Keep your knife sharp so the vegetables slice cleanly.",
-            "Let the stove warm up properly before the food goes in.",
-            "Fresh herbs at the end of cooking lift the whole dish.",
-            "Wash the pots while the meal rests so dinner is relaxed.",
-            "Measure the spices carefully because a pinch too much changes the flavour.",
-            "Serve the food warm on heated plates for the best taste.",
+            "Good home cooking starts with fresh seasonal ingredients and a simple recipe.",
+            "Taste the food as it cooks and season with salt a little at a time.",
+            "Tomatoes, garlic and olive oil are the heart of Italian home cooking.",
+            "Fresh basil and parmesan cheese lift almost any Italian dish.",
+            "A good recipe balances salty, sweet and sour flavours in every bite.",
+            "Cook with a heavy pot so the food heats evenly and never burns.",
+            "Onions and garlic cooked slowly give savoury dishes their depth.",
+            "Serve the meal warm with fresh bread and a simple salad.",
+            "Dried oregano and chilli flakes add warmth to tomato dishes.",
+            "Homemade food tastes better than anything from a packet.",
+            "A pinch of sugar softens the sharp acidity of cooked tomatoes.",
+            "Leftovers from this recipe make a great lunch the next day.",
         ),
         topics=(
             _Topic(
-                "sourdough bread",
+                "pizza from scratch",
                 (
-                    "Today we bake a loaf of sourdough bread from our own starter.",
-                    "Feed the starter with flour and water the night before baking.",
-                    "Mix the flour, water and salt into a shaggy dough.",
+                    "Today we make pizza from scratch, starting with the dough.",
+                    "Mix flour, water, yeast and salt into a soft pizza dough.",
                     "Knead the dough until it feels smooth and springs back.",
-                    "Let the dough rise slowly in a warm spot for several hours.",
-                    "Fold the dough gently to build strength in the gluten.",
-                    "Shape the loaf tightly and dust it with rice flour.",
-                    "Score the loaf with a razor so it opens in the oven.",
-                    "Bake the bread in a hot cast iron pot with the lid on.",
-                    "A crackling crust means the bread has baked through.",
-                    "Wait for the loaf to cool before slicing the soft crumb.",
-                    "Sourdough keeps fresh for days thanks to its natural acidity.",
+                    "Let the dough rise slowly in a warm spot for a few hours.",
+                    "Stretch the dough by hand instead of flattening it with a rolling pin.",
+                    "Spread a thin layer of tomato sauce over the pizza base.",
+                    "Tear fresh mozzarella and scatter it evenly over the sauce.",
+                    "Bake the pizza in the hottest oven you have on a preheated stone.",
+                    "The crust should puff up and char slightly in the oven.",
+                    "Add a few basil leaves and olive oil once the pizza comes out.",
+                    "Slice the pizza with a sharp wheel while the cheese is still soft.",
+                    "Extra pizza dough keeps in the fridge for a couple of days.",
                 ),
             ),
             _Topic(
@@ -151,20 +153,20 @@ DOMAINS: dict[str, _Domain] = {
                 ),
             ),
             _Topic(
-                "vegetable soup",
+                "minestrone soup",
                 (
-                    "We are making a hearty vegetable soup for a cold evening.",
+                    "We are making a hearty minestrone soup for a cold evening.",
                     "Dice carrots, celery and onions into small even cubes.",
-                    "Sweat the vegetables in butter without letting them colour.",
-                    "Pour in a good vegetable stock and bring it to a simmer.",
-                    "Add diced potatoes so the soup becomes thick and filling.",
-                    "Lentils give the soup protein and a lovely texture.",
-                    "Skim the foam from the surface of the broth as it cooks.",
-                    "Blend half of the soup to make it creamy without cream.",
-                    "A bay leaf and thyme give the broth a gentle aroma.",
+                    "Soften the vegetables gently in olive oil with a little garlic.",
+                    "Add chopped tomatoes and a good vegetable stock to the pot.",
+                    "Simmer the soup until the vegetables are tender.",
+                    "Stir in cannellini beans so the soup becomes thick and filling.",
+                    "Small pasta like ditalini cooks right in the simmering broth.",
+                    "A parmesan rind in the pot gives the broth a rich savoury depth.",
+                    "Add chopped kale near the end so it stays tender.",
                     "Ladle the soup into deep bowls with crusty bread on the side.",
-                    "Soup tastes even better the next day once the flavours settle.",
-                    "Cool leftover soup quickly before it goes in the fridge.",
+                    "Finish each bowl with basil, grated parmesan and a drizzle of olive oil.",
+                    "Minestrone tastes even better the next day once the flavours settle.",
                 ),
             ),
         ),
@@ -181,6 +183,8 @@ DOMAINS: dict[str, _Domain] = {
             "The atmosphere makes stars twinkle and blurs fine details.",
             "Wrap up warmly because long nights outdoors get very cold.",
             "Patience at the eyepiece reveals more detail over time.",
+            "A good telescope gathers far more light than the human eye.",
+            "The night sky changes with the seasons as the earth orbits the sun.",
         ),
         topics=(
             _Topic(
@@ -238,16 +242,18 @@ DOMAINS: dict[str, _Domain] = {
     ),
     "woodworking": _Domain(
         general=(
-            "Always read the grain of the board before you cut.",
-            "Sharp tools are safer than dull ones in the workshop.",
-            "Measure twice and cut once to avoid wasting good timber.",
-            "Wear safety glasses and hearing protection around power tools.",
-            "Clamp the workpiece firmly to the bench before working on it.",
-            "Hardwoods like oak and maple are strong and hold detail well.",
-            "Let the lumber acclimatise in the shop before you start a project.",
-            "A sharp pencil line makes your cuts far more accurate.",
-            "Keep the workbench tidy so you never lose a chisel.",
-            "Sand with progressively finer grits for a smooth surface.",
+            "Always read the wood grain of the board before you cut or plane it.",
+            "Sharp chisels and hand planes leave a cleaner surface than sandpaper.",
+            "Measure twice and saw once to avoid wasting good hardwood.",
+            "Strong wood joints and good glue make furniture last for generations.",
+            "Clamp the wooden parts firmly to the workbench before sawing them.",
+            "Hardwoods like oak, cherry and walnut make beautiful furniture.",
+            "Let the timber settle in the workshop before you build with it.",
+            "A sharp marking knife line makes joinery cuts far more accurate.",
+            "Dry fit every joint before the glue comes out of the bottle.",
+            "Sand the wood with progressively finer grits for a smooth surface.",
+            "Wood moves with the seasons, so furniture joints must allow for it.",
+            "An oil or varnish finish brings out the figure in the wood grain.",
         ),
         topics=(
             _Topic(
@@ -268,37 +274,37 @@ DOMAINS: dict[str, _Domain] = {
                 ),
             ),
             _Topic(
-                "a cutting board",
+                "a bookshelf",
                 (
-                    "This episode we build an end grain cutting board.",
-                    "Rip the maple and walnut boards into even strips on the table saw.",
-                    "Glue the strips together and clamp the panel overnight.",
-                    "Crosscut the glued panel into slices to expose the end grain.",
-                    "Rotate the slices to make a checkerboard pattern before the second glue up.",
-                    "Flatten the board with a router sled or a hand plane.",
-                    "End grain boards are gentle on kitchen knife edges.",
-                    "Rout a small chamfer on the edges so they do not chip.",
-                    "Finish the cutting board with food safe mineral oil.",
-                    "Rub in beeswax to seal the wood against moisture.",
-                    "Add rubber feet so the board does not slide on the counter.",
-                    "Re-oil the board every few weeks to keep it from cracking.",
+                    "This episode we build a solid oak bookshelf for the living room.",
+                    "Cut the sides and shelves to length on the mitre saw.",
+                    "Rout dadoes in the sides so each shelf sits in a groove.",
+                    "A back panel of plywood stops the bookshelf from racking.",
+                    "Glue the shelves into the dadoes and clamp the case together.",
+                    "Check the case for twist by measuring across the diagonals.",
+                    "Pocket screws make a quick and strong joint for the face frame.",
+                    "Fill any gaps with wood filler before the final sanding.",
+                    "Break the sharp edges with a block plane and sandpaper.",
+                    "Brush on a coat of oil based varnish to protect the oak.",
+                    "Anchor the finished bookshelf to the wall for safety.",
+                    "Solid shelves longer than a metre may sag under heavy books.",
                 ),
             ),
             _Topic(
-                "bowl turning",
+                "a keepsake box",
                 (
-                    "Today we turn a wooden bowl on the lathe.",
-                    "Mount the green log blank between centres on the lathe.",
-                    "Rough out the outside shape with a bowl gouge.",
-                    "Keep the bevel of the gouge rubbing for a clean cut.",
-                    "Turn a tenon so the chuck can grip the bowl.",
-                    "Hollow the inside of the bowl from the rim toward the base.",
-                    "Check the wall thickness with calipers as you go.",
-                    "Slow the lathe down before sanding the spinning bowl.",
-                    "Let a rough turned bowl dry slowly in a paper bag for months.",
-                    "Green wood warps as it dries, so we leave the walls thick.",
-                    "A scraper refines the curve and removes tool marks.",
-                    "Apply a friction polish while the bowl turns on the lathe.",
+                    "Today we build a small keepsake box from cherry wood.",
+                    "Resaw a thick cherry board to get thin sides for the box.",
+                    "Cut box joints at the corners with a jig on the table saw.",
+                    "Glue the box joints and clamp the corners tight.",
+                    "Cut a groove in each side so the bottom panel can float.",
+                    "Glue up the whole box closed and saw the lid off afterwards.",
+                    "Fit small brass hinges so the lid closes neatly.",
+                    "Plane the lid flush with the sides of the box.",
+                    "A mitred frame around a thin panel makes an elegant lid.",
+                    "Line the inside of the box with felt to protect small treasures.",
+                    "Hand sand the box to a silky feel before finishing.",
+                    "Wipe on a few coats of shellac to warm up the cherry.",
                 ),
             ),
         ),
@@ -529,8 +535,8 @@ def _plan_video(
         narration: list[str] = []
         spent = 0.0
         while len(narration) < MAX_SENTENCES_PER_SCENE:
-            # Two topic sentences for each shared one keeps episodes related but distinct.
-            if slot % 3 == 2:
+            # Alternating topic and shared sentences keeps episodes related but distinct.
+            if slot % 2 == 1:
                 candidate = general[used_general % len(general)]
             else:
                 candidate = specific[used_specific % len(specific)]
@@ -539,7 +545,7 @@ def _plan_video(
                 break
             narration.append(candidate)
             spent += cost
-            if slot % 3 == 2:
+            if slot % 2 == 1:
                 used_general += 1
             else:
                 used_specific += 1

@@ -78,7 +78,7 @@ class VectorIndex(Protocol):
     """What every vector index backend offers; all distances are cosine.
 
     Filters map a payload field to a condition, all conditions must hold (AND):
-    ``{"domain": "education"}`` equality (str, int or bool), ``{"video_id": ["a", "b"]}`` match
+    ``{"domain": "education"}`` equality (str or int), ``{"video_id": ["a", "b"]}`` match
     any, ``{"start_s": {"gte": 10, "lt": 60}}`` numeric range.
     """
 
@@ -164,7 +164,7 @@ def _jsonable(value: Any, where: str) -> Any:
         out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise IndexBackendError(f"payload key {k!r} at {where} must be a string")
+                raise IndexBackendError(f"payload key {k!r} at {where} is not a str")
             out[k] = _jsonable(v, f"{where}.{k}")
         return out
     raise IndexBackendError(
@@ -197,7 +197,10 @@ def _prepare_points(
     for key, payload in zip(ids, payloads, strict=True):
         if not isinstance(key, str) or not key:
             raise IndexBackendError(f"collection {name!r}: id {key!r} must be a non-empty str")
-        clean = _jsonable(payload, key)
+        try:
+            clean = _jsonable(payload, f"id {key!r}")
+        except IndexBackendError as exc:
+            raise IndexBackendError(f"collection {name!r}: {exc}") from None
         if not isinstance(clean, dict):
             raise IndexBackendError(f"collection {name!r}: payload for {key!r} must be a dict")
         if clean.get(KEY_FIELD, key) != key:
@@ -227,7 +230,7 @@ class _Cond:
     """One parsed filter condition; exactly one of match/any_of/bounds is set."""
 
     field: str
-    match: str | int | bool | None = None
+    match: str | int | None = None
     any_of: tuple[str | int, ...] | None = None
     bounds: tuple[tuple[str, float], ...] | None = None
 
@@ -236,7 +239,14 @@ def _parse_filters(name: str, filters: Mapping[str, Any] | None) -> list[_Cond]:
     """Turn the filter mapping into conditions, refusing shapes Qdrant cannot answer."""
     conds: list[_Cond] = []
     for field, spec in (filters or {}).items():
-        if isinstance(spec, str | bool | int) and not isinstance(spec, np.generic):
+        if isinstance(spec, bool):
+            # qdrant-edge-py 0.9 turns MatchValue(True) into the integer 1, which never matches
+            # a stored bool; refuse it everywhere so every backend answers the same.
+            raise IndexBackendError(
+                f"collection {name!r}: filter {field!r}: {spec!r}: bool equality is not "
+                "supported; store the flag as a str or int and filter on that"
+            )
+        if isinstance(spec, str | int):
             conds.append(_Cond(field, match=spec))
         elif isinstance(spec, list | tuple | set | frozenset):
             values = tuple(spec)
@@ -368,7 +378,9 @@ class QdrantClientIndex(_Closable):
     def server(cls, url: str, api_key: str | None = None, timeout_s: int = 30) -> QdrantClientIndex:
         """Connect to a Qdrant server at ``url``; the connection is checked right away."""
         try:
-            client = QdrantClient(url=url, api_key=api_key, timeout=timeout_s)
+            client = QdrantClient(
+                url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False
+            )
             client.get_collections()
         except Exception as exc:
             raise IndexBackendError(

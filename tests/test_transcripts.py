@@ -1,0 +1,403 @@
+"""Transcript backends give one text per chunk, "" for silence, and say which chunk failed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from store.errors import ConfigError, TranscriptError
+from tools.transcripts import (
+    AutoTranscriber,
+    CaptionsTranscriber,
+    DashScopeTranscriber,
+    TranscriptRequest,
+    make_transcriber,
+)
+
+GRID = [(0.0, 30.0), (30.0, 60.0), (60.0, 90.0)]
+
+
+def _vtt(text: str, start: str = "00:00:01.000", end: str = "00:00:02.000") -> str:
+    return f"WEBVTT\n\n{start} --> {end}\n{text}\n"
+
+
+def _audio(loud_until: float) -> Callable[[float, float], np.ndarray]:
+    """Noise before ``loud_until`` seconds, digital silence after."""
+    rng = np.random.default_rng(0)
+
+    def read(start: float, end: float) -> np.ndarray:
+        samples = int((end - start) * 16_000)
+        if start < loud_until:
+            return (rng.standard_normal(samples) * 0.1).astype(np.float32)
+        return np.zeros(samples, dtype=np.float32)
+
+    return read
+
+
+# ----------------------------------------------------------------------------------------------
+# Captions
+
+
+@pytest.mark.parametrize(
+    ("files", "expected_first_chunk"),
+    [
+        pytest.param({"v.en.vtt": _vtt("manual vtt")}, "manual vtt", id="single-vtt"),
+        pytest.param(
+            {"v.en.auto.vtt": _vtt("auto vtt"), "v.en.srt": "1\n00:00:01,000 --> 00:00:02,000\nsrt\n"},
+            "srt",
+            id="manual-srt-beats-auto-vtt",
+        ),
+        pytest.param(
+            {"v.en.srt": "1\n00:00:01,000 --> 00:00:02,000\nsrt\n", "v.en.vtt": _vtt("vtt")},
+            "vtt",
+            id="vtt-beats-srt",
+        ),
+        pytest.param(
+            {"v.en.vtt": "WEBVTT\n\nbroken", "v.en.auto.vtt": _vtt("auto")},
+            "auto",
+            id="broken-manual-falls-to-auto",
+        ),
+    ],
+)
+def test_captions_backend_uses_best_readable_file(
+    tmp_path: Path, files: dict[str, str], expected_first_chunk: str
+) -> None:
+    paths = []
+    for name, content in files.items():
+        path = tmp_path / name
+        path.write_text(content, encoding="utf-8")
+        paths.append(path)
+    texts = CaptionsTranscriber().transcribe(TranscriptRequest(grid=GRID, caption_paths=paths))
+    assert texts == [expected_first_chunk, "", ""]
+
+
+@pytest.mark.parametrize(
+    ("files", "reason"),
+    [
+        pytest.param({}, "names no caption file", id="none"),
+        pytest.param({"v.vtt": "WEBVTT\n"}, "no parsable cue", id="empty-vtt"),
+        pytest.param({"v.ass": "[Script Info]"}, "not .vtt or .srt", id="unsupported-format"),
+    ],
+)
+def test_captions_backend_without_usable_file_says_why(
+    tmp_path: Path, files: dict[str, str], reason: str
+) -> None:
+    paths = []
+    for name, content in files.items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        paths.append(tmp_path / name)
+    with pytest.raises(TranscriptError, match=reason):
+        CaptionsTranscriber().transcribe(TranscriptRequest(grid=GRID, caption_paths=paths))
+
+
+# ----------------------------------------------------------------------------------------------
+# DashScope against a local fake of its HTTP API
+
+
+class _FakeDashScope(BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]]
+    authorizations: list[str]
+    fail_status: int | None = None
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append({"path": self.path, "body": body})
+        self.authorizations.append(self.headers.get("Authorization", ""))
+        if self.fail_status is not None:
+            payload: dict[str, Any] = {
+                "code": "InternalError",
+                "message": "upstream exploded",
+                "request_id": "r1",
+            }
+            status = self.fail_status
+        else:
+            audio = body["input"]["messages"][0]["content"][0]["audio"]
+            text = f"heard {len(audio)} chars"
+            payload = {
+                "request_id": "r1",
+                "output": {
+                    "choices": [
+                        {
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": [{"text": text}]},
+                        }
+                    ]
+                },
+                "usage": {"input_tokens": 1, "output_tokens": 2},
+            }
+            status = 200
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def fake_dashscope() -> Iterator[tuple[str, type[_FakeDashScope]]]:
+    handler = type("Handler", (_FakeDashScope,), {"requests": [], "authorizations": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/api/v1", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_dashscope_sends_voiced_chunks_inline_and_skips_silence(
+    fake_dashscope: tuple[str, type[_FakeDashScope]],
+) -> None:
+    url, handler = fake_dashscope
+    backend = make_transcriber("dashscope", api_key="sk-secret", base_url=url)
+    texts = backend.transcribe(TranscriptRequest(grid=GRID, audio=_audio(60.0), language="en"))
+    assert [text.startswith("heard") for text in texts] == [True, True, False]
+    assert texts[2] == ""
+    assert len(handler.requests) == 2
+    first = handler.requests[0]
+    assert first["path"].endswith("/services/aigc/multimodal-generation/generation")
+    assert first["body"]["model"] == "qwen3-asr-flash"
+    assert first["body"]["parameters"]["asr_options"]["language"] == "en"
+    assert first["body"]["input"]["messages"][0]["content"][0]["audio"].startswith(
+        "data:audio/wav;base64,"
+    )
+    assert handler.authorizations == ["Bearer sk-secret", "Bearer sk-secret"]
+    assert "sk-secret" not in repr(backend)
+
+
+def test_dashscope_error_names_chunk_and_hides_key(
+    fake_dashscope: tuple[str, type[_FakeDashScope]],
+) -> None:
+    url, handler = fake_dashscope
+    handler.fail_status = 400
+    backend = make_transcriber("dashscope", api_key="sk-secret", base_url=url)
+    with pytest.raises(TranscriptError, match=r"dashscope failed on chunk 0.*400") as caught:
+        backend.transcribe(TranscriptRequest(grid=GRID, audio=_audio(90.0)))
+    assert "sk-secret" not in str(caught.value)
+
+
+def test_dashscope_without_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="DASHSCOPE_API_KEY"):
+        make_transcriber("dashscope")
+
+
+# ----------------------------------------------------------------------------------------------
+# Auto: captions first, a speech backend otherwise
+
+
+@pytest.mark.parametrize(
+    ("caption", "backend", "note"),
+    [
+        pytest.param(_vtt("from captions"), "captions", "", id="usable-captions"),
+        pytest.param("not a caption file", "dashscope", "captions unreadable", id="broken"),
+        pytest.param(None, "dashscope", "no caption file", id="no-captions"),
+    ],
+)
+def test_auto_prefers_captions_and_records_why_it_fell_back(
+    tmp_path: Path,
+    fake_dashscope: tuple[str, type[_FakeDashScope]],
+    caption: str | None,
+    backend: str,
+    note: str,
+) -> None:
+    url, _handler = fake_dashscope
+    paths = []
+    if caption is not None:
+        (tmp_path / "v.en.vtt").write_text(caption, encoding="utf-8")
+        paths.append(tmp_path / "v.en.vtt")
+    auto = make_transcriber(
+        "auto", fallback="dashscope", fallback_options={"api_key": "k", "base_url": url}
+    )
+    assert isinstance(auto, AutoTranscriber)
+    request = TranscriptRequest(grid=GRID, caption_paths=paths, audio=_audio(30.0))
+    texts = auto.transcribe(request)
+    assert len(texts) == len(GRID)
+    assert auto.last_outcome is not None
+    assert auto.last_outcome.backend == backend
+    assert note in auto.last_outcome.note
+    if backend == "dashscope":
+        assert auto.last_outcome.note.endswith("used dashscope")
+
+
+# ----------------------------------------------------------------------------------------------
+# Local speech models
+
+
+def test_speech_backend_without_audio_source_is_a_transcript_error(
+    fake_dashscope: tuple[str, type[_FakeDashScope]],
+) -> None:
+    url, _handler = fake_dashscope
+    backend = DashScopeTranscriber(api_key="k", base_url=url)
+    with pytest.raises(TranscriptError, match="no audio source"):
+        backend.transcribe(TranscriptRequest(grid=GRID))
+
+
+def test_audio_reader_failure_names_the_chunk(
+    fake_dashscope: tuple[str, type[_FakeDashScope]],
+) -> None:
+    url, _handler = fake_dashscope
+
+    def broken(start: float, end: float) -> np.ndarray:
+        if start >= 30:
+            raise OSError("disk gone")
+        return np.zeros(int((end - start) * 16_000), dtype=np.float32)
+
+    backend = DashScopeTranscriber(api_key="k", base_url=url)
+    with pytest.raises(TranscriptError, match=r"chunk 1 \(30.0-60.0 s\).*disk gone"):
+        backend.transcribe(TranscriptRequest(grid=GRID, audio=broken))
+
+
+def test_faster_whisper_with_missing_model_folder_is_a_transcript_error(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="faster-whisper: cannot load model"):
+        make_transcriber("faster-whisper", model_dir=str(tmp_path / "no-model"))
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        pytest.param("whisper-x", {}, "unknown transcriber", id="unknown-name"),
+        pytest.param("captions", {"colour": "red"}, "bad options", id="unknown-option"),
+        pytest.param("auto", {"fallback": "captions"}, "speech-to-text", id="auto-captions"),
+    ],
+)
+def test_make_transcriber_rejects_bad_configuration(
+    name: str, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_transcriber(name, **options)
+
+
+_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<|audio_pad|>",
+    "<asr_text>",
+]
+_ASR_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message.role }}{{ '\\n' }}"
+    "{% if message.content is string %}{{ message.content }}{% else %}"
+    "{% for item in message.content %}{% if item.type == 'audio' %}"
+    "<|audio_start|><|audio_pad|><|audio_end|>{% elif item.type == 'text' %}{{ item.text }}"
+    "{% endif %}{% endfor %}{% endif %}<|im_end|>{{ '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3_asr(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised Qwen3-ASR with a tiny byte-level BPE tokenizer, saved to disk."""
+    import torch
+    from qwen_asr.core.transformers_backend import (
+        Qwen3ASRConfig,
+        Qwen3ASRForConditionalGeneration,
+        Qwen3ASRProcessor,
+    )
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2TokenizerFast, WhisperFeatureExtractor
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=350,
+        special_tokens=_SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(["language English system user assistant hello world"] * 5, trainer)
+    tokenizer = Qwen2TokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        bos_token=None,
+        extra_special_tokens={
+            "audio_token": "<|audio_pad|>",
+            "audio_bos_token": "<|audio_start|>",
+            "audio_eos_token": "<|audio_end|>",
+        },
+    )
+    processor = Qwen3ASRProcessor(
+        feature_extractor=WhisperFeatureExtractor(feature_size=128),
+        tokenizer=tokenizer,
+        chat_template=_ASR_TEMPLATE,
+    )
+    config = Qwen3ASRConfig(
+        thinker_config={
+            "audio_config": {
+                "num_mel_bins": 128,
+                "encoder_layers": 1,
+                "encoder_attention_heads": 2,
+                "encoder_ffn_dim": 64,
+                "d_model": 32,
+                "output_dim": 64,
+                "downsample_hidden_size": 8,
+                "n_window": 50,
+                "n_window_infer": 800,
+            },
+            "text_config": {
+                "vocab_size": len(tokenizer),
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "rope_scaling": {
+                    "rope_type": "default",
+                    "mrope_section": [8, 4, 4],
+                    "interleaved": True,
+                },
+            },
+            "audio_token_id": tokenizer.convert_tokens_to_ids("<|audio_pad|>"),
+            "audio_start_token_id": tokenizer.convert_tokens_to_ids("<|audio_start|>"),
+        }
+    )
+    torch.manual_seed(0)
+    model_dir = tmp_path_factory.mktemp("qwen3-asr-tiny")
+    Qwen3ASRForConditionalGeneration(config).save_pretrained(model_dir)
+    processor.save_pretrained(model_dir)
+    return model_dir
+
+
+@pytest.mark.parametrize(
+    ("loud_until", "language", "expected_empty"),
+    [
+        pytest.param(90.0, None, [False, False, False], id="all-voiced"),
+        pytest.param(30.0, "en", [False, True, True], id="silent-tail-forced-language"),
+        pytest.param(0.0, None, [True, True, True], id="all-silent-skips-model"),
+    ],
+)
+def test_qwen3_asr_on_tiny_random_model_returns_one_text_per_chunk(
+    tiny_qwen3_asr: Path, loud_until: float, language: str | None, expected_empty: list[bool]
+) -> None:
+    backend = make_transcriber(
+        "qwen3-asr", model=str(tiny_qwen3_asr), dtype="float32", max_new_tokens=4
+    )
+    texts = backend.transcribe(
+        TranscriptRequest(grid=GRID, audio=_audio(loud_until), language=language)
+    )
+    assert len(texts) == len(GRID)
+    assert all(isinstance(text, str) for text in texts)
+    # A random model may emit nothing for a voiced chunk, so only silence is pinned down.
+    for text, empty in zip(texts, expected_empty, strict=True):
+        if empty:
+            assert text == ""
+
+
+def test_qwen3_asr_with_missing_model_is_a_transcript_error(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="qwen3-asr: cannot load model"):
+        make_transcriber("qwen3-asr", model=str(tmp_path / "absent"))

@@ -1,0 +1,424 @@
+"""One transcript per 30 s chunk, from caption files or from speech-to-text backends.
+
+Every backend takes a :class:`TranscriptRequest` (the chunk grid, caption files, a callable that
+returns a chunk's audio) and returns one string per chunk; a silent or empty chunk gives ``""``
+and a failure raises :class:`TranscriptError` naming the backend and the chunk. Heavy packages
+(faster-whisper, qwen-asr, dashscope) are imported inside the backends that use them.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import wave
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from store.errors import ConfigError, TranscriptError
+from tools.captions import align_to_chunks, parse_captions
+
+__all__ = [
+    "AutoTranscriber",
+    "CaptionsTranscriber",
+    "DashScopeTranscriber",
+    "FasterWhisperTranscriber",
+    "Qwen3AsrTranscriber",
+    "TranscriptOutcome",
+    "TranscriptRequest",
+    "Transcriber",
+    "make_transcriber",
+]
+
+# Peak amplitude under which a chunk counts as silent: about -80 dBFS, below any speech.
+_SILENCE_PEAK = 1e-4
+
+
+@dataclass(frozen=True)
+class TranscriptRequest:
+    """What a backend needs to transcribe one video: its chunk grid and where to get words."""
+
+    grid: Sequence[tuple[float, float]]  # chunk spans in seconds
+    caption_paths: Sequence[Path] = ()
+    # Returns 16 kHz mono float32 samples for [start, end).
+    audio: Callable[[float, float], np.ndarray] | None = None
+    rate: int = 16_000
+    language: str | None = None
+
+
+class Transcriber(Protocol):
+    """A transcript backend: one text per chunk of ``request.grid``."""
+
+    name: str
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Return one transcript string per chunk, ``""`` for silent chunks."""
+        ...
+
+
+# ----------------------------------------------------------------------------------------------
+# Captions
+
+
+def _is_auto_caption(path: Path) -> bool:
+    # yt-dlp and most tools mark machine captions in the file name ("video.en.auto.vtt",
+    # "…-auto-generated…", "….asr.vtt"); anything else is taken as written by a person.
+    name = path.name.lower()
+    return any(marker in name for marker in (".auto.", "-auto", "_auto", "auto-generated", ".asr."))
+
+
+def caption_preference(paths: Sequence[Path]) -> list[Path]:
+    """Order caption files best first: manual before auto-generated, ``.vtt`` before ``.srt``."""
+    usable = [path for path in paths if path.suffix.lower() in (".vtt", ".srt")]
+    return sorted(usable, key=lambda path: (_is_auto_caption(path), path.suffix.lower() != ".vtt"))
+
+
+class CaptionsTranscriber:
+    """Transcripts from sidecar caption files, laid onto the chunk grid by cue midpoint."""
+
+    name = "captions"
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Use the best readable caption file; raise :class:`TranscriptError` if none is."""
+        problems: list[str] = []
+        for path in request.caption_paths:
+            if path.suffix.lower() not in (".vtt", ".srt"):
+                problems.append(f"{str(path)!r} is not .vtt or .srt")
+        for path in caption_preference(request.caption_paths):
+            try:
+                cues = parse_captions(path)
+            except TranscriptError as exc:
+                problems.append(str(exc))
+                continue
+            return align_to_chunks(cues, request.grid)
+        if not request.caption_paths:
+            problems.append("the request names no caption file")
+        raise TranscriptError("captions: no usable caption file: " + "; ".join(problems))
+
+
+# ----------------------------------------------------------------------------------------------
+# Speech-to-text shared plumbing
+
+
+def _chunk_audio(backend: str, request: TranscriptRequest) -> list[np.ndarray | None]:
+    """Fetch every chunk's samples; ``None`` marks a silent or empty chunk."""
+    if request.audio is None:
+        raise TranscriptError(
+            f"{backend}: the request has no audio source; pass TranscriptRequest.audio "
+            "or use the captions backend"
+        )
+    if request.rate != 16_000:
+        raise TranscriptError(
+            f"{backend}: audio rate {request.rate!r} Hz is not supported; resample to 16000 Hz"
+        )
+    chunks: list[np.ndarray | None] = []
+    for index, (start, end) in enumerate(request.grid):
+        try:
+            samples = np.asarray(request.audio(start, end), dtype=np.float32).reshape(-1)
+        except Exception as exc:
+            raise TranscriptError(
+                f"{backend}: could not read audio of chunk {index} ({start:.1f}-{end:.1f} s): {exc}"
+            ) from exc
+        samples = np.nan_to_num(samples, nan=0.0, posinf=1.0, neginf=-1.0)
+        silent = samples.size == 0 or float(np.abs(samples).max()) < _SILENCE_PEAK
+        chunks.append(None if silent else samples)
+    return chunks
+
+
+def _failure(backend: str, index: int, grid: Sequence[tuple[float, float]], exc: Exception) -> TranscriptError:
+    start, end = grid[index]
+    return TranscriptError(
+        f"{backend} failed on chunk {index} ({start:.1f}-{end:.1f} s): {type(exc).__name__}: {exc}"
+    )
+
+
+class FasterWhisperTranscriber:
+    """faster-whisper (CTranslate2 Whisper) on each chunk's audio."""
+
+    name = "faster-whisper"
+
+    def __init__(
+        self,
+        model_dir: str | Path = "small",
+        device: str = "cpu",
+        compute_type: str = "int8",
+        beam_size: int = 1,
+        cpu_threads: int = 0,
+    ) -> None:
+        """Load a CTranslate2 Whisper model from a folder (or a faster-whisper size name)."""
+        try:
+            from faster_whisper import WhisperModel
+
+            self._model = WhisperModel(
+                str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads
+            )
+        except Exception as exc:
+            raise TranscriptError(
+                f"faster-whisper: cannot load model {str(model_dir)!r} on {device!r} "
+                f"({compute_type!r}): {exc}; give a folder converted with ct2-transformers-converter"
+            ) from exc
+        self.beam_size = beam_size
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Transcribe chunk by chunk; silent chunks are not sent to the model."""
+        texts: list[str] = []
+        for index, samples in enumerate(_chunk_audio(self.name, request)):
+            if samples is None:
+                texts.append("")
+                continue
+            try:
+                segments, _info = self._model.transcribe(
+                    samples,
+                    language=request.language,
+                    beam_size=self.beam_size,
+                    # Chunks are independent; carrying text across them spreads hallucinations.
+                    condition_on_previous_text=False,
+                )
+                texts.append(" ".join(" ".join(segment.text for segment in segments).split()))
+            except Exception as exc:
+                raise _failure(self.name, index, request.grid, exc) from exc
+        return texts
+
+
+# Qwen3-ASR wants language names; callers usually hold ISO codes.
+_QWEN_LANGUAGES = {
+    "en": "English",
+    "zh": "Chinese",
+    "yue": "Cantonese",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "ru": "Russian",
+    "ar": "Arabic",
+}
+
+
+class Qwen3AsrTranscriber:
+    """Qwen3-ASR through the ``qwen-asr`` package's transformers backend (GPU boxes)."""
+
+    name = "qwen3-asr"
+
+    def __init__(
+        self,
+        model: str | Path = "Qwen/Qwen3-ASR-1.7B",
+        device: str = "cpu",
+        dtype: str = "bfloat16",
+        batch_size: int = 8,
+        max_new_tokens: int = 256,
+    ) -> None:
+        """Load with ``Qwen3ASRModel.from_pretrained`` (hub id or local folder)."""
+        try:
+            import torch
+            from qwen_asr import Qwen3ASRModel
+
+            torch_dtype = getattr(torch, dtype)
+            self._model = Qwen3ASRModel.from_pretrained(
+                str(model),
+                dtype=torch_dtype,
+                device_map=device,
+                max_inference_batch_size=batch_size,
+                max_new_tokens=max_new_tokens,
+            )
+        except Exception as exc:
+            raise TranscriptError(
+                f"qwen3-asr: cannot load model {str(model)!r} on {device!r} ({dtype!r}): {exc}"
+            ) from exc
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Transcribe the non-silent chunks in one batched call."""
+        chunks = _chunk_audio(self.name, request)
+        voiced = [index for index, samples in enumerate(chunks) if samples is not None]
+        texts = [""] * len(chunks)
+        if not voiced:
+            return texts
+        language = None
+        if request.language:
+            language = _QWEN_LANGUAGES.get(request.language.lower(), request.language)
+        try:
+            results = self._model.transcribe(
+                audio=[(chunks[index], request.rate) for index in voiced], language=language
+            )
+        except Exception as exc:
+            # The batch failed as a whole; name its first chunk and how many rode along.
+            error = _failure(self.name, voiced[0], request.grid, exc)
+            raise TranscriptError(f"{error} (batch of {len(voiced)} chunks)") from exc
+        for index, result in zip(voiced, results, strict=True):
+            texts[index] = " ".join(str(result.text).split())
+        return texts
+
+
+def _wav_data_url(samples: np.ndarray, rate: int) -> str:
+    """Encode float samples as a 16-bit PCM WAV ``data:`` URL (sent inline, no upload step)."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as writer:
+        writer.setnchannels(1)
+        writer.setsampwidth(2)
+        writer.setframerate(rate)
+        writer.writeframes(pcm.tobytes())
+    return "data:audio/wav;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+class DashScopeTranscriber:
+    """DashScope's Qwen ASR (``qwen3-asr-flash``) through the dashscope SDK.
+
+    Each chunk goes inline as a base64 WAV in a ``MultiModalConversation`` call, so no file has
+    to be uploaded or hosted. The key comes from ``api_key`` or ``DASHSCOPE_API_KEY`` and never
+    appears in messages; ``base_url`` points the SDK elsewhere (a local fake in tests).
+    """
+
+    name = "dashscope"
+
+    def __init__(
+        self,
+        model: str = "qwen3-asr-flash",
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Check that a key is available; the SDK is imported on first use."""
+        key = api_key or os.environ.get("DASHSCOPE_API_KEY", "")
+        if not key:
+            raise ConfigError(
+                "dashscope: no API key; set DASHSCOPE_API_KEY or pass api_key"
+            )
+        self._api_key = key
+        self.model = model
+        self.base_url = base_url
+
+    def __repr__(self) -> str:
+        # Never show the key, even in a debugger or a log of the object.
+        return f"DashScopeTranscriber(model={self.model!r}, base_url={self.base_url!r})"
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Send each non-silent chunk; an error status raises naming the chunk and the code."""
+        from dashscope import MultiModalConversation
+
+        texts: list[str] = []
+        for index, samples in enumerate(_chunk_audio(self.name, request)):
+            if samples is None:
+                texts.append("")
+                continue
+            options: dict[str, Any] = {"enable_itn": False}
+            if request.language:
+                options["language"] = request.language
+            extra: dict[str, Any] = {"base_address": self.base_url} if self.base_url else {}
+            try:
+                response = MultiModalConversation.call(
+                    api_key=self._api_key,
+                    model=self.model,
+                    messages=[
+                        {"role": "user", "content": [{"audio": _wav_data_url(samples, request.rate)}]}
+                    ],
+                    result_format="message",
+                    asr_options=options,
+                    **extra,
+                )
+                status = getattr(response, "status_code", None)
+                if status != 200:
+                    raise TranscriptError(
+                        f"dashscope failed on chunk {index}: HTTP {status!r} "
+                        f"{getattr(response, 'code', '')!r}: {getattr(response, 'message', '')!r}"
+                    )
+                content = response.output.choices[0].message.content
+                text = " ".join(str(part.get("text", "")) for part in content)
+            except TranscriptError:
+                raise
+            except Exception as exc:
+                raise _failure(self.name, index, request.grid, exc) from exc
+            texts.append(" ".join(text.split()))
+        return texts
+
+
+# ----------------------------------------------------------------------------------------------
+# Captions first, speech-to-text otherwise
+
+
+@dataclass(frozen=True)
+class TranscriptOutcome:
+    """The texts of one request, which backend produced them and, if it fell back, why."""
+
+    texts: list[str]
+    backend: str
+    note: str = ""
+
+
+@dataclass
+class AutoTranscriber:
+    """Captions when the request has a usable caption file, else the fallback backend.
+
+    :meth:`transcribe_with_outcome` says which backend answered and why, e.g.
+    ``"captions unreadable: …; used faster-whisper"``, so the caller can record it;
+    :meth:`transcribe` keeps the same in :attr:`last_outcome`.
+    """
+
+    fallback: Transcriber
+    captions: CaptionsTranscriber = field(default_factory=CaptionsTranscriber)
+    last_outcome: TranscriptOutcome | None = None
+    name: str = "auto"
+
+    def transcribe_with_outcome(self, request: TranscriptRequest) -> TranscriptOutcome:
+        """Transcribe and report the backend used and the reason for any fallback."""
+        note = ""
+        if request.caption_paths:
+            try:
+                texts = self.captions.transcribe(request)
+                return TranscriptOutcome(texts=texts, backend=self.captions.name)
+            except TranscriptError as exc:
+                note = f"captions unreadable: {exc}; used {self.fallback.name}"
+        else:
+            note = f"no caption file; used {self.fallback.name}"
+        return TranscriptOutcome(
+            texts=self.fallback.transcribe(request), backend=self.fallback.name, note=note
+        )
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Transcribe; the outcome (backend and reason) is kept in :attr:`last_outcome`."""
+        self.last_outcome = self.transcribe_with_outcome(request)
+        return self.last_outcome.texts
+
+
+_BACKENDS: dict[str, Callable[..., Transcriber]] = {
+    CaptionsTranscriber.name: CaptionsTranscriber,
+    FasterWhisperTranscriber.name: FasterWhisperTranscriber,
+    Qwen3AsrTranscriber.name: Qwen3AsrTranscriber,
+    DashScopeTranscriber.name: DashScopeTranscriber,
+}
+
+
+def make_transcriber(name: str, **options: Any) -> Transcriber:
+    """Build the backend called ``name``.
+
+    ``"auto"`` takes ``fallback`` (a backend name, default ``"faster-whisper"``, or a
+    :class:`Transcriber`) and ``fallback_options`` (a dict for it). Unknown names or options
+    raise :class:`ConfigError`.
+    """
+    if name == "auto":
+        fallback = options.pop("fallback", "faster-whisper")
+        fallback_options = options.pop("fallback_options", {})
+        if options:
+            raise ConfigError(f"bad options for transcriber 'auto': {sorted(options)!r}")
+        if isinstance(fallback, str):
+            if fallback in ("auto", "captions"):
+                raise ConfigError(
+                    f"auto's fallback {fallback!r} must be a speech-to-text backend"
+                )
+            fallback = make_transcriber(fallback, **fallback_options)
+        return AutoTranscriber(fallback=fallback)
+    try:
+        factory = _BACKENDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown transcriber {name!r}; choose one of {sorted([*_BACKENDS, 'auto'])!r}"
+        ) from None
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"bad options for transcriber {name!r}: {exc}") from exc
