@@ -22,7 +22,7 @@ DEFAULT_WORKDIR = Path(__file__).resolve().parent.parent / ".bench-cache"
 def ffmpeg_exe() -> str:
     """The ffmpeg bundled by imageio-ffmpeg when installed, else the system one."""
     try:
-        import imageio_ffmpeg
+        import imageio_ffmpeg  # type: ignore[import-untyped]
     except ImportError:
         return shutil.which("ffmpeg") or "/usr/bin/ffmpeg"
     return str(imageio_ffmpeg.get_ffmpeg_exe())

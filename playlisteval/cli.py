@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -67,7 +68,7 @@ def _open(home: Path | None, **overrides: Any) -> Iterator[App]:
         with App(load_settings(home, **overrides)) as opened:
             yield opened
     except PlaylistEvalError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
 
@@ -101,7 +102,7 @@ class RichIndexProgress:
             self.bars.remove_task(self.current)
             self.current = None
         if error:
-            self.bars.console.print(f"[red]✗ {video.id}[/]: {error}")
+            self.bars.console.print(f"[red]✗ {video.id}[/]: {escape(error)}")
 
     def end(self) -> None:
         """Nothing left to draw."""
@@ -152,9 +153,9 @@ def _print_add(summary: AddSummary) -> None:
         )
     console.print(f"{summary.videos} videos listed")
     for ref, reason in summary.dropped:
-        console.print(f"[yellow]dropped[/] {ref}: {reason}")
+        console.print(f"[yellow]dropped[/] {escape(ref)}: {escape(reason)}")
     for ref, reason in summary.reserve:
-        console.print(f"[yellow]reserve[/] {ref}: {reason}")
+        console.print(f"[yellow]reserve[/] {escape(ref)}: {escape(reason)}")
 
 
 def _print_index(app_: App, summary: IndexSummary) -> None:
@@ -180,7 +181,7 @@ def _print_index(app_: App, summary: IndexSummary) -> None:
             f"({dup.segment_id} ~ {dup.kept_segment_id}, cosine {dup.cosine:.3f})"
         )
     for video_id, reason in summary.videos_failed:
-        console.print(f"[red]failed[/] {video_id}: {reason}")
+        console.print(f"[red]failed[/] {video_id}: {escape(reason)}")
     console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
 
 
@@ -222,7 +223,7 @@ def add(
             if target is not None:
                 for playlist in summary.playlists:
                     for ref, reason in indexer.apply_target_hours(playlist.domain, target):
-                        console.print(f"[yellow]reserve[/] {ref}: {reason}")
+                        console.print(f"[yellow]reserve[/] {escape(ref)}: {escape(reason)}")
         console.print(_hours_table(app_.catalog.domain_hours(), target))
 
 
@@ -267,7 +268,7 @@ def search(
         if not hits:
             console.print("no hits: is the workspace indexed? (`playlisteval index`)")
         for rank, hit in enumerate(hits, 1):
-            console.print(f"{rank}. {hit.citation()}  score {hit.score:.3f}  [{hit.domain}]")
+            console.print(f"{rank}. {hit.citation()}  score {hit.score:.3f}  ({hit.domain})")
             console.print(f"   {hit.transcript}", soft_wrap=True, markup=False)
 
 

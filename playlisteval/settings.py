@@ -186,12 +186,12 @@ class Settings(BaseSettings):
 _TOML_FILE: ContextVar[Path | None] = ContextVar("playlisteval_toml_file", default=None)
 
 
-def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
+def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
     """Settings for the workspace ``home`` (default :func:`default_home`).
 
     ``overrides`` win over the environment and the workspace's ``playlisteval.toml``.
     """
-    resolved = (home or default_home()).expanduser().resolve()
+    resolved = Path(home or default_home()).expanduser().resolve()
     token = _TOML_FILE.set(resolved / SETTINGS_FILE)
     try:
         return Settings(home=resolved, **overrides)

@@ -120,7 +120,9 @@ short form
         pytest.param(
             "malformed.vtt", MALFORMED, [Cue(10.0, 12.0, "kept")], id="malformed-blocks-skipped"
         ),
-        pytest.param("short.vtt", SHORT_TIMES, [Cue(1.0, 2.5, "short form")], id="mm-ss-timestamps"),
+        pytest.param(
+            "short.vtt", SHORT_TIMES, [Cue(1.0, 2.5, "short form")], id="mm-ss-timestamps"
+        ),
     ],
 )
 def test_parse_captions_reads_cues(
@@ -135,7 +137,9 @@ def test_parse_captions_reads_cues(
     ("content", "reason"),
     [
         pytest.param(b"", "no cue with a valid timing line", id="empty-file"),
-        pytest.param(b"WEBVTT\n\nNOTE nothing here\n", "no cue with a valid timing line", id="header"),
+        pytest.param(
+            b"WEBVTT\n\nNOTE nothing here\n", "no cue with a valid timing line", id="header"
+        ),
         pytest.param(b"\x00\xff\xfe binary junk", "no cue with a valid timing line", id="binary"),
         pytest.param(
             b"WEBVTT\n\n00:00:01.000 --> 00:00:02.000\n<c> </c>\n", "hold no text", id="empty-cues"
@@ -153,7 +157,7 @@ def test_file_without_usable_cue_is_a_transcript_error(
 
 def test_unreadable_file_is_a_transcript_error_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "missing.vtt"
-    with pytest.raises(TranscriptError, match="missing.vtt"):
+    with pytest.raises(TranscriptError, match=r"missing\.vtt"):
         parse_captions(missing)
     with pytest.raises(TranscriptError, match="cannot be read"):
         parse_captions(tmp_path)  # a directory

@@ -108,15 +108,27 @@ def test_search_with_a_narrated_sentence_returns_its_chunk_first(
 ) -> None:
     catalog = indexed_demo.catalog
     search = indexed_demo.search()
+    chunks = [c for v in catalog.videos(statuses=[INDEXED]) for c in catalog.chunks(v.id)]
+    # The demo narration shares sentences within a domain: query with what only this chunk says.
+    seen: dict[str, int] = {}
+    for chunk in chunks:
+        for sentence in _sentences(chunk.transcript):
+            seen[sentence] = seen.get(sentence, 0) + 1
     checked = 0
-    for video in catalog.videos(statuses=[INDEXED])[:4]:
-        chunk = catalog.chunks(video.id)[1]
-        sentence = max(chunk.transcript.split(". "), key=len)
-        hits = search.search(sentence, k=3)
-        assert hits[0].chunk_id == f"{video.id}-c{chunk.idx:05d}", (sentence, hits[:2])
-        assert hits[0].citation().startswith(f"({video.id} @ ")
+    for chunk in chunks[1::5]:
+        unique = [s for s in _sentences(chunk.transcript) if seen[s] == 1]
+        if not unique:
+            continue
+        query = ". ".join(unique)
+        hits = search.search(query, k=3)
+        assert hits[0].chunk_id == f"{chunk.video_id}-c{chunk.idx:05d}", (query, hits[:2])
+        assert hits[0].citation().startswith(f"({chunk.video_id} @ ")
         checked += 1
-    assert checked == 4
+    assert checked >= 4
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip(" .") for s in text.split(". ") if s.strip(" .")]
 
 
 def test_a_second_index_run_recomputes_nothing(indexed_demo: App) -> None:
@@ -159,7 +171,13 @@ def test_real_clips_index_and_cli_search_finds_the_narrated_sentence(tmp_path: P
         "The night market sells grilled squid and sweet potato dumplings.",
         "Glaciers grind the bedrock into fine flour that colours the lakes turquoise.",
         "The chess club meets on Thursdays in the back room of the library.",
-    ] * 2
+        "A beekeeper lifts the frames slowly so the colony stays calm.",
+        "Freight trains cross the desert at night to avoid the heat.",
+        "The harbour pilot guides tankers through the narrow channel.",
+        "Old maps drew sea monsters where the charts ran out.",
+        "A potter centres the clay before pulling up the walls of the bowl.",
+        "The orchestra tunes to the oboe before every concert.",
+    ]
     video, vtt = make_narrated_clip(folder / "narrated.mp4", sentences)
     assert vtt.exists()
     home = tmp_path / "home"
@@ -208,8 +226,9 @@ def media_timestamp(seconds: float) -> str:
 
 
 def _write_video(
-    path: Path, seconds: float, *, audio: bool, size: tuple[int, int] = (64, 48)
+    path: Path, seconds: float, *, audio: bool, colour: int = 0, size: tuple[int, int] = (64, 48)
 ) -> Path:
+    """A small H.264 video; ``colour`` picks its own look so that no two are near-duplicates."""
     import av
     import numpy as np
 
@@ -219,8 +238,11 @@ def _write_video(
         vs.pix_fmt = "yuv420p"
         a_stream = out.add_stream("aac", rate=16000) if audio else None
         frames = max(1, int(seconds * 10))
+        rng = np.random.default_rng(colour)
+        base = rng.integers(0, 256, size=(size[1] // 8, size[0] // 8, 3), dtype=np.uint8)
+        look = np.kron(base, np.ones((8, 8, 1), dtype=np.uint8))
         for i in range(frames):
-            img = np.full((size[1], size[0], 3), (i * 7) % 255, dtype=np.uint8)
+            img = np.roll(look, i, axis=1)
             for packet in vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
                 out.mux(packet)
         for packet in vs.encode():
@@ -240,19 +262,19 @@ def _write_video(
 def test_bad_inputs_are_recorded_while_the_rest_is_indexed(tmp_path: Path) -> None:
     folder = tmp_path / "bad"
     folder.mkdir()
-    _write_video(folder / "good.mp4", 40, audio=True)
+    _write_video(folder / "good.mp4", 40, audio=True, colour=1)
     (folder / "good.vtt").write_text(
         "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\nthe good video speaks\n", encoding="utf-8"
     )
     (folder / "corrupt.mp4").write_bytes(os.urandom(20_000))
     (folder / "empty.mp4").write_bytes(b"")
-    _write_video(folder / "silent.mp4", 35, audio=False)
-    _write_video(folder / "short.mp4", 7, audio=True)
-    _write_video(folder / "latin1.mp4", 31, audio=True)
+    _write_video(folder / "silent.mp4", 35, audio=False, colour=2)
+    _write_video(folder / "short.mp4", 7, audio=True, colour=3)
+    _write_video(folder / "latin1.mp4", 31, audio=True, colour=4)
     (folder / "latin1.vtt").write_bytes(
         "WEBVTT\n\n00:00:01.000 --> 00:00:03.000\ncrème brûlée à la carte\n".encode("cp1252")
     )
-    _write_video(folder / "brokensubs.mp4", 31, audio=True)
+    _write_video(folder / "brokensubs.mp4", 31, audio=True, colour=5)
     (folder / "brokensubs.srt").write_text("this is not\na subtitle file at all\n\x00\x01")
 
     home = tmp_path / "home"
@@ -372,5 +394,8 @@ def test_index_resumes_after_kill_9_without_recomputing_stored_chunks(
         assert summary.chunks_computed < total
         for video in app.catalog.videos():
             assert video.status in (INDEXED, DUPLICATE), (video.id, video.reason)
-        assert app.vectors.count(app.indexer().config.chunk_collection) == total
+        duplicates = app.catalog.videos(statuses=[DUPLICATE])
+        assert len(duplicates) == 1
+        in_search = total - len(app.catalog.chunks(duplicates[0].id))
+        assert app.vectors.count(app.indexer().config.chunk_collection) == in_search
         assert app.catalog.duplicates(), "the planted duplicate is still found after a resume"

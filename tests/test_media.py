@@ -69,6 +69,9 @@ def write_video(
         video = out.add_stream("libx264", rate=Fraction(1000))
         video.width, video.height, video.pix_fmt = width, height, pix_fmt
         video.codec_context.time_base = time_base
+        # Without B-frames dts equals pts, so the mp4 muxer's duration is exact even at
+        # irregular frame times.
+        video.options = {"bf": "0"}
         audio = out.add_stream("aac", rate=16_000, layout="mono") if tone else None
         for t, colour in zip(frame_times, colours, strict=True):
             image = np.empty((height, width, 3), np.uint8)
@@ -76,20 +79,20 @@ def write_video(
             frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format=pix_fmt)
             frame.pts, frame.time_base = round(t * 1000), time_base
             for packet in video.encode(frame):
-                packet.duration = shown_ms[packet.pts]
+                packet.duration = shown_ms[packet.pts or 0]
                 out.mux(packet)
         for packet in video.encode(None):
-            packet.duration = shown_ms[packet.pts]
+            packet.duration = shown_ms[packet.pts or 0]
             out.mux(packet)
         if audio is not None:
             n = int(duration_s * 16_000)
             samples = (0.5 * np.sin(2 * np.pi * TONE_HZ * np.arange(n) / 16_000)).astype(np.float32)
             for begin in range(0, n, 1024):
                 block = samples[begin : begin + 1024].reshape(1, -1)
-                frame = av.AudioFrame.from_ndarray(block, format="fltp", layout="mono")
-                frame.sample_rate, frame.pts = 16_000, begin
-                frame.time_base = Fraction(1, 16_000)
-                for packet in audio.encode(frame):
+                sound = av.AudioFrame.from_ndarray(block, format="fltp", layout="mono")
+                sound.sample_rate, sound.pts = 16_000, begin
+                sound.time_base = Fraction(1, 16_000)
+                for packet in audio.encode(sound):
                     out.mux(packet)
             for packet in audio.encode(None):
                 out.mux(packet)

@@ -50,7 +50,10 @@ def _audio(loud_until: float) -> Callable[[float, float], np.ndarray]:
     [
         pytest.param({"v.en.vtt": _vtt("manual vtt")}, "manual vtt", id="single-vtt"),
         pytest.param(
-            {"v.en.auto.vtt": _vtt("auto vtt"), "v.en.srt": "1\n00:00:01,000 --> 00:00:02,000\nsrt\n"},
+            {
+                "v.en.auto.vtt": _vtt("auto vtt"),
+                "v.en.srt": "1\n00:00:01,000 --> 00:00:02,000\nsrt\n",
+            },
             "srt",
             id="manual-srt-beats-auto-vtt",
         ),
@@ -148,7 +151,9 @@ class _FakeDashScope(BaseHTTPRequestHandler):
 def fake_dashscope() -> Iterator[tuple[str, type[_FakeDashScope]]]:
     handler = type("Handler", (_FakeDashScope,), {"requests": [], "authorizations": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/api/v1", handler
     server.shutdown()
@@ -373,6 +378,7 @@ def tiny_qwen3_asr(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return model_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("loud_until", "language", "expected_empty"),
     [

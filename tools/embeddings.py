@@ -15,6 +15,7 @@ Heavy packages are imported inside the embedders, so importing this module is ch
 
 from __future__ import annotations
 
+import importlib
 import math
 import unicodedata
 from collections.abc import Sequence
@@ -65,7 +66,8 @@ class Embedder(Protocol):
 def _normalise_rows(matrix: np.ndarray) -> FloatArray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     # A zero row stays zero instead of becoming NaN; callers make sure it does not happen.
-    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+    normalised: FloatArray = (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+    return normalised
 
 
 def _check_frame(frame: np.ndarray, chunk_index: int, frame_index: int) -> None:
@@ -80,8 +82,8 @@ def _check_frame(frame: np.ndarray, chunk_index: int, frame_index: int) -> None:
         shape = getattr(frame, "shape", None)
         dtype = getattr(frame, "dtype", type(frame).__name__)
         raise EmbeddingError(
-            f"chunk {chunk_index} frame {frame_index} has shape {shape!r} and dtype {str(dtype)!r}; "
-            "frames must be H×W×3 uint8 RGB arrays (convert them when decoding)"
+            f"chunk {chunk_index} frame {frame_index} has shape {shape!r} and dtype "
+            f"{str(dtype)!r}; frames must be H×W×3 uint8 RGB arrays (convert them when decoding)"
         )
 
 
@@ -167,6 +169,9 @@ class FrameStatsTextEmbedder:
     """
 
     name = "minilm-text+frame-stats"
+    # Colour and layout statistics need no detail: the indexer decodes frames at this height
+    # instead of 720p, which is most of the indexing time saved.
+    frame_height = 180
 
     def __init__(
         self,
@@ -225,9 +230,7 @@ class FrameStatsTextEmbedder:
             for frame_index, frame in enumerate(chunk.frames):
                 _check_frame(frame, chunk_index, frame_index)
         texts = [" ".join(chunk.transcript.split()) for chunk in chunks]
-        needs_text = [
-            index for index, text in enumerate(texts) if text or not chunks[index].frames
-        ]
+        needs_text = [index for index, text in enumerate(texts) if text or not chunks[index].frames]
         text_part = np.zeros((len(chunks), self.text_dim), dtype=np.float32)
         if needs_text:
             text_part[needs_text] = self._encode_texts([texts[index] for index in needs_text])
@@ -261,17 +264,16 @@ def _with_full_stop(instruction: str) -> str:
 
 def _embedding_model_class() -> Any:
     """Build the pooling-free Qwen3-VL wrapper the model card's code uses (transformers lazily)."""
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import (
-        Qwen3VLModel,
-        Qwen3VLPreTrainedModel,
-    )
+    # Imported as Any: transformers' own annotations are partial and not ours to check.
+    modeling: Any = importlib.import_module("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    pretrained: Any = modeling.Qwen3VLPreTrainedModel
 
-    class Qwen3VLForEmbedding(Qwen3VLPreTrainedModel):  # type: ignore[misc]
+    class Qwen3VLForEmbedding(pretrained):  # type: ignore[misc]
         # Same parameter names as Qwen3VLForConditionalGeneration minus the LM head, so the
         # published embedding checkpoints (and any Qwen3-VL checkpoint) load without remapping.
         def __init__(self, config: Any) -> None:
             super().__init__(config)
-            self.model = Qwen3VLModel(config)
+            self.model = modeling.Qwen3VLModel(config)
             self.post_init()
 
         def get_input_embeddings(self) -> Any:
@@ -311,7 +313,8 @@ class Qwen3VLEmbedder:
         if max_frames < 1:
             raise ConfigError(f"max_frames={max_frames!r} must be at least 1")
         import torch
-        from transformers import AutoImageProcessor, AutoTokenizer
+
+        transformers: Any = importlib.import_module("transformers")
 
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):
@@ -325,8 +328,10 @@ class Qwen3VLEmbedder:
                 .to(device)
                 .eval()
             )
-            self._tokenizer = AutoTokenizer.from_pretrained(str(model))
-            self._image_processor = AutoImageProcessor.from_pretrained(str(model), use_fast=False)
+            self._tokenizer = transformers.AutoTokenizer.from_pretrained(str(model))
+            self._image_processor = transformers.AutoImageProcessor.from_pretrained(
+                str(model), use_fast=False
+            )
         except Exception as exc:
             raise EmbeddingError(
                 f"cannot load Qwen3-VL embedding model {str(model)!r}: {exc}; "
@@ -398,7 +403,9 @@ class Qwen3VLEmbedder:
         try:
             return self._embed(self.query_instruction, " ".join(text.split()), ())
         except Exception as exc:
-            raise EmbeddingError(f"qwen3-vl-embedding failed on query {text[:80]!r}: {exc}") from exc
+            raise EmbeddingError(
+                f"qwen3-vl-embedding failed on query {text[:80]!r}: {exc}"
+            ) from exc
 
 
 _EMBEDDERS: dict[str, type[FrameStatsTextEmbedder] | type[Qwen3VLEmbedder]] = {

@@ -179,6 +179,7 @@ class Indexer:
         self.config = config
         self.media_dir = media_dir
         self.progress: IndexProgress = progress or SilentProgress()
+        self._noted: set[str] = set()
 
     # -- add ------------------------------------------------------------------------------
 
@@ -420,84 +421,66 @@ class Indexer:
             grid=spans, caption_paths=captions, audio=audio, rate=self.config.audio_rate
         )
         texts = self.transcriber.transcribe(request)
-        note = getattr(self.transcriber, "last_fallback_reason", None)
-        if note:
-            self.catalog.record_problem("transcript", video.id, str(note), video.playlist_id)
-        source = getattr(self.transcriber, "last_source", None) or self.transcriber.name
+        outcome = getattr(self.transcriber, "last_outcome", None)
+        source = outcome.backend if outcome is not None else self.transcriber.name
+        if outcome is not None and outcome.note and captions and video.id not in self._noted:
+            # Captions were there but unreadable: worth a recorded reason, once per video.
+            self._noted.add(video.id)
+            self.catalog.record_problem("transcript", video.id, outcome.note, video.playlist_id)
         contents = [
             ChunkContent(frames=frames, transcript=text)
             for (_, frames), text in zip(batch, texts, strict=True)
         ]
         vectors = self.embedder.embed_chunks(contents)
-        ids = [chunk_point_id(video.id, idx) for idx, _ in batch]
-        payloads = [
-            {
-                "video_id": video.id,
-                "playlist_id": video.playlist_id,
-                "domain": video.domain,
-                "chunk_idx": idx,
-                "start_s": span[0],
-                "end_s": span[1],
-                "transcript": text,
-            }
-            for (idx, _), span, text in zip(batch, spans, texts, strict=True)
+        rows = [
+            ChunkRow(
+                video_id=video.id,
+                idx=idx,
+                start_s=span[0],
+                end_s=span[1],
+                transcript=text,
+                vector=vector_to_bytes(vec),
+            )
+            for (idx, _), span, text, vec in zip(batch, spans, texts, vectors, strict=True)
         ]
         # Qdrant first, catalogue second: a chunk the catalogue holds is in the index for sure,
         # and one that is only in the index is simply upserted again on resume.
-        self.vectors.upsert(self.config.chunk_collection, ids, vectors, payloads)
-        self.catalog.add_chunks(
-            [
-                ChunkRow(
-                    video_id=video.id,
-                    idx=idx,
-                    start_s=span[0],
-                    end_s=span[1],
-                    transcript=text,
-                    vector=vector_to_bytes(vec),
-                )
-                for (idx, _), span, text, vec in zip(batch, spans, texts, vectors, strict=True)
-            ]
-        )
+        self._upsert_chunks(video, rows, vectors)
+        self.catalog.add_chunks(rows)
         self.catalog.update_video(
             video.id, transcript_source=str(source), embedder=self.embedder.name
         )
         self.progress.advance(len(batch))
         return len(batch)
 
-    # -- segments, duplicates, seeds -----------------------------------------------------
-
-    def _build_segments(self, video: VideoRow, grid: Sequence[tuple[float, float]]) -> None:
-        chunks = self.catalog.chunks(video.id)
-        if len(chunks) != len(grid):
-            raise MediaError(
-                f"video {video.id!r} has {len(chunks)} stored chunks of {len(grid)}; "
-                "run `playlisteval index` again to finish it"
-            )
-        vectors = vectors_from_bytes([c.vector for c in chunks])
-        spans = plan_segments(
-            len(chunks),
-            self.config.chunk_s,
-            min_s=self.config.segment_min_s,
-            target_s=self.config.segment_target_s,
-            max_s=self.config.segment_max_s,
-            duration_s=video.duration_s,
+    def _upsert_chunks(
+        self, video: VideoRow, rows: Sequence[ChunkRow], vectors: np.ndarray | None = None
+    ) -> None:
+        if not rows:
+            return
+        self.vectors.upsert(
+            self.config.chunk_collection,
+            [chunk_point_id(video.id, r.idx) for r in rows],
+            vectors if vectors is not None else vectors_from_bytes([r.vector for r in rows]),
+            [
+                {
+                    "video_id": video.id,
+                    "playlist_id": video.playlist_id,
+                    "domain": video.domain,
+                    "chunk_idx": r.idx,
+                    "start_s": r.start_s,
+                    "end_s": r.end_s,
+                    "transcript": r.transcript,
+                }
+                for r in rows
+            ],
         )
-        rows: list[SegmentRow] = []
-        for span in spans:
-            vec = segment_vector(vectors[span.chunk_start : span.chunk_end])
-            rows.append(
-                SegmentRow(
-                    id=segment_point_id(video.id, span.idx),
-                    video_id=video.id,
-                    domain=video.domain,
-                    idx=span.idx,
-                    chunk_start=span.chunk_start,
-                    chunk_end=span.chunk_end,
-                    start_s=chunks[span.chunk_start].start_s,
-                    end_s=chunks[span.chunk_end - 1].end_s,
-                    vector=vector_to_bytes(vec),
-                )
-            )
+
+    def _upsert_segments(
+        self, video: VideoRow, rows: Sequence[SegmentRow], chunks: Sequence[ChunkRow]
+    ) -> None:
+        if not rows:
+            return
         self.vectors.upsert(
             self.config.segment_collection,
             [r.id for r in rows],
@@ -517,6 +500,40 @@ class Indexer:
                 for r in rows
             ],
         )
+
+    # -- segments, duplicates, seeds -----------------------------------------------------
+
+    def _build_segments(self, video: VideoRow, grid: Sequence[tuple[float, float]]) -> None:
+        chunks = self.catalog.chunks(video.id)
+        if len(chunks) != len(grid):
+            raise MediaError(
+                f"video {video.id!r} has {len(chunks)} stored chunks of {len(grid)}; "
+                "run `playlisteval index` again to finish it"
+            )
+        vectors = vectors_from_bytes([c.vector for c in chunks])
+        spans = plan_segments(
+            len(chunks),
+            self.config.chunk_s,
+            min_s=self.config.segment_min_s,
+            target_s=self.config.segment_target_s,
+            max_s=self.config.segment_max_s,
+            duration_s=video.duration_s,
+        )
+        rows = [
+            SegmentRow(
+                id=segment_point_id(video.id, span.idx),
+                video_id=video.id,
+                domain=video.domain,
+                idx=span.idx,
+                chunk_start=span.chunk_start,
+                chunk_end=span.chunk_end,
+                start_s=chunks[span.chunk_start].start_s,
+                end_s=chunks[span.chunk_end - 1].end_s,
+                vector=vector_to_bytes(segment_vector(vectors[span.chunk_start : span.chunk_end])),
+            )
+            for span in spans
+        ]
+        self._upsert_segments(video, rows, chunks)
         self.catalog.replace_segments(video.id, rows)
 
     def _segments_in_seeding(self) -> tuple[list[str], list[SegmentRef], np.ndarray]:
@@ -537,6 +554,20 @@ class Indexer:
         for video in self.catalog.videos(statuses=[DUPLICATE]):
             if video.id not in dropped:  # its original left the run: it is back in seeding
                 self.catalog.update_video(video.id, status=INDEXED, reason=None, duplicate_of=None)
+                chunks = self.catalog.chunks(video.id)
+                self._upsert_chunks(video, chunks)
+                self._upsert_segments(video, self.catalog.segments(video_ids=[video.id]), chunks)
+        for video_id in dropped:
+            # Out of the search index too, or an agent would find the copy; the catalogue keeps
+            # its vectors, so a reversed decision re-inserts them without recomputing.
+            self.vectors.delete(
+                self.config.chunk_collection,
+                [chunk_point_id(video_id, c.idx) for c in self.catalog.chunks(video_id)],
+            )
+            self.vectors.delete(
+                self.config.segment_collection,
+                [s.id for s in self.catalog.segments(video_ids=[video_id])],
+            )
         rows = [
             DuplicateRow(
                 video_id=f.video_id,

@@ -108,7 +108,7 @@ def _video_stream(container: av.container.InputContainer, path: Path) -> av.Vide
 
 def _origin_s(container: av.container.InputContainer, stream: av.VideoStream) -> float:
     """The timestamp (s) that counts as t=0: the video stream's first timestamp."""
-    if stream.start_time is not None:
+    if stream.start_time is not None and stream.time_base is not None:
         return float(stream.start_time * stream.time_base)
     if container.start_time is not None:
         return container.start_time / av.time_base
@@ -141,7 +141,7 @@ def _duration_s(
         last_end = end if last_end is None else max(last_end, end)
         first = packet.pts if first is None else min(first, packet.pts)
     container.seek(0)
-    if last_end is None or first is None:
+    if last_end is None or first is None or stream.time_base is None:
         return None
     return float((last_end - first) * stream.time_base)
 
@@ -295,7 +295,11 @@ def _timed_video_frames(
     def decode(packet: av.Packet[Any] | None) -> Iterator[tuple[float, av.VideoFrame]]:
         nonlocal previous, previous_t
         for frame in ctx.decode(packet):
-            ft = previous_t + step if frame.time is None else frame.time - origin
+            # frame.time is NaN on frames drained at flush (no time base set): use the stream's.
+            if frame.pts is None:
+                ft = previous_t + frame_step
+            else:
+                ft = float(frame.pts * time_base) - origin
             yield from emit_until(ft)
             previous, previous_t = frame, ft
 
@@ -402,8 +406,11 @@ def _audio_chunks(
     ``start_s + i / rate``.
     """
     rate = resampler.rate
-    if start_s > 0 and audio.time_base is not None:
-        container.seek(int((start_s + origin) / audio.time_base), stream=audio, backward=True)
+    time_base = audio.time_base
+    if time_base is None:
+        raise MediaError("audio stream has no time base")
+    if start_s > 0:
+        container.seek(int((start_s + origin) / time_base), stream=audio, backward=True)
     channels = resampler.layout.nb_channels
     position: int | None = None  # samples from start_s of the next resampled sample
     limit = None if end_s is None else round((end_s - start_s) * rate)
@@ -422,10 +429,11 @@ def _audio_chunks(
 
     for frame in container.decode(audio):
         if position is None:
-            first_t = (frame.time if frame.time is not None else origin) - origin
+            first_t = 0.0 if frame.pts is None else float(frame.pts * time_base) - origin
             position = round((first_t - start_s) * rate)
             if position > 0:
-                yield np.zeros((channels, min(position, limit or position)), np.float32)
+                padding = position if limit is None else min(position, limit)
+                yield np.zeros((channels, padding), np.float32)
         yield from trim(resampler.resample(frame))
         if limit is not None and position >= limit:
             return
@@ -505,16 +513,14 @@ def _video_packets(
 ) -> Iterator[tuple[float, av.Packet[Any]]]:
     width, height = ostream.width, ostream.height
     try:
-        index = 0
-        for _t, frame in _timed_video_frames(container, stream, float(rate_q), start_s, end_s):
+        timed = _timed_video_frames(container, stream, float(rate_q), start_s, end_s)
+        for index, (_t, frame) in enumerate(timed):
             picture = frame.reformat(width=width, height=height, format="yuv420p")
-            picture.pts = index
-            picture.time_base = 1 / rate_q
-            index += 1
+            picture.pts, picture.time_base = index, 1 / rate_q
             for packet in ostream.encode(picture):
-                yield float(packet.pts * packet.time_base), packet
+                yield _packet_time(packet), packet
         for packet in ostream.encode(None):
-            yield float(packet.pts * packet.time_base), packet
+            yield _packet_time(packet), packet
     finally:
         container.close()
 
@@ -566,7 +572,7 @@ def _audio_packets(
                 written += block.shape[1]
                 packets = ostream.encode(frame)
             for packet in packets:
-                yield float(packet.pts * packet.time_base), packet
+                yield _packet_time(packet), packet
 
         for chunk in _audio_chunks(container, audio, origin, resampler, start_s, end_s):
             pending = np.concatenate([pending, chunk], axis=1)
@@ -615,6 +621,11 @@ def export_clip(
     except _AV_ERRORS as exc:
         raise MediaError(f"cannot export {str(path)!r} to {str(out_path)!r}: {exc}") from exc
     return out_path
+
+
+def _packet_time(packet: av.Packet[Any]) -> float:
+    """Seconds of an encoded packet, for interleaving; encoders always set pts."""
+    return 0.0 if packet.pts is None else float(packet.pts * packet.time_base)
 
 
 def _mux_in_time_order(

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import wave
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -131,8 +132,8 @@ DOMAINS: dict[str, _Domain] = {
                     "Bake the pizza in the hottest oven you have on a preheated stone.",
                     "The crust should puff up and char slightly in the oven.",
                     "Add a few basil leaves and olive oil once the pizza comes out.",
-                    "Slice the pizza with a sharp wheel while the cheese is still soft.",
-                    "Extra pizza dough keeps in the fridge for a couple of days.",
+                    "Scatter sliced onions, olives and a little parmesan over the pizza.",
+                    "Simmer a quick tomato sauce with garlic and oregano for the topping.",
                 ),
             ),
             _Topic(
@@ -161,7 +162,7 @@ DOMAINS: dict[str, _Domain] = {
                     "Add chopped tomatoes and a good vegetable stock to the pot.",
                     "Simmer the soup until the vegetables are tender.",
                     "Stir in cannellini beans so the soup becomes thick and filling.",
-                    "Small pasta like ditalini cooks right in the simmering broth.",
+                    "Small pasta like ditalini cooks directly in the simmering broth.",
                     "A parmesan rind in the pot gives the broth a rich savoury depth.",
                     "Add chopped kale near the end so it stays tender.",
                     "Ladle the soup into deep bowls with crusty bread on the side.",
@@ -228,7 +229,7 @@ DOMAINS: dict[str, _Domain] = {
                     "The Andromeda galaxy is the nearest large spiral to the Milky Way.",
                     "Nebulae are vast clouds of gas and dust where stars are born.",
                     "The Orion nebula is a stellar nursery visible to the naked eye.",
-                    "Light from distant galaxies left them millions of years ago.",
+                    "Light from distant galaxies set out millions of years ago.",
                     "A wide aperture gathers the faint glow of a distant nebula.",
                     "Globular clusters hold hundreds of thousands of ancient stars.",
                     "Long exposure astrophotography reveals spiral arms and dust lanes.",
@@ -297,7 +298,7 @@ DOMAINS: dict[str, _Domain] = {
                     "Resaw a thick cherry board to get thin sides for the box.",
                     "Cut box joints at the corners with a jig on the table saw.",
                     "Glue the box joints and clamp the corners tight.",
-                    "Cut a groove in each side so the bottom panel can float.",
+                    "Cut a groove in each side so the base panel can float.",
                     "Glue up the whole box closed and saw the lid off afterwards.",
                     "Fit small brass hinges so the lid closes neatly.",
                     "Plane the lid flush with the sides of the box.",
@@ -642,30 +643,43 @@ def _synthesise(
         )
     pieces: list[FloatArray] = []
     cues: list[Cue] = []
-    rate = 0
     cursor = 0
-    with tempfile.TemporaryDirectory(prefix="narrate-") as tmp:
-        for index, sentence in enumerate(sentences):
-            path = Path(tmp) / f"{index}.wav"
-            command = [ESPEAK, "-v", voice, "-s", str(rate_wpm), "-w", str(path), sentence]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0 or not path.exists():
-                raise MediaError(
-                    f"{ESPEAK} failed on {sentence!r} (voice {voice!r}): {done.stderr.strip()!r}; "
-                    "check the voice name with `espeak-ng --voices`"
-                )
-            speech, rate = _read_wav(path)
-            speech = _trim_silence(speech)
-            if len(speech) == 0:
-                raise MediaError(f"{ESPEAK} produced no sound for {sentence!r}")
-            if pieces:
-                gap = np.zeros(round(SENTENCE_PAUSE_S * rate), dtype=np.float32)
-                pieces.append(gap)
-                cursor += len(gap)
-            cues.append((cursor / rate, (cursor + len(speech)) / rate, sentence))
-            pieces.append(speech)
-            cursor += len(speech)
+    # espeak-ng spends most of its time starting up; a few at once hide that latency.
+    with (
+        tempfile.TemporaryDirectory(prefix="narrate-") as tmp,
+        ThreadPoolExecutor(max_workers=min(4, len(sentences))) as pool,
+    ):
+        spoken = list(
+            pool.map(
+                lambda item: _speak(item[1], Path(tmp) / f"{item[0]}.wav", voice, rate_wpm),
+                enumerate(sentences),
+            )
+        )
+    for sentence, (speech, rate) in zip(sentences, spoken, strict=True):
+        if pieces:
+            gap = np.zeros(round(SENTENCE_PAUSE_S * rate), dtype=np.float32)
+            pieces.append(gap)
+            cursor += len(gap)
+        cues.append((cursor / rate, (cursor + len(speech)) / rate, sentence))
+        pieces.append(speech)
+        cursor += len(speech)
     return np.concatenate(pieces), rate, cues
+
+
+def _speak(sentence: str, path: Path, voice: str, rate_wpm: int) -> tuple[FloatArray, int]:
+    """One sentence through espeak-ng, trimmed of its leading and trailing silence."""
+    command = [ESPEAK, "-v", voice, "-s", str(rate_wpm), "-w", str(path), sentence]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not path.exists():
+        raise MediaError(
+            f"{ESPEAK} failed on {sentence!r} (voice {voice!r}): {done.stderr.strip()!r}; "
+            "check the voice name with `espeak-ng --voices`"
+        )
+    speech, rate = _read_wav(path)
+    speech = _trim_silence(speech)
+    if len(speech) == 0:
+        raise MediaError(f"{ESPEAK} produced no sound for {sentence!r}; check the voice {voice!r}")
+    return speech, rate
 
 
 def _read_wav(path: Path) -> tuple[FloatArray, int]:
@@ -866,4 +880,3 @@ def _write_vtt(path: Path, cues: Sequence[Cue]) -> None:
 
 def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-

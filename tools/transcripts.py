@@ -28,9 +28,9 @@ __all__ = [
     "DashScopeTranscriber",
     "FasterWhisperTranscriber",
     "Qwen3AsrTranscriber",
+    "Transcriber",
     "TranscriptOutcome",
     "TranscriptRequest",
-    "Transcriber",
     "make_transcriber",
 ]
 
@@ -100,6 +100,20 @@ class CaptionsTranscriber:
         raise TranscriptError("captions: no usable caption file: " + "; ".join(problems))
 
 
+class NoTranscriber:
+    """No speech-to-text: every chunk's transcript is empty (frames alone carry the chunk).
+
+    The default fallback where no local ASR model is configured, so a video without captions is
+    still indexed, by its frames, rather than failing.
+    """
+
+    name = "none"
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """One empty string per chunk."""
+        return ["" for _ in request.grid]
+
+
 # ----------------------------------------------------------------------------------------------
 # Speech-to-text shared plumbing
 
@@ -129,7 +143,9 @@ def _chunk_audio(backend: str, request: TranscriptRequest) -> list[np.ndarray | 
     return chunks
 
 
-def _failure(backend: str, index: int, grid: Sequence[tuple[float, float]], exc: Exception) -> TranscriptError:
+def _failure(
+    backend: str, index: int, grid: Sequence[tuple[float, float]], exc: Exception
+) -> TranscriptError:
     start, end = grid[index]
     return TranscriptError(
         f"{backend} failed on chunk {index} ({start:.1f}-{end:.1f} s): {type(exc).__name__}: {exc}"
@@ -159,7 +175,8 @@ class FasterWhisperTranscriber:
         except Exception as exc:
             raise TranscriptError(
                 f"faster-whisper: cannot load model {str(model_dir)!r} on {device!r} "
-                f"({compute_type!r}): {exc}; give a folder converted with ct2-transformers-converter"
+                f"({compute_type!r}): {exc}; "
+                "give a folder converted with ct2-transformers-converter"
             ) from exc
         self.beam_size = beam_size
 
@@ -286,9 +303,7 @@ class DashScopeTranscriber:
         """Check that a key is available; the SDK is imported on first use."""
         key = api_key or os.environ.get("DASHSCOPE_API_KEY", "")
         if not key:
-            raise ConfigError(
-                "dashscope: no API key; set DASHSCOPE_API_KEY or pass api_key"
-            )
+            raise ConfigError("dashscope: no API key; set DASHSCOPE_API_KEY or pass api_key")
         self._api_key = key
         self.model = model
         self.base_url = base_url
@@ -311,11 +326,14 @@ class DashScopeTranscriber:
                 options["language"] = request.language
             extra: dict[str, Any] = {"base_address": self.base_url} if self.base_url else {}
             try:
-                response = MultiModalConversation.call(
+                response: Any = MultiModalConversation.call(
                     api_key=self._api_key,
                     model=self.model,
                     messages=[
-                        {"role": "user", "content": [{"audio": _wav_data_url(samples, request.rate)}]}
+                        {
+                            "role": "user",
+                            "content": [{"audio": _wav_data_url(samples, request.rate)}],
+                        }
                     ],
                     result_format="message",
                     asr_options=options,
@@ -387,6 +405,7 @@ class AutoTranscriber:
 
 _BACKENDS: dict[str, Callable[..., Transcriber]] = {
     CaptionsTranscriber.name: CaptionsTranscriber,
+    NoTranscriber.name: NoTranscriber,
     FasterWhisperTranscriber.name: FasterWhisperTranscriber,
     Qwen3AsrTranscriber.name: Qwen3AsrTranscriber,
     DashScopeTranscriber.name: DashScopeTranscriber,
@@ -406,10 +425,8 @@ def make_transcriber(name: str, **options: Any) -> Transcriber:
         if options:
             raise ConfigError(f"bad options for transcriber 'auto': {sorted(options)!r}")
         if isinstance(fallback, str):
-            if fallback in ("auto", "captions"):
-                raise ConfigError(
-                    f"auto's fallback {fallback!r} must be a speech-to-text backend"
-                )
+            if fallback in ("auto", "captions"):  # "none" is allowed: frames-only chunks
+                raise ConfigError(f"auto's fallback {fallback!r} must be a speech-to-text backend")
             fallback = make_transcriber(fallback, **fallback_options)
         return AutoTranscriber(fallback=fallback)
     try:
