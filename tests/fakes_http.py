@@ -118,3 +118,18 @@ def serve(routes: dict[str, Route]) -> Iterator[FakeHttpServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+def rss(base: str, items: list[tuple[str, str, int | None]]) -> bytes:
+    """An RSS feed whose items enclose the given media paths (yt-dlp's generic extractor)."""
+    body = "".join(
+        f'<item><title>{title}</title><enclosure url="{base}{path}" type="video/mp4"/>'
+        + (f"<itunes:duration>{seconds}</itunes:duration>" if seconds is not None else "")
+        + "</item>"
+        for title, path, seconds in items
+    )
+    return (
+        '<?xml version="1.0"?><rss version="2.0" '
+        'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd">'
+        f"<channel><title>Demo feed</title>{body}</channel></rss>"
+    ).encode()

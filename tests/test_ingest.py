@@ -14,7 +14,7 @@ import pytest
 import skvideo
 
 from store.errors import ConfigError, IngestError, UnsafeSourceError
-from tests.fakes_http import FakeHttpServer, Route, serve
+from tests.fakes_http import FakeHttpServer, Route, rss, serve
 from tools.ingest import (
     DroppedEntry,
     VideoEntry,
@@ -421,21 +421,6 @@ def test_malformed_manifest_is_an_ingest_error_naming_the_file(
 
 
 # ------------------------------------------------------------------ yt-dlp over loopback HTTP
-
-
-def rss(base: str, items: list[tuple[str, str, int | None]]) -> bytes:
-    """An RSS feed whose items enclose the given media paths (yt-dlp's generic extractor)."""
-    body = "".join(
-        f'<item><title>{title}</title><enclosure url="{base}{path}" type="video/mp4"/>'
-        + (f"<itunes:duration>{seconds}</itunes:duration>" if seconds is not None else "")
-        + "</item>"
-        for title, path, seconds in items
-    )
-    return (
-        '<?xml version="1.0"?><rss version="2.0" '
-        'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd">'
-        f"<channel><title>Demo feed</title>{body}</channel></rss>"
-    ).encode()
 
 
 @pytest.fixture
