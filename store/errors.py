@@ -42,3 +42,11 @@ class IndexBackendError(PlaylistEvalError):
 
 class StoreConflict(PlaylistEvalError):
     """An append lost an optimistic-concurrency race: the stream moved on since it was read."""
+
+
+class ReplayDivergence(PlaylistEvalError):
+    """Strict replay met a model call that the log does not hold: code and history disagree."""
+
+
+class ProviderError(PlaylistEvalError):
+    """A model provider failed for good (after retries); carries the provider's message."""

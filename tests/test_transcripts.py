@@ -407,3 +407,181 @@ def test_qwen3_asr_on_tiny_random_model_returns_one_text_per_chunk(
 def test_qwen3_asr_with_missing_model_is_a_transcript_error(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match="qwen3-asr: cannot load model"):
         make_transcriber("qwen3-asr", model=str(tmp_path / "absent"))
+
+
+# ----------------------------------------------------------------------------------------------
+# faster-whisper on a tiny random Whisper, converted with CTranslate2's own converter
+
+_WHISPER_WORDS = [
+    "the",
+    "a",
+    "and",
+    "of",
+    "to",
+    "in",
+    "is",
+    "it",
+    "you",
+    "that",
+    "he",
+    "was",
+    "for",
+    "on",
+    "are",
+    "with",
+    "as",
+    "his",
+    "they",
+    "at",
+]
+_WHISPER_LANGUAGES = ["<|en|>", "<|de|>", "<|fr|>"]
+# faster-whisper's Tokenizer and CTranslate2's Whisper replica look these up by name.
+_WHISPER_SPECIAL_HEAD = ["<|endoftext|>", "<|startoftranscript|>"]
+_WHISPER_SPECIAL_TAIL = [
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nospeech|>",
+    "<|notimestamps|>",
+]
+# The converter fills the vocabulary up to ``vocab_size`` with timestamp tokens <|0.00|>, ….
+_WHISPER_TIMESTAMPS = 1501
+
+
+def _tiny_whisper(root: Path, multilingual: bool) -> Path:
+    """Build, save and convert a random two-layer Whisper; return the CTranslate2 folder."""
+    import ctranslate2
+    import torch
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (
+        GenerationConfig,
+        PreTrainedTokenizerFast,
+        WhisperConfig,
+        WhisperForConditionalGeneration,
+    )
+
+    vocab = {"<|unk|>": 0}
+    if multilingual:
+        # CTranslate2 4.8 calls a Whisper vocabulary multilingual when it holds the empty token.
+        vocab[""] = len(vocab)
+    for word in _WHISPER_WORDS:
+        vocab[word] = len(vocab)
+    languages = _WHISPER_LANGUAGES if multilingual else []
+    special = [*_WHISPER_SPECIAL_HEAD, *languages, *_WHISPER_SPECIAL_TAIL]
+    word_level = Tokenizer(models.WordLevel(vocab, unk_token="<|unk|>"))
+    word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    word_level.decoder = decoders.WordPiece()  # joins words with spaces
+    word_level.add_special_tokens([AddedToken(token, normalized=False) for token in special])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=word_level,
+        unk_token="<|unk|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in special}
+    # Timestamps start right after <|notimestamps|>, as faster-whisper and CTranslate2 assume.
+    assert ids["<|notimestamps|>"] == len(tokenizer) - 1
+    eot = ids["<|endoftext|>"]
+    config = WhisperConfig(
+        vocab_size=len(tokenizer) + _WHISPER_TIMESTAMPS,
+        num_mel_bins=80,
+        d_model=64,
+        encoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_layers=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_source_positions=1500,
+        max_target_positions=448,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+    )
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config)
+    # A generation config built from the model config is rebuilt on load and loses lang_to_id,
+    # which the converter turns into the lang_ids that language detection scores.
+    model.generation_config = GenerationConfig(
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+        suppress_tokens=[],
+        begin_suppress_tokens=[eot],
+        lang_to_id={token: ids[token] for token in languages},
+        is_multilingual=multilingual,
+    )
+    hf_dir = root / "hf"
+    model.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    features = {"feature_size": 80, "sampling_rate": 16_000, "hop_length": 160, "n_fft": 400}
+    (hf_dir / "preprocessor_config.json").write_text(json.dumps(features), encoding="utf-8")
+    ct2_dir = root / "ct2"
+    ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(ct2_dir), force=True)
+    for name in ("tokenizer.json", "preprocessor_config.json"):
+        (ct2_dir / name).write_bytes((hf_dir / name).read_bytes())
+    return ct2_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """CTranslate2 folders of a tiny random English-only and a multilingual Whisper."""
+    return {
+        kind: _tiny_whisper(tmp_path_factory.mktemp(f"whisper-{kind}"), kind == "multilingual")
+        for kind in ("english", "multilingual")
+    }
+
+
+def _tone_with_silent_middle(start: float, end: float) -> np.ndarray:
+    """A noisy 440 Hz tone, except digital silence from 30 s to 45 s."""
+    samples = int((end - start) * 16_000)
+    if 30.0 <= start < 45.0:
+        return np.zeros(samples, dtype=np.float32)
+    t = start + np.arange(samples) / 16_000
+    noise = np.random.default_rng(int(start)).standard_normal(samples)
+    return (0.3 * np.sin(2 * np.pi * 440 * t) + 0.05 * noise).astype(np.float32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "compute_type", "language"),
+    [
+        pytest.param("english", "int8", "en", id="english-int8"),
+        pytest.param("english", "float32", None, id="english-float32-no-language"),
+        pytest.param("multilingual", "int8", "en", id="multilingual-forced-language"),
+        pytest.param("multilingual", "float32", None, id="multilingual-detects-language"),
+    ],
+)
+def test_faster_whisper_on_tiny_random_model_returns_one_text_per_chunk(
+    tiny_whisper: dict[str, Path], kind: str, compute_type: str, language: str | None
+) -> None:
+    from tools.transcripts import FasterWhisperTranscriber
+
+    backend = FasterWhisperTranscriber(
+        model_dir=tiny_whisper[kind], device="cpu", compute_type=compute_type, cpu_threads=2
+    )
+    assert backend._model.model.is_multilingual is (kind == "multilingual")
+    grid = [(0.0, 30.0), (30.0, 45.0), (45.0, 60.0)]
+    texts = backend.transcribe(
+        TranscriptRequest(grid=grid, audio=_tone_with_silent_middle, rate=16_000, language=language)
+    )
+    # A random model says random words (or none), so only the shape and the silence are pinned.
+    assert len(texts) == len(grid)
+    assert all(isinstance(text, str) for text in texts)
+    assert texts[1] == ""
+    for text in texts:
+        assert text == " ".join(text.split())
+        assert set(text.split()) <= set(_WHISPER_WORDS) | {"<|unk|>"}
+
+
+def test_faster_whisper_with_broken_model_folder_is_a_transcript_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}", encoding="utf-8")
+    (broken / "model.bin").write_bytes(b"not a CTranslate2 model")
+    with pytest.raises(TranscriptError, match=r"^faster-whisper: cannot load model .*broken"):
+        make_transcriber("faster-whisper", model_dir=str(broken))

@@ -1,0 +1,264 @@
+"""A budget that cannot be overshot: reserve the worst case before a call, settle after.
+
+The invariant, for the run and for every seed: ``spent + outstanding <= cap`` after every
+:meth:`Budget.reserve`. A reservation is refused — nothing changes — when it would break it.
+Settling replaces a reservation by the actual cost; an actual *above* its reservation (a
+provider that under-reported before, or an estimate rule that was wrong) is recorded as spent
+and logged, because money already spent cannot be refused: the cap check happened at
+reservation time.
+
+Pure arithmetic under one :class:`threading.Lock` held only for the arithmetic (no awaits,
+no I/O), so threads and asyncio tasks may share one budget. Many worker processes share a
+budget through the event store (a row and a transaction), not through this object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+import structlog
+
+from store.errors import ConfigError, PlaylistEvalError
+
+_log = structlog.get_logger(__name__)
+
+
+class BudgetExhausted(PlaylistEvalError):
+    """A reservation would pass the run's or a seed's cap; the call must not be made."""
+
+    def __init__(
+        self,
+        *,
+        seed_id: str,
+        needed_micros: int,
+        left_micros: int,
+        cap_micros: int,
+        which: Literal["run", "seed"],
+    ) -> None:
+        self.seed_id = seed_id
+        self.needed_micros = needed_micros
+        self.left_micros = left_micros
+        self.cap_micros = cap_micros
+        self.which = which
+        scope = "the run" if which == "run" else f"seed {seed_id!r}"
+        super().__init__(
+            f"budget exhausted for {scope}: a call needs {needed_micros!r} micro-USD but only "
+            f"{left_micros!r} of the {which} cap {cap_micros!r} are left (spent plus reserved); "
+            f"raise the {which} cap or stop this {'run' if which == 'run' else 'seed'}"
+        )
+
+
+class ReservationError(PlaylistEvalError):
+    """A reservation id was reused, or settled/released when it is not outstanding."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Money set aside for one call: its worst case, held until settled or released."""
+
+    reservation_id: str
+    seed_id: str
+    micros: int
+
+
+@dataclass(frozen=True)
+class BudgetSnapshot:
+    """A consistent copy of the budget's state at one moment."""
+
+    cap_micros: int | None
+    per_seed_micros: int | None
+    spent_micros: int
+    outstanding_micros: int
+    left_micros: int | None
+    seed_spent: Mapping[str, int] = field(default_factory=dict)
+    seed_outstanding: Mapping[str, int] = field(default_factory=dict)
+    overrun_micros: int = 0  # sum of actual costs above their reservations
+
+
+class Budget:
+    """Run cap and per-seed cap over integer micro-dollars; ``None`` means uncapped.
+
+    ``spent_micros`` and ``seed_spent`` restore a budget from the event log on resume (the sum
+    of settled costs); reservations that were outstanding at a crash are the caller's to
+    count as spent or drop.
+    """
+
+    def __init__(
+        self,
+        cap_micros: int | None,
+        per_seed_micros: int | None = None,
+        *,
+        spent_micros: int = 0,
+        seed_spent: Mapping[str, int] | None = None,
+    ) -> None:
+        for name, value in (("cap_micros", cap_micros), ("per_seed_micros", per_seed_micros)):
+            if value is not None and value < 0:
+                raise ConfigError(f"budget {name}={value!r} must be >= 0 or None (uncapped)")
+        if spent_micros < 0 or any(v < 0 for v in (seed_spent or {}).values()):
+            raise ConfigError(
+                f"budget spent amounts must be >= 0, got spent_micros={spent_micros!r}, "
+                f"seed_spent={dict(seed_spent or {})!r}"
+            )
+        self._cap = cap_micros
+        self._per_seed = per_seed_micros
+        self._spent = spent_micros
+        self._seed_spent: dict[str, int] = dict(seed_spent or {})
+        self._outstanding = 0
+        self._seed_outstanding: dict[str, int] = {}
+        self._open: dict[str, Reservation] = {}
+        self._overrun = 0
+        self._lock = threading.Lock()
+
+    @property
+    def cap_micros(self) -> int | None:
+        """The run cap, or ``None`` when uncapped."""
+        return self._cap
+
+    @property
+    def per_seed_micros(self) -> int | None:
+        """The per-seed cap, or ``None`` when uncapped."""
+        return self._per_seed
+
+    @property
+    def spent_micros(self) -> int:
+        """Actual cost settled so far (including charged failures)."""
+        return self._spent
+
+    @property
+    def outstanding_micros(self) -> int:
+        """Money held by reservations not yet settled or released."""
+        return self._outstanding
+
+    @property
+    def left_micros(self) -> int | None:
+        """What a new reservation may still take under the run cap; ``None`` when uncapped."""
+        with self._lock:
+            return self._left_run()
+
+    def seed_spent_micros(self, seed_id: str) -> int:
+        """Actual cost settled so far for one seed."""
+        with self._lock:
+            return self._seed_spent.get(seed_id, 0)
+
+    def reserve(self, seed_id: str, micros: int, reservation_id: str) -> Reservation:
+        """Hold ``micros`` for one call of ``seed_id``, or raise :class:`BudgetExhausted`.
+
+        A refused reservation changes nothing. ``reservation_id`` must be new (the caller's
+        call id), so a settle can never be applied to the wrong reservation.
+        """
+        if micros < 0:
+            raise ReservationError(f"reservation {reservation_id!r}: micros={micros!r} is < 0")
+        with self._lock:
+            if reservation_id in self._open:
+                raise ReservationError(
+                    f"reservation id {reservation_id!r} is already outstanding; "
+                    "use a fresh call id per reservation"
+                )
+            left = self._left_run()
+            if left is not None and micros > left:
+                assert self._cap is not None
+                raise BudgetExhausted(
+                    seed_id=seed_id,
+                    needed_micros=micros,
+                    left_micros=left,
+                    cap_micros=self._cap,
+                    which="run",
+                )
+            seed_left = self._left_seed(seed_id)
+            if seed_left is not None and micros > seed_left:
+                assert self._per_seed is not None
+                raise BudgetExhausted(
+                    seed_id=seed_id,
+                    needed_micros=micros,
+                    left_micros=seed_left,
+                    cap_micros=self._per_seed,
+                    which="seed",
+                )
+            reservation = Reservation(reservation_id, seed_id, micros)
+            self._open[reservation_id] = reservation
+            self._outstanding += micros
+            self._seed_outstanding[seed_id] = self._seed_outstanding.get(seed_id, 0) + micros
+        return reservation
+
+    def settle(self, reservation: Reservation, actual_micros: int) -> None:
+        """The call answered: release the reservation and add its actual cost.
+
+        An actual above the reservation is still added (the money is spent) and logged as
+        ``budget_overrun``; it may leave ``spent`` above the cap, and then every further
+        reservation is refused.
+        """
+        self._finish(reservation, actual_micros, "actual_micros")
+
+    def release(self, reservation: Reservation, charged_micros: int = 0) -> None:
+        """The call failed: release the reservation, keeping ``charged_micros`` as spent.
+
+        ``charged_micros`` is what the provider may have billed for the failed call (a timeout
+        after the model ran); above the reservation it is kept and logged like a settle's.
+        """
+        self._finish(reservation, charged_micros, "charged_micros")
+
+    def snapshot(self) -> BudgetSnapshot:
+        """A consistent copy of the current state."""
+        with self._lock:
+            return BudgetSnapshot(
+                cap_micros=self._cap,
+                per_seed_micros=self._per_seed,
+                spent_micros=self._spent,
+                outstanding_micros=self._outstanding,
+                left_micros=self._left_run(),
+                seed_spent=MappingProxyType(dict(self._seed_spent)),
+                seed_outstanding=MappingProxyType(
+                    {k: v for k, v in self._seed_outstanding.items() if v}
+                ),
+                overrun_micros=self._overrun,
+            )
+
+    # -- arithmetic; callers hold the lock ---------------------------------------------------
+
+    def _left_run(self) -> int | None:
+        if self._cap is None:
+            return None
+        return max(0, self._cap - self._spent - self._outstanding)
+
+    def _left_seed(self, seed_id: str) -> int | None:
+        if self._per_seed is None:
+            return None
+        used = self._seed_spent.get(seed_id, 0) + self._seed_outstanding.get(seed_id, 0)
+        return max(0, self._per_seed - used)
+
+    def _close(self, reservation: Reservation) -> None:
+        held = self._open.get(reservation.reservation_id)
+        if held != reservation:
+            raise ReservationError(
+                f"reservation {reservation.reservation_id!r} is not outstanding (already "
+                "settled or released, or never made here); settle or release each one once"
+            )
+        del self._open[reservation.reservation_id]
+        self._outstanding -= reservation.micros
+        self._seed_outstanding[reservation.seed_id] -= reservation.micros
+
+    def _finish(self, reservation: Reservation, micros: int, what: str) -> None:
+        if micros < 0:
+            raise ReservationError(
+                f"reservation {reservation.reservation_id!r}: {what}={micros!r} must be >= 0"
+            )
+        over = micros - reservation.micros
+        with self._lock:
+            self._close(reservation)
+            self._spent += micros
+            seed = reservation.seed_id
+            self._seed_spent[seed] = self._seed_spent.get(seed, 0) + micros
+            self._overrun += max(0, over)
+        if over > 0:
+            # Logged outside the lock: the log's sink may do I/O.
+            _log.warning(
+                "budget_overrun",
+                reservation_id=reservation.reservation_id,
+                seed_id=reservation.seed_id,
+                reserved_micros=reservation.micros,
+                **{what: micros},
+            )

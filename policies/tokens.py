@@ -1,0 +1,198 @@
+"""A call's worst-case token count and cost, counted *before* the call is made.
+
+The budget reserves this worst case (counted input + ``max_output_tokens`` at list price, never
+cached rates) and settles the actual cost afterwards. Counts follow each provider family's
+published rules; where a rule has a choice, the dearer one is taken, because an estimate
+that is too low is the only kind that can let a run pass its cap.
+
+Sources (checked when written; the provider pages are the authority):
+
+* Gemini — "Video understanding" and "Token counting" in the Gemini API docs: video is
+  sampled at the requested fps, 258 tokens per frame at default media resolution (66 at
+  low), audio 32 tokens per second. Images: 258 tokens when both sides are <= 384 px, else
+  258 per 768x768 tile; Gemini 3's ``media_resolution_high`` (its default for images) costs up
+  to 1120 tokens per image, so an image counts ``max(tiles, 1120)``.
+* OpenAI — "Images and vision", ``detail: high`` *tile* rule (GPT-4o / GPT-4.1 / GPT-5
+  family): fit within 2048x2048, scale the short side down to 768, then 85 base tokens + 170
+  per 512-px tile. (The newer 32-px *patch* rule of the mini/nano models yields fewer tokens
+  for the frame sizes we send, so the tile rule is the worst case.) Video is sent as frames.
+* Qwen-VL (DashScope, and the open-weight judges) — Qwen2.5/3-VL preprocessing: 28x28-pixel
+  patches after 2x2 merging, tokens = ceil(h/28) * ceil(w/28), at least 4 per image; video
+  is sent as frames (no temporal merge assumed: worst case).
+* Text — about 4 characters per token for English, rounded up, plus a 25 % margin for
+  non-English text and tokenizer differences, plus a fixed per-call overhead for chat markup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from policies.prices import PriceTable, Usage
+from store.errors import ConfigError
+
+Family = Literal["gemini", "openai", "qwen"]
+
+TEXT_CHARS_PER_TOKEN = 4
+TEXT_MARGIN = 1.25
+CALL_OVERHEAD_TOKENS = 64  # system/role markup each provider adds around the messages
+
+GEMINI_TOKENS_PER_FRAME = {"default": 258, "low": 66}
+GEMINI_AUDIO_TOKENS_PER_SECOND = 32
+GEMINI_IMAGE_TILE = 768
+GEMINI_IMAGE_HIGH_RES_TOKENS = 1120
+
+OPENAI_TILE = 512
+OPENAI_BASE_TOKENS = 85
+OPENAI_TOKENS_PER_TILE = 170
+
+QWEN_PATCH = 28
+QWEN_MIN_TOKENS_PER_IMAGE = 4
+
+# Audio for non-Gemini families: none of the default roles send it, but an override might;
+# Gemini's 32 tokens/s is the dearest published rate we know, so it stands in.
+OTHER_AUDIO_TOKENS_PER_SECOND = GEMINI_AUDIO_TOKENS_PER_SECOND
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What a call carries, enough to count its tokens before it is made.
+
+    ``audio_seconds`` is counted on its own: a Gemini video with its audio track sets both
+    ``video_seconds`` and ``audio_seconds``. Video attached to a non-Gemini model is counted as
+    frames at ``video_fps`` of a 16:9 picture ``video_height`` high.
+    """
+
+    model: str
+    text_chars: int = 0
+    images: Sequence[tuple[int, int]] = ()
+    video_seconds: float = 0.0
+    video_fps: float = 0.5
+    video_height: int = 720
+    audio_seconds: float = 0.0
+    max_output_tokens: int = 4096
+    media_resolution: Literal["default", "low"] = "default"
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, float, bool]] = [
+            ("text_chars", self.text_chars, self.text_chars >= 0),
+            ("video_seconds", self.video_seconds, self.video_seconds >= 0),
+            ("video_fps", self.video_fps, self.video_fps > 0),
+            ("video_height", self.video_height, self.video_height > 0),
+            ("audio_seconds", self.audio_seconds, self.audio_seconds >= 0),
+            ("max_output_tokens", self.max_output_tokens, self.max_output_tokens > 0),
+        ]
+        for name, value, ok in checks:
+            if not ok or not math.isfinite(value):
+                raise ConfigError(
+                    f"call shape for {self.model!r}: {name}={value!r} is out of range "
+                    "(counts and durations are >= 0, fps, height and max_output_tokens > 0)"
+                )
+        for size in self.images:
+            if len(size) != 2 or min(size) <= 0:
+                raise ConfigError(
+                    f"call shape for {self.model!r}: image size {size!r} must be "
+                    "(width, height) with both > 0"
+                )
+
+
+def provider_family(model: str) -> Family | None:
+    """The tokenizer family of a model id, or ``None`` when the id says nothing we know."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if name.startswith("gemini"):
+        return "gemini"
+    if name.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
+        return "openai"
+    if name.startswith(("qwen", "internvl")):
+        return "qwen"
+    return None
+
+
+def estimate_input_tokens(shape: CallShape) -> Usage:
+    """The input tokens ``shape`` will cost at most, by modality (``output_tokens`` is 0).
+
+    A model of no known family is counted under every family's rules and the largest count
+    kept: an override may price any id, and the worst case must still hold.
+    """
+    family = provider_family(shape.model)
+    if family is not None:
+        return _count(shape, family)
+    counts = [_count(shape, f) for f in ("gemini", "openai", "qwen")]
+    return max(counts, key=lambda u: u.input_tokens)
+
+
+def worst_case_micros(prices: PriceTable, shape: CallShape, *, batch: bool = False) -> int:
+    """Worst-case cost: counted input plus ``max_output_tokens``, at list (never cached) rates.
+
+    Raises :class:`policies.prices.UnknownPriceError` for a model with no price, so such a call
+    never reaches the budget.
+    """
+    counted = estimate_input_tokens(shape)
+    usage = Usage(
+        input_text_tokens=counted.input_text_tokens,
+        input_image_tokens=counted.input_image_tokens,
+        input_video_tokens=counted.input_video_tokens,
+        input_audio_tokens=counted.input_audio_tokens,
+        output_tokens=shape.max_output_tokens,
+    )
+    return prices.cost_micros(shape.model, usage, batch=batch)
+
+
+def text_tokens(chars: int) -> int:
+    """Tokens for ``chars`` characters of prompt text, margin and call overhead included."""
+    base = math.ceil(chars / TEXT_CHARS_PER_TOKEN)
+    return math.ceil(base * TEXT_MARGIN) + CALL_OVERHEAD_TOKENS
+
+
+def gemini_image_tokens(width: int, height: int) -> int:
+    """Gemini: 258 per image up to 384 px, else 258 per 768-px tile; at least Gemini 3's 1120."""
+    if width <= 384 and height <= 384:
+        tiles = 1
+    else:
+        tiles = math.ceil(width / GEMINI_IMAGE_TILE) * math.ceil(height / GEMINI_IMAGE_TILE)
+    return max(tiles * GEMINI_TOKENS_PER_FRAME["default"], GEMINI_IMAGE_HIGH_RES_TOKENS)
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """OpenAI ``detail: high`` tile rule: 85 + 170 per 512-px tile after the two rescales."""
+    w, h = float(width), float(height)
+    fit = min(1.0, 2048 / max(w, h))
+    w, h = w * fit, h * fit
+    short = min(1.0, 768 / min(w, h))
+    w, h = w * short, h * short
+    tiles = math.ceil(w / OPENAI_TILE) * math.ceil(h / OPENAI_TILE)
+    return OPENAI_BASE_TOKENS + OPENAI_TOKENS_PER_TILE * tiles
+
+
+def qwen_image_tokens(width: int, height: int) -> int:
+    """Qwen-VL: one token per 28x28-pixel patch, at least 4 per image."""
+    patches = math.ceil(height / QWEN_PATCH) * math.ceil(width / QWEN_PATCH)
+    return max(patches, QWEN_MIN_TOKENS_PER_IMAGE)
+
+
+_IMAGE_RULES = {
+    "gemini": gemini_image_tokens,
+    "openai": openai_image_tokens,
+    "qwen": qwen_image_tokens,
+}
+
+
+def _count(shape: CallShape, family: Family) -> Usage:
+    image_rule = _IMAGE_RULES[family]
+    images = sum(image_rule(w, h) for w, h in shape.images)
+    frames = math.ceil(shape.video_seconds * shape.video_fps)
+    if family == "gemini":
+        video = frames * GEMINI_TOKENS_PER_FRAME[shape.media_resolution]
+        audio = math.ceil(shape.audio_seconds * GEMINI_AUDIO_TOKENS_PER_SECOND)
+    else:
+        width = math.ceil(shape.video_height * 16 / 9)
+        video = frames * image_rule(width, shape.video_height)
+        audio = math.ceil(shape.audio_seconds * OTHER_AUDIO_TOKENS_PER_SECOND)
+    return Usage(
+        input_text_tokens=text_tokens(shape.text_chars),
+        input_image_tokens=images,
+        input_video_tokens=video,
+        input_audio_tokens=audio,
+    )

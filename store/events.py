@@ -1,0 +1,292 @@
+"""The curation log's vocabulary: typed, frozen events in one discriminated union.
+
+Every attempt, model call, gate verdict, rejection reason, reservation and cost is one of these,
+appended to the event store. A stored event is ``(seq, stream, version, type, schema, data)``;
+``data`` is the event's JSON. Money is integer micro-dollars (1 USD = 1_000_000), never floats.
+
+Streams: ``run-<run_id>`` holds a run's start, policy and end; ``seed-<run_id>-<seed_id>`` holds
+one seed's whole conversation in that run. An event never changes shape without a new
+``schema`` number and an upcaster in :data:`UPCASTERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+MICROS_PER_USD = 1_000_000
+
+
+def usd_to_micros(usd: float) -> int:
+    """Dollars → integer micro-dollars (rounded half up)."""
+    return int(round(usd * MICROS_PER_USD))
+
+
+def micros_to_usd(micros: int) -> float:
+    """Integer micro-dollars → dollars, for display only."""
+    return micros / MICROS_PER_USD
+
+
+class Event(BaseModel):
+    """Base of every event: frozen, no unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = 1
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+class RunStarted(Event):
+    """A curation run begins: its policy and the seeds it will work on."""
+
+    type: Literal["RunStarted"] = "RunStarted"
+    run_id: str
+    seeds: tuple[str, ...]
+    budget_micros: int | None
+    per_seed_micros: int | None = None
+    max_attempts: int
+    concurrency: int
+    offline: bool
+    models: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    parent_run: str | None = None
+
+
+class RunResumed(Event):
+    """A run was picked up again after a stop or a crash."""
+
+    type: Literal["RunResumed"] = "RunResumed"
+    run_id: str
+    budget_micros: int | None
+    orphan_reservations_micros: int = 0
+
+
+class RunFinished(Event):
+    """A run ended: ``completed`` (every seed decided) or ``budget`` (the cap stopped it)."""
+
+    type: Literal["RunFinished"] = "RunFinished"
+    run_id: str
+    outcome: Literal["completed", "budget", "interrupted"]
+    spent_micros: int
+    accepted: int
+    discarded: int
+    stopped: int
+
+
+# -- seeds ---------------------------------------------------------------------------------------
+
+
+class SeedStarted(Event):
+    """A seed enters the loop with its two segments."""
+
+    type: Literal["SeedStarted"] = "SeedStarted"
+    run_id: str
+    seed_id: str
+    domain: str
+    segment_a: str
+    segment_b: str
+
+
+class AttemptStarted(Event):
+    """A generator attempt begins; ``feedback`` is what it is told of earlier rejections."""
+
+    type: Literal["AttemptStarted"] = "AttemptStarted"
+    phase: Literal[1, 2]
+    attempt: int
+    feedback: tuple[str, ...] = ()
+
+
+class CallReserved(Event):
+    """Budget set aside for one model call before it is made (its worst case)."""
+
+    type: Literal["CallReserved"] = "CallReserved"
+    call_id: str
+    key: str
+    role: str
+    model: str
+    phase: int | None = None
+    gate: str | None = None  # the gate the call serves, or "generator"
+    reserved_micros: int
+
+
+class CallRecorded(Event):
+    """A model call's response, usage and actual cost; the reservation is settled by it.
+
+    ``response`` is pydantic-ai's JSON of the ``ModelResponse``; replay serves it by ``key``.
+    ``replayed`` marks a response served from an earlier record (it cost nothing this time).
+    """
+
+    type: Literal["CallRecorded"] = "CallRecorded"
+    call_id: str
+    key: str
+    role: str
+    model: str
+    phase: int | None = None
+    gate: str | None = None
+    response: Any
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_micros: int
+    offline: bool
+    replayed: bool = False
+
+
+class CallFailed(Event):
+    """A model call failed for good; its reservation is released (or kept, when it may have
+    been charged)."""
+
+    type: Literal["CallFailed"] = "CallFailed"
+    call_id: str
+    key: str
+    role: str
+    model: str
+    phase: int | None = None
+    gate: str | None = None
+    error: str
+    charged_micros: int = 0
+
+
+class CallRefused(Event):
+    """The budget refused a call: the reservation would have passed a cap."""
+
+    type: Literal["CallRefused"] = "CallRefused"
+    key: str
+    role: str
+    model: str
+    needed_micros: int
+    reason: str
+
+
+class QAProposed(Event):
+    """Phase I output: a question and gold answer with citations and verification metadata."""
+
+    type: Literal["QAProposed"] = "QAProposed"
+    attempt: int
+    qa: dict[str, Any]
+
+
+class DistractorsProposed(Event):
+    """Phase II output: four graded wrong answers with their causal records."""
+
+    type: Literal["DistractorsProposed"] = "DistractorsProposed"
+    attempt: int
+    distractors: dict[str, Any]
+
+
+class GateRequested(Event):
+    """The coordinator asks a verifier for a gate's verdict on the current output."""
+
+    type: Literal["GateRequested"] = "GateRequested"
+    phase: Literal[1, 2]
+    gate: str
+    attempt: int
+
+
+class GatePassed(Event):
+    """A gate let the current output through."""
+
+    type: Literal["GatePassed"] = "GatePassed"
+    phase: Literal[1, 2]
+    gate: str
+    attempt: int
+    detail: str = ""
+
+
+class GateRejected(Event):
+    """A gate rejected the current output; the reason and output go back to the generator."""
+
+    type: Literal["GateRejected"] = "GateRejected"
+    phase: Literal[1, 2]
+    gate: str
+    attempt: int
+    reason: str
+    rejected_output: str
+
+
+class ItemAccepted(Event):
+    """The seed produced a benchmark item: the question, gold (5) and answers rated 4..1."""
+
+    type: Literal["ItemAccepted"] = "ItemAccepted"
+    seed_id: str
+    qa: dict[str, Any]
+    distractors: dict[str, Any]
+
+
+class SeedDiscarded(Event):
+    """The seed used up its attempts; the reasons are kept."""
+
+    type: Literal["SeedDiscarded"] = "SeedDiscarded"
+    seed_id: str
+    reasons: tuple[str, ...]
+
+
+class SeedStopped(Event):
+    """The seed could not go on: the budget refused its next call, or a provider failed for
+    good. It can be finished later (``replay --resume``)."""
+
+    type: Literal["SeedStopped"] = "SeedStopped"
+    seed_id: str
+    reason: Literal["budget", "provider", "interrupted"]
+    detail: str = ""
+
+
+AnyEvent = Annotated[
+    RunStarted
+    | RunResumed
+    | RunFinished
+    | SeedStarted
+    | AttemptStarted
+    | CallReserved
+    | CallRecorded
+    | CallFailed
+    | CallRefused
+    | QAProposed
+    | DistractorsProposed
+    | GateRequested
+    | GatePassed
+    | GateRejected
+    | ItemAccepted
+    | SeedDiscarded
+    | SeedStopped,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+# (type, stored schema) → function bringing its data to the current schema.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def event_type(event: Event) -> str:
+    """The discriminator of an event."""
+    return str(getattr(event, "type"))  # noqa: B009 (every concrete event has it)
+
+
+def encode_event(event: Event) -> tuple[str, int, dict[str, Any]]:
+    """``(type, schema, data)`` as stored."""
+    data = event.model_dump(mode="json", exclude={"type", "schema_version"})
+    return event_type(event), event.schema_version, data
+
+
+def decode_event(type_: str, schema: int, data: dict[str, Any]) -> AnyEvent:
+    """Stored ``(type, schema, data)`` → the current event class, upcasting old schemas."""
+    payload = dict(data)
+    current = schema
+    while (type_, current) in UPCASTERS:
+        payload = UPCASTERS[(type_, current)](payload)
+        current += 1
+    return EVENT_ADAPTER.validate_python({**payload, "type": type_, "schema_version": current})
+
+
+def run_stream(run_id: str) -> str:
+    """Stream of a run's own events."""
+    return f"run-{run_id}"
+
+
+def seed_stream(run_id: str, seed_id: str) -> str:
+    """Stream of one seed's events in one run."""
+    return f"seed-{run_id}-{seed_id}"

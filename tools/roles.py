@@ -1,0 +1,291 @@
+"""What each role is given and what it must answer: the wire contract between agents and models.
+
+Every model call carries one ``*Context`` (rendered into the prompt by ``agents.prompts``, and also
+embedded as JSON between ``<context>`` tags so that any model — the offline provider included —
+reads exactly the same facts) plus, for video roles, one clip per segment. Every role answers with
+one of the structured output types below (pydantic-ai ``output_type``).
+
+It lives in ``tools`` because both sides of a call need it: the agents that ask and the providers
+(``tools.providers``) that answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# -- shared pieces ------------------------------------------------------------------------------
+
+
+class Frozen(BaseModel):
+    """Frozen, strict models: a context or an answer never changes after it is made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChunkText(Frozen):
+    """One 30-second chunk's transcript."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+
+class SegmentEvidence(Frozen):
+    """A segment of one video: its span and its chunks' transcripts."""
+
+    segment_id: str
+    video_id: str
+    title: str = ""
+    start_s: float
+    end_s: float
+    chunks: tuple[ChunkText, ...]
+
+
+class Feedback(Frozen):
+    """An earlier rejection, told to the generator: which gate, why, and what it rejected."""
+
+    phase: Literal[1, 2]
+    gate: str
+    reason: str
+    rejected_output: str
+
+
+# -- Phase I -------------------------------------------------------------------------------------
+
+
+class Phase1Context(Frozen):
+    """The QA generator sees both segments (as video) and every earlier rejection."""
+
+    role: Literal["phase1_generator"] = "phase1_generator"
+    segments: tuple[SegmentEvidence, SegmentEvidence]
+    min_paragraphs: int = 3
+    max_paragraphs: int = 5
+    min_cited_chunks: int = 2
+    max_cited_chunks: int = 15
+    feedback: tuple[Feedback, ...] = ()
+
+
+class VerificationMeta(Frozen):
+    """What the generator claims about its own QA, for the verifiers and the audit."""
+
+    visual_facts: tuple[str, ...] = Field(
+        default=(), description="Facts only the frames show that the answer relies on."
+    )
+    knowledge_cell: str = Field(
+        default="", description="Bloom knowledge-dimension cell, e.g. 'conceptual × analyze'."
+    )
+    why_both_segments: str = ""
+
+
+class QA(Frozen):
+    """Phase I output: a question, a 3–5 paragraph gold answer citing (video-id @ MM:SS–MM:SS)."""
+
+    question: str
+    gold_answer: str
+    verification: VerificationMeta = VerificationMeta()
+
+
+class TranscriptWindow(Frozen):
+    """A labelled window of transcript text (the transcript test shuffles the relevant ones in)."""
+
+    label: str
+    text: str
+
+
+class TranscriptTestContext(Frozen):
+    """The transcript test's answerer: transcripts only, relevant ones hidden among others."""
+
+    role: Literal["transcript_answerer"] = "transcript_answerer"
+    question: str
+    windows: tuple[TranscriptWindow, ...]
+
+
+class ParametricContext(Frozen):
+    """The parametric test's answerer: the question alone, answered from memory."""
+
+    role: Literal["parametric_answerer"] = "parametric_answerer"
+    question: str
+
+
+class FreeAnswer(Frozen):
+    """An answer in prose (transcript-only or from memory)."""
+
+    answer: str
+
+
+class MatchContext(Frozen):
+    """A verifier compares a candidate answer with the gold answer."""
+
+    role: Literal["transcript_matcher", "parametric_verifier"]
+    question: str
+    gold_answer: str
+    candidate: str
+
+
+class MatchVerdict(Frozen):
+    """Does the candidate recover the gold answer's substance?"""
+
+    matches_gold: bool
+    reason: str
+
+
+class SufficiencyContext(Frozen):
+    """A third model family checks the QA against each segment's video and transcript."""
+
+    role: Literal["sufficiency"] = "sufficiency"
+    question: str
+    gold_answer: str
+    segments: tuple[SegmentEvidence, SegmentEvidence]
+
+
+class SufficiencyVerdict(Frozen):
+    """Is the question answerable from the video, and is every claim supported?"""
+
+    answerable: bool
+    unsupported_claims: tuple[str, ...] = ()
+    reason: str
+
+
+# -- Phase II ------------------------------------------------------------------------------------
+
+VISUAL_KINDS = ("colour", "spatial_layout", "gesture", "props", "on_screen_graphics")
+DegradationKind = Literal[
+    "colour", "spatial_layout", "gesture", "props", "on_screen_graphics", "spoken", "other"
+]
+
+
+class Degradation(Frozen):
+    """One change a wrong answer makes to the gold: which attribute, through which element."""
+
+    attribute: str = Field(description="The question-specific attribute degraded.")
+    element: str = Field(description="The element of the answer that carries the change.")
+    original: str
+    degraded: str
+    kind: DegradationKind
+
+
+class GradedAnswer(Frozen):
+    """A wrong answer with its rating (4 best … 1 worst) and its causal record."""
+
+    rating: int = Field(ge=1, le=4)
+    answer: str
+    causal_record: tuple[Degradation, ...]
+
+
+class DistractorSet(Frozen):
+    """Phase II output: four wrong answers rated 4, 3, 2, 1."""
+
+    answers: tuple[GradedAnswer, ...]
+
+
+class Phase2Context(Frozen):
+    """The distractor generator sees the segments (as video), the fixed QA and its feedback."""
+
+    role: Literal["phase2_generator"] = "phase2_generator"
+    question: str
+    gold_answer: str
+    segments: tuple[SegmentEvidence, SegmentEvidence]
+    feedback: tuple[Feedback, ...] = ()
+
+
+class LabelledAnswer(Frozen):
+    """An answer shown to a ranker under a neutral label."""
+
+    label: str
+    text: str
+    causal_record: tuple[Degradation, ...] = ()
+
+
+class RankingContext(Frozen):
+    """A ranker orders answers best → worst: from text alone (with the attributes as rubric), or
+    with the video (each answer with its causal record, to verify against the frames)."""
+
+    role: Literal["textual_ranker", "visual_ranker"]
+    question: str
+    answers: tuple[LabelledAnswer, ...]
+    rubric: tuple[str, ...] = ()
+    segments: tuple[SegmentEvidence, ...] = ()
+
+
+class Ranking(Frozen):
+    """Labels from best to worst."""
+
+    order: tuple[str, ...]
+    reason: str = ""
+
+
+RoleName = Literal[
+    "phase1_generator",
+    "phase2_generator",
+    "transcript_answerer",
+    "transcript_matcher",
+    "parametric_answerer",
+    "parametric_verifier",
+    "sufficiency",
+    "textual_ranker",
+    "visual_ranker",
+]
+
+AnyContext = (
+    Phase1Context
+    | Phase2Context
+    | TranscriptTestContext
+    | ParametricContext
+    | MatchContext
+    | SufficiencyContext
+    | RankingContext
+)
+AnyOutput = QA | DistractorSet | FreeAnswer | MatchVerdict | SufficiencyVerdict | Ranking
+
+OUTPUT_TYPES: dict[str, type[Frozen]] = {
+    "phase1_generator": QA,
+    "phase2_generator": DistractorSet,
+    "transcript_answerer": FreeAnswer,
+    "transcript_matcher": MatchVerdict,
+    "parametric_answerer": FreeAnswer,
+    "parametric_verifier": MatchVerdict,
+    "sufficiency": SufficiencyVerdict,
+    "textual_ranker": Ranking,
+    "visual_ranker": Ranking,
+}
+
+VIDEO_ROLES = frozenset({"phase1_generator", "phase2_generator", "sufficiency", "visual_ranker"})
+
+
+CONTEXT_OPEN = "<context>"
+CONTEXT_CLOSE = "</context>"
+_CONTEXT_RE = re.compile(re.escape(CONTEXT_OPEN) + r"(.*?)" + re.escape(CONTEXT_CLOSE), re.S)
+
+CONTEXT_TYPES: dict[str, type[Frozen]] = {
+    "phase1_generator": Phase1Context,
+    "phase2_generator": Phase2Context,
+    "transcript_answerer": TranscriptTestContext,
+    "parametric_answerer": ParametricContext,
+    "transcript_matcher": MatchContext,
+    "parametric_verifier": MatchContext,
+    "sufficiency": SufficiencyContext,
+    "textual_ranker": RankingContext,
+    "visual_ranker": RankingContext,
+}
+
+
+def embed_context(context: Frozen) -> str:
+    """The context as the JSON block a prompt ends with."""
+    return f"{CONTEXT_OPEN}{context.model_dump_json()}{CONTEXT_CLOSE}"
+
+
+def parse_context(prompt: str) -> AnyContext:
+    """The context a prompt carries; ``ValueError`` when there is none or it is malformed."""
+    match = _CONTEXT_RE.search(prompt)
+    if match is None:
+        raise ValueError("the prompt holds no <context> block")
+    data = json.loads(match.group(1))
+    role = str(data.get("role"))
+    if role not in CONTEXT_TYPES:
+        raise ValueError(f"unknown role {role!r} in the <context> block")
+    context = CONTEXT_TYPES[role].model_validate(data)
+    return context  # type: ignore[return-value]
