@@ -73,7 +73,9 @@ class SeedState:
     distractors: dict[str, Any] | None = None
     output_rejected: bool = False
     gates_passed: tuple[str, ...] = ()
-    awaiting: tuple[Any, ...] | None = None  # ("generate", phase, attempt) | ("gate", phase, gate, attempt)
+    awaiting: tuple[Any, ...] | None = (
+        None  # ("generate", phase, attempt) | ("gate", phase, gate, attempt)
+    )
     feedback: tuple[FeedbackItem, ...] = ()
     stop_reason: str = ""
     events: int = field(default=0, compare=False)
@@ -135,6 +137,7 @@ def apply(state: SeedState, event: AnyEvent) -> SeedState:
     state = replace(state, events=state.events + 1)
     match event:
         case SeedStarted():
+            # Also marks a stopped seed taken up again (a resumed run); what it awaited stays.
             return replace(
                 state,
                 seed_id=event.seed_id,
@@ -142,6 +145,7 @@ def apply(state: SeedState, event: AnyEvent) -> SeedState:
                 segment_a=event.segment_a,
                 segment_b=event.segment_b,
                 status="running",
+                stop_reason="",
             )
         case AttemptStarted(phase=phase, attempt=attempt):
             fresh_cycle = phase == 1
@@ -228,7 +232,8 @@ def decide(state: SeedState, policy: LoopPolicy) -> list[Command]:
             return [Verify(phase=phase, gate=gate, attempt=state.attempts[phase - 1])]
     if phase == 1:
         return [_next_attempt(state, 2, policy)]
-    assert state.qa is not None and state.distractors is not None
+    assert state.qa is not None
+    assert state.distractors is not None
     return [Accept(qa=state.qa, distractors=state.distractors)]
 
 

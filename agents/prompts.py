@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
+from agents.citations import format_timestamp
 from tools.roles import (
     AnyContext,
     Feedback,
@@ -25,12 +26,6 @@ from tools.roles import (
 def template(name: str) -> str:
     """The text of ``prompts/<name>.md``."""
     return (resources.files("agents") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
-
-
-def format_timestamp(seconds: float) -> str:
-    """``MM:SS`` as citations write it (minutes may pass 59)."""
-    total = round(seconds)
-    return f"{total // 60:02d}:{total % 60:02d}"
 
 
 def _segment_text(segment: SegmentEvidence) -> str:

@@ -257,8 +257,9 @@ class CallRecorder:
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
         cost = hit.cost_micros
-        if self.mode == "counterfactual":
-            # What this policy would have paid: the recorded actual cost, under its own cap.
+        if self.mode != "live":
+            # A replay reports what the run cost: the recorded actual cost, under its own cap
+            # (a counterfactual policy's budget can refuse it). Live runs get it for free.
             reservation = self._reserve(context, call_id, hit.key, shape, append)
             self.budget.settle(reservation, cost)
         append(
@@ -385,6 +386,21 @@ class CallRecorder:
         )
 
 
+class NoCallModel(WrapperModel):
+    """Stands in for every model during a strict replay: any request is an error."""
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """Never answers."""
+        raise ReplayDivergence(
+            f"strict replay tried to call {self.wrapped.model_name!r}: replay makes no model call"
+        )
+
+
 class RecordedModel(WrapperModel):
     """A pydantic-ai model whose every request goes through a :class:`CallRecorder`."""
 
@@ -395,6 +411,7 @@ class RecordedModel(WrapperModel):
         self.recorder = recorder
         self.context = context
         self.append = append
+        self.last_response: ModelResponse | None = None
 
     async def request(
         self,
@@ -403,7 +420,7 @@ class RecordedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Served from the record, or made live under the budget."""
-        return await self.recorder.call(
+        self.last_response = await self.recorder.call(
             self.wrapped,
             self.context,
             self.append,
@@ -411,3 +428,4 @@ class RecordedModel(WrapperModel):
             model_settings,
             model_request_parameters,
         )
+        return self.last_response

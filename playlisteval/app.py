@@ -6,15 +6,25 @@ Nothing below ``playlisteval`` reads settings; this module turns them into plain
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pydantic_ai.models import Model
+
+from agents.coordinator import LoopPolicy
+from agents.curation import CurationConfig, CurationProgress, Curator
+from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import Settings
 from playlisteval.workspace import Workspace
+from policies.attempts import DEFAULT_GATES, gate_order
+from policies.prices import PriceTable
 from store.catalog import Catalog
 from store.errors import ConfigError
+from store.eventstore import EventStore, open_event_store
+from store.projections import Projections
 from tools.clips import ClipFetcher
 from tools.embeddings import Embedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
@@ -84,6 +94,62 @@ def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:
     return open_vector_index(vec.backend, path=workspace.vectors / vec.backend)
 
 
+def loop_policy(settings: Settings) -> LoopPolicy:
+    """The loop's numbers and gate order (cheap first) from the settings and the policy data."""
+    gen = settings.generation
+    return LoopPolicy(
+        max_attempts=gen.max_attempts,
+        phase2_rejections_before_restart=gen.phase2_rejections_before_restart,
+        phase1_gates=tuple(g.name for g in gate_order(DEFAULT_GATES, 1)),
+        phase2_gates=tuple(g.name for g in gate_order(DEFAULT_GATES, 2)),
+    )
+
+
+def role_models(settings: Settings) -> RoleModels:
+    """Which model plays each role."""
+    m = settings.models
+    return RoleModels(
+        phase1_generator=m.phase1_generator,
+        phase2_generator=m.phase2_generator,
+        transcript_answerer=m.transcript_answerer,
+        transcript_matcher=m.transcript_matcher,
+        parametric_pairs=tuple((a, v) for a, v in m.parametric_pairs),
+        sufficiency=m.sufficiency,
+        textual_rankers=tuple(m.textual_undetectability),
+        visual_ranker=m.visual_detectability,
+    )
+
+
+def curation_config(settings: Settings, concurrency: int | None = None) -> CurationConfig:
+    """How runs curate, from the settings."""
+    gen = settings.generation
+    return CurationConfig(
+        policy=loop_policy(settings),
+        models=role_models(settings),
+        limits=GenerationLimits(
+            min_paragraphs=gen.gold_min_paragraphs,
+            max_paragraphs=gen.gold_max_paragraphs,
+            min_cited_chunks=gen.min_cited_chunks_per_segment,
+            max_cited_chunks=gen.max_cited_chunks_per_segment,
+        ),
+        concurrency=concurrency or settings.curation.concurrency,
+        offline=settings.curation.offline,
+    )
+
+
+def model_factory(settings: Settings) -> Callable[[str], Model]:
+    """Model id → the pydantic-ai model that answers as it."""
+    if not settings.curation.offline:
+        raise ConfigError(
+            "live providers (Gemini, OpenAI, DashScope) arrive with step 3; set "
+            "curation.offline = true (the default) to curate with the offline provider"
+        )
+    from tools.providers import OfflineProvider
+
+    provider = OfflineProvider()
+    return provider.model
+
+
 @dataclass
 class App:
     """The parts of one workspace, opened lazily and closed together."""
@@ -93,6 +159,7 @@ class App:
     _catalog: Catalog | None = field(default=None, init=False)
     _vectors: VectorIndex | None = field(default=None, init=False)
     _embedder: Embedder | None = field(default=None, init=False)
+    _events: EventStore | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.workspace = Workspace(Path(self.settings.home)).create()
@@ -118,6 +185,36 @@ class App:
             self._embedder = build_embedder(self.settings)
         return self._embedder
 
+    @property
+    def events(self) -> EventStore:
+        """The event log: PostgreSQL when configured, else the workspace's SQLite file."""
+        if self._events is None:
+            self._events = open_event_store(self.settings.store.url or self.workspace.database)
+        return self._events
+
+    def prices(self) -> PriceTable:
+        """The price table with the settings' overrides."""
+        budget = self.settings.budget
+        return PriceTable.load(overrides=budget.price_overrides, extra_file=budget.price_file)
+
+    def projections(self) -> Projections:
+        """Read models over the log."""
+        return Projections(self.events, self.events.engine)
+
+    def curator(
+        self, progress: CurationProgress | None = None, concurrency: int | None = None
+    ) -> Curator:
+        """The curation shell over this workspace."""
+        return Curator(
+            store=self.events,
+            catalog=self.catalog,
+            clips=self.clips(),
+            model_for=model_factory(self.settings),
+            prices=self.prices(),
+            config=curation_config(self.settings, concurrency),
+            progress=progress,
+        )
+
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:
         """The pipeline over this workspace."""
         return Indexer(
@@ -142,6 +239,9 @@ class App:
 
     def close(self) -> None:
         """Close what was opened."""
+        if self._events is not None:
+            self._events.close()
+            self._events = None
         if self._vectors is not None:
             self._vectors.close()
             self._vectors = None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -23,10 +26,21 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from agents.curation import RunReport
+from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
+from policies.budget import Budget
 from store.catalog import FAILED, DomainHours, VideoRow
 from store.errors import PlaylistEvalError
+from store.events import (
+    Event,
+    GateRejected,
+    ItemAccepted,
+    SeedDiscarded,
+    SeedStopped,
+    micros_to_usd,
+)
 from tools.indexer import AddSummary, IndexSummary
 
 # Models are loaded from files shipped in packages or given by path; never from a hub at run time.
@@ -298,6 +312,8 @@ def demo(
     narrate: Annotated[
         bool | None, typer.Option(help="Narrate with espeak-ng (default: when installed).")
     ] = None,
+    budget: Annotated[float, typer.Option(help="Cap of the demo's curation run (USD).")] = 5.0,
+    max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = 18,
 ) -> None:
     """Run the whole pipeline on a synthetic playlist: no key, no network."""
     from tools.synthetic import make_demo_playlist
@@ -316,8 +332,261 @@ def demo(
         summary = app_.indexer().add(str(manifest), domain=None)
         _print_add(summary)
         _print_index(app_, _index(app_))
+        console.print("\n[bold]Curation[/] (offline provider, priced as the configured models)")
+        report = _curate(
+            app_, budget=budget, max_seeds=max_seeds, concurrency=None, run=None, per_seed=None
+        )
+        _print_audit(runs.audit(app_, report.run_id), show_outputs=False)
         console.print(f"\nworkspace: {root}")
         console.print(f"try: playlisteval search 'kneading the dough' --home {root}")
+        console.print(f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}")
+        console.print(f"     playlisteval replay {report.run_id} --home {root}")
+
+
+# -- curation -------------------------------------------------------------------------------------
+
+
+class LiveCuration:
+    """Seeds done / accepted / discarded / stopped, spend against the cap, rejections by gate."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: Counter[str] = Counter()
+        self.rejections: Counter[str] = Counter()
+        self.spent = 0
+        self.cap: int | None = None
+        self.live: Live | None = None
+
+    def event(self, stream: str, event: Event, budget: Budget) -> None:
+        """Count one event and redraw."""
+        if isinstance(event, ItemAccepted):
+            self.done["accepted"] += 1
+        elif isinstance(event, SeedDiscarded):
+            self.done["discarded"] += 1
+        elif isinstance(event, SeedStopped):
+            self.done[f"stopped ({event.reason})"] += 1
+        elif isinstance(event, GateRejected):
+            self.rejections[f"phase {event.phase} {event.gate}"] += 1
+        self.spent, self.cap = budget.spent_micros, budget.cap_micros
+        if self.live is not None:
+            self.live.update(self.render())
+
+    def render(self) -> Table:
+        """The live table."""
+        table = Table(title="Curation", show_header=False)
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        finished = sum(self.done.values())
+        table.add_row("seeds done", f"{finished} / {self.total}")
+        for what, count in sorted(self.done.items()):
+            table.add_row(f"  {what}", str(count))
+        cap = f" / {micros_to_usd(self.cap):.4f}" if self.cap is not None else " (no cap)"
+        table.add_row("spend (USD)", f"{micros_to_usd(self.spent):.4f}{cap}")
+        for gate, count in self.rejections.most_common():
+            table.add_row(f"rejected by {gate}", str(count))
+        return table
+
+
+def _print_report(report: RunReport) -> None:
+    console.print(
+        f"run [bold]{report.run_id}[/]: {report.outcome}; accepted {len(report.accepted)}, "
+        f"discarded {len(report.discarded)}, stopped {len(report.stopped)}; "
+        f"spent {micros_to_usd(report.spent_micros):.4f} USD "
+        f"({report.live_calls} calls made, {report.replayed_calls} served from the log)"
+    )
+    for seed_id, reason in sorted(report.stopped.items()):
+        console.print(f"[yellow]stopped[/] {seed_id}: {escape(reason)}")
+
+
+def _curate(
+    app_: App,
+    *,
+    budget: float | None,
+    max_seeds: int | None,
+    concurrency: int | None,
+    run: str | None,
+    per_seed: float | None,
+) -> RunReport:
+    total = max_seeds or len(app_.catalog.seeds())
+    view = LiveCuration(total)
+    with Live(view.render(), console=console, transient=False, auto_refresh=False) as live:
+        view.live = live
+        report = runs.curate(
+            app_,
+            budget_usd=budget,
+            max_seeds=max_seeds,
+            concurrency=concurrency,
+            run_id=run,
+            per_seed_usd=per_seed,
+            progress=view,
+        )
+        live.update(view.render(), refresh=True)
+    console.print()
+    _print_report(report)
+    return report
+
+
+@app.command()
+def curate(
+    budget: Annotated[float | None, typer.Option(help="Cap of the run in USD.")] = None,
+    max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    run: Annotated[
+        str | None, typer.Option(help="Resume this run (its seeds; --budget adds money).")
+    ] = None,
+    per_seed: Annotated[float | None, typer.Option(help="Cap per seed in USD.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Curate seeds into benchmark items under a dollar budget (offline provider by default)."""
+    with _open(home) as app_:
+        cap = budget if budget is not None else app_.settings.budget.cap_usd
+        _curate(
+            app_,
+            budget=cap,
+            max_seeds=max_seeds,
+            concurrency=concurrency,
+            run=run,
+            per_seed=per_seed if per_seed is not None else app_.settings.budget.per_seed_usd,
+        )
+
+
+def _print_audit(report: runs.Audit, show_outputs: bool) -> None:
+    cap = f" of {micros_to_usd(report.budget_micros):.4f}" if report.budget_micros else ""
+    console.print(
+        f"run [bold]{report.run_id}[/] ({report.outcome}): spent "
+        f"{micros_to_usd(report.spent_micros):.4f} USD{cap}"
+    )
+    for title, data in (
+        ("spend by phase", report.by_phase),
+        ("spend by gate", report.by_gate),
+        ("spend by role", report.by_role),
+        ("spend by model", report.by_model),
+    ):
+        table = Table(title=title)
+        table.add_column("key")
+        table.add_column("USD", justify="right")
+        for key, micros in sorted(data.items(), key=lambda kv: -kv[1]):
+            table.add_row(key, f"{micros_to_usd(micros):.4f}")
+        console.print(table)
+    hist = Table(title="rejection reasons")
+    hist.add_column("gate: reason")
+    hist.add_column("count", justify="right")
+    hist.add_column("")
+    top = max(report.rejections.values(), default=1)
+    for reason, count in report.rejections.items():
+        hist.add_row(escape(reason), str(count), "█" * max(1, round(20 * count / top)))
+    console.print(hist)
+    console.print(
+        "accepted after at least one rejection: " + (", ".join(report.retries_accepted) or "none")
+    )
+    statuses = Counter(t.status for t in report.seeds)
+    console.print("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+    if show_outputs:
+        for line in report.seeds:
+            console.print(
+                f"\n[bold]{line.seed_id}[/] — {line.status}, "
+                f"{micros_to_usd(line.spent_micros):.4f} USD"
+            )
+            for step in line.steps:
+                kind = step["step"]
+                if kind == "call":
+                    tag = " (from the log)" if step["replayed"] else ""
+                    console.print(
+                        f"  call {step['role']} → {step['model']}: "
+                        f"{micros_to_usd(step['cost_micros']):.5f} USD{tag}"
+                    )
+                elif kind == "reject":
+                    console.print(
+                        f"  [red]reject[/] phase {step['phase']} {step['gate']} "
+                        f"(attempt {step['attempt']}): {escape(step['reason'])}"
+                    )
+                    console.print(
+                        "    rejected output: " + escape(step["rejected_output"][:300]),
+                        soft_wrap=True,
+                    )
+                else:
+                    rest = {k: v for k, v in step.items() if k != "step"}
+                    console.print(f"  {kind} {escape(json.dumps(rest)) if rest else ''}")
+
+
+@app.command()
+def audit(
+    run: Annotated[str | None, typer.Option(help="The run (default: the latest).")] = None,
+    seed: Annotated[str | None, typer.Option(help="Show this seed's timeline.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    home: HomeOption = None,
+) -> None:
+    """A run's timelines, spend by phase/gate/role/model and its rejection reasons."""
+    with _open(home) as app_:
+        report = runs.audit(app_, run, seed)
+        if as_json:
+            print(json.dumps(report.to_json(), indent=2))
+        else:
+            _print_audit(report, show_outputs=seed is not None)
+
+
+@app.command()
+def replay(
+    run: Annotated[str, typer.Argument(help="The run to replay.")],
+    strict: Annotated[
+        bool, typer.Option(help="No model call at all (the default unless --resume).")
+    ] = True,
+    resume: Annotated[
+        bool, typer.Option(help="Serve recorded calls free and go on live under --budget.")
+    ] = False,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="USD: new money (--resume) or the counterfactual cap (strict)."),
+    ] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option(help="Counterfactual attempts per seed and phase.")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Replay a run from its log: audit it strictly, ask what another policy would have done,
+    or finish its stopped seeds."""
+    with _open(home) as app_:
+        if resume:
+            if max_attempts is not None:
+                raise typer.BadParameter("--max-attempts goes with a strict replay")
+            _curate(
+                app_, budget=budget, max_seeds=None, concurrency=concurrency, run=run, per_seed=None
+            )
+            return
+        result = runs.replay_strict(
+            app_, run, budget_usd=budget, max_attempts=max_attempts, concurrency=concurrency
+        )
+        report = result.report
+        console.print(
+            f"strict replay of {run} under {result.policy}: {result.model_calls} model calls"
+        )
+        console.print(
+            f"accepted {len(report.accepted)} (the run accepted {len(result.original_accepted)}), "
+            f"cost {micros_to_usd(report.spent_micros):.4f} USD "
+            f"(the run paid {micros_to_usd(result.original_cost_micros):.4f})"
+        )
+        missing = [s for s, why in report.stopped.items() if why.startswith("unrecorded")]
+        budget_stopped = [s for s, why in report.stopped.items() if why.startswith("budget")]
+        if budget_stopped:
+            console.print(f"stopped by the budget: {len(budget_stopped)} seeds")
+        if missing:
+            console.print(f"would need calls the log does not hold: {len(missing)} seeds")
+        extra = set(report.accepted) - set(result.original_accepted)
+        if extra:
+            console.print(f"accepted only under this policy: {', '.join(sorted(extra))}")
+
+
+store_app = typer.Typer(help="The event log.", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("rebuild")
+def store_rebuild(home: HomeOption = None) -> None:
+    """Rebuild the projections (seed status, spend, accepted items) from the log."""
+    with _open(home) as app_:
+        count = app_.projections().rebuild()
+        console.print(f"projections rebuilt from {count} events")
 
 
 def main() -> None:

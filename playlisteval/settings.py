@@ -143,8 +143,33 @@ class PairSettings(BaseModel):
 class BudgetSettings(BaseModel):
     """Money bounds (the paper: 352 USD for 327 accepted questions)."""
 
-    cap_usd: float | None = None
-    per_seed_usd: float | None = None
+    cap_usd: float | None = Field(None, description="Default cap of a run (--budget wins).")
+    per_seed_usd: float | None = Field(None, description="Optional cap per seed.")
+    price_overrides: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per model: input_per_mtok, output_per_mtok, cached_input_per_mtok, … (USD).",
+    )
+    price_file: Path | None = Field(None, description="Another TOML price table, over ours.")
+
+
+class StoreSettings(BaseModel):
+    """Where the event log lives."""
+
+    url: str | None = Field(
+        None,
+        description="postgresql+psycopg://USER@HOST:PORT/DB for a shared store; "
+        "default: the workspace's SQLite file.",
+    )
+
+
+class CurationSettings(BaseModel):
+    """How a curation run executes."""
+
+    concurrency: int = Field(8, ge=1, description="Seeds in flight at once.")
+    offline: bool = Field(
+        True, description="Answer every role with the offline provider (no key, no network)."
+    )
+    max_seeds: int | None = Field(None, description="Curate at most this many seeds per run.")
 
 
 class Settings(BaseSettings):
@@ -165,6 +190,8 @@ class Settings(BaseSettings):
     models: ModelRoles = Field(default_factory=ModelRoles)
     pairs: PairSettings = Field(default_factory=PairSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    curation: CurationSettings = Field(default_factory=CurationSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -405,6 +405,12 @@ class Catalog:
             s.add_all(fresh)
             return len(fresh), retired
 
+    def seeds_by_id(self, ids: Sequence[str]) -> list[SeedRow]:
+        """Seeds by id, in the order given; unknown ids are left out."""
+        with self.session() as s:
+            found = {r.id: r for r in s.exec(select(SeedRow).where(col(SeedRow.id).in_(list(ids))))}
+        return [found[i] for i in ids if i in found]
+
     def seeds(self, *, domain: str | None = None, active: bool = True) -> list[SeedRow]:
         """Seeds in their deterministic order (domain, then segment ids)."""
         with self.session() as s:

@@ -225,12 +225,13 @@ class SeedDiscarded(Event):
 
 
 class SeedStopped(Event):
-    """The seed could not go on: the budget refused its next call, or a provider failed for
-    good. It can be finished later (``replay --resume``)."""
+    """The seed could not go on: the budget refused its next call, a provider failed for good,
+    a counterfactual replay needed a call the log does not hold, or its evidence could not be
+    read. It can be finished later (``replay --resume``)."""
 
     type: Literal["SeedStopped"] = "SeedStopped"
     seed_id: str
-    reason: Literal["budget", "provider", "interrupted"]
+    reason: Literal["budget", "provider", "unrecorded", "error", "interrupted"]
     detail: str = ""
 
 

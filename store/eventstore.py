@@ -12,11 +12,13 @@ SQLAlchemy Core ``executemany`` (DESIGN.md measured the ORM about ten times slow
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +34,7 @@ from sqlalchemy import (
     Integer,
     Table,
     UniqueConstraint,
+    bindparam,
     event,
     func,
     insert,
@@ -74,7 +77,15 @@ class EventRow(SQLModel, table=True):
 
 EVENTS: Table = cast(Table, EventRow.__table__)  # type: ignore[attr-defined]
 _C = EVENTS.c
+# Statements built once: SQLAlchemy then only looks them up in its compiled cache per append.
 _INSERT = insert(EVENTS)
+_KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at"]
+_MAX_SEQ = select(func.coalesce(func.max(_C.seq), 0))
+_STREAM_VERSIONS = (
+    select(_C.stream, func.max(_C.version))
+    .where(_C.stream.in_(bindparam("names", expanding=True)))
+    .group_by(_C.stream)
+)
 _COLUMNS = (_C.seq, _C.stream, _C.version, _C.type, _C.schema_no, _C.data, _C.recorded_at)
 
 
@@ -148,10 +159,6 @@ class EventStore(ABC):
     def _begin_write(self, conn: Connection) -> None:
         """Open the write transaction holding the lock that serialises appenders."""
 
-    def _write_guard(self) -> Any:
-        """A process-local lock around appends, where the backend benefits from one."""
-        return _NO_GUARD
-
     def append(
         self, stream: str, events: Sequence[Event], expected_version: int | None = None
     ) -> list[StoredEvent]:
@@ -175,7 +182,7 @@ class EventStore(ABC):
         ]
         if not encoded:
             return []
-        with self._write_guard(), self._engine.connect() as conn:
+        with self._write_connection() as conn:
             try:
                 self._begin_write(conn)
                 stored = self._insert(conn, encoded)
@@ -192,6 +199,12 @@ class EventStore(ABC):
                 raise
         return stored
 
+    @contextmanager
+    def _write_connection(self) -> Iterator[Connection]:
+        """A connection for one append (from the pool unless the backend keeps its own)."""
+        with self._engine.connect() as conn:
+            yield conn
+
     def _insert(
         self,
         conn: Connection,
@@ -206,9 +219,8 @@ class EventStore(ABC):
             current[name] = int(version)
         # seq is assigned here, under the write lock, rather than by the database's sequence:
         # appenders are serialised, so max + 1 is both gap-free and in commit order.
-        seq = int(conn.execute(select(func.coalesce(func.max(_C.seq), 0))).scalar_one())
+        seq = int(conn.execute(_MAX_SEQ).scalar_one())
         now = self._clock()
-        rows: list[dict[str, Any]] = []
         stored: list[StoredEvent] = []
         for stream, events, expected in batch:
             version = current[stream]
@@ -220,22 +232,29 @@ class EventStore(ABC):
             for type_, schema, data in events:
                 seq += 1
                 version += 1
-                rows.append(
-                    {
-                        "seq": seq,
-                        "stream": stream,
-                        "version": version,
-                        "type": type_,
-                        "schema_no": schema,
-                        "data": data,
-                        "recorded_at": now,
-                    }
-                )
                 stored.append(StoredEvent(seq, stream, version, type_, schema, data, now))
             current[stream] = version
-        if rows:
-            conn.execute(_INSERT, rows)
+        if stored:
+            self._insert_rows(conn, stored)
         return stored
+
+    def _insert_rows(self, conn: Connection, stored: list[StoredEvent]) -> None:
+        """Insert the rows in one executemany."""
+        conn.execute(
+            _INSERT,
+            [
+                {
+                    "seq": e.seq,
+                    "stream": e.stream,
+                    "version": e.version,
+                    "type": e.type,
+                    "schema_no": e.schema,
+                    "data": e.data,
+                    "recorded_at": e.recorded_at,
+                }
+                for e in stored
+            ],
+        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -321,17 +340,6 @@ class EventStore(ABC):
         self._engine.dispose()
 
 
-class _NoGuard:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
-
-
-_NO_GUARD = _NoGuard()
-
-
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets followers and projections read while a writer appends; NORMAL sync survives a
@@ -366,12 +374,38 @@ class SqliteEventStore(EventStore):
             ) from exc
         super().__init__(engine, clock=clock)
         self.path = file
-        # Threads of one process queue here instead of spinning in SQLite's busy handler;
-        # other processes still wait on the database lock (busy_timeout).
+        # Threads of one process queue here instead of spinning in SQLite's busy handler (other
+        # processes still wait on the database lock, busy_timeout). The lock also lets one
+        # connection serve every append, which saves a pool checkout and reset per append.
         self._lock = threading.Lock()
+        self._writer: Connection | None = None
+        self._insert_sql = str(_INSERT.compile(dialect=engine.dialect, column_keys=_KEYS))
 
-    def _write_guard(self) -> Any:
-        return self._lock
+    def _insert_rows(self, conn: Connection, stored: list[StoredEvent]) -> None:
+        # Still one Core executemany, but of plain tuples in the exact text form SQLAlchemy's
+        # JSON and DateTime types store on SQLite (and read back): skipping their per-row bind
+        # processing is most of the store's overhead over raw sqlite3 (bench/events.py).
+        when = stored[0].recorded_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        dumps = json.dumps
+        conn.exec_driver_sql(
+            self._insert_sql,
+            [(e.seq, e.stream, e.version, e.type, e.schema, dumps(e.data), when) for e in stored],
+        )
+
+    @contextmanager
+    def _write_connection(self) -> Iterator[Connection]:
+        with self._lock:
+            if self._writer is None or self._writer.closed:
+                self._writer = self._engine.connect()
+            yield self._writer
+
+    def close(self) -> None:
+        """Release the database connections."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        super().close()
 
     def _begin_write(self, conn: Connection) -> None:
         # IMMEDIATE takes the write lock now, so the version check, the seq and the insert all

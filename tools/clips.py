@@ -13,7 +13,8 @@ from tools import media
 
 @dataclass(frozen=True)
 class Clip:
-    """A cut span: the mp4 file a provider uploads, and its frames for frame-based providers."""
+    """A cut span: the mp4 file a provider uploads, and (when asked) its frames for frame-based
+    providers."""
 
     video_id: str
     start_s: float
@@ -44,6 +45,7 @@ class ClipFetcher:
         fps: float = 0.5,
         max_height: int = 720,
         audio: bool = True,
+        frames: bool = True,
     ) -> Clip:
         """Cut ``[start_s, end_s)`` of a video; the same call again reads the cache."""
         video = self.catalog.video(video_id)
@@ -65,7 +67,7 @@ class ClipFetcher:
                 Path(video.path), tmp, start_s, end_s, fps=fps, max_height=max_height, audio=audio
             )
             tmp.replace(path)  # a half-written clip never sits under the cache name
-        frames = media.sample_frames(path, fps=fps, max_height=max_height)
+        sampled = media.sample_frames(path, fps=fps, max_height=max_height) if frames else []
         return Clip(
             video_id=video_id,
             start_s=start_s,
@@ -74,5 +76,5 @@ class ClipFetcher:
             max_height=max_height,
             audio=audio,
             path=path,
-            frames=tuple(frames),
+            frames=tuple(sampled),
         )

@@ -1,0 +1,111 @@
+"""The in-process message bus: typed requests and replies between agents over anyio streams.
+
+A message is appended to the event store before it is delivered, so the log *is* the
+conversation. Each agent kind has one bounded inbox (backpressure when it is full) served by a
+pool of worker tasks; a request carries a one-shot reply stream, which is its correlation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from store.errors import PlaylistEvalError
+from store.events import Event
+
+Append = Callable[[str, Event], None]
+Handler = Callable[["Envelope"], Awaitable[Event]]
+
+
+class BusClosed(PlaylistEvalError):
+    """A request was made after the bus stopped."""
+
+
+@dataclass
+class Envelope:
+    """A request on its way to an agent: the seed's stream, the message and where to reply."""
+
+    stream: str
+    message: Event
+    context: Any
+    reply_to: MemoryObjectSendStream[Event | BaseException]
+
+
+@dataclass
+class _Inbox:
+    send: MemoryObjectSendStream[Envelope]
+    receive: MemoryObjectReceiveStream[Envelope]
+    handler: Handler
+    workers: int
+
+
+@dataclass
+class Bus:
+    """Routes requests to agents by kind; appends every message before delivering it."""
+
+    append: Append
+    inbox_size: int = 64
+    _inboxes: dict[str, _Inbox] = field(default_factory=dict)
+    _open: bool = False
+
+    def register(self, kind: str, handler: Handler, *, workers: int = 1) -> None:
+        """An agent that answers requests of ``kind`` with ``workers`` concurrent tasks."""
+        send, receive = anyio.create_memory_object_stream[Envelope](self.inbox_size)
+        self._inboxes[kind] = _Inbox(send, receive, handler, workers)
+
+    async def serve(self, group: TaskGroup) -> None:
+        """Start every agent's workers in ``group``; they stop when :meth:`close` is called."""
+        self._open = True
+        for inbox in self._inboxes.values():
+            for _ in range(inbox.workers):
+                group.start_soon(self._work, inbox)
+
+    async def _work(self, inbox: _Inbox) -> None:
+        async with inbox.receive.clone() as receive:
+            async for envelope in receive:
+                try:
+                    reply: Event | BaseException = await inbox.handler(envelope)
+                except Exception as exc:  # the requester decides what a failure means
+                    reply = exc
+                async with envelope.reply_to:
+                    await envelope.reply_to.send(reply)
+
+    async def request(
+        self,
+        kind: str,
+        stream: str,
+        message: Event,
+        *,
+        context: Any = None,
+        append_request: bool = True,
+    ) -> Event:
+        """Append ``message`` to ``stream``, deliver it, wait for the reply, append the reply.
+
+        ``append_request=False`` re-delivers a request that is already in the log (resuming a
+        seed whose run stopped while it waited).
+        """
+        if not self._open:
+            raise BusClosed(f"the bus is closed; cannot deliver {type(message).__name__}")
+        inbox = self._inboxes[kind]
+        if append_request:
+            self.append(stream, message)
+        reply_send, reply_receive = anyio.create_memory_object_stream[Event | BaseException](1)
+        await inbox.send.send(Envelope(stream, message, context, reply_send))
+        async with reply_receive:
+            reply = await reply_receive.receive()
+        if isinstance(reply, BaseException):
+            raise reply
+        self.append(stream, reply)
+        return reply
+
+    async def close(self) -> None:
+        """Stop accepting requests; workers finish what they hold and end."""
+        self._open = False
+        for inbox in self._inboxes.values():
+            await inbox.send.aclose()
+            await inbox.receive.aclose()

@@ -1,0 +1,419 @@
+"""The curation run: the async shell around the per-seed coordinator.
+
+Per seed: fold its events, ask ``decide`` what is next, send it over the bus to a generator or
+the verifier, append the reply, repeat. A run stopped at any point (a crash, kill -9, the budget)
+is picked up by calling :meth:`Curator.curate` again with the same run id: every seed is folded
+from its log and goes on, a request that was waiting is delivered again without a second append,
+and calls already recorded are served from the log instead of being paid twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from pydantic_ai.models import Model
+
+from agents.bus import Bus
+from agents.coordinator import (
+    Accept,
+    Command,
+    Discard,
+    Generate,
+    LoopPolicy,
+    SeedState,
+    Verify,
+    apply,
+    decide,
+    fold,
+    pending,
+)
+from agents.evidence import SeedEvidence
+from agents.recorded import CallRecorder, Mode, RecordedCalls
+from agents.workers import (
+    GenerationLimits,
+    GeneratorAgent,
+    ModelRunner,
+    RoleModels,
+    SeedCall,
+    VerifierAgent,
+)
+from policies.budget import Budget, BudgetExhausted
+from policies.prices import PriceTable
+from store.catalog import Catalog, SeedRow
+from store.errors import MediaError, ProviderError, ReplayDivergence
+from store.events import (
+    AnyEvent,
+    AttemptStarted,
+    CallFailed,
+    CallRecorded,
+    CallReserved,
+    DistractorsProposed,
+    Event,
+    GatePassed,
+    GateRejected,
+    GateRequested,
+    ItemAccepted,
+    QAProposed,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    SeedDiscarded,
+    SeedStarted,
+    SeedStopped,
+    run_stream,
+    seed_stream,
+)
+from store.eventstore import EventStore, StoredEvent
+from tools.clips import ClipFetcher
+
+REPLIES = (QAProposed, DistractorsProposed, GatePassed, GateRejected)
+
+
+@dataclass(frozen=True)
+class CurationConfig:
+    """How a run curates: the loop's policy, the model per role, the generators' limits."""
+
+    policy: LoopPolicy = field(default_factory=LoopPolicy)
+    models: RoleModels = field(default_factory=RoleModels)
+    limits: GenerationLimits = field(default_factory=GenerationLimits)
+    concurrency: int = 8
+    offline: bool = True
+
+
+@dataclass
+class RunReport:
+    """How a run ended."""
+
+    run_id: str
+    outcome: str
+    spent_micros: int
+    accepted: list[str] = field(default_factory=list)
+    discarded: list[str] = field(default_factory=list)
+    stopped: dict[str, str] = field(default_factory=dict)
+    live_calls: int = 0
+    replayed_calls: int = 0
+    unrecorded: list[str] = field(default_factory=list)
+
+
+class CurationProgress(Protocol):
+    """Told of every event a run appends (the CLI draws live progress from it)."""
+
+    def event(self, stream: str, event: Event, budget: Budget) -> None:
+        """One more event in ``stream``."""
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Money already committed in a run's log: paid calls plus reservations left open by a
+    crash (counted as spent: the provider may have charged for them)."""
+
+    spent_micros: int
+    per_seed: dict[str, int]
+    orphans_micros: int
+
+
+def ledger(events: Iterable[tuple[str, AnyEvent]]) -> Ledger:
+    """Fold ``(seed_id, event)`` pairs of a run into what it has spent."""
+    per_seed: dict[str, int] = {}
+    open_reservations: dict[str, tuple[str, int]] = {}
+    for seed_id, event in events:
+        if isinstance(event, CallReserved):
+            open_reservations[event.call_id] = (seed_id, event.reserved_micros)
+        elif isinstance(event, CallRecorded):
+            open_reservations.pop(event.call_id, None)
+            if not event.replayed:
+                per_seed[seed_id] = per_seed.get(seed_id, 0) + event.cost_micros
+        elif isinstance(event, CallFailed):
+            open_reservations.pop(event.call_id, None)
+            per_seed[seed_id] = per_seed.get(seed_id, 0) + event.charged_micros
+    orphans = 0
+    for seed_id, micros in open_reservations.values():
+        per_seed[seed_id] = per_seed.get(seed_id, 0) + micros
+        orphans += micros
+    return Ledger(sum(per_seed.values()), per_seed, orphans)
+
+
+def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
+    """Call ids used so far and, per request key, how many recorded calls a reply consumed.
+
+    Calls recorded after the last request whose reply never came are not consumed: re-delivering
+    that request serves them again from the log, so they are not paid twice.
+    """
+    calls = 0
+    consumed: dict[str, int] = {}
+    since_request: list[str] = []
+    for event in events:
+        if isinstance(event, CallReserved | CallRecorded | CallFailed):
+            calls = max(calls, int(event.call_id.rsplit(":", 1)[1]))
+        if isinstance(event, CallRecorded):
+            since_request.append(event.key)
+        elif isinstance(event, AttemptStarted | GateRequested):
+            since_request = []
+        elif isinstance(event, REPLIES):
+            for key in since_request:
+                consumed[key] = consumed.get(key, 0) + 1
+            since_request = []
+    return calls, consumed
+
+
+class Curator:
+    """Runs seeds through the loop with a bounded number in flight."""
+
+    def __init__(
+        self,
+        *,
+        store: EventStore,
+        catalog: Catalog,
+        clips: ClipFetcher,
+        model_for: Callable[[str], Model],
+        prices: PriceTable,
+        config: CurationConfig,
+        progress: CurationProgress | None = None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.clips = clips
+        self.model_for = model_for
+        self.prices = prices
+        self.config = config
+        self.progress = progress
+        self._states: dict[str, SeedState] = {}
+        self._budget: Budget | None = None
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def _append(self, stream: str, event: Event) -> None:
+        self.store.append(stream, [event])
+        if stream in self._states:
+            self._states[stream] = apply(self._states[stream], event)  # type: ignore[arg-type]
+        if self.progress is not None and self._budget is not None:
+            self.progress.event(stream, event, self._budget)
+
+    # -- a run ----------------------------------------------------------------------------------
+
+    def _run_log(self, run_id: str) -> list[tuple[str, StoredEvent]]:
+        prefix = seed_stream(run_id, "")
+        return [
+            (stored.stream[len(prefix) :], stored)
+            for stored in self.store.read_all(stream_prefix=prefix)
+        ]
+
+    async def curate(
+        self,
+        run_id: str,
+        seeds: Sequence[SeedRow],
+        *,
+        budget_micros: int | None,
+        per_seed_micros: int | None = None,
+        mode: Mode = "live",
+        recorded: RecordedCalls | None = None,
+        parent_run: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> RunReport:
+        """Curate ``seeds`` in run ``run_id`` (resuming it when its log already exists)."""
+        stream = run_stream(run_id)
+        log = self._run_log(run_id)
+        events = [(seed_id, stored.event()) for seed_id, stored in log]
+        spent = ledger(events)
+        # A replay serves another run's log; a resumed run serves its own (the calls recorded
+        # before it stopped whose replies never came).
+        index = (
+            recorded if recorded is not None else RecordedCalls.from_events(e for _, e in events)
+        )
+        if self.store.stream_version(stream) == 0:
+            self.store.append(
+                stream,
+                [
+                    RunStarted(
+                        run_id=run_id,
+                        seeds=tuple(s.id for s in seeds),
+                        budget_micros=budget_micros,
+                        per_seed_micros=per_seed_micros,
+                        max_attempts=self.config.policy.max_attempts,
+                        concurrency=self.config.concurrency,
+                        offline=self.config.offline,
+                        models=dict(self.config.models.__dict__),
+                        settings=settings or {},
+                        parent_run=parent_run,
+                    )
+                ],
+            )
+        else:
+            self.store.append(
+                stream,
+                [
+                    RunResumed(
+                        run_id=run_id,
+                        budget_micros=budget_micros,
+                        orphan_reservations_micros=spent.orphans_micros,
+                    )
+                ],
+            )
+        budget = Budget(
+            budget_micros,
+            per_seed_micros,
+            spent_micros=spent.spent_micros,
+            seed_spent=spent.per_seed,
+        )
+        self._budget = budget
+        recorder = CallRecorder(
+            budget=budget,
+            prices=self.prices,
+            recorded=index,
+            mode=mode,
+            offline=self.config.offline,
+        )
+        by_seed: dict[str, list[AnyEvent]] = {}
+        for seed_id, event in events:
+            by_seed.setdefault(seed_id, []).append(event)
+        for seed_id, seed_events in by_seed.items():
+            calls, consumed = _consumed_calls(seed_events)
+            recorder.reset_seed(seed_id, calls, consumed)
+
+        runner = ModelRunner(recorder=recorder, model_for=self.model_for)
+        generator = GeneratorAgent(runner, self.config.models, self.config.limits)
+        verifier = VerifierAgent(runner, self.config.models, self.config.limits)
+        bus = Bus(append=self._append, inbox_size=max(self.config.concurrency, 1))
+        workers = max(self.config.concurrency, 1)
+        bus.register("generator", generator.handle, workers=workers)
+        bus.register("verifier", verifier.handle, workers=workers)
+        limiter = anyio.CapacityLimiter(workers)
+        report = RunReport(run_id=run_id, outcome="completed", spent_micros=0)
+
+        async def one(seed: SeedRow) -> None:
+            async with limiter:
+                await self._seed(run_id, seed, bus, by_seed.get(seed.id, []), mode, report)
+
+        async with anyio.create_task_group() as outer:
+            await bus.serve(outer)
+            try:
+                async with anyio.create_task_group() as seeds_group:
+                    for seed in seeds:
+                        seeds_group.start_soon(one, seed)
+            finally:
+                await bus.close()
+
+        for seed in seeds:
+            state = self._states.get(seed_stream(run_id, seed.id))
+            if state is None:
+                continue
+            if state.status == "accepted":
+                report.accepted.append(seed.id)
+            elif state.status == "discarded":
+                report.discarded.append(seed.id)
+            elif state.status == "stopped":
+                report.stopped[seed.id] = state.stop_reason
+        report.spent_micros = budget.spent_micros
+        report.live_calls = recorder.live_calls
+        report.replayed_calls = recorder.replayed_calls
+        report.unrecorded = [f"{s}:{r}" for s, r, _ in recorder.missing]
+        if any(reason.startswith("budget") for reason in report.stopped.values()):
+            report.outcome = "budget"
+        self.store.append(
+            stream,
+            [
+                RunFinished(
+                    run_id=run_id,
+                    outcome="budget" if report.outcome == "budget" else "completed",
+                    spent_micros=report.spent_micros,
+                    accepted=len(report.accepted),
+                    discarded=len(report.discarded),
+                    stopped=len(report.stopped),
+                )
+            ],
+        )
+        return report
+
+    # -- a seed -----------------------------------------------------------------------------------
+
+    async def _seed(
+        self,
+        run_id: str,
+        seed: SeedRow,
+        bus: Bus,
+        history: list[AnyEvent],
+        mode: Mode,
+        report: RunReport,
+    ) -> None:
+        stream = seed_stream(run_id, seed.id)
+        self._states[stream] = fold(history)
+
+        def append(event: Event) -> None:
+            self._append(stream, event)
+
+        state = self._states[stream]
+        if state.status in ("accepted", "discarded"):
+            return
+        if state.status in ("new", "stopped"):
+            # A stopped seed (budget, provider) starts again where it stopped.
+            append(
+                SeedStarted(
+                    run_id=run_id,
+                    seed_id=seed.id,
+                    domain=seed.domain,
+                    segment_a=seed.segment_a,
+                    segment_b=seed.segment_b,
+                )
+            )
+            state = self._states[stream]
+        call = SeedCall(
+            seed_id=seed.id,
+            evidence=SeedEvidence(
+                self.catalog, self.clips, seed.id, seed.segment_a, seed.segment_b
+            ),
+            append=append,
+        )
+        redeliver = pending(state)
+        try:
+            if redeliver is not None:
+                await self._execute(redeliver, stream, call, bus, append_request=False)
+            while True:
+                commands = decide(self._states[stream], self.config.policy)
+                if not commands:
+                    return
+                for command in commands:
+                    await self._execute(command, stream, call, bus, append_request=True)
+        except BudgetExhausted as exc:
+            append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))
+        except ProviderError as exc:
+            append(SeedStopped(seed_id=seed.id, reason="provider", detail=str(exc)))
+        except MediaError as exc:
+            append(SeedStopped(seed_id=seed.id, reason="error", detail=str(exc)))
+        except ReplayDivergence as exc:
+            if mode == "strict":
+                raise
+            append(SeedStopped(seed_id=seed.id, reason="unrecorded", detail=str(exc)))
+
+    async def _execute(
+        self, command: Command, stream: str, call: SeedCall, bus: Bus, *, append_request: bool
+    ) -> None:
+        state = self._states[stream]
+        call.qa, call.distractors, call.feedback = state.qa, state.distractors, state.feedback
+        if isinstance(command, Generate):
+            message: Event = AttemptStarted(
+                phase=1 if command.phase == 1 else 2,
+                attempt=command.attempt,
+                feedback=tuple(f"{f.gate}: {f.reason}" for f in command.feedback),
+            )
+            if command.phase == 1:
+                call.qa = None
+            await bus.request(
+                "generator", stream, message, context=call, append_request=append_request
+            )
+        elif isinstance(command, Verify):
+            message = GateRequested(
+                phase=1 if command.phase == 1 else 2, gate=command.gate, attempt=command.attempt
+            )
+            await bus.request(
+                "verifier", stream, message, context=call, append_request=append_request
+            )
+        elif isinstance(command, Accept):
+            self._append(
+                stream,
+                ItemAccepted(seed_id=call.seed_id, qa=command.qa, distractors=command.distractors),
+            )
+        elif isinstance(command, Discard):
+            self._append(stream, SeedDiscarded(seed_id=call.seed_id, reasons=command.reasons))

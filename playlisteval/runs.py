@@ -1,0 +1,374 @@
+"""Runs as the CLI sees them: start or resume a curation run, replay one, audit one."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agents.curation import CurationProgress, Curator, RunReport, ledger
+from agents.recorded import NoCallModel, RecordedCalls
+from playlisteval.app import App
+from store.catalog import SeedRow
+from store.errors import ConfigError
+from store.events import (
+    AttemptStarted,
+    CallFailed,
+    CallRecorded,
+    CallRefused,
+    GatePassed,
+    GateRejected,
+    ItemAccepted,
+    RunFinished,
+    RunStarted,
+    SeedDiscarded,
+    SeedStopped,
+    run_stream,
+    seed_stream,
+    usd_to_micros,
+)
+from store.eventstore import EventStore, open_event_store
+
+
+def new_run_id(now: datetime | None = None, salt: str = "") -> str:
+    """A sortable, readable run id (the clock is the shell's, never the loop's)."""
+    moment = now or datetime.now(UTC)
+    tail = hashlib.sha1(f"{moment.isoformat()}|{salt}".encode()).hexdigest()[:6]
+    return f"{moment:%Y%m%d-%H%M%S}-{tail}"
+
+
+def run_ids(store: EventStore) -> list[str]:
+    """Every run in the log, oldest first."""
+    return sorted(s[len("run-") :] for s in store.streams("run-"))
+
+
+def run_started(store: EventStore, run_id: str) -> RunStarted:
+    """The run's first event; ConfigError when there is no such run."""
+    stored = store.read_stream(run_stream(run_id))
+    if not stored:
+        known = ", ".join(run_ids(store)[-5:]) or "none yet"
+        raise ConfigError(f"no run {run_id!r} in the log (recent runs: {known})")
+    first = stored[0].event()
+    assert isinstance(first, RunStarted)
+    return first
+
+
+def choose_seeds(app: App, max_seeds: int | None) -> list[SeedRow]:
+    """Active seeds in their deterministic order, spread over domains (round-robin), at most
+    ``max_seeds``."""
+    by_domain: dict[str, list[SeedRow]] = {}
+    for seed in app.catalog.seeds():
+        by_domain.setdefault(seed.domain, []).append(seed)
+    chosen: list[SeedRow] = []
+    queues = [list(v) for _, v in sorted(by_domain.items())]
+    while queues and (max_seeds is None or len(chosen) < max_seeds):
+        for queue in queues:
+            if queue and (max_seeds is None or len(chosen) < max_seeds):
+                chosen.append(queue.pop(0))
+        queues = [q for q in queues if q]
+    return chosen
+
+
+def curate(
+    app: App,
+    *,
+    budget_usd: float | None,
+    max_seeds: int | None = None,
+    concurrency: int | None = None,
+    run_id: str | None = None,
+    per_seed_usd: float | None = None,
+    progress: CurationProgress | None = None,
+) -> RunReport:
+    """Start a run over the chosen seeds, or resume ``run_id`` (its own seeds, more budget)."""
+    curator = app.curator(progress, concurrency)
+    if run_id is not None and app.events.stream_version(run_stream(run_id)):
+        started = run_started(app.events, run_id)
+        seeds = app.catalog.seeds_by_id(started.seeds)
+        spent = _spent(app.events, run_id)
+        cap = None if budget_usd is None else spent + usd_to_micros(budget_usd)
+        per_seed = started.per_seed_micros
+    else:
+        seeds = choose_seeds(app, max_seeds or app.settings.curation.max_seeds)
+        if not seeds:
+            raise ConfigError("no seeds to curate: run `playlisteval index` (and `seeds`) first")
+        run_id = run_id or new_run_id(salt=str(app.workspace.root))
+        cap = None if budget_usd is None else usd_to_micros(budget_usd)
+        per_seed = None if per_seed_usd is None else usd_to_micros(per_seed_usd)
+    settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
+    return anyio.run(
+        lambda: curator.curate(
+            run_id, seeds, budget_micros=cap, per_seed_micros=per_seed, settings=settings
+        )
+    )
+
+
+def _spent(store: EventStore, run_id: str) -> int:
+    prefix = seed_stream(run_id, "")
+    return ledger(
+        (s.stream[len(prefix) :], s.event()) for s in store.read_all(stream_prefix=prefix)
+    ).spent_micros
+
+
+@dataclass
+class ReplayReport:
+    """What a strict (or counterfactual) replay found."""
+
+    run_id: str
+    policy: str
+    report: RunReport
+    original_accepted: list[str]
+    original_cost_micros: int
+    model_calls: int
+
+
+def replay_strict(
+    app: App,
+    run_id: str,
+    *,
+    budget_usd: float | None = None,
+    max_attempts: int | None = None,
+    concurrency: int | None = None,
+) -> ReplayReport:
+    """Re-run ``run_id`` from its log with no model call, into a scratch log.
+
+    With the run's own policy, any call the log does not hold is a divergence (an error). Under
+    another policy (``budget_usd``, ``max_attempts``) the replay is counterfactual: it reports
+    what that policy would have accepted and paid, and which seeds would have needed a call the
+    log does not hold.
+    """
+    started = run_started(app.events, run_id)
+    seeds = app.catalog.seeds_by_id(started.seeds)
+    prefix = seed_stream(run_id, "")
+    log = [s.event() for s in app.events.read_all(stream_prefix=prefix)]
+    recorded = RecordedCalls.from_events(log)
+    counterfactual = budget_usd is not None or max_attempts is not None
+    config = app.curator().config
+    if max_attempts is not None:
+        config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
+    # A counterfactual budget is spent in the log's seed order, one seed at a time, so the
+    # yield it reports is that of a run that gets through its seeds in order, not a tie between
+    # seeds that all ran out of money halfway.
+    config = replace(
+        config, concurrency=concurrency or (1 if counterfactual else config.concurrency)
+    )
+    guard_calls: list[str] = []
+
+    def guard(model_id: str) -> NoCallModel:
+        guard_calls.append(model_id)
+        return NoCallModel(app.curator().model_for(model_id))
+
+    with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
+        store = open_event_store(Path(scratch) / "replay.db")
+        try:
+            curator = Curator(
+                store=store,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=guard,
+                prices=app.prices(),
+                config=config,
+            )
+            cap = usd_to_micros(budget_usd) if budget_usd is not None else None
+            report = anyio.run(
+                lambda: curator.curate(
+                    run_id,
+                    seeds,
+                    budget_micros=cap,
+                    mode="counterfactual" if counterfactual else "strict",
+                    recorded=recorded,
+                )
+            )
+        finally:
+            store.close()
+    original = [e.seed_id for e in log if isinstance(e, ItemAccepted)]
+    original_cost = sum(
+        e.cost_micros for e in log if isinstance(e, CallRecorded) and not e.replayed
+    )
+    policy = "the run's own policy"
+    if counterfactual:
+        parts = []
+        if budget_usd is not None:
+            parts.append(f"budget {budget_usd:g} USD")
+        if max_attempts is not None:
+            parts.append(f"max attempts {max_attempts}")
+        policy = ", ".join(parts)
+    return ReplayReport(
+        run_id=run_id,
+        policy=policy,
+        report=report,
+        original_accepted=original,
+        original_cost_micros=original_cost,
+        model_calls=report.live_calls,
+    )
+
+
+# -- audit ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SeedTimeline:
+    """One seed's attempts, gates, reasons and costs, in order."""
+
+    seed_id: str
+    status: str
+    spent_micros: int
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Audit:
+    """A run's audit: timelines, totals and the reasons it rejected."""
+
+    run_id: str
+    outcome: str
+    budget_micros: int | None
+    spent_micros: int
+    seeds: list[SeedTimeline]
+    by_phase: dict[str, int]
+    by_gate: dict[str, int]
+    by_role: dict[str, int]
+    by_model: dict[str, int]
+    rejections: dict[str, int]
+    rejections_by_gate: dict[str, int]
+    retries_accepted: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for ``--json``."""
+        return {
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "budget_micros": self.budget_micros,
+            "spent_micros": self.spent_micros,
+            "spend": {
+                "phase": self.by_phase,
+                "gate": self.by_gate,
+                "role": self.by_role,
+                "model": self.by_model,
+            },
+            "rejections": self.rejections,
+            "rejections_by_gate": self.rejections_by_gate,
+            "accepted_after_rejection": self.retries_accepted,
+            "seeds": [
+                {
+                    "seed_id": t.seed_id,
+                    "status": t.status,
+                    "spent_micros": t.spent_micros,
+                    "steps": t.steps,
+                }
+                for t in self.seeds
+            ],
+        }
+
+
+def _reason_kind(reason: str) -> str:
+    """A rejection reason's first clause, for the histogram (numbering and quotes dropped)."""
+    text = re.sub(r"^\(\d+\)\s*", "", reason.strip())
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|\([^)]*\)", "…", text)
+    cut = min((i for i in (text.find(c) for c in ":;.") if i > 0), default=len(text))
+    return text[:cut].strip()[:60] or "(no reason given)"
+
+
+def audit(app: App, run_id: str | None = None, seed_id: str | None = None) -> Audit:
+    """Read a run's log back as an audit."""
+    store = app.events
+    if run_id is None:
+        runs = run_ids(store)
+        if not runs:
+            raise ConfigError("no run in the log yet: run `playlisteval curate` first")
+        run_id = runs[-1]
+    started = run_started(store, run_id)
+    outcome = "running"
+    for stored in store.read_stream(run_stream(run_id)):
+        event = stored.event()
+        if isinstance(event, RunFinished):
+            outcome = event.outcome
+    prefix = seed_stream(run_id, "")
+    timelines: dict[str, SeedTimeline] = {}
+    spend: dict[str, Counter[str]] = {k: Counter() for k in ("phase", "gate", "role", "model")}
+    rejections: Counter[str] = Counter()
+    by_gate: Counter[str] = Counter()
+    rejected_seeds: set[str] = set()
+    accepted: set[str] = set()
+    for stored in store.read_all(stream_prefix=prefix):
+        sid = stored.stream[len(prefix) :]
+        event = stored.event()
+        line = timelines.setdefault(
+            sid, SeedTimeline(seed_id=sid, status="running", spent_micros=0)
+        )
+        step: dict[str, Any] | None = None
+        if isinstance(event, AttemptStarted):
+            step = {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
+        elif isinstance(event, CallRecorded):
+            paid = 0 if event.replayed else event.cost_micros
+            line.spent_micros += paid
+            for key, value in (
+                ("phase", str(event.phase or "-")),
+                ("gate", event.gate or "-"),
+                ("role", event.role),
+                ("model", event.model),
+            ):
+                spend[key][value] += paid
+            step = {
+                "step": "call",
+                "role": event.role,
+                "model": event.model,
+                "cost_micros": paid,
+                "replayed": event.replayed,
+                "offline": event.offline,
+            }
+        elif isinstance(event, CallFailed):
+            step = {"step": "call failed", "role": event.role, "error": event.error}
+        elif isinstance(event, CallRefused):
+            step = {"step": "call refused", "role": event.role, "reason": event.reason}
+        elif isinstance(event, GatePassed):
+            step = {"step": "pass", "phase": event.phase, "gate": event.gate}
+        elif isinstance(event, GateRejected):
+            rejections[f"{event.gate}: {_reason_kind(event.reason)}"] += 1
+            by_gate[f"phase {event.phase} {event.gate}"] += 1
+            rejected_seeds.add(sid)
+            step = {
+                "step": "reject",
+                "phase": event.phase,
+                "gate": event.gate,
+                "attempt": event.attempt,
+                "reason": event.reason,
+                "rejected_output": event.rejected_output,
+            }
+        elif isinstance(event, ItemAccepted):
+            line.status = "accepted"
+            accepted.add(sid)
+            step = {"step": "accepted"}
+        elif isinstance(event, SeedDiscarded):
+            line.status = "discarded"
+            step = {"step": "discarded", "reasons": list(event.reasons)}
+        elif isinstance(event, SeedStopped):
+            line.status = f"stopped ({event.reason})"
+            step = {"step": "stopped", "reason": event.reason, "detail": event.detail}
+        if step is not None and (seed_id is None or sid == seed_id):
+            line.steps.append(step)
+    seeds = list(timelines.values())
+    if seed_id is not None:
+        seeds = [t for t in seeds if t.seed_id == seed_id]
+        if not seeds:
+            raise ConfigError(f"no seed {seed_id!r} in run {run_id!r}")
+    return Audit(
+        run_id=run_id,
+        outcome=outcome,
+        budget_micros=started.budget_micros,
+        spent_micros=sum(t.spent_micros for t in timelines.values()),
+        seeds=seeds,
+        by_phase=dict(spend["phase"]),
+        by_gate=dict(spend["gate"]),
+        by_role=dict(spend["role"]),
+        by_model=dict(spend["model"]),
+        rejections=dict(rejections.most_common()),
+        rejections_by_gate=dict(by_gate.most_common()),
+        retries_accepted=sorted(rejected_seeds & accepted),
+    )

@@ -1,0 +1,11 @@
+"""Model providers for the curation roles: models that answer the prompts of ``tools.roles``.
+
+``OfflineProvider`` answers every role deterministically with no key and no network (for the demo,
+the tests and cost rehearsals); it is labelled ``offline:<model id>`` everywhere.
+"""
+
+from __future__ import annotations
+
+from tools.providers.offline import Fallibility, OfflineProvider, answer
+
+__all__ = ["Fallibility", "OfflineProvider", "answer"]
