@@ -159,6 +159,17 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     return calls, consumed
 
 
+def _first_of(group: BaseExceptionGroup[Any], kind: type[BaseException]) -> BaseException | None:
+    for exc in group.exceptions:
+        if isinstance(exc, kind):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_of(exc, kind)
+            if found is not None:
+                return found
+    return None
+
+
 class Curator:
     """Runs seeds through the loop with a bounded number in flight."""
 
@@ -287,14 +298,22 @@ class Curator:
             async with limiter:
                 await self._seed(run_id, seed, bus, by_seed.get(seed.id, []), mode, report)
 
-        async with anyio.create_task_group() as outer:
-            await bus.serve(outer)
-            try:
-                async with anyio.create_task_group() as seeds_group:
-                    for seed in seeds:
-                        seeds_group.start_soon(one, seed)
-            finally:
-                await bus.close()
+        try:
+            async with anyio.create_task_group() as outer:
+                await bus.serve(outer)
+                try:
+                    async with anyio.create_task_group() as seeds_group:
+                        for seed in seeds:
+                            seeds_group.start_soon(one, seed)
+                finally:
+                    await bus.close()
+        except BaseExceptionGroup as group:
+            # Task groups wrap what a seed raised; a divergence (strict replay) is the one
+            # error a run stops for on purpose, so it surfaces as itself.
+            divergence = _first_of(group, ReplayDivergence)
+            if divergence is not None:
+                raise divergence from None
+            raise
 
         for seed in seeds:
             state = self._states.get(seed_stream(run_id, seed.id))

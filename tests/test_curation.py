@@ -1,0 +1,335 @@
+"""The curation loop end to end: real SQLite event store, real index, the offline provider."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agents.curation import ledger
+from playlisteval import runs
+from playlisteval.app import App, model_factory
+from playlisteval.settings import load_settings
+from store.catalog import SeedRow
+from store.errors import ReplayDivergence
+from store.events import (
+    AttemptStarted,
+    CallRecorded,
+    GateRejected,
+    ItemAccepted,
+    RunFinished,
+    SeedDiscarded,
+    SeedStopped,
+    run_stream,
+    seed_stream,
+    usd_to_micros,
+)
+from tools.roles import parse_context
+
+DEMO_SEEDS = 18
+DEMO_BUDGET = 5.0
+
+
+@pytest.fixture(scope="module")
+def demo_run(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """One curation run of the demo's seeds, made once for the replay tests."""
+    import shutil
+
+    home = tmp_path_factory.mktemp("run") / "ws"
+    shutil.copytree(demo_home, home)
+    with App(load_settings(home)) as app:
+        report = runs.curate(app, budget_usd=DEMO_BUDGET, max_seeds=DEMO_SEEDS)
+    yield home, report.run_id
+
+
+def _log(app: App, run_id: str) -> list[tuple[str, Any]]:
+    prefix = seed_stream(run_id, "")
+    return [(s.stream[len(prefix) :], s.event()) for s in app.events.read_all(stream_prefix=prefix)]
+
+
+def test_demo_run_feeds_rejections_back_into_accepted_retries_and_discards(
+    demo_run: tuple[Path, str],
+) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home)) as app:
+        audit = runs.audit(app, run_id)
+        assert audit.outcome == "completed"
+        assert audit.retries_accepted, "no seed was accepted after a rejection"
+        statuses = Counter(t.status for t in audit.seeds)
+        assert statuses["discarded"] >= 1
+        assert statuses["accepted"] >= 1
+        assert audit.spent_micros <= usd_to_micros(DEMO_BUDGET)
+        # The rejection really went back into the next attempt's prompt.
+        log = _log(app, run_id)
+        seed = audit.retries_accepted[0]
+        events = [e for s, e in log if s == seed]
+        first_rejection = next(e for e in events if isinstance(e, GateRejected))
+        later = events[events.index(first_rejection) :]
+        retry = next(e for e in later if isinstance(e, AttemptStarted))
+        assert any(first_rejection.reason in line for line in retry.feedback)
+        assert isinstance(events[-1], ItemAccepted)
+        discarded = next(t for t in audit.seeds if t.status == "discarded")
+        reasons = next(s["reasons"] for s in discarded.steps if s["step"] == "discarded")
+        assert "attempts" in reasons[0]
+        assert len(reasons) > 1
+
+
+def test_every_call_is_priced_as_the_configured_live_model(demo_run: tuple[Path, str]) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home)) as app:
+        calls = [e for _, e in _log(app, run_id) if isinstance(e, CallRecorded)]
+        assert calls
+        assert all(c.offline and c.cost_micros > 0 and not c.replayed for c in calls)
+        configured = app.curator().config.models.all_models()
+        assert {c.model for c in calls} <= configured
+        assert sum(c.cost_micros for c in calls) == ledger(_log(app, run_id)).spent_micros
+
+
+def test_strict_replay_makes_no_call_and_reproduces_items_and_costs(
+    demo_run: tuple[Path, str],
+) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home)) as app:
+        result = runs.replay_strict(app, run_id)
+        assert result.model_calls == 0
+        assert result.report.live_calls == 0
+        assert sorted(result.report.accepted) == sorted(result.original_accepted)
+        assert result.report.spent_micros == result.original_cost_micros
+        assert result.report.replayed_calls > 0
+
+
+def test_strict_replay_at_half_budget_reports_a_subset_for_at_most_half(
+    demo_run: tuple[Path, str],
+) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home)) as app:
+        full = runs.replay_strict(app, run_id)
+        half_usd = full.original_cost_micros / 2 / 1_000_000
+        half = runs.replay_strict(app, run_id, budget_usd=half_usd)
+        assert half.model_calls == 0
+        assert set(half.report.accepted) < set(full.original_accepted)
+        assert half.report.accepted, "half the money should still buy some items"
+        assert half.report.spent_micros <= usd_to_micros(half_usd)
+        assert any(why.startswith("budget") for why in half.report.stopped.values())
+
+
+def test_strict_replay_under_other_code_raises_a_divergence(demo_run: tuple[Path, str]) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home, models={"sufficiency": "gpt-5.4"})) as app:
+        with pytest.raises(ReplayDivergence, match="does not hold"):
+            runs.replay_strict(app, run_id)
+
+
+def test_counterfactual_fewer_attempts_accepts_a_subset_without_calls(
+    demo_run: tuple[Path, str],
+) -> None:
+    home, run_id = demo_run
+    with App(load_settings(home)) as app:
+        one = runs.replay_strict(app, run_id, max_attempts=1)
+        assert one.model_calls == 0
+        assert set(one.report.accepted) <= set(one.original_accepted)
+        assert len(one.report.accepted) < len(one.original_accepted)
+
+
+# -- malformed model output -------------------------------------------------------------------------
+
+
+def _phase1_breaker(kind: str, inner: Model) -> Model:
+    """A generator that writes ``kind`` of bad output; every other role stays offline."""
+
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = str(messages[-1].parts[-1].content[0])  # type: ignore[union-attr,index]
+        context = parse_context(prompt)
+        if context.role != "phase1_generator":
+            return await inner.request(messages, None, info.model_request_parameters)
+        seg = context.segments[0]  # type: ignore[union-attr]
+        good_cite = f"({seg.video_id} @ 00:00–00:30)"
+        args = {
+            "bad-json": '{"question": "what is', "schema": '{"question": 3, "gold": []}',
+            "outside": json.dumps(
+                {
+                    "question": "q?",
+                    "gold_answer": "\n\n".join(
+                        [f"A claim ({seg.video_id} @ 59:00–59:30)."] * 3
+                    ),
+                }
+            ),
+            "empty": json.dumps({"question": "", "gold_answer": ""}),
+            "huge": json.dumps(
+                {"question": "q?", "gold_answer": ("word " * 20_000 + good_cite + "\n\n") * 1}
+            ),
+        }[kind]
+        tool = info.output_tools[0].name
+        return ModelResponse(parts=[ToolCallPart(tool_name=tool, args=args)])
+
+    return FunctionModel(answer, model_name=f"breaker:{kind}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "gate", "needle"),
+    [
+        ("bad-json", "output", "malformed output"),
+        ("schema", "output", "malformed output"),
+        ("outside", "structural", "outside"),
+        ("empty", "structural", "empty"),
+        ("huge", "structural", "characters"),
+    ],
+)
+def test_malformed_generator_output_is_a_recorded_rejection(
+    workspace: Path, kind: str, gate: str, needle: str
+) -> None:
+    with App(load_settings(workspace, generation={"max_attempts": 2})) as app:
+        offline = model_factory(app.settings)
+        curator = app.curator()
+        curator.model_for = lambda model_id: _phase1_breaker(kind, offline(model_id))
+        seed = app.catalog.seeds()[0]
+        report = anyio.run(lambda: curator.curate("bad", [seed], budget_micros=None))
+        assert report.discarded == [seed.id]
+        events = [e for _, e in _log(app, "bad")]
+        rejections = [e for e in events if isinstance(e, GateRejected)]
+        assert len(rejections) == 2
+        assert all(r.gate == gate for r in rejections)
+        assert needle in rejections[0].reason.lower()
+        assert len(rejections[0].rejected_output) <= 4200  # a 100 kB answer is not echoed whole
+        assert isinstance(events[-1], SeedDiscarded)
+
+
+# -- budget: 200 seeds in flight -----------------------------------------------------------------------
+
+
+def _many_seeds(app: App, n: int) -> list[SeedRow]:
+    segments = [s.id for s in app.catalog.segments()]
+    pairs = [(a, b) for i, a in enumerate(segments) for b in segments[i + 1 :]]
+    rows = [
+        SeedRow(id=f"bulk-{i:04d}", domain="bulk", segment_a=a, segment_b=b, cosine=0.5)
+        for i, (a, b) in enumerate(pairs[:n])
+    ]
+    app.catalog.replace_seeds([*app.catalog.seeds(), *rows])
+    return rows
+
+
+@pytest.mark.slow
+def test_200_seeds_in_flight_never_pass_the_cap_and_finish_on_resume(workspace: Path) -> None:
+    with App(load_settings(workspace, curation={"concurrency": 200})) as app:
+        seeds = _many_seeds(app, 200)
+        assert len(seeds) == 200
+        curator = app.curator()
+        cap = usd_to_micros(12.0)  # about half of what the 200 seeds cost
+        report = anyio.run(lambda: curator.curate("big", seeds, budget_micros=cap))
+        assert report.spent_micros <= cap
+        assert report.outcome == "budget"
+        stopped = {s: why for s, why in report.stopped.items()}
+        assert stopped, "the cap should stop some seeds"
+        assert all(why.startswith("budget") for why in stopped.values())
+        assert len(report.accepted) + len(report.discarded) + len(stopped) == 200
+        spent_log = ledger(_log(app, "big")).spent_micros
+        assert spent_log <= cap
+        finished = [e for e in (s.event() for s in app.events.read_stream(run_stream("big")))]
+        assert isinstance(finished[-1], RunFinished)
+        assert finished[-1].outcome == "budget"
+
+        resumed = runs.curate(app, budget_usd=40.0, run_id="big")
+        assert not resumed.stopped
+        assert len(resumed.accepted) + len(resumed.discarded) == 200
+        assert set(report.accepted) <= set(resumed.accepted)
+
+
+# -- kill -9 -------------------------------------------------------------------------------------------
+
+KILL_SEEDS = 4
+KILL_CAP_USD = 3.0
+CURATE_SCRIPT = """
+import sys
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.settings import load_settings
+home, run_id, seeds, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+with App(load_settings(home, curation={"concurrency": 4})) as app:
+    runs.curate(app, budget_usd=cap, max_seeds=seeds, run_id=run_id)
+"""
+
+
+def _events_count(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return int(conn.execute("select count(*) from events").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _paid_calls(app: App, run_id: str) -> Counter[tuple[str, str]]:
+    return Counter(
+        (seed, e.key)
+        for seed, e in _log(app, run_id)
+        if isinstance(e, CallRecorded) and not e.replayed
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_then_resume_loses_nothing_and_pays_nothing_twice(
+    demo_home: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    reference_home = tmp_path / "reference"
+    shutil.copytree(demo_home, reference_home)
+    with App(load_settings(reference_home, curation={"concurrency": 4})) as app:
+        reference = runs.curate(app, budget_usd=KILL_CAP_USD, max_seeds=KILL_SEEDS, run_id="r")
+        reference_calls = _paid_calls(app, "r")
+        total_events = app.events.last_seq()
+    assert reference.accepted
+
+    rng = random.Random(20261130)
+    trials = 20
+    for trial in range(trials):
+        home = tmp_path / f"trial-{trial}"
+        shutil.copytree(demo_home, home)
+        db = home / "playlisteval.db"
+        base = _events_count(db)
+        kill_after = rng.randint(1, total_events - 1)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CURATE_SCRIPT, str(home), "r", str(KILL_SEEDS), str(KILL_CAP_USD)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _events_count(db) - base >= kill_after:
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate()
+        assert proc.returncode in (-signal.SIGKILL, 0), stderr.decode()[-2000:]
+
+        with App(load_settings(home, curation={"concurrency": 4})) as app:
+            seen_before = [(s.seq, s.stream, s.version) for s in app.events.read_all()]
+            spent = ledger(_log(app, "r")).spent_micros
+            left = max(usd_to_micros(KILL_CAP_USD) - spent, 0) / 1_000_000
+            resumed = runs.curate(app, budget_usd=left, run_id="r")
+            after = [(s.seq, s.stream, s.version) for s in app.events.read_all()]
+            # Nothing lost: the log before the resume is a prefix of the log after it.
+            assert after[: len(seen_before)] == seen_before
+            # Nothing duplicated: seqs are 1..n and (stream, version) pairs unique.
+            assert [seq for seq, _, _ in after] == list(range(1, len(after) + 1))
+            assert len({(st, v) for _, st, v in after}) == len(after)
+            # No call paid twice, spend within the cap, the same accepted items.
+            paid = _paid_calls(app, "r")
+            assert all(paid[k] <= reference_calls[k] for k in paid), trial
+            assert ledger(_log(app, "r")).spent_micros <= usd_to_micros(KILL_CAP_USD)
+            assert sorted(resumed.accepted) == sorted(reference.accepted), trial
+            statuses = [e for _, e in _log(app, "r") if isinstance(e, SeedStopped)]
+            assert all(e.reason != "provider" for e in statuses)
