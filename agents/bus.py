@@ -23,7 +23,11 @@ Handler = Callable[["Envelope"], Awaitable[Event]]
 
 
 class BusClosed(PlaylistEvalError):
-    """A request was made after the bus stopped."""
+    """A request was made before the bus started serving or after it stopped."""
+
+
+class UnknownAgent(PlaylistEvalError):
+    """A request names a kind of agent that nobody registered."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Bus:
 
     def register(self, kind: str, handler: Handler, *, workers: int = 1) -> None:
         """An agent that answers requests of ``kind`` with ``workers`` concurrent tasks."""
+        if self._open:
+            raise BusClosed(f"register {kind!r} before serve(): its workers would never start")
         send, receive = anyio.create_memory_object_stream[Envelope](self.inbox_size)
         self._inboxes[kind] = _Inbox(send, receive, handler, workers)
 
@@ -63,17 +69,22 @@ class Bus:
         self._open = True
         for inbox in self._inboxes.values():
             for _ in range(inbox.workers):
-                group.start_soon(self._work, inbox)
+                # Cloned now, not in the task: a close() before the worker first runs must end
+                # it cleanly rather than fail the group.
+                group.start_soon(self._work, inbox, inbox.receive.clone())
 
-    async def _work(self, inbox: _Inbox) -> None:
-        async with inbox.receive.clone() as receive:
+    async def _work(self, inbox: _Inbox, receive: MemoryObjectReceiveStream[Envelope]) -> None:
+        async with receive:
             async for envelope in receive:
                 try:
                     reply: Event | BaseException = await inbox.handler(envelope)
                 except Exception as exc:  # the requester decides what a failure means
                     reply = exc
                 async with envelope.reply_to:
-                    await envelope.reply_to.send(reply)
+                    try:
+                        await envelope.reply_to.send(reply)
+                    except anyio.BrokenResourceError:
+                        pass  # the requester was cancelled: nobody waits for this reply
 
     async def request(
         self,
@@ -90,8 +101,13 @@ class Bus:
         seed whose run stopped while it waited).
         """
         if not self._open:
-            raise BusClosed(f"the bus is closed; cannot deliver {type(message).__name__}")
-        inbox = self._inboxes[kind]
+            raise BusClosed(
+                f"the bus is not serving; cannot deliver {type(message).__name__} "
+                "(call serve() first, and nothing after close())"
+            )
+        inbox = self._inboxes.get(kind)
+        if inbox is None:
+            raise UnknownAgent(f"no agent serves {kind!r}; registered: {sorted(self._inboxes)!r}")
         if append_request:
             self.append(stream, message)
         reply_send, reply_receive = anyio.create_memory_object_stream[Event | BaseException](1)

@@ -223,6 +223,9 @@ def decide(state: SeedState, policy: LoopPolicy) -> list[Command]:
     if state.output_rejected:
         if phase == 1:
             return [_next_attempt(state, 1, policy)]
+        if state.attempts[1] >= policy.max_attempts:
+            # No Phase II attempt is left: a new QA could never get its distractors.
+            return [_next_attempt(state, 2, policy)]
         if state.phase2_rejections >= policy.phase2_rejections_before_restart:
             # The QA itself seems to be the problem: a new one, same segments, whole history.
             return [_next_attempt(state, 1, policy)]

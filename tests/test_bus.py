@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from agents.bus import Bus, BusClosed, Envelope
 from store.errors import MediaError, PlaylistEvalError
@@ -49,7 +50,7 @@ def verdict(request: Event) -> GatePassed:
 
 
 @asynccontextmanager
-async def serving(bus: Bus) -> AsyncIterator[anyio.abc.TaskGroup]:
+async def serving(bus: Bus) -> AsyncIterator[TaskGroup]:
     """The bus served in a task group, closed when the block ends (so its workers end too)."""
     async with anyio.create_task_group() as group:
         await bus.serve(group)
@@ -139,11 +140,9 @@ async def test_each_reply_reaches_its_own_requester_under_concurrent_requests(
     async def requester(n: int) -> None:
         replies[n] = await bus.request("verifier", f"seed-{n}", ask(f"gate-{n}", n))
 
-    async with serving(bus) as group:
-        async with anyio.create_task_group() as requesters:
-            for n in range(requests):
-                requesters.start_soon(requester, n)
-        assert group is not None
+    async with serving(bus), anyio.create_task_group() as requesters:
+        for n in range(requests):
+            requesters.start_soon(requester, n)
     assert replies == {n: verdict(ask(f"gate-{n}", n)) for n in range(requests)}
     # Every stream holds its request then its reply, whatever the interleaving across streams.
     for n in range(requests):
@@ -197,14 +196,6 @@ async def test_request_when_the_bus_is_not_serving_raises_bus_closed(moment: str
     assert log.entries == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "BUG: agents/bus.py Bus.request line 94: a kind with no registered agent raises a bare "
-        "KeyError('nope') instead of a PlaylistEvalError naming the kind and the known kinds."
-    ),
-)
 async def test_request_to_an_unregistered_kind_is_a_clear_project_error() -> None:
     """Asking for an agent nobody registered says which kind and what is registered."""
     bus = Bus(Log().append)
@@ -221,16 +212,6 @@ async def test_request_to_an_unregistered_kind_is_a_clear_project_error() -> Non
     assert "'nope'" in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=BaseExceptionGroup,
-    reason=(
-        "BUG: agents/bus.py Bus._work lines 75-76: when a requester is cancelled while its "
-        "request is being handled, the worker's reply_to.send() raises BrokenResourceError "
-        "(nobody receives any more), which escapes _work and tears down the whole serve() task "
-        "group, so one cancelled seed stops every agent; the worker should drop the reply."
-    ),
-)
 async def test_a_cancelled_requester_does_not_stop_the_workers() -> None:
     """A requester that gives up (cancelled) leaves the agent serving the others."""
     log = Log()
@@ -256,15 +237,6 @@ async def _request_in_own_scope(scopes: list[anyio.CancelScope], bus: Bus) -> No
         await bus.request("verifier", "s", ask("given up"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=BaseExceptionGroup,
-    reason=(
-        "BUG: agents/bus.py Bus.close/Bus._work line 69: serve() only schedules the workers "
-        "(start_soon); if close() runs before they start, it closes inbox.receive and each "
-        "worker's inbox.receive.clone() raises ClosedResourceError, failing the serve() group."
-    ),
-)
 async def test_closing_right_after_serve_ends_cleanly() -> None:
     """close() straight after serve(), before any worker ran, stops the bus without an error."""
     bus = Bus(Log().append)
@@ -296,21 +268,20 @@ async def test_a_full_inbox_makes_senders_wait(
     async def requester(n: int) -> None:
         replies.append(await bus.request("verifier", "s", ask(attempt=n)))
 
-    async with serving(bus):
-        async with anyio.create_task_group() as requesters:
-            for n in range(1, 6):
-                requesters.start_soon(requester, n)
-            await anyio.wait_all_tasks_blocked()
-            # The inbox stream is private; its statistics are the only view of who is waiting.
-            stats = bus._inboxes["verifier"].send.statistics()
-            assert len(keeper.entered) == 1
-            assert (stats.current_buffer_used, stats.tasks_waiting_send) == (
-                buffered,
-                senders_waiting,
-            )
-            # Append comes before delivery, so every request is logged even while it waits.
-            assert len(log.entries) == 5
-            keeper.release.set()
+    async with serving(bus), anyio.create_task_group() as requesters:
+        for n in range(1, 6):
+            requesters.start_soon(requester, n)
+        await anyio.wait_all_tasks_blocked()
+        # The inbox stream is private; its statistics are the only view of who is waiting.
+        stats = bus._inboxes["verifier"].send.statistics()
+        assert len(keeper.entered) == 1
+        assert (stats.current_buffer_used, stats.tasks_waiting_send) == (
+            buffered,
+            senders_waiting,
+        )
+        # Append comes before delivery, so every request is logged even while it waits.
+        assert len(log.entries) == 5
+        keeper.release.set()
     assert sorted(r.attempt for r in replies if isinstance(r, GatePassed)) == [1, 2, 3, 4, 5]
     assert len(log.entries) == 10
 
@@ -326,14 +297,13 @@ async def test_n_workers_handle_n_requests_at_once(workers: int) -> None:
     async def requester(n: int) -> None:
         done.append(await bus.request("verifier", "s", ask(attempt=n)))
 
-    async with serving(bus):
-        async with anyio.create_task_group() as requesters:
-            for n in range(workers + 2):
-                requesters.start_soon(requester, n)
-            await anyio.wait_all_tasks_blocked()
-            assert len(keeper.entered) == workers
-            assert done == []
-            keeper.release.set()
+    async with serving(bus), anyio.create_task_group() as requesters:
+        for n in range(workers + 2):
+            requesters.start_soon(requester, n)
+        await anyio.wait_all_tasks_blocked()
+        assert len(keeper.entered) == workers
+        assert done == []
+        keeper.release.set()
     assert len(done) == workers + 2
     assert len(keeper.entered) == workers + 2
 

@@ -388,14 +388,6 @@ def test_phase2_exhaustion_discards(
     assert state.attempts[1] == max_attempts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: agents/coordinator.py decide() line 226: when the third Phase II rejection of a "
-        "cycle uses Phase II's last attempt it restarts Phase I instead of discarding; the new "
-        "QA can never get distractors, so its Phase I attempts and video gates are wasted."
-    ),
-)
 def test_phase2_exhaustion_on_a_third_rejection_discards_instead_of_restarting_phase1() -> None:
     """Default policy: Phase II attempts 4, 5, 6 rejected → Discard, not a new Phase I cycle."""
     commands, state = simulate(DEFAULT, always_rejects_phase2)

@@ -214,9 +214,10 @@ def test_malformed_generator_output_is_a_recorded_rejection(
 def _many_seeds(app: App, n: int) -> list[SeedRow]:
     segments = [s.id for s in app.catalog.segments()]
     pairs = [(a, b) for i, a in enumerate(segments) for b in segments[i + 1 :]]
+    # More seeds than distinct pairs: a pair may come back under another seed id.
     rows = [
         SeedRow(id=f"bulk-{i:04d}", domain="bulk", segment_a=a, segment_b=b, cosine=0.5)
-        for i, (a, b) in enumerate(pairs[:n])
+        for i, (a, b) in ((i, pairs[i % len(pairs)]) for i in range(n))
     ]
     app.catalog.replace_seeds([*app.catalog.seeds(), *rows])
     return rows
