@@ -7,6 +7,7 @@ pool of worker tasks; a request carries a one-shot reply stream, which is its co
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,11 +81,10 @@ class Bus:
                     reply: Event | BaseException = await inbox.handler(envelope)
                 except Exception as exc:  # the requester decides what a failure means
                     reply = exc
+                # A cancelled requester has closed its end: nobody waits for this reply.
                 async with envelope.reply_to:
-                    try:
+                    with contextlib.suppress(anyio.BrokenResourceError):
                         await envelope.reply_to.send(reply)
-                    except anyio.BrokenResourceError:
-                        pass  # the requester was cancelled: nobody waits for this reply
 
     async def request(
         self,

@@ -9,11 +9,13 @@ and calls already recorded are served from the log instead of being paid twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import structlog
 from pydantic_ai.models import Model
 
 from agents.bus import Bus
@@ -67,9 +69,11 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore, StoredEvent
+from store.redact import has_secret, scrub, secret_values
 from tools.clips import ClipFetcher
 
 REPLIES = (QAProposed, DistractorsProposed, GatePassed, GateRejected)
+logger = structlog.get_logger("playlisteval.curation")
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,16 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     return calls, consumed
 
 
+def scrubbed(event: Event, secrets: list[str]) -> Event:
+    """The event with any API key or auth header in its text replaced (provider errors quote
+    requests, and a request may carry a key)."""
+    text = event.model_dump_json()
+    if not has_secret(text, secrets):
+        return event
+    clean = json.loads(scrub(text, secrets))
+    return type(event).model_validate(clean)
+
+
 def _first_of(group: BaseExceptionGroup[Any], kind: type[BaseException]) -> BaseException | None:
     for exc in group.exceptions:
         if isinstance(exc, kind):
@@ -193,10 +207,12 @@ class Curator:
         self.progress = progress
         self._states: dict[str, SeedState] = {}
         self._budget: Budget | None = None
+        self._secrets = secret_values()
 
     # -- appending -----------------------------------------------------------------------------
 
     def _append(self, stream: str, event: Event) -> None:
+        event = scrubbed(event, self._secrets)
         self.store.append(stream, [event])
         if stream in self._states:
             self._states[stream] = apply(self._states[stream], event)  # type: ignore[arg-type]
@@ -263,6 +279,14 @@ class Curator:
                     )
                 ],
             )
+        logger.info(
+            "run_begins",
+            run_id=run_id,
+            seeds=len(seeds),
+            budget_micros=budget_micros,
+            already_spent_micros=spent.spent_micros,
+            mode=mode,
+        )
         budget = Budget(
             budget_micros,
             per_seed_micros,
@@ -331,6 +355,15 @@ class Curator:
         report.unrecorded = [f"{s}:{r}" for s, r, _ in recorder.missing]
         if any(reason.startswith("budget") for reason in report.stopped.values()):
             report.outcome = "budget"
+        logger.info(
+            "run_ends",
+            run_id=run_id,
+            outcome=report.outcome,
+            spent_micros=report.spent_micros,
+            accepted=len(report.accepted),
+            discarded=len(report.discarded),
+            stopped=len(report.stopped),
+        )
         self.store.append(
             stream,
             [
@@ -398,8 +431,10 @@ class Curator:
         except BudgetExhausted as exc:
             append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))
         except ProviderError as exc:
+            logger.warning("seed_parked", seed_id=seed.id, reason="provider", error=str(exc))
             append(SeedStopped(seed_id=seed.id, reason="provider", detail=str(exc)))
         except MediaError as exc:
+            logger.warning("seed_parked", seed_id=seed.id, reason="evidence", error=str(exc))
             append(SeedStopped(seed_id=seed.id, reason="error", detail=str(exc)))
         except ReplayDivergence as exc:
             if mode == "strict":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections import Counter
@@ -27,7 +28,7 @@ from rich.progress import (
 from rich.table import Table
 
 from agents.curation import RunReport
-from playlisteval import runs
+from playlisteval import logs, runs
 from playlisteval.app import App
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget
@@ -591,6 +592,8 @@ def store_rebuild(home: HomeOption = None) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    level = os.environ.get("PLAYLISTEVAL_LOG_LEVEL", "warning" if sys.stderr.isatty() else "info")
+    logs.configure(level=getattr(logging, level.upper(), logging.INFO))
     try:
         app()
     except KeyboardInterrupt:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ DEMO_BUDGET = 5.0
 
 
 @pytest.fixture(scope="module")
-def demo_run(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+def demo_run(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One curation run of the demo's seeds, made once for the replay tests."""
     import shutil
 
@@ -53,7 +52,7 @@ def demo_run(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     shutil.copytree(demo_home, home)
     with App(load_settings(home)) as app:
         report = runs.curate(app, budget_usd=DEMO_BUDGET, max_seeds=DEMO_SEEDS)
-    yield home, report.run_id
+    return home, report.run_id
 
 
 def _log(app: App, run_id: str) -> list[tuple[str, Any]]:
@@ -129,9 +128,11 @@ def test_strict_replay_at_half_budget_reports_a_subset_for_at_most_half(
 
 def test_strict_replay_under_other_code_raises_a_divergence(demo_run: tuple[Path, str]) -> None:
     home, run_id = demo_run
-    with App(load_settings(home, models={"sufficiency": "gpt-5.4"})) as app:
-        with pytest.raises(ReplayDivergence, match="does not hold"):
-            runs.replay_strict(app, run_id)
+    with (
+        App(load_settings(home, models={"sufficiency": "gpt-5.4"})) as app,
+        pytest.raises(ReplayDivergence, match="does not hold"),
+    ):
+        runs.replay_strict(app, run_id)
 
 
 def test_counterfactual_fewer_attempts_accepts_a_subset_without_calls(
@@ -145,7 +146,7 @@ def test_counterfactual_fewer_attempts_accepts_a_subset_without_calls(
         assert len(one.report.accepted) < len(one.original_accepted)
 
 
-# -- malformed model output -------------------------------------------------------------------------
+# -- malformed model output -----------------------------------------------------------------------
 
 
 def _phase1_breaker(kind: str, inner: Model) -> Model:
@@ -159,13 +160,12 @@ def _phase1_breaker(kind: str, inner: Model) -> Model:
         seg = context.segments[0]  # type: ignore[union-attr]
         good_cite = f"({seg.video_id} @ 00:00–00:30)"
         args = {
-            "bad-json": '{"question": "what is', "schema": '{"question": 3, "gold": []}',
+            "bad-json": '{"question": "what is',
+            "schema": '{"question": 3, "gold": []}',
             "outside": json.dumps(
                 {
                     "question": "q?",
-                    "gold_answer": "\n\n".join(
-                        [f"A claim ({seg.video_id} @ 59:00–59:30)."] * 3
-                    ),
+                    "gold_answer": "\n\n".join([f"A claim ({seg.video_id} @ 59:00–59:30)."] * 3),
                 }
             ),
             "empty": json.dumps({"question": "", "gold_answer": ""}),
@@ -208,7 +208,7 @@ def test_malformed_generator_output_is_a_recorded_rejection(
         assert isinstance(events[-1], SeedDiscarded)
 
 
-# -- budget: 200 seeds in flight -----------------------------------------------------------------------
+# -- budget: 200 seeds in flight ------------------------------------------------------------------
 
 
 def _many_seeds(app: App, n: int) -> list[SeedRow]:
@@ -249,7 +249,7 @@ def test_200_seeds_in_flight_never_pass_the_cap_and_finish_on_resume(workspace: 
         assert set(report.accepted) <= set(resumed.accepted)
 
 
-# -- kill -9 -------------------------------------------------------------------------------------------
+# -- kill -9 --------------------------------------------------------------------------------------
 
 KILL_SEEDS = 4
 KILL_CAP_USD = 3.0
@@ -303,7 +303,15 @@ def test_kill_9_at_random_points_then_resume_loses_nothing_and_pays_nothing_twic
         base = _events_count(db)
         kill_after = rng.randint(1, total_events - 1)
         proc = subprocess.Popen(
-            [sys.executable, "-c", CURATE_SCRIPT, str(home), "r", str(KILL_SEEDS), str(KILL_CAP_USD)],
+            [
+                sys.executable,
+                "-c",
+                CURATE_SCRIPT,
+                str(home),
+                "r",
+                str(KILL_SEEDS),
+                str(KILL_CAP_USD),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

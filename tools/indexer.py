@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import structlog
 
 from store.catalog import (
     DUPLICATE,
@@ -47,6 +48,7 @@ from tools.transcripts import Transcriber, TranscriptRequest
 from tools.vectors import VectorIndex
 
 CHUNK_KEYWORD_FIELDS = ("video_id", "playlist_id", "domain")
+log = structlog.get_logger("playlisteval.index")
 CHUNK_FLOAT_FIELDS = ("start_s", "end_s")
 
 
@@ -259,6 +261,7 @@ class Indexer:
 
     def _fail(self, video: VideoRow, stage: str, error: PlaylistEvalError | str) -> str:
         reason = str(error)
+        log.warning("video_failed", video_id=video.id, stage=stage, reason=reason)
         self.catalog.update_video(video.id, status=FAILED, reason=f"{stage}: {reason}")
         self.catalog.record_problem(stage, video.id, reason, video.playlist_id)
         return reason
