@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from store.errors import PlaylistEvalError
 from store.events import Event
 
-Append = Callable[[str, Event], None]
+Append = Callable[[str, Event], Awaitable[None]]
 Handler = Callable[["Envelope"], Awaitable[Event]]
 
 
@@ -109,14 +109,14 @@ class Bus:
         if inbox is None:
             raise UnknownAgent(f"no agent serves {kind!r}; registered: {sorted(self._inboxes)!r}")
         if append_request:
-            self.append(stream, message)
+            await self.append(stream, message)
         reply_send, reply_receive = anyio.create_memory_object_stream[Event | BaseException](1)
         await inbox.send.send(Envelope(stream, message, context, reply_send))
         async with reply_receive:
             reply = await reply_receive.receive()
         if isinstance(reply, BaseException):
             raise reply
-        self.append(stream, reply)
+        await self.append(stream, reply)
         return reply
 
     async def close(self) -> None:

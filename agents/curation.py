@@ -163,6 +163,70 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     return calls, consumed
 
 
+class GroupCommit:
+    """Appends from many seeds that arrive in one turn of the event loop are written in one
+    transaction; each ``append`` returns only once its event is durable.
+
+    Hundreds of seeds in flight each append several events per model call: one transaction per
+    event would spend the single event loop's time on commits. Order within a stream is kept
+    (a seed waits for each append before its next).
+    """
+
+    def __init__(self, store: EventStore, on_commit: Callable[[str, Event], None]) -> None:
+        self.store = store
+        self.on_commit = on_commit
+        self._queue: list[tuple[str, Event, anyio.Event, list[BaseException]]] = []
+        self._wake = anyio.Event()
+        self._closed = False
+
+    async def append(self, stream: str, event: Event) -> None:
+        """Queue ``event`` for ``stream`` and wait until it is committed."""
+        if self._closed:
+            raise RuntimeError("the run's event writer is closed")
+        done = anyio.Event()
+        failure: list[BaseException] = []
+        self._queue.append((stream, event, done, failure))
+        self._wake.set()
+        await done.wait()
+        if failure:
+            raise failure[0]
+
+    async def run(self) -> None:
+        """The writer task: commit whatever is queued, batch after batch, until closed."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            # One more turn lets every seed that is ready to append join this batch.
+            await anyio.lowlevel.checkpoint()
+            batch, self._queue = self._queue, []
+            if batch:
+                self._commit(batch)
+            if self._closed and not self._queue:
+                return
+
+    def _commit(self, batch: list[tuple[str, Event, anyio.Event, list[BaseException]]]) -> None:
+        by_stream: dict[str, list[Event]] = {}
+        for stream, event, _, _ in batch:
+            by_stream.setdefault(stream, []).append(event)
+        try:
+            self.store.append_batch(
+                [(stream, events, None) for stream, events in by_stream.items()]
+            )
+        except Exception as exc:  # every waiter learns that its event is not in the log
+            for _, _, done, failure in batch:
+                failure.append(exc)
+                done.set()
+            return
+        for stream, event, done, _ in batch:
+            self.on_commit(stream, event)
+            done.set()
+
+    def close(self) -> None:
+        """No more appends; the writer ends once the queue is empty."""
+        self._closed = True
+        self._wake.set()
+
+
 def scrubbed(event: Event, secrets: list[str]) -> Event:
     """The event with any API key or auth header in its text replaced (provider errors quote
     requests, and a request may carry a key)."""
@@ -208,12 +272,15 @@ class Curator:
         self._states: dict[str, SeedState] = {}
         self._budget: Budget | None = None
         self._secrets = secret_values()
+        self._writer: GroupCommit | None = None
 
     # -- appending -----------------------------------------------------------------------------
 
-    def _append(self, stream: str, event: Event) -> None:
-        event = scrubbed(event, self._secrets)
-        self.store.append(stream, [event])
+    async def _append(self, stream: str, event: Event) -> None:
+        assert self._writer is not None
+        await self._writer.append(stream, scrubbed(event, self._secrets))
+
+    def _committed(self, stream: str, event: Event) -> None:
         if stream in self._states:
             self._states[stream] = apply(self._states[stream], event)  # type: ignore[arg-type]
         if self.progress is not None and self._budget is not None:
@@ -322,8 +389,10 @@ class Curator:
             async with limiter:
                 await self._seed(run_id, seed, bus, by_seed.get(seed.id, []), mode, report)
 
+        self._writer = writer = GroupCommit(self.store, self._committed)
         try:
             async with anyio.create_task_group() as outer:
+                outer.start_soon(writer.run)
                 await bus.serve(outer)
                 try:
                     async with anyio.create_task_group() as seeds_group:
@@ -331,6 +400,7 @@ class Curator:
                             seeds_group.start_soon(one, seed)
                 finally:
                     await bus.close()
+                    writer.close()
         except BaseExceptionGroup as group:
             # Task groups wrap what a seed raised; a divergence (strict replay) is the one
             # error a run stops for on purpose, so it surfaces as itself.
@@ -393,15 +463,15 @@ class Curator:
         stream = seed_stream(run_id, seed.id)
         self._states[stream] = fold(history)
 
-        def append(event: Event) -> None:
-            self._append(stream, event)
+        async def append(event: Event) -> None:
+            await self._append(stream, event)
 
         state = self._states[stream]
         if state.status in ("accepted", "discarded"):
             return
         if state.status in ("new", "stopped"):
             # A stopped seed (budget, provider) starts again where it stopped.
-            append(
+            await append(
                 SeedStarted(
                     run_id=run_id,
                     seed_id=seed.id,
@@ -429,17 +499,17 @@ class Curator:
                 for command in commands:
                     await self._execute(command, stream, call, bus, append_request=True)
         except BudgetExhausted as exc:
-            append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))
+            await append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))
         except ProviderError as exc:
             logger.warning("seed_parked", seed_id=seed.id, reason="provider", error=str(exc))
-            append(SeedStopped(seed_id=seed.id, reason="provider", detail=str(exc)))
+            await append(SeedStopped(seed_id=seed.id, reason="provider", detail=str(exc)))
         except MediaError as exc:
             logger.warning("seed_parked", seed_id=seed.id, reason="evidence", error=str(exc))
-            append(SeedStopped(seed_id=seed.id, reason="error", detail=str(exc)))
+            await append(SeedStopped(seed_id=seed.id, reason="error", detail=str(exc)))
         except ReplayDivergence as exc:
             if mode == "strict":
                 raise
-            append(SeedStopped(seed_id=seed.id, reason="unrecorded", detail=str(exc)))
+            await append(SeedStopped(seed_id=seed.id, reason="unrecorded", detail=str(exc)))
 
     async def _execute(
         self, command: Command, stream: str, call: SeedCall, bus: Bus, *, append_request: bool
@@ -465,9 +535,9 @@ class Curator:
                 "verifier", stream, message, context=call, append_request=append_request
             )
         elif isinstance(command, Accept):
-            self._append(
+            await self._append(
                 stream,
                 ItemAccepted(seed_id=call.seed_id, qa=command.qa, distractors=command.distractors),
             )
         elif isinstance(command, Discard):
-            self._append(stream, SeedDiscarded(seed_id=call.seed_id, reasons=command.reasons))
+            await self._append(stream, SeedDiscarded(seed_id=call.seed_id, reasons=command.reasons))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from pydantic_ai.messages import BinaryContent
@@ -27,12 +27,18 @@ class ClipSpec:
 
 
 def _source_key(path: Path) -> str:
-    # Identifies a video's content without reading all of it: size, head and tail.
     stat = path.stat()
-    digest = hashlib.sha256(str(stat.st_size).encode())
-    with path.open("rb") as handle:
+    return _content_key(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=4096)
+def _content_key(path: str, size: int, mtime_ns: int) -> str:
+    # Identifies a video's content without reading all of it: size, head and tail; cached per
+    # (path, size, mtime) so hundreds of seeds on one video read it once.
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
         digest.update(handle.read(1 << 20))
-        if stat.st_size > 1 << 20:
+        if size > 1 << 20:
             handle.seek(-(1 << 20), 2)
             digest.update(handle.read(1 << 20))
     return digest.hexdigest()[:16]

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -187,7 +187,7 @@ class CallContext:
     gate: str | None = None
 
 
-Append = Callable[[Event], None]
+Append = Callable[[Event], Awaitable[None]]
 
 
 class CallRecorder:
@@ -239,7 +239,7 @@ class CallRecorder:
         hit = self.recorded.get(key, occurrence)
         shape = call_shape(context.model, messages, settings)
         if hit is not None:
-            return self._serve(hit, context, append, shape)
+            return await self._serve(hit, context, append, shape)
         if self.mode == "strict":
             raise ReplayDivergence(
                 f"seed {context.seed_id!r} asks for a {context.role} call to {context.model!r} "
@@ -252,7 +252,7 @@ class CallRecorder:
             )
         return await self._live(wrapped, context, append, messages, settings, params, key, shape)
 
-    def _serve(
+    async def _serve(
         self, hit: CallRecorded, context: CallContext, append: Append, shape: CallShape
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
@@ -260,9 +260,9 @@ class CallRecorder:
         if self.mode != "live":
             # A replay reports what the run cost: the recorded actual cost, under its own cap
             # (a counterfactual policy's budget can refuse it). Live runs get it for free.
-            reservation = self._reserve(context, call_id, hit.key, shape, append)
+            reservation = await self._reserve(context, call_id, hit.key, shape, append)
             self.budget.settle(reservation, cost)
-        append(
+        await append(
             CallRecorded(
                 call_id=call_id,
                 key=hit.key,
@@ -282,14 +282,14 @@ class CallRecorder:
         self.replayed_calls += 1
         return decode_response(hit.response)
 
-    def _reserve(
+    async def _reserve(
         self, context: CallContext, call_id: str, key: str, shape: CallShape, append: Append
     ) -> Reservation:
         needed = worst_case_micros(self.prices, shape)
         try:
             reservation = self.budget.reserve(context.seed_id, needed, call_id)
         except BudgetExhausted as exc:
-            append(
+            await append(
                 CallRefused(
                     key=key,
                     role=context.role,
@@ -299,7 +299,7 @@ class CallRecorder:
                 )
             )
             raise
-        append(
+        await append(
             CallReserved(
                 call_id=call_id,
                 key=key,
@@ -324,12 +324,12 @@ class CallRecorder:
         shape: CallShape,
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
-        reservation = self._reserve(context, call_id, key, shape, append)
+        reservation = await self._reserve(context, call_id, key, shape, append)
         try:
             response = await wrapped.request(messages, settings, params)
         except Exception as exc:
             self.budget.release(reservation, 0)
-            append(
+            await append(
                 CallFailed(
                     call_id=call_id,
                     key=key,
@@ -346,7 +346,7 @@ class CallRecorder:
         usage = self._usage(shape, response)
         cost = self.prices.cost_micros(context.model, usage)
         self.budget.settle(reservation, cost)
-        append(
+        await append(
             CallRecorded(
                 call_id=call_id,
                 key=key,

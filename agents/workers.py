@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from store.events import (
 )
 from tools.roles import (
     QA,
+    AnyContext,
     DistractorSet,
     Feedback,
     FreeAnswer,
@@ -124,7 +125,7 @@ class SeedCall:
 
     seed_id: str
     evidence: SeedEvidence
-    append: Callable[[Event], None]
+    append: Callable[[Event], Awaitable[None]]
     qa: dict[str, Any] | None = None
     distractors: dict[str, Any] | None = None
     feedback: tuple[FeedbackItem, ...] = ()
@@ -136,14 +137,16 @@ class ModelRunner:
 
     recorder: CallRecorder
     model_for: Callable[[str], Model]
-    _last: dict[int, RecordedModel] = field(default_factory=dict)
+    # One pydantic-ai Agent per output type: building one (its output schema) costs more than
+    # a call's own bookkeeping; the model is given per run.
+    _agents: dict[type[BaseModel], Agent[None, Any]] = field(default_factory=dict)
 
     async def run(
         self,
         seed: SeedCall,
         role: str,
         model_id: str,
-        context: BaseModel,
+        context: AnyContext,
         output_type: type[T],
         *,
         phase: int | None,
@@ -157,16 +160,19 @@ class ModelRunner:
             CallContext(seed_id=seed.seed_id, role=role, model=model_id, phase=phase, gate=gate),
             seed.append,
         )
-        agent: Agent[None, T] = Agent(recorded, output_type=output_type, retries=0)
-        prompt: list[Any] = [render_prompt(context), *attachments]  # type: ignore[arg-type]
+        agent = self._agents.get(output_type)
+        if agent is None:
+            agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
+        prompt: list[Any] = [render_prompt(context), *attachments]
         settings = ModelSettings(max_tokens=MAX_OUTPUT_TOKENS.get(role, 2048), temperature=0.0)
         try:
-            result = await agent.run(prompt, model_settings=settings)
+            result = await agent.run(prompt, model=recorded, model_settings=settings)
         except UnexpectedModelBehavior as exc:
             raise MalformedOutput(
                 role, model_id, _raw_text(recorded.last_response), str(exc)
             ) from exc
-        return result.output
+        output: T = result.output
+        return output
 
 
 def _feedback(items: Sequence[FeedbackItem]) -> tuple[Feedback, ...]:

@@ -21,7 +21,8 @@ SECRET_ENV_VARS = (
 REDACTED = "[redacted]"
 _SHAPES = re.compile(
     r"(?i)(bearer\s+[A-Za-z0-9._~+/=-]{8,}"
-    r"|(?:api[_-]?key|x-goog-api-key|authorization)[\"']?\s*[:=]\s*[\"']?[^\s\"',}]{6,}"
+    r"|(?:api[_-]?key|x-goog-api-key|authorization)[\"']?\s*[:=]\s*[\"']?"
+    r"(?:bearer\s+)?[^\s\"',}]{6,}"
     r"|sk-[A-Za-z0-9_-]{16,}"
     r"|AIza[0-9A-Za-z_-]{20,})"
 )

@@ -33,7 +33,7 @@ class Log:
 
     entries: list[tuple[str, Event]] = field(default_factory=list)
 
-    def append(self, stream: str, event: Event) -> None:
+    async def append(self, stream: str, event: Event) -> None:
         """Record one appended event."""
         self.entries.append((stream, event))
 
