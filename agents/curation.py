@@ -85,6 +85,10 @@ class CurationConfig:
     limits: GenerationLimits = field(default_factory=GenerationLimits)
     concurrency: int = 8
     offline: bool = True
+    # Spread the first wave of seeds over this many seconds: N seeds started at one instant
+    # hit the provider (and this process) with N requests at once, and with similar latencies
+    # they stay bunched in waves that queue behind each other.
+    ramp_s: float = 0.0
 
 
 @dataclass
@@ -196,8 +200,8 @@ class GroupCommit:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            # One more turn lets every seed that is ready to append join this batch.
-            await anyio.lowlevel.checkpoint()
+            # No extra turn to gather more: appends that arrive while this batch commits (in its
+            # thread) form the next batch, which is what keeps batches large under load.
             batch, self._queue = self._queue, []
             if batch:
                 self._commit(batch)
@@ -396,7 +400,10 @@ class Curator:
                 await bus.serve(outer)
                 try:
                     async with anyio.create_task_group() as seeds_group:
-                        for seed in seeds:
+                        gap = self.config.ramp_s / workers if self.config.ramp_s > 0 else 0.0
+                        for position, seed in enumerate(seeds):
+                            if gap and 0 < position < workers:
+                                await anyio.sleep(gap)
                             seeds_group.start_soon(one, seed)
                 finally:
                     await bus.close()

@@ -186,6 +186,17 @@ class CallContext:
     phase: int | None = None
     gate: str | None = None
 
+    def fields(self, call_id: str, key: str) -> dict[str, Any]:
+        """What every call event says about the call."""
+        return {
+            "call_id": call_id,
+            "key": key,
+            "role": self.role,
+            "model": self.model,
+            "phase": self.phase,
+            "gate": self.gate,
+        }
+
 
 Append = Callable[[Event], Awaitable[None]]
 
@@ -264,12 +275,7 @@ class CallRecorder:
             self.budget.settle(reservation, cost)
         await append(
             CallRecorded(
-                call_id=call_id,
-                key=hit.key,
-                role=context.role,
-                model=context.model,
-                phase=context.phase,
-                gate=context.gate,
+                **context.fields(call_id, hit.key),
                 response=hit.response,
                 input_tokens=hit.input_tokens,
                 output_tokens=hit.output_tokens,
@@ -301,12 +307,7 @@ class CallRecorder:
             raise
         await append(
             CallReserved(
-                call_id=call_id,
-                key=key,
-                role=context.role,
-                model=context.model,
-                phase=context.phase,
-                gate=context.gate,
+                **context.fields(call_id, key),
                 reserved_micros=needed,
             )
         )
@@ -331,12 +332,7 @@ class CallRecorder:
             self.budget.release(reservation, 0)
             await append(
                 CallFailed(
-                    call_id=call_id,
-                    key=key,
-                    role=context.role,
-                    model=context.model,
-                    phase=context.phase,
-                    gate=context.gate,
+                    **context.fields(call_id, key),
                     error=f"{type(exc).__name__}: {exc}",
                 )
             )
@@ -348,12 +344,7 @@ class CallRecorder:
         self.budget.settle(reservation, cost)
         await append(
             CallRecorded(
-                call_id=call_id,
-                key=key,
-                role=context.role,
-                model=context.model,
-                phase=context.phase,
-                gate=context.gate,
+                **context.fields(call_id, key),
                 response=encode_response(response),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,

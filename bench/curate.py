@@ -32,11 +32,11 @@ import io
 import itertools
 import logging
 import os
-import platform
 import pstats
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anyio
 import events as events_bench
 import structlog
+from _machine import machine
 from _sim import SimulatedProvider
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
@@ -75,19 +76,6 @@ segment_target_minutes = 1.0
 segment_max_minutes = 2.0
 """
 OVERHEAD_MODEL = "gemini-3-flash"
-
-
-def machine() -> str:
-    """One line naming the machine the figures came from."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 # -- the workspace and its seeds -------------------------------------------------------------------
@@ -172,14 +160,16 @@ def _curator(
     store: SqliteEventStore,
     concurrency: int,
     progress: CallClock | None,
+    ramp_s: float = 0.0,
 ) -> Curator:
+    config = replace(curation_config(app.settings, concurrency), ramp_s=ramp_s)
     return Curator(
         store=store,
         catalog=app.catalog,
         clips=app.clips(),
         model_for=sim.model,
         prices=app.prices(),
-        config=curation_config(app.settings, concurrency),
+        config=config,
         progress=progress,
     )
 
@@ -218,11 +208,15 @@ def bench_concurrency(
     sim = SimulatedProvider(latency=latency, offline=warm.offline, answers=warm.answers)
     clock = CallClock(sim.clock)
     store = fresh_store(workdir / "events.db")
-    curator = _curator(app, sim, store, concurrency, clock)
+    # The first wave is spread over one latency period (curation.ramp_s), as a run configured
+    # for a provider of that latency would be; the window below starts after it.
+    curator = _curator(app, sim, store, concurrency, clock, ramp_s=latency)
     t0 = sim.clock()
+    cpu0 = time.process_time()
     sim.deadline = t0 + duration
     report = anyio.run(lambda: curator.curate("bench-throughput", list(seeds), budget_micros=None))
     wall = sim.clock() - t0
+    cpu = time.process_time() - cpu0
     store.close()
 
     first_wave = min(concurrency, len(seeds))
@@ -245,6 +239,8 @@ def bench_concurrency(
         "throughput_latency_s": latency,
         "throughput_warmup_s": warm_s,
         "throughput_wall_s": wall,
+        "throughput_cpu_s": cpu,
+        "throughput_cpu_ms_per_call": 1000 * cpu / max(report.live_calls, 1),
         "throughput_ramp_s": ramp_end - t0,
         "throughput_window_s": hi - lo,
         "throughput_calls_in_window": float(in_window),

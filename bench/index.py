@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -26,19 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import embedder
 import frames
 import vector_search
-
-
-def machine() -> str:
-    """One line naming the machine the figures came from."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+from _machine import machine
 
 
 def main() -> None:

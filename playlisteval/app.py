@@ -134,6 +134,7 @@ def curation_config(settings: Settings, concurrency: int | None = None) -> Curat
         ),
         concurrency=concurrency or settings.curation.concurrency,
         offline=settings.curation.offline,
+        ramp_s=settings.curation.ramp_s,
     )
 
 

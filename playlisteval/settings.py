@@ -170,6 +170,9 @@ class CurationSettings(BaseModel):
         True, description="Answer every role with the offline provider (no key, no network)."
     )
     max_seeds: int | None = Field(None, description="Curate at most this many seeds per run.")
+    ramp_s: float = Field(
+        0.0, ge=0, description="Spread the first wave of seeds over this many seconds."
+    )
 
 
 class Settings(BaseSettings):
