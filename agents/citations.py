@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tools.roles import SegmentEvidence
+from tools.roles import SegmentEvidence, cite, format_timestamp
 
 __all__ = [
     "COVER_TOLERANCE_S",
@@ -127,12 +127,6 @@ def malformed_citations(text: str) -> list[str]:
     return _scan(text)[1]
 
 
-def format_timestamp(seconds: float) -> str:
-    """``MM:SS`` as citations write it, rounded to the second (minutes may pass 59)."""
-    total = round(seconds)
-    return f"{total // 60:02d}:{total % 60:02d}"
-
-
 def format_citation(video_id: str, start_s: float, end_s: float) -> str:
     """The canonical citation ``(vid @ 01:30–02:00)``, times rounded to the second.
 
@@ -147,7 +141,7 @@ def format_citation(video_id: str, start_s: float, end_s: float) -> str:
         raise ValueError(
             f"span {start_s!r}–{end_s!r} s is empty at one-second resolution: cite a longer span"
         )
-    return f"({video_id} @ {format_timestamp(start_s)}–{format_timestamp(end_s)})"
+    return cite(video_id, start_s, end_s)
 
 
 def _chunk_spans(segment: SegmentEvidence, chunk_s: float) -> list[tuple[float, float]]:

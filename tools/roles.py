@@ -20,6 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field
 # -- shared pieces ------------------------------------------------------------------------------
 
 
+def format_timestamp(seconds: float) -> str:
+    """``MM:SS`` as citations write it, rounded to the second (minutes may pass 59)."""
+    total = round(seconds)
+    return f"{total // 60:02d}:{total % 60:02d}"
+
+
+def cite(video_id: str, start_s: float, end_s: float) -> str:
+    """A span as gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
+    return f"({video_id} @ {format_timestamp(start_s)}–{format_timestamp(end_s)})"
+
+
 class Frozen(BaseModel):
     """Frozen, strict models: a context or an answer never changes after it is made."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.embeddings import Embedder
+from tools.roles import cite
 from tools.vectors import VectorIndex
 
 
@@ -24,15 +25,7 @@ class SearchHit:
 
     def citation(self) -> str:
         """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
-        return (
-            f"({self.video_id} @ {format_timestamp(self.start_s)}–{format_timestamp(self.end_s)})"
-        )
-
-
-def format_timestamp(seconds: float) -> str:
-    """``MM:SS`` (minutes may pass 59 for long videos, as in the paper's citations)."""
-    total = round(seconds)
-    return f"{total // 60:02d}:{total % 60:02d}"
+        return cite(self.video_id, self.start_s, self.end_s)
 
 
 class ChunkSearch:

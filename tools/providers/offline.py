@@ -55,6 +55,7 @@ from tools.roles import (
     SufficiencyVerdict,
     TranscriptTestContext,
     VerificationMeta,
+    cite,
     parse_context,
 )
 from tools.vision import COLOURS, POSITIONS, SHAPE_KINDS, VisualFact, decode_clip, describe_frames
@@ -123,16 +124,6 @@ _STOP_WORDS = frozenset(
 )
 
 _Span = tuple[str, float, float]  # (video id, start_s, end_s) of a citation
-
-
-def _format_timestamp(seconds: float) -> str:
-    # The same MM:SS as agents.prompts.format_timestamp; tools may not import agents.
-    total = round(seconds)
-    return f"{total // 60:02d}:{total % 60:02d}"
-
-
-def _cite(video_id: str, start_s: float, end_s: float) -> str:
-    return f"({video_id} @ {_format_timestamp(start_s)}–{_format_timestamp(end_s)})"
 
 
 def _citations(text: str) -> list[_Span]:
@@ -294,7 +285,7 @@ def _contradictions(sentence: str, span: _Span, footage: _Footage) -> list[str]:
     seen = footage.seen(span)
     words = _visual_words(sentence)
     if seen is None:
-        return [f"cites {_cite(*span)}, outside both segments"]
+        return [f"cites {cite(*span)}, outside both segments"]
     return [f"{a} {v!r}" for a, v, _, _ in words if not seen.allows(a, v)]
 
 
@@ -359,7 +350,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
         words: list[str] = []
         for n, index in enumerate(_chosen_chunks(segment, context, usable)):
             chunk = chunks[index]
-            cite = _cite(segment.video_id, chunk.start_s, chunk.end_s)
+            citation = cite(segment.video_id, chunk.start_s, chunk.end_s)
             when = _WHEN[min(n, len(_WHEN) - 1)]
             scene = scenes[index]
             if leaning and texts[index]:
@@ -368,7 +359,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
                 body = f"{when} the {ordinal} segment, the narration explains that {said}"
                 rare = sorted(_content_words(said), key=lambda w: (-len(w), w))
                 words.extend(rare[:1])
-                claims.append((body, cite, []))
+                claims.append((body, citation, []))
                 continue
             if scene is None:
                 continue
@@ -386,10 +377,10 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
                 f"{scene.background} background, "
                 f"{_shapes_phrase(scene.shapes)}"
             )
-            facts = [f"{scene.background} background {cite}"] + [
-                f"{c} {s} in the {p} {cite}" for c, s, p in scene.shapes
+            facts = [f"{scene.background} background {citation}"] + [
+                f"{c} {s} in the {p} {citation}" for c, s, p in scene.shapes
             ]
-            claims.append((body, cite, facts))
+            claims.append((body, citation, facts))
         per_segment.append(claims)
         keywords.append(words)
 
@@ -398,17 +389,17 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
         claims = per_segment[1]
         if claims:
             body, _, facts = claims[-1]
-            stray = _cite(segment.video_id, segment.end_s + 30, segment.end_s + 60)
+            stray = cite(segment.video_id, segment.end_s + 30, segment.end_s + 60)
             claims[-1] = (body, stray, facts)
 
-    paragraphs = [[f"{body} {cite}." for body, cite, _ in claims] for claims in per_segment]
+    paragraphs = [[f"{body} {ref}." for body, ref, _ in claims] for claims in per_segment]
     paragraphs = [p for p in paragraphs if p]
     comparison: list[str] = []
     for ordinal, claims in zip(_SEGMENT_ORDINALS, per_segment, strict=True):
         if claims:
-            body, cite, _ = claims[0]
+            body, ref, _ = claims[0]
             lead = body.split(", ", 1)[-1]
-            comparison.append(f"Set side by side, in the {ordinal} segment {lead} {cite}.")
+            comparison.append(f"Set side by side, in the {ordinal} segment {lead} {ref}.")
     if comparison:
         paragraphs.append(comparison)
     while len(paragraphs) < context.min_paragraphs and max(map(len, paragraphs)) > 1:
@@ -649,7 +640,7 @@ def _sufficiency(context: SufficiencyContext, footage: _Footage) -> SufficiencyV
         wrong = _contradictions(sentence, span, footage)
         if wrong:
             unsupported.append(sentence)
-            problems.append(f"{_cite(*span)}: {', '.join(wrong)} not seen there")
+            problems.append(f"{cite(*span)}: {', '.join(wrong)} not seen there")
     reason = (
         f"{len(unsupported)} of {len(claims)} claims unsupported: " + "; ".join(problems)
         if unsupported
