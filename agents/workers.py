@@ -212,13 +212,17 @@ class GenerationLimits:
     verifier_clip: ClipSpec = field(default_factory=lambda: ClipSpec(audio=False))
 
 
-class GeneratorAgent:
-    """Answers ``AttemptStarted`` with a proposal, or a rejection when the output is malformed."""
+@dataclass
+class _RoleAgent:
+    """What every agent holds: how to call models, who plays each role, the paper's limits."""
 
-    def __init__(self, runner: ModelRunner, models: RoleModels, limits: GenerationLimits) -> None:
-        self.runner = runner
-        self.models = models
-        self.limits = limits
+    runner: ModelRunner
+    models: RoleModels
+    limits: GenerationLimits
+
+
+class GeneratorAgent(_RoleAgent):
+    """Answers ``AttemptStarted`` with a proposal, or a rejection when the output is malformed."""
 
     async def handle(self, envelope: Envelope) -> Event:
         """Generate for one attempt."""
@@ -286,13 +290,8 @@ def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str
     return out
 
 
-class VerifierAgent:
+class VerifierAgent(_RoleAgent):
     """Answers ``GateRequested`` with ``GatePassed`` or ``GateRejected``, for every gate."""
-
-    def __init__(self, runner: ModelRunner, models: RoleModels, limits: GenerationLimits) -> None:
-        self.runner = runner
-        self.models = models
-        self.limits = limits
 
     async def handle(self, envelope: Envelope) -> Event:
         """Run one gate on the seed's current output."""

@@ -99,20 +99,26 @@ class AttemptStarted(Event):
     feedback: tuple[str, ...] = ()
 
 
-class CallReserved(Event):
-    """Budget set aside for one model call before it is made (its worst case)."""
+class CallEvent(Event):
+    """What every event about one model call says: which call, its request key, the role, the
+    priced model, and the phase and gate it serves ("generator" for a generator's call)."""
 
-    type: Literal["CallReserved"] = "CallReserved"
     call_id: str
     key: str
     role: str
     model: str
     phase: int | None = None
-    gate: str | None = None  # the gate the call serves, or "generator"
+    gate: str | None = None
+
+
+class CallReserved(CallEvent):
+    """Budget set aside for one model call before it is made (its worst case)."""
+
+    type: Literal["CallReserved"] = "CallReserved"
     reserved_micros: int
 
 
-class CallRecorded(Event):
+class CallRecorded(CallEvent):
     """A model call's response, usage and actual cost; the reservation is settled by it.
 
     ``response`` is pydantic-ai's JSON of the ``ModelResponse``; replay serves it by ``key``.
@@ -120,12 +126,6 @@ class CallRecorded(Event):
     """
 
     type: Literal["CallRecorded"] = "CallRecorded"
-    call_id: str
-    key: str
-    role: str
-    model: str
-    phase: int | None = None
-    gate: str | None = None
     response: Any
     input_tokens: int = 0
     output_tokens: int = 0
@@ -135,17 +135,11 @@ class CallRecorded(Event):
     replayed: bool = False
 
 
-class CallFailed(Event):
+class CallFailed(CallEvent):
     """A model call failed for good; its reservation is released (or kept, when it may have
     been charged)."""
 
     type: Literal["CallFailed"] = "CallFailed"
-    call_id: str
-    key: str
-    role: str
-    model: str
-    phase: int | None = None
-    gate: str | None = None
     error: str
     charged_micros: int = 0
 
