@@ -590,10 +590,15 @@ def store_rebuild(home: HomeOption = None) -> None:
         console.print(f"projections rebuilt from {count} events")
 
 
+@app.callback()
+def _setup() -> None:
+    """Structured logs on stderr: warnings and errors unless PLAYLISTEVAL_LOG_LEVEL says more."""
+    level = os.environ.get("PLAYLISTEVAL_LOG_LEVEL", "warning")
+    logs.configure(level=getattr(logging, level.upper(), logging.WARNING))
+
+
 def main() -> None:
     """Console-script entry point."""
-    level = os.environ.get("PLAYLISTEVAL_LOG_LEVEL", "warning" if sys.stderr.isatty() else "info")
-    logs.configure(level=getattr(logging, level.upper(), logging.INFO))
     try:
         app()
     except KeyboardInterrupt:

@@ -270,7 +270,7 @@ class Audit:
 def _reason_kind(reason: str) -> str:
     """A rejection reason's first clause, for the histogram (numbering and quotes dropped)."""
     text = re.sub(r"^\(\d+\)\s*", "", reason.strip())
-    text = re.sub(r"'[^']*'|\"[^\"]*\"|\([^)]*\)", "…", text)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|\([^)]*\)|\d+:\d\d(?:\s*[–-]\s*\d+:\d\d)?", "…", text)
     cut = min((i for i in (text.find(c) for c in ":;.") if i > 0), default=len(text))
     return text[:cut].strip()[:60] or "(no reason given)"
 

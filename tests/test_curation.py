@@ -342,3 +342,37 @@ def test_kill_9_at_random_points_then_resume_loses_nothing_and_pays_nothing_twic
             assert sorted(resumed.accepted) == sorted(reference.accepted), trial
             statuses = [e for _, e in _log(app, "r") if isinstance(e, SeedStopped)]
             assert all(e.reason != "provider" for e in statuses)
+
+
+def test_cli_audit_replay_and_rebuild_read_the_run(demo_run: tuple[Path, str]) -> None:
+    from typer.testing import CliRunner
+
+    from playlisteval.cli import app as cli_app
+
+    home, run_id = demo_run
+    runner = CliRunner()
+    result = runner.invoke(cli_app, ["audit", "--run", run_id, "--json", "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["run_id"] == run_id
+    assert data["accepted_after_rejection"]
+    assert sum(data["spend"]["model"].values()) == data["spent_micros"]
+    seed = data["accepted_after_rejection"][0]
+    result = runner.invoke(cli_app, ["audit", "--run", run_id, "--seed", seed, "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    assert "reject" in result.output
+    assert "rejected output" in result.output
+    result = runner.invoke(cli_app, ["replay", run_id, "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    assert "0 model calls" in " ".join(result.output.split())
+    result = runner.invoke(cli_app, ["store", "rebuild", "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    assert "rebuilt from" in result.output
+    with App(load_settings(home)) as app:
+        statuses = app.projections().seed_statuses(run_id)
+        assert Counter(s.state for s in statuses) == Counter(
+            t.status for t in runs.audit(app, run_id).seeds
+        )
+    result = runner.invoke(cli_app, ["replay", "no-such-run", "--home", str(home)])
+    assert result.exit_code == 2
+    assert "no run 'no-such-run'" in result.output
