@@ -138,6 +138,13 @@ def curation_config(settings: Settings, concurrency: int | None = None) -> Curat
     )
 
 
+def offline_models() -> Callable[[str], Model]:
+    """Model id → the offline provider answering as that model (priced as it)."""
+    from tools.providers import OfflineProvider
+
+    return OfflineProvider().model
+
+
 def model_factory(settings: Settings) -> Callable[[str], Model]:
     """Model id → the pydantic-ai model that answers as it."""
     if not settings.curation.offline:
@@ -145,10 +152,7 @@ def model_factory(settings: Settings) -> Callable[[str], Model]:
             "live providers (Gemini, OpenAI, DashScope) arrive with step 3; set "
             "curation.offline = true (the default) to curate with the offline provider"
         )
-    from tools.providers import OfflineProvider
-
-    provider = OfflineProvider()
-    return provider.model
+    return offline_models()
 
 
 @dataclass

@@ -578,6 +578,34 @@ def replay(
             console.print(f"accepted only under this policy: {', '.join(sorted(extra))}")
 
 
+@app.command()
+def rehearse(
+    seeds: Annotated[int, typer.Option(help="How many seeds to rehearse on.")] = 20,
+    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """What curation will cost with the configured models, before any money is spent: the loop
+    with the offline provider, every call priced with the live models' token rules and prices."""
+    with _open(home) as app_:
+        result = runs.rehearse(app_, seeds=seeds, concurrency=concurrency)
+        _print_audit(result.audit, show_outputs=False)
+        per = result.cost_per_accepted_micros
+        console.print(
+            f"rehearsal on {result.seeds} seeds: {result.accepted} accepted, "
+            f"{micros_to_usd(result.audit.spent_micros):.4f} USD in all; expected cost per "
+            "accepted question: "
+            + (
+                f"[bold]{micros_to_usd(per):.4f} USD[/]"
+                if per is not None
+                else "n/a (none accepted)"
+            )
+        )
+        console.print(
+            "(offline answers; prices and token counts are the configured live models'. "
+            "The paper paid about 1.00 USD per accepted question.)"
+        )
+
+
 store_app = typer.Typer(help="The event log.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 

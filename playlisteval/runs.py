@@ -15,7 +15,7 @@ import anyio
 
 from agents.curation import CurationProgress, Curator, RunReport, ledger
 from agents.recorded import NoCallModel, RecordedCalls
-from playlisteval.app import App
+from playlisteval.app import App, offline_models
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
@@ -209,6 +209,48 @@ def replay_strict(
     )
 
 
+@dataclass
+class Rehearsal:
+    """What a curation would cost with the configured live models, before any money is spent."""
+
+    audit: Audit
+    accepted: int
+    seeds: int
+
+    @property
+    def cost_per_accepted_micros(self) -> int | None:
+        """Expected spend per accepted question (all retries and discards included)."""
+        return self.audit.spent_micros // self.accepted if self.accepted else None
+
+
+def rehearse(app: App, *, seeds: int = 20, concurrency: int | None = None) -> Rehearsal:
+    """Run the loop with the offline provider in a scratch log, every call priced with the
+    configured live models' token rules and prices, and audit it. The workspace's log is not
+    touched."""
+    chosen = choose_seeds(app, seeds)
+    if not chosen:
+        raise ConfigError("no seeds to rehearse on: run `playlisteval index` first")
+    config = replace(app.curator().config, offline=True)
+    if concurrency is not None:
+        config = replace(config, concurrency=concurrency)
+    with tempfile.TemporaryDirectory(prefix="playlisteval-rehearsal-") as scratch:
+        store = open_event_store(Path(scratch) / "rehearsal.db")
+        try:
+            curator = Curator(
+                store=store,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=offline_models(),
+                prices=app.prices(),
+                config=config,
+            )
+            report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
+            result = audit(app, "rehearsal", store=store)
+        finally:
+            store.close()
+    return Rehearsal(audit=result, accepted=len(report.accepted), seeds=len(chosen))
+
+
 # -- audit ----------------------------------------------------------------------------------------
 
 
@@ -275,9 +317,15 @@ def _reason_kind(reason: str) -> str:
     return text[:cut].strip()[:60] or "(no reason given)"
 
 
-def audit(app: App, run_id: str | None = None, seed_id: str | None = None) -> Audit:
-    """Read a run's log back as an audit."""
-    store = app.events
+def audit(
+    app: App,
+    run_id: str | None = None,
+    seed_id: str | None = None,
+    *,
+    store: EventStore | None = None,
+) -> Audit:
+    """Read a run's log back as an audit (from the workspace's log unless ``store`` is given)."""
+    store = store or app.events
     if run_id is None:
         runs = run_ids(store)
         if not runs:

@@ -376,3 +376,19 @@ def test_cli_audit_replay_and_rebuild_read_the_run(demo_run: tuple[Path, str]) -
     result = runner.invoke(cli_app, ["replay", "no-such-run", "--home", str(home)])
     assert result.exit_code == 2
     assert "no run 'no-such-run'" in result.output
+
+
+def test_rehearsal_prices_the_loop_without_touching_the_workspace_log(workspace: Path) -> None:
+    with App(load_settings(workspace)) as app:
+        before = app.events.last_seq()
+        result = runs.rehearse(app, seeds=4, concurrency=4)
+        assert app.events.last_seq() == before
+        assert result.seeds == 4
+        assert result.accepted >= 1
+        spent = result.audit.spent_micros
+        assert spent > 0
+        assert result.cost_per_accepted_micros == spent // result.accepted
+        for split in (result.audit.by_phase, result.audit.by_gate, result.audit.by_model):
+            assert sum(split.values()) == spent
+        configured = app.curator().config.models.all_models()
+        assert set(result.audit.by_model) <= configured
