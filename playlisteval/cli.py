@@ -606,6 +606,22 @@ def rehearse(
         )
 
 
+@app.command()
+def doctor(home: HomeOption = None) -> None:
+    """Check prices, keys, seeds and the event log; each failure says what to do."""
+    from playlisteval.doctor import run_checks
+
+    with _open(home) as app_:
+        checks = run_checks(app_)
+        for check in checks:
+            mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
+            console.print(f"{mark} {escape(check.name)}: {escape(check.detail)}")
+            if not check.ok and check.fix:
+                console.print(f"      → {escape(check.fix)}")
+        if not all(c.ok for c in checks):
+            raise typer.Exit(1)
+
+
 store_app = typer.Typer(help="The event log.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 
