@@ -585,3 +585,13 @@ def test_faster_whisper_with_broken_model_folder_is_a_transcript_error(tmp_path:
     (broken / "model.bin").write_bytes(b"not a CTranslate2 model")
     with pytest.raises(TranscriptError, match=r"^faster-whisper: cannot load model .*broken"):
         make_transcriber("faster-whisper", model_dir=str(broken))
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [("en", "en"), ("EN", "en"), ("en-US", "en"), ("pt_BR", "pt"), ("", None), (None, None)],
+)
+def test_whisper_gets_the_primary_language_subtag(code: str | None, expected: str | None) -> None:
+    from tools.transcripts import whisper_language
+
+    assert whisper_language(code) == expected

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +64,8 @@ class ClipFetcher:
         name = f"{video_id}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.mp4"
         path = self.cache_dir / name
         if not path.exists():
-            tmp = path.with_suffix(".part.mp4")
+            # Named per process and thread: two cutters of the same clip never share a temp file.
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.part.mp4")
             media.export_clip(
                 Path(video.path), tmp, start_s, end_s, fps=fps, max_height=max_height, audio=audio
             )

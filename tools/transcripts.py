@@ -190,7 +190,7 @@ class FasterWhisperTranscriber:
             try:
                 segments, _info = self._model.transcribe(
                     samples,
-                    language=request.language,
+                    language=whisper_language(request.language),
                     beam_size=self.beam_size,
                     # Chunks are independent; carrying text across them spreads hallucinations.
                     condition_on_previous_text=False,
@@ -199,6 +199,13 @@ class FasterWhisperTranscriber:
             except Exception as exc:
                 raise _failure(self.name, index, request.grid, exc) from exc
         return texts
+
+
+def whisper_language(code: str | None) -> str | None:
+    """Whisper's language code: the primary subtag, lower case ("en-US" → "en", "EN" → "en")."""
+    if not code:
+        return None
+    return code.replace("_", "-").split("-", 1)[0].strip().lower() or None
 
 
 # Qwen3-ASR wants language names; callers usually hold ISO codes.
