@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from store.errors import ConfigError, EmbeddingError
+from tests.tiny_models import tiny_qwen_tokenizer
 from tools.embeddings import (
     ChunkContent,
     Embedder,
@@ -157,29 +158,14 @@ _VL_SPECIAL = [
 def tiny_qwen3_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised Qwen3-VL with a tiny BPE tokenizer and image processor on disk."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
-        Qwen2TokenizerFast,
         Qwen2VLImageProcessor,
         Qwen3VLConfig,
         Qwen3VLForConditionalGeneration,
     )
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=_VL_SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator(["a red cat sat on the mat; system user assistant input"] * 10, trainer)
-    tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        bos_token=None,
+    tokenizer = tiny_qwen_tokenizer(
+        _VL_SPECIAL, "a red cat sat on the mat; system user assistant input", vocab_size=400
     )
     images = Qwen2VLImageProcessor(
         patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32, max_pixels=64 * 64

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from store.errors import ConfigError, TranscriptError
+from tests.tiny_models import tiny_qwen_tokenizer
 from tools.transcripts import (
     AutoTranscriber,
     CaptionsTranscriber,
@@ -311,24 +312,12 @@ def tiny_qwen3_asr(tmp_path_factory: pytest.TempPathFactory) -> Path:
         Qwen3ASRForConditionalGeneration,
         Qwen3ASRProcessor,
     )
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast, WhisperFeatureExtractor
+    from transformers import WhisperFeatureExtractor
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    tokenizer = tiny_qwen_tokenizer(
+        _SPECIAL,
+        "language English system user assistant hello world",
         vocab_size=350,
-        special_tokens=_SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator(["language English system user assistant hello world"] * 5, trainer)
-    tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        bos_token=None,
         extra_special_tokens={
             "audio_token": "<|audio_pad|>",
             "audio_bos_token": "<|audio_start|>",
