@@ -33,7 +33,7 @@ from agents.coordinator import (
     pending,
 )
 from agents.evidence import SeedEvidence
-from agents.recorded import CallRecorder, Mode, RecordedCalls
+from agents.recorded import CallRecorder, Mode, Pricing, RecordedCalls
 from agents.workers import (
     GenerationLimits,
     GeneratorAgent,
@@ -44,6 +44,7 @@ from agents.workers import (
 )
 from policies.budget import Budget, BudgetExhausted
 from policies.prices import PriceTable
+from policies.ratelimits import Sleep, Traffic
 from store.catalog import Catalog, SeedRow
 from store.errors import MediaError, ProviderError, ReplayDivergence
 from store.events import (
@@ -265,7 +266,14 @@ class Curator:
         prices: PriceTable,
         config: CurationConfig,
         progress: CurationProgress | None = None,
+        traffic: Callable[[str], Traffic | None] | None = None,
+        pricing: Pricing | None = None,
+        sleep: Sleep | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
+        self.traffic = traffic
+        self.pricing = pricing
+        self.sleep = sleep
         self.store = store
         self.catalog = catalog
         self.clips = clips
@@ -275,7 +283,7 @@ class Curator:
         self.progress = progress
         self._states: dict[str, SeedState] = {}
         self._budget: Budget | None = None
-        self._secrets = secret_values()
+        self._secrets = sorted({*secret_values(), *secrets}, key=len, reverse=True)
         self._writer: GroupCommit | None = None
 
     # -- appending -----------------------------------------------------------------------------
@@ -371,6 +379,9 @@ class Curator:
             recorded=index,
             mode=mode,
             offline=self.config.offline,
+            traffic=self.traffic,
+            pricing=self.pricing,
+            sleep=self.sleep,
         )
         by_seed: dict[str, list[AnyEvent]] = {}
         for seed_id, event in events:

@@ -119,6 +119,10 @@ class SeedEvidence:
                         "height": spec.max_height,
                         "audio": spec.audio,
                         "source": source,
+                        "video_id": row.video_id,
+                        # The source file, for adapters that upload whole videos once (Gemini's
+                        # Files API); machine-specific, so left out of the request key.
+                        "path": str(video.path) if video and video.path else "",
                     },
                 )
                 self._clips[(row.id, spec)] = cached

@@ -14,9 +14,21 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import anyio
+from pydantic_ai.exceptions import (
+    ContentFilterError,
+    ModelAPIError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelRateLimitError,
+    ModelRequestTimeout,
+    ModelServerError,
+    ModelUnavailableError,
+    UnexpectedModelBehavior,
+)
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -31,13 +43,24 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.usage import RequestUsage
 
 from policies.budget import Budget, BudgetExhausted, Reservation
 from policies.prices import PriceTable, Usage
-from policies.tokens import CallShape, estimate_input_tokens, worst_case_micros
+from policies.ratelimits import RetryPolicy, Sleep, Traffic
+from policies.tokens import (
+    CallShape,
+    estimate_input_tokens,
+    worst_case_micros,
+)
 from store.errors import ProviderError, ReplayDivergence
-from store.events import CallFailed, CallRecorded, CallRefused, CallReserved, Event
+from store.events import (
+    CallFailed,
+    CallRecorded,
+    CallRefused,
+    CallReserved,
+    CallRetried,
+    Event,
+)
 
 Mode = Literal["live", "strict", "counterfactual"]
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
@@ -52,7 +75,7 @@ def _part_key(part: object) -> Any:
         return {
             "media": part.media_type,
             "id": part.identifier,
-            "meta": part.vendor_metadata or {},
+            "meta": {k: v for k, v in (part.vendor_metadata or {}).items() if k != "path"},
         }
     return repr(part)
 
@@ -79,10 +102,12 @@ def request_key(
                     parts.append([part.part_kind, repr(getattr(part, "content", ""))])
         else:
             parts.append(["response", ModelMessagesTypeAdapter.dump_python([message], mode="json")])
-    schema = [
+    schema: list[Any] = [
         [tool.name, tool.parameters_json_schema]
         for tool in (*params.output_tools, *params.function_tools)
     ]
+    if params.output_object is not None:
+        schema.append(["object", params.output_object.json_schema])
     payload = {
         "role": role,
         "model": model,
@@ -159,21 +184,72 @@ def response_output_chars(response: ModelResponse) -> int:
 class RecordedCalls:
     """Responses from earlier runs' logs, by request key, in the order they were recorded."""
 
-    by_key: dict[str, list[CallRecorded]] = field(default_factory=lambda: defaultdict(list))
+    by_key: dict[str, list[CallRecorded | CallFailed]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     @classmethod
     def from_events(cls, events: Iterable[Event]) -> RecordedCalls:
-        """Index every recorded call (first-hand or replayed) of a log."""
+        """Index every recorded call (first-hand or replayed) of a log, refusals included: a
+        refusal is the model's answer to that request, and a replay gives it again."""
         index = cls()
         for event in events:
-            if isinstance(event, CallRecorded):
+            if isinstance(event, CallRecorded) or (
+                isinstance(event, CallFailed) and event.outcome == "refusal"
+            ):
                 index.by_key[event.key].append(event)
         return index
 
-    def get(self, key: str, occurrence: int) -> CallRecorded | None:
+    def get(self, key: str, occurrence: int) -> CallRecorded | CallFailed | None:
         """The ``occurrence``-th recorded response to this key, if the log holds one."""
         found = self.by_key.get(key, [])
         return found[occurrence] if occurrence < len(found) else None
+
+
+class ModelRefused(Exception):
+    """The provider declined to answer (a content filter, a refusal): the call's outcome, not a
+    failure of the provider. The caller treats it like unusable output."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong with one attempt, and whether another attempt may help."""
+
+    kind: str
+    transient: bool
+    status: int | None
+    retry_after_s: float | None
+    message: str
+
+
+def classify_failure(exc: BaseException) -> Failure:
+    """Sort an exception from a model request (pydantic-ai's categories, whatever the SDK)."""
+    message = f"{type(exc).__name__}: {exc}"
+    status = exc.status_code if isinstance(exc, ModelHTTPError) else None
+    retry_after = exc.retry_after if isinstance(exc, ModelAPIError) else None
+    if isinstance(exc, ContentFilterError):
+        return Failure("refusal", False, status, None, message)
+    if isinstance(exc, ModelRateLimitError) or status == 429:
+        return Failure("rate_limit", True, status or 429, retry_after, message)
+    if isinstance(exc, ModelConnectionError | ModelRequestTimeout | TimeoutError):
+        kind = (
+            "timeout"
+            if "imeout" in type(exc).__name__ or isinstance(exc, TimeoutError)
+            else ("connection")
+        )
+        return Failure(kind, True, status, retry_after, message)
+    if isinstance(exc, ModelServerError | ModelUnavailableError) or (status or 0) >= 500:
+        return Failure("server", True, status, retry_after, message)
+    if isinstance(exc, ModelHTTPError):
+        # Other 4xx: the request itself is wrong (auth, not found, too long); retrying will not
+        # help, and the seed is parked with the provider's message.
+        return Failure("rejected", False, status, None, message)
+    if isinstance(exc, ModelAPIError | ValueError):
+        # An answer that could not be read (a malformed body): the next attempt may be whole.
+        return Failure("malformed", True, status, retry_after, message)
+    if isinstance(exc, UnexpectedModelBehavior):
+        return Failure("unexpected", False, status, None, message)
+    return Failure("error", False, status, None, message)
 
 
 @dataclass(frozen=True)
@@ -201,8 +277,29 @@ class CallContext:
 Append = Callable[[Event], Awaitable[None]]
 
 
+# Roles whose prompt carries segment transcripts: a rehearsal at another segment length scales
+# their text with the video (see ``CallRecorder.scale``).
+TRANSCRIPT_ROLES = frozenset(
+    {"phase1_generator", "phase2_generator", "transcript_answerer", "sufficiency", "visual_ranker"}
+)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How the recorder prices what it records.
+
+    ``scale`` multiplies the video, audio and transcript a call carries when it is priced offline
+    (a rehearsal of paper-length segments on a short demo playlist). ``batch_text`` prices offline
+    text-only calls to batch-capable models at batch rates (a rehearsal of ``--batch``).
+    """
+
+    scale: float = 1.0
+    batch_text: bool = False
+
+
 class CallRecorder:
-    """Shared by every call of a run: the budget, the prices, the recorded index, the mode."""
+    """Shared by every call of a run: the budget, the prices, the recorded index, the mode, and
+    how calls travel to each model (retries, rate limits, caching)."""
 
     def __init__(
         self,
@@ -212,16 +309,24 @@ class CallRecorder:
         recorded: RecordedCalls | None = None,
         mode: Mode = "live",
         offline: bool = False,
+        traffic: Callable[[str], Traffic | None] | None = None,
+        sleep: Sleep | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         self.budget = budget
         self.prices = prices
         self.recorded = recorded or RecordedCalls()
         self.mode = mode
         self.offline = offline
+        self.traffic = traffic or (lambda _model: None)
+        self.pricing = pricing or Pricing()
+        self._sleep: Sleep = sleep or anyio.sleep
         self._seen: dict[tuple[str, str], int] = defaultdict(int)
         self._ids: dict[str, int] = defaultdict(int)
+        self._cached: set[tuple[str, str, tuple[str, ...]]] = set()  # offline cache simulation
         self.live_calls = 0
         self.replayed_calls = 0
+        self.retries = 0
         self.missing: list[tuple[str, str, str]] = []  # counterfactual: (seed, role, key)
 
     def _call_id(self, seed_id: str) -> str:
@@ -264,15 +369,30 @@ class CallRecorder:
         return await self._live(wrapped, context, append, messages, settings, params, key, shape)
 
     async def _serve(
-        self, hit: CallRecorded, context: CallContext, append: Append, shape: CallShape
+        self,
+        hit: CallRecorded | CallFailed,
+        context: CallContext,
+        append: Append,
+        shape: CallShape,
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
-        cost = hit.cost_micros
+        cost = hit.cost_micros if isinstance(hit, CallRecorded) else hit.charged_micros
         if self.mode != "live":
             # A replay reports what the run cost: the recorded actual cost, under its own cap
             # (a counterfactual policy's budget can refuse it). Live runs get it for free.
             reservation = await self._reserve(context, call_id, hit.key, shape, append)
             self.budget.settle(reservation, cost)
+        self.replayed_calls += 1
+        if isinstance(hit, CallFailed):
+            await append(
+                CallFailed(
+                    **context.fields(call_id, hit.key),
+                    error=hit.error,
+                    charged_micros=cost,
+                    outcome="refusal",
+                )
+            )
+            raise ModelRefused(hit.error)
         await append(
             CallRecorded(
                 **context.fields(call_id, hit.key),
@@ -283,15 +403,30 @@ class CallRecorder:
                 cost_micros=cost,
                 offline=hit.offline,
                 replayed=True,
+                usage=hit.usage,
+                batch=hit.batch,
             )
         )
-        self.replayed_calls += 1
         return decode_response(hit.response)
+
+    def _worst_case(self, model: str, shape: CallShape) -> int:
+        needed = worst_case_micros(self.prices, shape)
+        traffic = self.traffic(model)
+        if traffic is not None and traffic.cache_ttl_s and shape.video_seconds > 0:
+            # The call may create the seed's context cache: writing it and keeping it for its
+            # lifetime come on top of reading it.
+            counted = estimate_input_tokens(shape)
+            media = counted.input_video_tokens + counted.input_audio_tokens
+            needed += self.prices.cost_micros(
+                model,
+                Usage(cache_write_tokens=media, cache_storage_token_s=media * traffic.cache_ttl_s),
+            )
+        return needed
 
     async def _reserve(
         self, context: CallContext, call_id: str, key: str, shape: CallShape, append: Append
     ) -> Reservation:
-        needed = worst_case_micros(self.prices, shape)
+        needed = self._worst_case(context.model, shape)
         try:
             reservation = self.budget.reserve(context.seed_id, needed, call_id)
         except BudgetExhausted as exc:
@@ -313,6 +448,49 @@ class CallRecorder:
         )
         return reservation
 
+    async def _attempts(
+        self,
+        wrapped: Model,
+        context: CallContext,
+        append: Append,
+        call_id: str,
+        key: str,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        shape: CallShape,
+    ) -> tuple[ModelResponse, int]:
+        """The request, retried on transient failures; ``(response, attempts)``."""
+        traffic = self.traffic(context.model) or Traffic(retry=RetryPolicy(max_retries=0))
+        tokens = estimate_input_tokens(shape).input_tokens
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if traffic.limiter is not None:
+                    async with traffic.limiter.slot(tokens):
+                        return await wrapped.request(messages, settings, params), attempt
+                return await wrapped.request(messages, settings, params), attempt
+            except (BudgetExhausted, ReplayDivergence):
+                raise
+            except Exception as exc:
+                failure = classify_failure(exc)
+                if not failure.transient or attempt > traffic.retry.max_retries:
+                    raise _Failed(failure, attempt) from exc
+                wait = traffic.retry.wait_s(attempt, failure.retry_after_s, salt=call_id)
+                self.retries += 1
+                await append(
+                    CallRetried(
+                        **context.fields(call_id, key),
+                        attempt=attempt,
+                        kind=failure.kind,
+                        status=failure.status,
+                        wait_s=round(wait, 3),
+                        error=failure.message[:2000],
+                    )
+                )
+                await self._sleep(wait)
+
     async def _live(
         self,
         wrapped: Model,
@@ -327,20 +505,33 @@ class CallRecorder:
         call_id = self._call_id(context.seed_id)
         reservation = await self._reserve(context, call_id, key, shape, append)
         try:
-            response = await wrapped.request(messages, settings, params)
-        except Exception as exc:
+            response, attempts = await self._attempts(
+                wrapped, context, append, call_id, key, messages, settings, params, shape
+            )
+        except _Failed as failed:
+            failure = failed.failure
             self.budget.release(reservation, 0)
+            refusal = failure.kind == "refusal"
             await append(
                 CallFailed(
                     **context.fields(call_id, key),
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=f"{failure.kind}: {failure.message[:2000]}",
+                    outcome="refusal" if refusal else "error",
+                    attempts=failed.attempts,
                 )
             )
+            if refusal:
+                raise ModelRefused(failure.message) from failed.__cause__
             raise ProviderError(
-                f"{context.role} call to {context.model!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        usage = self._usage(shape, response)
-        cost = self.prices.cost_micros(context.model, usage)
+                f"{context.role} call to {context.model!r} failed after {failed.attempts} "
+                f"attempt(s): {failure.message}"
+            ) from failed.__cause__
+        usage, provider_cost, batch = self._usage(context, shape, response)
+        cost = (
+            provider_cost
+            if provider_cost is not None
+            else self.prices.cost_micros(context.model, usage, batch=batch)
+        )
         self.budget.settle(reservation, cost)
         await append(
             CallRecorded(
@@ -351,30 +542,117 @@ class CallRecorder:
                 cached_tokens=usage.cached_input_tokens,
                 cost_micros=cost,
                 offline=self.offline,
+                usage=_usage_counts(usage),
+                batch=batch,
+                attempts=attempts,
+                provider_cost=provider_cost is not None,
             )
         )
         self.live_calls += 1
         return response
 
-    def _usage(self, shape: CallShape, response: ModelResponse) -> Usage:
+    def _usage(
+        self, context: CallContext, shape: CallShape, response: ModelResponse
+    ) -> tuple[Usage, int | None, bool]:
+        """``(usage, the provider's own cost if it sent one, batch-priced)``."""
         if self.offline:
-            # Offline answers are priced as the configured live model would be: its token rules
-            # for what the call carried, and what the answer would take to write.
-            counted = estimate_input_tokens(shape)
-            output = math.ceil(response_output_chars(response) / 4)
-            return Usage(
-                input_text_tokens=counted.input_text_tokens,
-                input_image_tokens=counted.input_image_tokens,
-                input_video_tokens=counted.input_video_tokens,
-                input_audio_tokens=counted.input_audio_tokens,
-                output_tokens=min(output, shape.max_output_tokens),
-            )
-        reported: RequestUsage = response.usage
-        return Usage(
-            input_text_tokens=max(reported.input_tokens - reported.cache_read_tokens, 0),
-            cached_input_tokens=reported.cache_read_tokens,
+            return self._offline_usage(context, shape, response), None, self._batch(context, shape)
+        reported = response.usage
+        details = reported.details or {}
+        video = details.get("video_prompt_tokens", 0)
+        image = details.get("image_prompt_tokens", 0)
+        audio = reported.input_audio_tokens or details.get("audio_prompt_tokens", 0)
+        text = max(reported.input_tokens - video - image - audio, 0)
+        cache = (response.provider_details or {}).get("playlisteval_cache") or {}
+        written = int(cache.get("tokens", 0)) if cache.get("created") else 0
+        usage = Usage(
+            input_text_tokens=text,
+            input_image_tokens=image,
+            input_video_tokens=video,
+            input_audio_tokens=audio,
+            cached_input_tokens=min(reported.cache_read_tokens, reported.input_tokens),
             output_tokens=reported.output_tokens,
+            cache_write_tokens=written,
+            cache_storage_token_s=written * int(cache.get("ttl_s", 0)),
         )
+        own = (response.provider_details or {}).get("cost_usd")
+        provider_cost = None
+        if isinstance(own, int | float) and not isinstance(own, bool) and own >= 0:
+            provider_cost = math.ceil(float(own) * 1_000_000)
+        batch = bool((response.provider_details or {}).get("batch"))
+        return usage, provider_cost, batch
+
+    def _batch(self, context: CallContext, shape: CallShape) -> bool:
+        if not self.pricing.batch_text or shape.video_seconds > 0:
+            return False
+        traffic = self.traffic(context.model)
+        return traffic is not None and traffic.batchable
+
+    def _offline_usage(
+        self, context: CallContext, shape: CallShape, response: ModelResponse
+    ) -> Usage:
+        # Offline answers are priced as the configured live model would be: its token rules
+        # for what the call carried, and what the answer would take to write.
+        scale = self.pricing.scale
+        if scale != 1.0:
+            shape = replace(
+                shape,
+                video_seconds=shape.video_seconds * scale,
+                audio_seconds=shape.audio_seconds * scale,
+                text_chars=math.ceil(shape.text_chars * scale)
+                if context.role in TRANSCRIPT_ROLES
+                else shape.text_chars,
+            )
+        counted = estimate_input_tokens(shape)
+        output = min(math.ceil(response_output_chars(response) / 4), shape.max_output_tokens)
+        cached = written = storage = 0
+        traffic = self.traffic(context.model)
+        media = counted.input_video_tokens + counted.input_audio_tokens
+        if traffic is not None and traffic.cache_ttl_s and media:
+            # As the Gemini adapter does it: the first call with these clips writes the seed's
+            # cache (and keeps it for its lifetime), and every call reads the clips from it.
+            clips = (context.seed_id, context.model, _clip_ids(shape))
+            if clips not in self._cached:
+                self._cached.add(clips)
+                written, storage = media, media * traffic.cache_ttl_s
+            cached = media
+        return Usage(
+            input_text_tokens=counted.input_text_tokens,
+            input_image_tokens=counted.input_image_tokens,
+            input_video_tokens=counted.input_video_tokens,
+            input_audio_tokens=counted.input_audio_tokens,
+            cached_input_tokens=cached,
+            output_tokens=output,
+            cache_write_tokens=written,
+            cache_storage_token_s=storage,
+        )
+
+
+class _Failed(Exception):
+    def __init__(self, failure: Failure, attempts: int) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.attempts = attempts
+
+
+def _clip_ids(shape: CallShape) -> tuple[str, ...]:
+    # The offline cache simulation keys a seed's clips by what the shape says of them: the same
+    # seed sends the same two clips (same length, fps, audio) to every video call of a model.
+    return (f"{shape.video_seconds:.3f}", f"{shape.video_fps:g}", f"{shape.audio_seconds:.3f}")
+
+
+def _usage_counts(usage: Usage) -> dict[str, int]:
+    counts = {
+        "text": usage.input_text_tokens,
+        "image": usage.input_image_tokens,
+        "video": usage.input_video_tokens,
+        "audio": usage.input_audio_tokens,
+        "cached": usage.cached_input_tokens,
+        "output": usage.output_tokens,
+        "cache_write": usage.cache_write_tokens,
+        "cache_storage_token_s": usage.cache_storage_token_s,
+    }
+    return {k: v for k, v in counts.items() if v}
 
 
 class NoCallModel(WrapperModel):

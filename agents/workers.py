@@ -20,7 +20,7 @@ from agents.bus import Envelope
 from agents.coordinator import FeedbackItem
 from agents.evidence import ClipSpec, SeedEvidence
 from agents.prompts import render_prompt
-from agents.recorded import CallContext, CallRecorder, RecordedModel
+from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
 from agents.structural import phase1_structural, phase2_structural
 from store.events import (
     AttemptStarted,
@@ -167,10 +167,18 @@ class ModelRunner:
         settings = ModelSettings(max_tokens=MAX_OUTPUT_TOKENS.get(role, 2048), temperature=0.0)
         try:
             result = await agent.run(prompt, model=recorded, model_settings=settings)
+        except ModelRefused as exc:
+            refused = f"the model refused to answer: {exc}"
+            raise MalformedOutput(role, model_id, "", refused) from exc
         except UnexpectedModelBehavior as exc:
-            raise MalformedOutput(
-                role, model_id, _raw_text(recorded.last_response), str(exc)
-            ) from exc
+            last = recorded.last_response
+            detail = str(exc)
+            if last is not None and last.finish_reason == "length":
+                detail = (
+                    f"output cut off at the {settings.get('max_tokens')}-token limit before it "
+                    f"was complete ({detail})"
+                )
+            raise MalformedOutput(role, model_id, _raw_text(last), detail) from exc
         output: T = result.output
         return output
 

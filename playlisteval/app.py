@@ -6,7 +6,7 @@ Nothing below ``playlisteval`` reads settings; this module turns them into plain
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -17,10 +17,11 @@ from pydantic_ai.models import Model
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
 from agents.workers import GenerationLimits, RoleModels
-from playlisteval.settings import Settings
+from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.attempts import DEFAULT_GATES, gate_order
 from policies.prices import PriceTable
+from policies.ratelimits import RateLimiter, RetryPolicy, Traffic
 from store.catalog import Catalog
 from store.errors import ConfigError
 from store.eventstore import EventStore, open_event_store
@@ -28,6 +29,8 @@ from store.projections import Projections
 from tools.clips import ClipFetcher
 from tools.embeddings import Embedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
+from tools.providers.base import Family, ProviderConfig
+from tools.providers.registry import ProviderRegistry, family_of
 from tools.search import ChunkSearch
 from tools.transcripts import Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
@@ -145,14 +148,139 @@ def offline_models() -> Callable[[str], Model]:
     return OfflineProvider().model
 
 
-def model_factory(settings: Settings) -> Callable[[str], Model]:
-    """Model id → the pydantic-ai model that answers as it."""
-    if not settings.curation.offline:
+def endpoint(settings: Settings, model_id: str) -> tuple[Family, ModelEndpoint]:
+    """How ``model_id`` is served: the settings' entry (or our default one), and its family."""
+    configured = settings.providers.models.get(model_id)
+    found = configured or default_endpoints().get(model_id) or ModelEndpoint()
+    family = found.family or family_of(model_id)
+    if family is None:
         raise ConfigError(
-            "live providers (Gemini, OpenAI, DashScope) arrive with step 3; set "
-            "curation.offline = true (the default) to curate with the offline provider"
+            f"model {model_id!r}: its provider is not known from the id; set "
+            f"providers.models.{model_id!r}.family (gemini, openai, dashscope, "
+            "openai-compatible or transformers) in playlisteval.toml"
         )
-    return offline_models()
+    return family, found
+
+
+def key_env(settings: Settings, model_id: str) -> str:
+    """The environment variable that holds ``model_id``'s API key."""
+    family, found = endpoint(settings, model_id)
+    return found.api_key_env or settings.providers.family(family).api_key_env
+
+
+KEYLESS: frozenset[Family] = frozenset({"openai-compatible", "transformers"})
+
+
+def provider_config(
+    settings: Settings, model_id: str, env: Mapping[str, str] | None = None
+) -> ProviderConfig:
+    """The live adapter configuration of one model id, its key read from the environment."""
+    source = os.environ if env is None else env
+    family, found = endpoint(settings, model_id)
+    limits = settings.providers.family(family)
+    key_name = found.api_key_env or limits.api_key_env
+    key = source.get(key_name) or None
+    if key is None and family not in KEYLESS:
+        raise ConfigError(
+            f"model {model_id!r} ({family}) needs an API key: export {key_name}=… "
+            "(or set curation.offline = true to rehearse with the offline provider)"
+        )
+    base_url = found.base_url or limits.base_url
+    if family == "openai-compatible" and not base_url:
+        raise ConfigError(
+            f"model {model_id!r} is served by an OpenAI-compatible endpoint (vLLM): set "
+            f"providers.models.{model_id!r}.base_url or providers.openai_compatible.base_url"
+        )
+    if family == "transformers" and not found.local_path:
+        raise ConfigError(
+            f"model {model_id!r} runs with local transformers: set "
+            f"providers.models.{model_id!r}.local_path to its model folder"
+        )
+    return ProviderConfig(
+        family=family,
+        model_name=found.model_name or model_id,
+        base_url=base_url,
+        api_key=key,
+        timeout_s=limits.timeout_s,
+        video_fps=found.video_fps,
+        frame_height=found.frame_height,
+        max_frames=found.max_frames,
+        inline_max_bytes=found.inline_max_bytes,
+        context_cache=found.context_cache,
+        cache_ttl_s=found.cache_ttl_s,
+        local_path=found.local_path,
+        device=found.device,
+    )
+
+
+def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | None]:
+    """Model id → how its calls travel: retries and one rate limiter per provider family (live
+    only), its context cache lifetime, whether batch APIs may answer its text-only calls."""
+    limiters: dict[Family, RateLimiter] = {}
+    known: dict[str, Traffic | None] = {}
+
+    def traffic(model_id: str) -> Traffic | None:
+        if model_id in known:
+            return known[model_id]
+        try:
+            family, found = endpoint(settings, model_id)
+        except ConfigError:
+            known[model_id] = None
+            return None
+        limits = settings.providers.family(family)
+        limiter = None
+        if live:
+            limiter = limiters.get(family)
+            if limiter is None:
+                limiter = limiters[family] = RateLimiter(
+                    rpm=limits.rpm, tpm=limits.tpm, max_concurrency=limits.max_concurrency
+                )
+        result = Traffic(
+            retry=RetryPolicy(
+                max_retries=limits.max_retries if live else 0,
+                backoff_s=limits.backoff_s,
+                max_backoff_s=limits.max_backoff_s,
+            ),
+            limiter=limiter,
+            cache_ttl_s=found.cache_ttl_s if family == "gemini" and found.context_cache else None,
+            batchable=family in ("gemini", "openai"),
+        )
+        known[model_id] = result
+        return result
+
+    return traffic
+
+
+def model_factory(settings: Settings, app: App | None = None) -> Callable[[str], Model]:
+    """Model id → the pydantic-ai model that answers as it: the offline provider, or the live
+    adapters (every configured model's key is checked up front)."""
+    if settings.curation.offline:
+        return offline_models()
+    models = role_models(settings).all_models()
+    configs = {m: provider_config(settings, m) for m in sorted(models)}
+    resources = None
+    if app is not None:
+        from tools.providers.resources import EventResourceLedger
+
+        resources = EventResourceLedger(app.events)
+    return ProviderRegistry(configs, resources).model
+
+
+def secret_names(settings: Settings) -> list[str]:
+    """Every environment variable the settings read keys from (scrubbed from logs and events)."""
+    names = {
+        settings.providers.family(f).api_key_env
+        for f in ("gemini", "openai", "dashscope", "openai-compatible", "transformers")
+    }
+    names |= {e.api_key_env for e in settings.providers.models.values() if e.api_key_env}
+    names.add(settings.vectors.api_key_env)
+    return sorted(names)
+
+
+def secret_values_of(settings: Settings) -> list[str]:
+    """The keys set in those variables (long enough to be worth scrubbing)."""
+    values = (os.environ.get(name, "") for name in secret_names(settings))
+    return [value for value in values if len(value) >= 6]
 
 
 @dataclass
@@ -214,10 +342,14 @@ class App:
             store=self.events,
             catalog=self.catalog,
             clips=self.clips(),
-            model_for=model_factory(self.settings),
+            model_for=model_factory(self.settings, self),
             prices=self.prices(),
             config=curation_config(self.settings, concurrency),
             progress=progress,
+            traffic=traffic_for(self.settings, live=not self.settings.curation.offline),
+            secrets=[
+                v for n in secret_names(self.settings) if len(v := os.environ.get(n, "")) >= 6
+            ],
         )
 
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:

@@ -162,6 +162,86 @@ class StoreSettings(BaseModel):
     )
 
 
+ProviderFamily = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
+
+
+class ProviderLimits(BaseModel):
+    """How one provider family is reached and how hard it may be pushed."""
+
+    base_url: str | None = Field(None, description="Endpoint override (a proxy, vLLM, a fake).")
+    api_key_env: str = Field(..., description="Environment variable holding the API key.")
+    timeout_s: float = Field(600.0, gt=0, description="One HTTP attempt's limit.")
+    max_retries: int = Field(6, ge=0, description="Retries of 429, 5xx, timeouts, bad bodies.")
+    backoff_s: float = Field(2.0, gt=0, description="First retry wait; doubles each retry.")
+    max_backoff_s: float = Field(120.0, gt=0, description="Longest wait between retries.")
+    rpm: int | None = Field(None, gt=0, description="Requests per minute (None: no limit).")
+    tpm: int | None = Field(None, gt=0, description="Input tokens per minute (None: no limit).")
+    max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
+
+
+class ModelEndpoint(BaseModel):
+    """How one model id is served (anything unset comes from its family)."""
+
+    family: ProviderFamily | None = Field(None, description="Default: from the id's prefix.")
+    model_name: str | None = Field(None, description="The provider's id (default: ours).")
+    base_url: str | None = None
+    api_key_env: str | None = None
+    video_fps: float = Field(0.5, gt=0)
+    frame_height: int = Field(720, gt=0, description="Frames sent to frame-based providers.")
+    max_frames: int = Field(256, ge=1, description="Frames per request, at most.")
+    inline_max_bytes: int = Field(20 * 1024 * 1024, ge=0, description="Gemini inline limit.")
+    context_cache: bool = Field(True, description="Gemini: cache a seed's videos explicitly.")
+    cache_ttl_s: int = Field(900, ge=60, description="Gemini: context cache lifetime.")
+    local_path: str | None = Field(None, description="transformers: a local model folder.")
+    device: str = "auto"
+
+
+def default_endpoints() -> dict[str, ModelEndpoint]:
+    """Where the DESIGN.md models that are not named after their provider are served."""
+    return {
+        "qwen-3.7-plus": ModelEndpoint(family="dashscope", model_name="qwen3.7-plus"),
+        "qwen3-vl-30b-a3b": ModelEndpoint(
+            family="openai-compatible", model_name="Qwen/Qwen3-VL-30B-A3B-Instruct"
+        ),
+        "internvl3.5-8b": ModelEndpoint(
+            family="openai-compatible", model_name="OpenGVLab/InternVL3_5-8B"
+        ),
+    }
+
+
+class ProviderSettings(BaseModel):
+    """Live providers: one block per family, and per-model endpoints."""
+
+    gemini: ProviderLimits = Field(
+        default_factory=lambda: ProviderLimits(api_key_env="GEMINI_API_KEY", rpm=1000)
+    )
+    openai: ProviderLimits = Field(
+        default_factory=lambda: ProviderLimits(api_key_env="OPENAI_API_KEY", rpm=500)
+    )
+    dashscope: ProviderLimits = Field(
+        default_factory=lambda: ProviderLimits(
+            api_key_env="DASHSCOPE_API_KEY",
+            base_url="https://dashscope-intl.aliyuncs.com/api/v1",
+            rpm=600,
+        )
+    )
+    openai_compatible: ProviderLimits = Field(
+        default_factory=lambda: ProviderLimits(api_key_env="OPENWEIGHT_API_KEY")
+    )
+    transformers: ProviderLimits = Field(
+        default_factory=lambda: ProviderLimits(api_key_env="HF_TOKEN", max_concurrency=1)
+    )
+    models: dict[str, ModelEndpoint] = Field(default_factory=default_endpoints)
+    batch: bool = Field(
+        False, description="Send text-only gate calls through the Gemini and OpenAI batch APIs."
+    )
+
+    def family(self, name: ProviderFamily) -> ProviderLimits:
+        """The block of one family."""
+        limits: ProviderLimits = getattr(self, name.replace("-", "_"))
+        return limits
+
+
 class CurationSettings(BaseModel):
     """How a curation run executes."""
 
@@ -195,6 +275,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     curation: CurationSettings = Field(default_factory=CurationSettings)
+    providers: ProviderSettings = Field(default_factory=ProviderSettings)
 
     @classmethod
     def settings_customise_sources(

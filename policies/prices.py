@@ -59,6 +59,10 @@ class ModelPrice:
     long_input_per_mtok: Decimal | None = None
     long_output_per_mtok: Decimal | None = None
     long_cached_input_per_mtok: Decimal | None = None
+    # Explicit context caches (Gemini): writing the cache bills its tokens at this rate (the
+    # input rate when unset), and keeping it bills tokens x hours at the storage rate.
+    cache_write_per_mtok: Decimal | None = None
+    cache_storage_per_mtok_hour: Decimal | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -96,6 +100,8 @@ class Usage:
     input_audio_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    cache_write_tokens: int = 0  # tokens written into a context cache by this call
+    cache_storage_token_s: int = 0  # tokens x seconds of cache storage this call paid for
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -207,7 +213,30 @@ class PriceTable:
         total += sum((Decimal(counts[k]) * rates[k] for k in counts), Decimal(0))
         if batch:
             total *= p.batch_discount
+        if usage.cache_write_tokens:
+            write_rate = _pick(p.cache_write_per_mtok, text_rate)
+            total += Decimal(usage.cache_write_tokens) * write_rate
+        if usage.cache_storage_token_s:
+            if p.cache_storage_per_mtok_hour is None:
+                raise UnknownPriceError(
+                    f"model {model!r} kept a context cache but has no cache_storage_per_mtok_hour "
+                    f"price; add it to {PRICES_FILE.name} or a settings override"
+                )
+            total += Decimal(usage.cache_storage_token_s) * p.cache_storage_per_mtok_hour / 3600
         return _ceil_micros(total / _MTOK)
+
+    def as_usage(self, counts: Mapping[str, int]) -> Usage:
+        """A recorded ``usage`` mapping (see ``CallRecorded.usage``) back as :class:`Usage`."""
+        return Usage(
+            input_text_tokens=counts.get("text", 0),
+            input_image_tokens=counts.get("image", 0),
+            input_video_tokens=counts.get("video", 0),
+            input_audio_tokens=counts.get("audio", 0),
+            cached_input_tokens=counts.get("cached", 0),
+            output_tokens=counts.get("output", 0),
+            cache_write_tokens=counts.get("cache_write", 0),
+            cache_storage_token_s=counts.get("cache_storage_token_s", 0),
+        )
 
     def _lookup(self, model: str) -> ModelPrice | None:
         if model in self._rows:

@@ -133,6 +133,12 @@ class CallRecorded(CallEvent):
     cost_micros: int
     offline: bool
     replayed: bool = False
+    # What the cost was computed from, by kind (text, image, video, audio, cached, output,
+    # cache_write, cache_storage_token_s): enough to price the call again under other rules.
+    usage: dict[str, int] = Field(default_factory=dict)
+    batch: bool = False  # answered through a provider's batch API (batch prices)
+    attempts: int = 1  # HTTP attempts it took (retries of 429, 5xx, timeouts included)
+    provider_cost: bool = False  # the cost is the provider's own figure, not our price table's
 
 
 class CallFailed(CallEvent):
@@ -142,6 +148,45 @@ class CallFailed(CallEvent):
     type: Literal["CallFailed"] = "CallFailed"
     error: str
     charged_micros: int = 0
+    # "error": the provider failed (the seed is parked); "refusal": the model declined to
+    # answer (a recorded outcome, replayed like a response).
+    outcome: Literal["error", "refusal"] = "error"
+    attempts: int = 1
+
+
+class CallRetried(CallEvent):
+    """One attempt of a call failed in a way worth retrying (429, 5xx, a timeout, a dropped
+    connection, a malformed body); the call waits ``wait_s`` and tries again under the same
+    reservation."""
+
+    type: Literal["CallRetried"] = "CallRetried"
+    attempt: int
+    kind: str
+    status: int | None = None
+    wait_s: float
+    error: str
+
+
+class CallBatched(CallEvent):
+    """A call was submitted in a provider batch job; its answer is collected from ``batch``
+    (pydantic-ai's plain-data handle), also after a restart."""
+
+    type: Literal["CallBatched"] = "CallBatched"
+    custom_id: str
+    batch: dict[str, Any]
+
+
+class ProviderResourceCreated(Event):
+    """Something made on a provider's side that later calls reuse instead of paying again: an
+    uploaded file or a context cache (stream ``provider-resources``)."""
+
+    type: Literal["ProviderResourceCreated"] = "ProviderResourceCreated"
+    provider: str
+    kind: Literal["upload", "cache"]
+    key: str
+    name: str
+    expires_at: str | None = None
+    tokens: int = 0
 
 
 class CallRefused(Event):
@@ -238,7 +283,10 @@ AnyEvent = Annotated[
     | CallReserved
     | CallRecorded
     | CallFailed
+    | CallRetried
+    | CallBatched
     | CallRefused
+    | ProviderResourceCreated
     | QAProposed
     | DistractorsProposed
     | GateRequested
@@ -280,6 +328,9 @@ def decode_event(type_: str, schema: int, data: dict[str, Any]) -> AnyEvent:
 def run_stream(run_id: str) -> str:
     """Stream of a run's own events."""
     return f"run-{run_id}"
+
+
+PROVIDER_RESOURCES_STREAM = "provider-resources"
 
 
 def seed_stream(run_id: str, seed_id: str) -> str:

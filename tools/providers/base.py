@@ -1,0 +1,235 @@
+"""What every live provider adapter shares: its configuration, how our clip attachments are
+read, frames for the providers that take video as pictures, and the ledger of provider-side
+resources (uploaded files, context caches) that must be reused rather than paid for again.
+
+A role call carries each segment as a :class:`~pydantic_ai.messages.BinaryContent` mp4 clip whose
+``identifier`` is the segment id and whose ``vendor_metadata`` says what it is (see
+``agents.evidence.SeedEvidence.videos``): ``fps``, ``start_s``/``end_s`` in the source video,
+``height``, ``audio``, ``source`` (a content key of the source file), ``video_id`` and ``path``
+(the source file). Each adapter turns that into its provider's native form: Gemini native video
+with ``video_metadata``; OpenAI, DashScope and open-weight judges a list of timed frames.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic_ai.messages import BinaryContent
+
+Family = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """How one configured model id is reached.
+
+    ``model_name`` is the provider's own id for it (ours are priced by the price table and may
+    differ, e.g. ``qwen-3.7-plus`` → ``qwen3.7-plus``). SDK-level retries are always off: the
+    recorded-call wrapper retries, so every attempt is visible in the log and budgeted once.
+    """
+
+    family: Family
+    model_name: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 600.0
+    # Frame-based providers (OpenAI, DashScope, open-weight): how each segment is sampled.
+    video_fps: float = 0.5
+    frame_height: int = 720
+    max_frames: int = 256  # per request, spread uniformly over the segments when exceeded
+    # Gemini: clips up to this size go inline; larger ones through the Files API (uploaded once).
+    inline_max_bytes: int = 20 * 1024 * 1024
+    # Gemini explicit context caching of a call's videos (reused by every later call with them).
+    context_cache: bool = True
+    cache_ttl_s: int = 900
+    cache_min_tokens: int = 4096  # below this Gemini refuses to cache; send inline instead
+    # transformers: a local model folder (or any id ``from_pretrained`` resolves offline).
+    local_path: str | None = None
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """One segment clip attached to a call."""
+
+    segment_id: str
+    video_id: str
+    start_s: float
+    end_s: float
+    fps: float
+    height: int
+    audio: bool
+    source: str
+    path: str | None
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds the clip covers."""
+        return max(self.end_s - self.start_s, 0.0)
+
+
+def clip_info(part: object) -> ClipInfo | None:
+    """The clip description of an attachment, or ``None`` when it is not one of our clips."""
+    if not isinstance(part, BinaryContent) or not part.media_type.startswith("video/"):
+        return None
+    meta: dict[str, Any] = dict(part.vendor_metadata or {})
+    return ClipInfo(
+        segment_id=part.identifier or "",
+        video_id=str(meta.get("video_id", part.identifier or "")),
+        start_s=float(meta.get("start_s", 0.0)),
+        end_s=float(meta.get("end_s", 0.0)),
+        fps=float(meta.get("fps", 0.5)),
+        height=int(meta.get("height", 720)),
+        audio=bool(meta.get("audio", False)),
+        source=str(meta.get("source", "")),
+        path=str(meta["path"]) if meta.get("path") else None,
+    )
+
+
+def timestamp(seconds: float) -> str:
+    """``MM:SS`` (minutes may pass 59), the citation format of the prompts."""
+    whole = max(int(seconds), 0)
+    return f"{whole // 60:02d}:{whole % 60:02d}"
+
+
+def clip_label(info: ClipInfo, *, source_timeline: bool) -> str:
+    """The text put before a clip so a model can cite it in the source video's timeline."""
+    span = f"{timestamp(info.start_s)}–{timestamp(info.end_s)}"
+    if source_timeline:
+        return (
+            f"Video {info.video_id} (segment {info.segment_id}), shown from {span}; "
+            "its timestamps are the video's own."
+        )
+    return (
+        f"Video {info.video_id} (segment {info.segment_id}), {span} of the video; this clip's "
+        f"00:00 is {timestamp(info.start_s)} of the video, so add {timestamp(info.start_s)} to "
+        "clip times when citing."
+    )
+
+
+@dataclass(frozen=True)
+class TimedFrame:
+    """One frame of a segment as a JPEG, at ``t_s`` seconds of its source video."""
+
+    video_id: str
+    t_s: float
+    jpeg: bytes
+
+    def label(self) -> str:
+        """How the frame is introduced to the model: ``(video-id @ MM:SS)``."""
+        return f"({self.video_id} @ {timestamp(self.t_s)})"
+
+
+def frame_times(clips: Sequence[ClipInfo], fps: float, max_frames: int) -> list[list[float]]:
+    """Per clip, the clip-relative times to sample: ``fps`` over each clip, thinned uniformly
+    (over all clips together) when the total would pass ``max_frames``."""
+    wanted = [max(1, math.ceil(c.duration_s * fps)) for c in clips]
+    total = sum(wanted)
+    if total > max_frames > 0:
+        wanted = [max(1, math.floor(n * max_frames / total)) for n in wanted]
+    out: list[list[float]] = []
+    for clip, n in zip(clips, wanted, strict=True):
+        step = clip.duration_s / n if n else 0.0
+        out.append([round(i * step, 3) for i in range(n)])
+    return out
+
+
+def clip_frames(
+    part: BinaryContent, info: ClipInfo, times: Sequence[float], max_height: int
+) -> list[TimedFrame]:
+    """JPEG frames of a clip at the clip-relative ``times`` (nearest decoded frame)."""
+    from PIL import Image
+
+    from tools.vision import decode_clip
+
+    decoded = decode_clip(part.data, max(info.fps, 0.01))
+    if not decoded:
+        return []
+    frames: list[TimedFrame] = []
+    for t in times:
+        nearest = min(decoded, key=lambda f: abs(f.t - t))
+        image = Image.fromarray(nearest.image)
+        if image.height > max_height:
+            width = max(2, round(image.width * max_height / image.height))
+            image = image.resize((width, max_height))
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=85)
+        frames.append(TimedFrame(info.video_id, info.start_s + nearest.t, buffer.getvalue()))
+    return frames
+
+
+@dataclass(frozen=True)
+class ProviderResource:
+    """Something made on the provider's side that later calls reuse: an uploaded file or a
+    context cache. ``key`` is ours (a content key); ``name`` the provider's handle."""
+
+    provider: str
+    kind: Literal["upload", "cache"]
+    key: str
+    name: str
+    expires_at: datetime | None = None
+    tokens: int = 0
+
+
+class ResourceLedger(Protocol):
+    """Where adapters look up and record provider-side resources."""
+
+    def find(self, provider: str, kind: str, key: str, now: datetime) -> ProviderResource | None:
+        """The live (unexpired at ``now``) resource under ``key``, if one was recorded."""
+
+    def record(self, resource: ProviderResource) -> None:
+        """Remember a resource just made."""
+
+
+class MemoryResourceLedger:
+    """A ledger that lives as long as the process (tests, one-off calls)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str, str], ProviderResource] = {}
+
+    def find(self, provider: str, kind: str, key: str, now: datetime) -> ProviderResource | None:
+        """The live resource under ``key``."""
+        found = self._items.get((provider, kind, key))
+        if found is None or (found.expires_at is not None and found.expires_at <= now):
+            return None
+        return found
+
+    def record(self, resource: ProviderResource) -> None:
+        """Remember ``resource``."""
+        self._items[(resource.provider, resource.kind, resource.key)] = resource
+
+
+def frames_content(
+    parts: Sequence[object], fps: float, max_height: int, max_frames: int
+) -> list[object]:
+    """``parts`` (a user prompt's items) with every clip replaced by its timed frames: a label
+    text, then per frame ``(video-id @ MM:SS)`` and the JPEG as image content. Other items pass
+    through unchanged. For providers that take video as pictures (OpenAI, DashScope, open-weight
+    judges); the transcript is already in the prompt text."""
+    clips = [(p, info) for p in parts if (info := clip_info(p)) is not None]
+    times = frame_times([info for _, info in clips], fps, max_frames)
+    by_part = {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
+    out: list[object] = []
+    for part in parts:
+        found = by_part.get(id(part))
+        if found is None:
+            out.append(part)
+            continue
+        info, wanted = found
+        assert isinstance(part, BinaryContent)
+        out.append(clip_label(info, source_timeline=True) + " Frames follow, each labelled.")
+        for frame in clip_frames(part, info, wanted, max_height):
+            out.append(frame.label())
+            out.append(
+                BinaryContent(
+                    data=frame.jpeg,
+                    media_type="image/jpeg",
+                    identifier=f"{info.segment_id}@{frame.t_s:.1f}",
+                )
+            )
+    return out
