@@ -18,6 +18,7 @@ import anyio
 import structlog
 from pydantic_ai.models import Model
 
+from agents.batching import Batcher
 from agents.bus import Bus
 from agents.coordinator import (
     Accept,
@@ -50,6 +51,7 @@ from store.errors import MediaError, ProviderError, ReplayDivergence
 from store.events import (
     AnyEvent,
     AttemptStarted,
+    CallBatched,
     CallFailed,
     CallRecorded,
     CallReserved,
@@ -168,6 +170,17 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     return calls, consumed
 
 
+def _pending_batches(events: Sequence[AnyEvent]) -> dict[str, tuple[str, dict[str, Any], str]]:
+    """Calls submitted in a batch job whose answer the log does not hold yet, by request key."""
+    pending: dict[str, tuple[str, dict[str, Any], str]] = {}
+    for event in events:
+        if isinstance(event, CallBatched):
+            pending[event.call_id] = (event.key, event.batch, event.custom_id)
+        elif isinstance(event, CallRecorded | CallFailed):
+            pending.pop(event.call_id, None)
+    return {key: (call_id, batch, custom) for call_id, (key, batch, custom) in pending.items()}
+
+
 class GroupCommit:
     """Appends from many seeds that arrive in one turn of the event loop are written in one
     transaction; each ``append`` returns only once its event is durable.
@@ -270,7 +283,9 @@ class Curator:
         pricing: Pricing | None = None,
         sleep: Sleep | None = None,
         secrets: Sequence[str] = (),
+        batcher: Batcher | None = None,
     ) -> None:
+        self.batcher = batcher
         self.traffic = traffic
         self.pricing = pricing
         self.sleep = sleep
@@ -382,6 +397,7 @@ class Curator:
             traffic=self.traffic,
             pricing=self.pricing,
             sleep=self.sleep,
+            batcher=self.batcher,
         )
         by_seed: dict[str, list[AnyEvent]] = {}
         for seed_id, event in events:
@@ -389,6 +405,8 @@ class Curator:
         for seed_id, seed_events in by_seed.items():
             calls, consumed = _consumed_calls(seed_events)
             recorder.reset_seed(seed_id, calls, consumed)
+            for key, waiting in _pending_batches(seed_events).items():
+                recorder.pending_batches[(seed_id, key)] = waiting
 
         runner = ModelRunner(recorder=recorder, model_for=self.model_for)
         generator = GeneratorAgent(runner, self.config.models, self.config.limits)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelHTTPError,
     ModelRateLimitError,
+    ModelRequestRejectedError,
     ModelRequestTimeout,
     ModelServerError,
     ModelUnavailableError,
@@ -41,9 +43,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.batch import Batch, BatchRequest
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from agents.batching import Batcher, batch_from_json, batch_to_json
 from policies.budget import Budget, BudgetExhausted, Reservation
 from policies.prices import PriceTable, Usage
 from policies.ratelimits import RetryPolicy, Sleep, Traffic
@@ -54,6 +58,7 @@ from policies.tokens import (
 )
 from store.errors import ProviderError, ReplayDivergence
 from store.events import (
+    CallBatched,
     CallFailed,
     CallRecorded,
     CallRefused,
@@ -136,6 +141,7 @@ def call_shape(
 ) -> CallShape:
     """What a call carries, for the budget's worst case and the offline usage."""
     chars = 0
+    transcript_chars = 0
     video_seconds = 0.0
     audio_seconds = 0.0
     fps = 0.5
@@ -149,6 +155,7 @@ def call_shape(
             for item in items:
                 if isinstance(item, str):
                     chars += len(item)
+                    transcript_chars += _transcript_chars(item)
                 elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
                     meta = item.vendor_metadata or {}
                     seconds = float(meta.get("end_s", 0.0)) - float(meta.get("start_s", 0.0))
@@ -166,7 +173,18 @@ def call_shape(
         video_height=height,
         audio_seconds=audio_seconds,
         max_output_tokens=max_output,
+        transcript_chars=min(transcript_chars, chars),
     )
+
+
+_TRANSCRIPTS_RE = re.compile(r"^## Transcripts\n(.*?)(?=^## |^<context>|\Z)", re.S | re.M)
+
+
+def _transcript_chars(text: str) -> int:
+    """Characters of segment transcript a prompt carries: its transcripts section, twice (the
+    ``<context>`` JSON repeats every chunk's text)."""
+    found = _TRANSCRIPTS_RE.search(text)
+    return 2 * len(found.group(1)) if found else 0
 
 
 def response_output_chars(response: ModelResponse) -> int:
@@ -240,7 +258,7 @@ def classify_failure(exc: BaseException) -> Failure:
         return Failure(kind, True, status, retry_after, message)
     if isinstance(exc, ModelServerError | ModelUnavailableError) or (status or 0) >= 500:
         return Failure("server", True, status, retry_after, message)
-    if isinstance(exc, ModelHTTPError):
+    if isinstance(exc, ModelHTTPError | ModelRequestRejectedError):
         # Other 4xx: the request itself is wrong (auth, not found, too long); retrying will not
         # help, and the seed is parked with the provider's message.
         return Failure("rejected", False, status, None, message)
@@ -277,11 +295,9 @@ class CallContext:
 Append = Callable[[Event], Awaitable[None]]
 
 
-# Roles whose prompt carries segment transcripts: a rehearsal at another segment length scales
-# their text with the video (see ``CallRecorder.scale``).
-TRANSCRIPT_ROLES = frozenset(
-    {"phase1_generator", "phase2_generator", "transcript_answerer", "sufficiency", "visual_ranker"}
-)
+# Roles whose prompt is transcript windows: a rehearsal at another segment length scales their
+# whole text (other roles scale only their transcripts section; see ``Pricing.scale``).
+WINDOW_ROLES = frozenset({"transcript_answerer"})
 
 
 @dataclass(frozen=True)
@@ -312,7 +328,12 @@ class CallRecorder:
         traffic: Callable[[str], Traffic | None] | None = None,
         sleep: Sleep | None = None,
         pricing: Pricing | None = None,
+        batcher: Batcher | None = None,
     ) -> None:
+        self.batcher = batcher
+        # (seed, request key) → (call id, batch handle, custom id): calls submitted in a batch
+        # job before a restart, collected from that job instead of being sent again.
+        self.pending_batches: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         self.budget = budget
         self.prices = prices
         self.recorded = recorded or RecordedCalls()
@@ -353,7 +374,7 @@ class CallRecorder:
         occurrence = self._seen[(context.seed_id, key)]
         self._seen[(context.seed_id, key)] += 1
         hit = self.recorded.get(key, occurrence)
-        shape = call_shape(context.model, messages, settings)
+        shape = self._effective(context, call_shape(context.model, messages, settings))
         if hit is not None:
             return await self._serve(hit, context, append, shape)
         if self.mode == "strict":
@@ -366,7 +387,56 @@ class CallRecorder:
             raise ReplayDivergence(
                 f"seed {context.seed_id!r} would need a {context.role} call not in the log"
             )
+        pending = self.pending_batches.pop((context.seed_id, key), None)
+        if pending is not None and self.batcher is not None:
+            return await self._collect(
+                wrapped, context, append, messages, settings, params, key, shape, pending
+            )
         return await self._live(wrapped, context, append, messages, settings, params, key, shape)
+
+    def _batchable(self, model: str, shape: CallShape) -> bool:
+        if self.batcher is None or self.offline or shape.video_seconds > 0 or shape.images:
+            return False
+        traffic = self.traffic(model)
+        return traffic is not None and traffic.batchable
+
+    async def _collect(
+        self,
+        wrapped: Model,
+        context: CallContext,
+        append: Append,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        key: str,
+        shape: CallShape,
+        pending: tuple[str, dict[str, Any], str],
+    ) -> ModelResponse:
+        """A call submitted in a batch job before a restart: wait for that job's answer. Its
+        reservation is still open in the log (and counted as spent) until this records it."""
+        assert self.batcher is not None
+        call_id, handle, custom_id = pending
+        request = BatchRequest(
+            custom_id=custom_id,
+            messages=messages,
+            model_settings=settings,
+            model_request_parameters=params,
+        )
+        try:
+            response = await self.batcher.collect(wrapped, batch_from_json(handle), request)
+        except Exception as exc:
+            failure = classify_failure(exc)
+            await append(
+                CallFailed(
+                    **context.fields(call_id, key),
+                    error=f"{failure.kind}: {failure.message[:2000]}",
+                )
+            )
+            raise ProviderError(
+                f"{context.role} call to {context.model!r} in batch {handle.get('id')!r} "
+                f"failed: {failure.message}"
+            ) from exc
+        return await self._record(context, append, call_id, key, shape, response, 1, None)
 
     async def _serve(
         self,
@@ -419,7 +489,11 @@ class CallRecorder:
             media = counted.input_video_tokens + counted.input_audio_tokens
             needed += self.prices.cost_micros(
                 model,
-                Usage(cache_write_tokens=media, cache_storage_token_s=media * traffic.cache_ttl_s),
+                Usage(
+                    cache_write_tokens=media,
+                    cache_write_audio_tokens=counted.input_audio_tokens,
+                    cache_storage_token_s=media * traffic.cache_ttl_s,
+                ),
             )
         return needed
 
@@ -464,9 +538,15 @@ class CallRecorder:
         traffic = self.traffic(context.model) or Traffic(retry=RetryPolicy(max_retries=0))
         tokens = estimate_input_tokens(shape).input_tokens
         attempt = 0
+        batched = self._batchable(context.model, shape)
         while True:
             attempt += 1
             try:
+                if batched and attempt == 1:
+                    # A failed batch request is retried live (at list price) like any other.
+                    return await self._batched(
+                        wrapped, context, append, call_id, key, messages, settings, params
+                    ), attempt
                 if traffic.limiter is not None:
                     async with traffic.limiter.slot(tokens):
                         return await wrapped.request(messages, settings, params), attempt
@@ -490,6 +570,34 @@ class CallRecorder:
                     )
                 )
                 await self._sleep(wait)
+
+    async def _batched(
+        self,
+        wrapped: Model,
+        context: CallContext,
+        append: Append,
+        call_id: str,
+        key: str,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        params: ModelRequestParameters,
+    ) -> ModelResponse:
+        assert self.batcher is not None
+
+        async def submitted(batch: Batch) -> None:
+            await append(
+                CallBatched(
+                    **context.fields(call_id, key), custom_id=call_id, batch=batch_to_json(batch)
+                )
+            )
+
+        request = BatchRequest(
+            custom_id=call_id,
+            messages=messages,
+            model_settings=settings,
+            model_request_parameters=params,
+        )
+        return await self.batcher.call(wrapped, request, submitted)
 
     async def _live(
         self,
@@ -526,13 +634,29 @@ class CallRecorder:
                 f"{context.role} call to {context.model!r} failed after {failed.attempts} "
                 f"attempt(s): {failure.message}"
             ) from failed.__cause__
+        return await self._record(
+            context, append, call_id, key, shape, response, attempts, reservation
+        )
+
+    async def _record(
+        self,
+        context: CallContext,
+        append: Append,
+        call_id: str,
+        key: str,
+        shape: CallShape,
+        response: ModelResponse,
+        attempts: int,
+        reservation: Reservation | None,
+    ) -> ModelResponse:
         usage, provider_cost, batch = self._usage(context, shape, response)
         cost = (
             provider_cost
             if provider_cost is not None
             else self.prices.cost_micros(context.model, usage, batch=batch)
         )
-        self.budget.settle(reservation, cost)
+        if reservation is not None:
+            self.budget.settle(reservation, cost)
         await append(
             CallRecorded(
                 **context.fields(call_id, key),
@@ -565,15 +689,20 @@ class CallRecorder:
         text = max(reported.input_tokens - video - image - audio, 0)
         cache = (response.provider_details or {}).get("playlisteval_cache") or {}
         written = int(cache.get("tokens", 0)) if cache.get("created") else 0
+        cached = min(reported.cache_read_tokens, reported.input_tokens)
+        cached_audio = min(reported.cache_audio_read_tokens, cached, audio)
         usage = Usage(
             input_text_tokens=text,
             input_image_tokens=image,
             input_video_tokens=video,
             input_audio_tokens=audio,
-            cached_input_tokens=min(reported.cache_read_tokens, reported.input_tokens),
+            cached_input_tokens=cached,
             output_tokens=reported.output_tokens,
             cache_write_tokens=written,
             cache_storage_token_s=written * int(cache.get("ttl_s", 0)),
+            cached_audio_tokens=cached_audio,
+            # The cache holds the clips: its audio share is what this call read of it.
+            cache_write_audio_tokens=min(cached_audio, written),
         )
         own = (response.provider_details or {}).get("cost_usd")
         provider_cost = None
@@ -588,24 +717,40 @@ class CallRecorder:
         traffic = self.traffic(context.model)
         return traffic is not None and traffic.batchable
 
-    def _offline_usage(
-        self, context: CallContext, shape: CallShape, response: ModelResponse
-    ) -> Usage:
-        # Offline answers are priced as the configured live model would be: its token rules
-        # for what the call carried, and what the answer would take to write.
-        scale = self.pricing.scale
+    def _effective(self, context: CallContext, shape: CallShape) -> CallShape:
+        """What the call will carry to the provider: frames capped as its adapter sends them,
+        and (offline rehearsals) segments scaled to another length."""
+        scale = self.pricing.scale if self.offline else 1.0
         if scale != 1.0:
+            # Longer segments carry longer transcripts; the instructions stay as they are. The
+            # transcript test's windows are all transcript.
+            transcript = (
+                shape.text_chars if context.role in WINDOW_ROLES else shape.transcript_chars
+            )
             shape = replace(
                 shape,
                 video_seconds=shape.video_seconds * scale,
                 audio_seconds=shape.audio_seconds * scale,
-                text_chars=math.ceil(shape.text_chars * scale)
-                if context.role in TRANSCRIPT_ROLES
-                else shape.text_chars,
+                text_chars=shape.text_chars + math.ceil(transcript * (scale - 1)),
             )
-        counted = estimate_input_tokens(shape)
+        traffic = self.traffic(context.model)
+        if traffic is not None and shape.video_seconds > 0:
+            if traffic.frame_height is not None:
+                shape = replace(shape, video_height=min(shape.video_height, traffic.frame_height))
+            frames = shape.video_seconds * shape.video_fps
+            if traffic.max_frames is not None and frames > traffic.max_frames:
+                shape = replace(shape, video_fps=traffic.max_frames / shape.video_seconds)
+        return shape
+
+    def _offline_usage(
+        self, context: CallContext, shape: CallShape, response: ModelResponse
+    ) -> Usage:
+        # Offline answers are priced as the configured live model would be: its token rules
+        # (the expected count, not the reservation's worst case) for what the call carries,
+        # and what the answer would take to write.
+        counted = estimate_input_tokens(shape, expected=True)
         output = min(math.ceil(response_output_chars(response) / 4), shape.max_output_tokens)
-        cached = written = storage = 0
+        cached = written = storage = audio = 0
         traffic = self.traffic(context.model)
         media = counted.input_video_tokens + counted.input_audio_tokens
         if traffic is not None and traffic.cache_ttl_s and media:
@@ -615,7 +760,7 @@ class CallRecorder:
             if clips not in self._cached:
                 self._cached.add(clips)
                 written, storage = media, media * traffic.cache_ttl_s
-            cached = media
+            cached, audio = media, counted.input_audio_tokens
         return Usage(
             input_text_tokens=counted.input_text_tokens,
             input_image_tokens=counted.input_image_tokens,
@@ -625,6 +770,8 @@ class CallRecorder:
             output_tokens=output,
             cache_write_tokens=written,
             cache_storage_token_s=storage,
+            cached_audio_tokens=audio,
+            cache_write_audio_tokens=audio if written else 0,
         )
 
 
@@ -651,6 +798,8 @@ def _usage_counts(usage: Usage) -> dict[str, int]:
         "output": usage.output_tokens,
         "cache_write": usage.cache_write_tokens,
         "cache_storage_token_s": usage.cache_storage_token_s,
+        "cached_audio": usage.cached_audio_tokens,
+        "cache_write_audio": usage.cache_write_audio_tokens,
     }
     return {k: v for k, v in counts.items() if v}
 

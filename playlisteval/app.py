@@ -244,6 +244,8 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
             limiter=limiter,
             cache_ttl_s=found.cache_ttl_s if family == "gemini" and found.context_cache else None,
             batchable=family in ("gemini", "openai"),
+            frame_height=None if family == "gemini" else found.frame_height,
+            max_frames=None if family == "gemini" else found.max_frames,
         )
         known[model_id] = result
         return result

@@ -436,10 +436,31 @@ def curate(
         str | None, typer.Option(help="Resume this run (its seeds; --budget adds money).")
     ] = None,
     per_seed: Annotated[float | None, typer.Option(help="Cap per seed in USD.")] = None,
+    live: Annotated[
+        bool | None,
+        typer.Option(
+            "--live/--offline",
+            help="Call the configured providers (keys needed) or the offline provider "
+            "(default: curation.offline, which is true).",
+        ),
+    ] = None,
+    batch: Annotated[
+        bool | None,
+        typer.Option(
+            "--batch/--no-batch",
+            help="Send text-only gate calls through the Gemini and OpenAI batch APIs "
+            "(half price, answers within hours; default: providers.batch).",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Curate seeds into benchmark items under a dollar budget (offline provider by default)."""
-    with _open(home) as app_:
+    overrides: dict[str, Any] = {}
+    if live is not None:
+        overrides["curation"] = {"offline": not live}
+    if batch is not None:
+        overrides["providers"] = {"batch": batch}
+    with _open(home, **overrides) as app_:
         cap = budget if budget is not None else app_.settings.budget.cap_usd
         _curate(
             app_,
@@ -582,18 +603,54 @@ def replay(
 def rehearse(
     seeds: Annotated[int, typer.Option(help="How many seeds to rehearse on.")] = 20,
     concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    paper: Annotated[
+        bool,
+        typer.Option(
+            "--paper/--as-is",
+            help="Price each segment at the paper's length (index.segment_target_minutes) "
+            "or at this playlist's own.",
+        ),
+    ] = True,
+    batch: Annotated[
+        bool | None,
+        typer.Option(
+            "--batch/--no-batch",
+            help="Price text-only gates at batch rates (default: providers.batch).",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """What curation will cost with the configured models, before any money is spent: the loop
-    with the offline provider, every call priced with the live models' token rules and prices."""
+    with the offline provider, every call priced with the live models' token rules, prices,
+    context caching and batch rates."""
     with _open(home) as app_:
-        result = runs.rehearse(app_, seeds=seeds, concurrency=concurrency)
+        result = runs.rehearse(app_, seeds=seeds, concurrency=concurrency, paper=paper, batch=batch)
         _print_audit(result.audit, show_outputs=False)
+        table = Table(title="what the savings are worth (same calls, priced again)")
+        table.add_column("pricing")
+        table.add_column("total USD", justify="right")
+        table.add_column("per accepted question", justify="right")
+        for name, total in result.scenarios.items():
+            per = result.per_accepted(name)
+            table.add_row(
+                name,
+                f"{micros_to_usd(total):.4f}",
+                "n/a" if per is None else f"{micros_to_usd(per):.4f}",
+            )
+        console.print(table)
         per = result.cost_per_accepted_micros
+        if result.scale > 1.0:
+            console.print(
+                f"segments priced as {result.segment_minutes:g}-minute segments (the paper's; "
+                f"this playlist's are {result.scale:.1f}× shorter): video, audio and "
+                "transcripts scaled, answers not"
+            )
         console.print(
             f"rehearsal on {result.seeds} seeds: {result.accepted} accepted, "
-            f"{micros_to_usd(result.audit.spent_micros):.4f} USD in all; expected cost per "
-            "accepted question: "
+            f"{micros_to_usd(result.audit.spent_micros):.4f} USD in all "
+            f"({result.video_share:.0%} on video calls; {result.cached_tokens:,} input tokens "
+            f"read from context caches; {result.batch_calls} calls at batch rates); "
+            "expected cost per accepted question: "
             + (
                 f"[bold]{micros_to_usd(per):.4f} USD[/]"
                 if per is not None

@@ -14,8 +14,10 @@ from typing import Any
 import anyio
 
 from agents.curation import CurationProgress, Curator, RunReport, ledger
-from agents.recorded import NoCallModel, RecordedCalls
-from playlisteval.app import App, offline_models
+from agents.recorded import NoCallModel, Pricing, RecordedCalls
+from playlisteval.app import App, offline_models, traffic_for
+from playlisteval.settings import IndexSettings
+from policies.prices import PriceTable
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
@@ -211,28 +213,75 @@ def replay_strict(
 
 @dataclass
 class Rehearsal:
-    """What a curation would cost with the configured live models, before any money is spent."""
+    """What a curation would cost with the configured live models, before any money is spent.
+
+    ``scenarios`` prices the same calls again without the savings: ``without caching`` (every
+    video call pays full input price, no cache written or kept), ``without batch`` (text-only
+    gates at list price) and ``neither``.
+    """
 
     audit: Audit
     accepted: int
     seeds: int
+    scale: float = 1.0
+    segment_minutes: float = 0.0
+    batch: bool = False
+    scenarios: dict[str, int] = field(default_factory=dict)
+    cached_tokens: int = 0
+    batch_calls: int = 0
+    video_share: float = 0.0
 
     @property
     def cost_per_accepted_micros(self) -> int | None:
         """Expected spend per accepted question (all retries and discards included)."""
         return self.audit.spent_micros // self.accepted if self.accepted else None
 
+    def per_accepted(self, scenario: str) -> int | None:
+        """Cost per accepted question in one scenario."""
+        total = self.scenarios.get(scenario)
+        return None if total is None or not self.accepted else total // self.accepted
 
-def rehearse(app: App, *, seeds: int = 20, concurrency: int | None = None) -> Rehearsal:
+
+def paper_scale(app: App, seeds: list[SeedRow]) -> tuple[float, float]:
+    """``(factor, minutes)``: how much longer the paper's segments are than these seeds' (the
+    paper's segment length, the default of ``index.segment_target_minutes``, over the mean
+    segment length here; never below 1)."""
+    lengths: list[float] = []
+    for seed in seeds:
+        for segment_id in (seed.segment_a, seed.segment_b):
+            row = app.catalog.segment(segment_id)
+            if row is not None and row.end_s > row.start_s:
+                lengths.append(row.end_s - row.start_s)
+    target_s = IndexSettings().segment_target_minutes * 60.0
+    if not lengths:
+        return 1.0, target_s / 60.0
+    mean = sum(lengths) / len(lengths)
+    return max(target_s / mean, 1.0), target_s / 60.0
+
+
+def rehearse(
+    app: App,
+    *,
+    seeds: int = 20,
+    concurrency: int | None = None,
+    paper: bool = True,
+    batch: bool | None = None,
+) -> Rehearsal:
     """Run the loop with the offline provider in a scratch log, every call priced with the
-    configured live models' token rules and prices, and audit it. The workspace's log is not
-    touched."""
+    configured live models' token rules, prices, context caching and (``batch``) batch rates,
+    and audit it. With ``paper`` the video, audio and transcripts of each call are priced at the
+    paper's segment length (20 minutes) whatever this playlist's segments are. The workspace's
+    log is not touched."""
     chosen = choose_seeds(app, seeds)
     if not chosen:
         raise ConfigError("no seeds to rehearse on: run `playlisteval index` first")
     config = replace(app.curator().config, offline=True)
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)
+    scale, minutes = paper_scale(app, chosen) if paper else (1.0, 0.0)
+    use_batch = app.settings.providers.batch if batch is None else batch
+    traffic = traffic_for(app.settings, live=False)
+    prices = app.prices()
     with tempfile.TemporaryDirectory(prefix="playlisteval-rehearsal-") as scratch:
         store = open_event_store(Path(scratch) / "rehearsal.db")
         try:
@@ -241,14 +290,55 @@ def rehearse(app: App, *, seeds: int = 20, concurrency: int | None = None) -> Re
                 catalog=app.catalog,
                 clips=app.clips(),
                 model_for=offline_models(),
-                prices=app.prices(),
+                prices=prices,
                 config=config,
+                traffic=traffic,
+                pricing=Pricing(scale=scale, batch_text=use_batch),
             )
             report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
             result = audit(app, "rehearsal", store=store)
+            calls = [
+                e
+                for s in store.read_all(stream_prefix=seed_stream("rehearsal", ""))
+                if isinstance(e := s.event(), CallRecorded)
+            ]
         finally:
             store.close()
-    return Rehearsal(audit=result, accepted=len(report.accepted), seeds=len(chosen))
+    scenarios = {"as configured": result.spent_micros}
+    for name, cache, batch_on in (
+        ("without caching", False, use_batch),
+        ("without batch", True, False),
+        ("neither", False, False),
+    ):
+        scenarios[name] = sum(_repriced(prices, e, cache=cache, batch=batch_on) for e in calls)
+    video = sum(e.cost_micros for e in calls if e.usage.get("video") or e.usage.get("image"))
+    return Rehearsal(
+        audit=result,
+        accepted=len(report.accepted),
+        seeds=len(chosen),
+        scale=scale,
+        segment_minutes=minutes,
+        batch=use_batch,
+        scenarios=scenarios,
+        cached_tokens=sum(e.cached_tokens for e in calls),
+        batch_calls=sum(1 for e in calls if e.batch),
+        video_share=video / result.spent_micros if result.spent_micros else 0.0,
+    )
+
+
+def _repriced(prices: PriceTable, event: CallRecorded, *, cache: bool, batch: bool) -> int:
+    """A recorded call's cost under other rules: without its cache savings and/or batch rate."""
+    usage = prices.as_usage(event.usage)
+    if not cache:
+        usage = replace(
+            usage,
+            cached_input_tokens=0,
+            cache_write_tokens=0,
+            cache_storage_token_s=0,
+            cached_audio_tokens=0,
+            cache_write_audio_tokens=0,
+        )
+    return prices.cost_micros(event.model, usage, batch=batch and event.batch)
 
 
 # -- audit ----------------------------------------------------------------------------------------

@@ -187,11 +187,20 @@ class ModelEndpoint(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None
     video_fps: float = Field(0.5, gt=0)
-    frame_height: int = Field(720, gt=0, description="Frames sent to frame-based providers.")
-    max_frames: int = Field(256, ge=1, description="Frames per request, at most.")
+    frame_height: int = Field(
+        480,
+        gt=0,
+        description="Height of the frames sent to frame-based providers (OpenAI, DashScope, "
+        "open-weight judges); Gemini gets the clip itself (720p).",
+    )
+    max_frames: int = Field(
+        512,
+        ge=1,
+        description="Frames per request at most; more are thinned uniformly over the clips.",
+    )
     inline_max_bytes: int = Field(20 * 1024 * 1024, ge=0, description="Gemini inline limit.")
     context_cache: bool = Field(True, description="Gemini: cache a seed's videos explicitly.")
-    cache_ttl_s: int = Field(900, ge=60, description="Gemini: context cache lifetime.")
+    cache_ttl_s: int = Field(600, ge=60, description="Gemini: context cache lifetime (paid).")
     local_path: str | None = Field(None, description="transformers: a local model folder.")
     device: str = "auto"
 
@@ -235,6 +244,10 @@ class ProviderSettings(BaseModel):
     batch: bool = Field(
         False, description="Send text-only gate calls through the Gemini and OpenAI batch APIs."
     )
+    batch_window_s: float = Field(
+        30.0, ge=0, description="Calls arriving within this many seconds share one batch job."
+    )
+    batch_poll_s: float = Field(60.0, gt=0, description="First wait between batch status checks.")
 
     def family(self, name: ProviderFamily) -> ProviderLimits:
         """The block of one family."""

@@ -63,6 +63,7 @@ class ModelPrice:
     # input rate when unset), and keeping it bills tokens x hours at the storage rate.
     cache_write_per_mtok: Decimal | None = None
     cache_storage_per_mtok_hour: Decimal | None = None
+    cached_input_audio_per_mtok: Decimal | None = None  # cached audio, where priced apart
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -102,12 +103,23 @@ class Usage:
     output_tokens: int = 0
     cache_write_tokens: int = 0  # tokens written into a context cache by this call
     cache_storage_token_s: int = 0  # tokens x seconds of cache storage this call paid for
+    cached_audio_tokens: int = 0  # the audio part of cached_input_tokens
+    cache_write_audio_tokens: int = 0  # the audio part of cache_write_tokens
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, int) or value < 0:
                 raise UsageError(f"token count {f.name}={value!r} must be an int >= 0")
+        if (
+            self.cached_audio_tokens > self.cached_input_tokens
+            or self.cache_write_audio_tokens > self.cache_write_tokens
+        ):
+            raise UsageError(
+                f"audio parts ({self.cached_audio_tokens!r} cached, "
+                f"{self.cache_write_audio_tokens!r} written) exceed their totals "
+                f"({self.cached_input_tokens!r}, {self.cache_write_tokens!r})"
+            )
         if self.cached_input_tokens > self.input_tokens:
             raise UsageError(
                 f"cached_input_tokens={self.cached_input_tokens!r} is more than all input "
@@ -201,21 +213,31 @@ class PriceTable:
         }
         cached_cost = Decimal(0)
         if cached_rate is not None and usage.cached_input_tokens:
-            # Reports do not say which modality was cached: take the cached tokens out of the
-            # cheapest modality first, so the rest is billed at the dearest rates (never under).
-            to_take = usage.cached_input_tokens
+            # The audio part, when known, comes out of the audio count; for the rest reports do
+            # not say which modality was cached: take it out of the cheapest modality first,
+            # so what is left is billed at the dearest rates (never under).
+            audio_taken = min(usage.cached_audio_tokens, counts["audio"])
+            counts["audio"] -= audio_taken
+            to_take = usage.cached_input_tokens - audio_taken
             for kind in sorted(counts, key=lambda k: rates[k]):
                 taken = min(to_take, counts[kind])
                 counts[kind] -= taken
                 to_take -= taken
-            cached_cost = Decimal(usage.cached_input_tokens) * cached_rate
+            audio_cached_rate = _pick(p.cached_input_audio_per_mtok, cached_rate)
+            cached_cost = (
+                Decimal(usage.cached_input_tokens - usage.cached_audio_tokens) * cached_rate
+                + Decimal(usage.cached_audio_tokens) * audio_cached_rate
+            )
         total = cached_cost + Decimal(usage.output_tokens) * output_rate
         total += sum((Decimal(counts[k]) * rates[k] for k in counts), Decimal(0))
         if batch:
             total *= p.batch_discount
         if usage.cache_write_tokens:
-            write_rate = _pick(p.cache_write_per_mtok, text_rate)
-            total += Decimal(usage.cache_write_tokens) * write_rate
+            # Writing a cache bills its tokens at the input rate of their modality.
+            write_rate = _pick(p.cache_write_per_mtok, rates["video"])
+            audio_write = usage.cache_write_audio_tokens
+            total += Decimal(usage.cache_write_tokens - audio_write) * write_rate
+            total += Decimal(audio_write) * _pick(p.cache_write_per_mtok, rates["audio"])
         if usage.cache_storage_token_s:
             if p.cache_storage_per_mtok_hour is None:
                 raise UnknownPriceError(
@@ -236,6 +258,8 @@ class PriceTable:
             output_tokens=counts.get("output", 0),
             cache_write_tokens=counts.get("cache_write", 0),
             cache_storage_token_s=counts.get("cache_storage_token_s", 0),
+            cached_audio_tokens=counts.get("cached_audio", 0),
+            cache_write_audio_tokens=counts.get("cache_write_audio", 0),
         )
 
     def _lookup(self, model: str) -> ModelPrice | None:

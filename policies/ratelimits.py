@@ -130,3 +130,7 @@ class Traffic:
     limiter: RateLimiter | None = None
     cache_ttl_s: int | None = None
     batchable: bool = False
+    # Providers that take video as frames: the height and the most frames per request their
+    # adapter sends (the call is counted as what is sent, not as the clip).
+    frame_height: int | None = None
+    max_frames: int | None = None

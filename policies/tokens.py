@@ -7,18 +7,22 @@ that is too low is the only kind that can let a run pass its cap.
 
 Sources (checked when written; the provider pages are the authority):
 
-* Gemini — "Video understanding" and "Token counting" in the Gemini API docs: video is
-  sampled at the requested fps, 258 tokens per frame at default media resolution (66 at
-  low), audio 32 tokens per second. Images: 258 tokens when both sides are <= 384 px, else
+* Gemini — "Video understanding", "Media resolution" and "Token counting" in the Gemini API
+  docs: video is sampled at the requested fps; Gemini 2.x bills 258 tokens per frame at
+  default media resolution (66 at low); Gemini 3 bills 70 per frame at its default (low and
+  medium) and 280 at high, so a Gemini 3 worst case counts 280 and its expected count 70.
+  Audio 32 tokens per second. Images: 258 tokens when both sides are <= 384 px, else
   258 per 768x768 tile; Gemini 3's ``media_resolution_high`` (its default for images) costs up
   to 1120 tokens per image, so an image counts ``max(tiles, 1120)``.
 * OpenAI — "Images and vision", ``detail: high`` *tile* rule (GPT-4o / GPT-4.1 / GPT-5
   family): fit within 2048x2048, scale the short side down to 768, then 85 base tokens + 170
   per 512-px tile. (The newer 32-px *patch* rule of the mini/nano models yields fewer tokens
   for the frame sizes we send, so the tile rule is the worst case.) Video is sent as frames.
-* Qwen-VL (DashScope, and the open-weight judges) — Qwen2.5/3-VL preprocessing: 28x28-pixel
+* Qwen-VL (DashScope, and the open-weight judges) — Qwen2.5-VL preprocessing: 28x28-pixel
   patches after 2x2 merging, tokens = ceil(h/28) * ceil(w/28), at least 4 per image; video
-  is sent as frames (no temporal merge assumed: worst case).
+  is sent as frames. The worst case assumes no temporal merge. The *expected* count (a
+  rehearsal's) follows Qwen3-VL: 16-px patches merged 2x2 (32x32 pixels per token) and two
+  consecutive video frames merged into one (temporal patch 2).
 * Text — about 4 characters per token for English, rounded up, plus a 25 % margin for
   non-English text and tokenizer differences, plus a fixed per-call overhead for chat markup.
 """
@@ -40,6 +44,7 @@ TEXT_MARGIN = 1.25
 CALL_OVERHEAD_TOKENS = 64  # system/role markup each provider adds around the messages
 
 GEMINI_TOKENS_PER_FRAME = {"default": 258, "low": 66}
+GEMINI3_TOKENS_PER_FRAME = {"default": 70, "low": 70, "high": 280}
 GEMINI_AUDIO_TOKENS_PER_SECOND = 32
 GEMINI_IMAGE_TILE = 768
 GEMINI_IMAGE_HIGH_RES_TOKENS = 1120
@@ -49,6 +54,8 @@ OPENAI_BASE_TOKENS = 85
 OPENAI_TOKENS_PER_TILE = 170
 
 QWEN_PATCH = 28
+QWEN3_PATCH = 32
+QWEN_TEMPORAL_MERGE = 2
 QWEN_MIN_TOKENS_PER_IMAGE = 4
 
 # Audio for non-Gemini families: none of the default roles send it, but an override might;
@@ -73,7 +80,8 @@ class CallShape:
     video_height: int = 720
     audio_seconds: float = 0.0
     max_output_tokens: int = 4096
-    media_resolution: Literal["default", "low"] = "default"
+    media_resolution: Literal["default", "low", "high"] = "default"
+    transcript_chars: int = 0  # the part of text_chars that is segment transcript
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, bool]] = [
@@ -110,17 +118,35 @@ def provider_family(model: str) -> Family | None:
     return None
 
 
-def estimate_input_tokens(shape: CallShape) -> Usage:
-    """The input tokens ``shape`` will cost at most, by modality (``output_tokens`` is 0).
+def estimate_input_tokens(shape: CallShape, *, expected: bool = False) -> Usage:
+    """The input tokens ``shape`` will cost at most, by modality (``output_tokens`` is 0);
+    with ``expected``, what it will most likely cost (the published default behaviour rather
+    than the dearest reading of each rule: for rehearsals, never for reservations).
 
     A model of no known family is counted under every family's rules and the largest count
     kept: an override may price any id, and the worst case must still hold.
     """
     family = provider_family(shape.model)
     if family is not None:
-        return _count(shape, family)
-    counts = [_count(shape, f) for f in ("gemini", "openai", "qwen")]
+        return _count(shape, family, expected)
+    counts = [_count(shape, f, expected) for f in ("gemini", "openai", "qwen")]
     return max(counts, key=lambda u: u.input_tokens)
+
+
+def _gemini_generation(model: str) -> int:
+    """The major version in a Gemini id (``gemini-3.1-pro`` → 3); 2 when it does not say."""
+    name = model.lower().rsplit("/", 1)[-1]
+    digits = name.removeprefix("gemini-").split(".", 1)[0].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else 2
+
+
+def gemini_frame_tokens(model: str, resolution: str, *, expected: bool) -> int:
+    """Tokens Gemini bills per video frame at a media resolution."""
+    if _gemini_generation(model) >= 3:
+        if expected:
+            return GEMINI3_TOKENS_PER_FRAME[resolution]
+        return GEMINI3_TOKENS_PER_FRAME["high"]  # the dearest the request could be billed
+    return GEMINI_TOKENS_PER_FRAME["default" if resolution == "high" else resolution]
 
 
 def worst_case_micros(prices: PriceTable, shape: CallShape, *, batch: bool = False) -> int:
@@ -179,16 +205,21 @@ _IMAGE_RULES = {
 }
 
 
-def _count(shape: CallShape, family: Family) -> Usage:
+def _count(shape: CallShape, family: Family, expected: bool = False) -> Usage:
     image_rule = _IMAGE_RULES[family]
     images = sum(image_rule(w, h) for w, h in shape.images)
     frames = math.ceil(shape.video_seconds * shape.video_fps)
     if family == "gemini":
-        video = frames * GEMINI_TOKENS_PER_FRAME[shape.media_resolution]
+        per_frame = gemini_frame_tokens(shape.model, shape.media_resolution, expected=expected)
+        video = frames * per_frame
         audio = math.ceil(shape.audio_seconds * GEMINI_AUDIO_TOKENS_PER_SECOND)
     else:
         width = math.ceil(shape.video_height * 16 / 9)
-        video = frames * image_rule(width, shape.video_height)
+        if family == "qwen" and expected:
+            grid = math.ceil(shape.video_height / QWEN3_PATCH) * math.ceil(width / QWEN3_PATCH)
+            video = math.ceil(frames / QWEN_TEMPORAL_MERGE) * max(grid, QWEN_MIN_TOKENS_PER_IMAGE)
+        else:
+            video = frames * image_rule(width, shape.video_height)
         audio = math.ceil(shape.audio_seconds * OTHER_AUDIO_TOKENS_PER_SECOND)
     return Usage(
         input_text_tokens=text_tokens(shape.text_chars),

@@ -178,7 +178,9 @@ def serve_provider(server: FakeProviderServer) -> Iterator[FakeProviderServer]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(server))
     httpd.daemon_threads = True
     server.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -86,20 +86,26 @@ def test_text_is_chars_over_four_rounded_up_plus_margin(chars: int, tokens: int)
 
 
 @pytest.mark.parametrize(
-    ("resolution", "per_frame"),
-    [("default", 258), ("low", 66)],
+    ("model", "resolution", "expected", "per_frame"),
+    [
+        ("gemini-2.5-flash", "default", False, 258),
+        ("gemini-2.5-flash", "low", False, 66),
+        ("gemini-3-flash", "default", False, 280),  # Gemini 3's worst case: high resolution
+        ("gemini-3-flash", "default", True, 70),  # its default for video
+        ("gemini-3.1-pro", "high", True, 280),
+    ],
 )
 def test_gemini_native_video_counts_frames_at_the_media_resolution_and_audio_per_second(
-    resolution: str, per_frame: int
+    model: str, resolution: str, expected: bool, per_frame: int
 ) -> None:
     shape = CallShape(
-        "gemini-3-flash",
+        model,
         video_seconds=600,
         audio_seconds=600,
         video_fps=0.5,
         media_resolution=resolution,  # type: ignore[arg-type]
     )
-    usage = estimate_input_tokens(shape)
+    usage = estimate_input_tokens(shape, expected=expected)
     assert usage.input_video_tokens == 300 * per_frame
     assert usage.input_audio_tokens == 600 * 32
     assert usage.output_tokens == 0
@@ -112,6 +118,14 @@ def test_gemini_native_video_counts_frames_at_the_media_resolution_and_audio_per
 def test_video_for_other_families_is_counted_as_16_9_frames(model: str, per_frame: int) -> None:
     usage = estimate_input_tokens(CallShape(model, video_seconds=20, video_fps=0.5))
     assert usage.input_video_tokens == 10 * per_frame
+
+
+def test_expected_qwen_video_merges_frame_pairs_on_32_pixel_patches() -> None:
+    shape = CallShape("qwen-3.7-plus", video_seconds=40, video_fps=0.5, video_height=480)
+    expected = estimate_input_tokens(shape, expected=True).input_video_tokens
+    assert expected == 10 * (15 * 27)  # 20 frames → 10 merged pairs of a 854x480 grid
+    assert estimate_input_tokens(shape).input_video_tokens == 20 * (18 * 31)  # worst case
+    assert expected < estimate_input_tokens(shape).input_video_tokens
 
 
 def test_unknown_family_takes_the_largest_count_of_all_rules() -> None:

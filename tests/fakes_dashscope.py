@@ -1,0 +1,307 @@
+"""A fake DashScope native API for the adapter tests, driven by the real ``dashscope`` SDK.
+
+It serves ``POST /api/v1/services/aigc/multimodal-generation/generation`` in DashScope's native
+wire format: the answer is ``output.choices[0].message.content == [{"text": …}]`` with its
+``finish_reason``, ``usage`` and ``request_id``; an error is ``{code, message, request_id}`` with
+the HTTP status. Video arrives as frame lists (``{"video": [data URI, …], "fps": …}``) after a
+label text naming the segment and each frame's time in its video; the fake decodes the JPEG
+frames and answers what the offline provider would answer to the same prompt and frames.
+
+Faults come in DashScope's own forms: 429 ``Throttling.RateQuota`` with ``Retry-After``, 500
+``InternalError``, a held answer, a body that is not JSON, ``finish_reason: "length"`` with half
+the answer, and the content-moderation refusal (400 ``DataInspectionFailed``).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from tests.fakes_providers import (
+    RETRY_AFTER_S,
+    TIMEOUT_SLEEP_S,
+    FakeProviderServer,
+    Harness,
+    Reply,
+    SeenRequest,
+    offline_answer,
+    prompt_has_context,
+    serve_provider,
+)
+from tools import media
+from tools.providers.base import ProviderConfig
+from tools.providers.dashscope_model import dashscope_model
+
+GENERATION_PATH = "/api/v1/services/aigc/multimodal-generation/generation"
+API_KEY = "sk-fake-dashscope"
+PLAIN_ANSWER = '{"answer": "a fixed short answer from the fake DashScope"}'
+VISION_PATCH = 28  # Qwen-VL bills an image by 28×28 pixel patches
+TEMPORAL_PATCH = 2  # … and merges every two video frames into one
+_SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
+_TIMES_RE = re.compile(r"they show ([0-9:., ]+)\.")
+_TIME_RE = re.compile(r"(\d+):(\d{2})(?:\.(\d))?")
+_SCHEMA_MARK = "schema:"
+
+
+def _error(status: int, code: str, message: str, request_id: str) -> Reply:
+    return Reply.json(status, {"code": code, "message": message, "request_id": request_id})
+
+
+def _seconds(text: str) -> float:
+    match = _TIME_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a frame time: {text!r}")
+    return int(match.group(1)) * 60 + int(match.group(2)) + int(match.group(3) or 0) / 10
+
+
+def _decode_jpeg(uri: str) -> np.ndarray:
+    _, _, data = uri.partition("base64,")
+    with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _image_tokens(image: np.ndarray) -> int:
+    height, width = int(image.shape[0]), int(image.shape[1])
+    return math.ceil(height / VISION_PATCH) * math.ceil(width / VISION_PATCH)
+
+
+def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Every content item of the request, with the role of its message."""
+    messages = (body or {}).get("input", {}).get("messages", [])
+    out: list[tuple[str, dict[str, Any]]] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append((message.get("role", ""), {"text": content}))
+        else:
+            out.extend((message.get("role", ""), item) for item in content or [])
+    return out
+
+
+def request_text(body: Any) -> str:
+    """All text a request carries, in order (system instructions, prompt, frame labels)."""
+    return "\n".join(str(item["text"]) for _, item in _items(body) if "text" in item)
+
+
+def request_videos(body: Any) -> list[dict[str, Any]]:
+    """Each frame list of a request with what its label says: ``segment_id``, ``times`` (s)."""
+    videos: list[dict[str, Any]] = []
+    label = ""
+    for _, item in _items(body):
+        if "text" in item:
+            label = str(item["text"])
+        elif isinstance(item.get("video"), list):
+            segment = _SEGMENT_RE.search(label)
+            times = _TIMES_RE.search(label)
+            if segment is None or times is None:
+                raise ValueError(f"a frame list without a segment/times label: {label!r}")
+            videos.append(
+                {
+                    "segment_id": segment.group(1),
+                    "times": [_seconds(t) for t in times.group(1).split(",")],
+                    "frames": list(item["video"]),
+                    "fps": item.get("fps"),
+                }
+            )
+    return videos
+
+
+class DashScopeFake:
+    """The generation endpoint's behaviour, over a :class:`FakeProviderServer`."""
+
+    def __init__(self, server: FakeProviderServer) -> None:
+        """Route the endpoint on ``server``; answers are the offline provider's for the model
+        the request names."""
+        self.server = server
+        self.usage: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        server.route("POST", GENERATION_PATH, self.generation)
+
+    def generation(self, request: SeenRequest) -> Reply:
+        """``POST …/multimodal-generation/generation``."""
+        request_id = f"fake-{next(self._ids):06d}"
+        if request.headers.get("Authorization") != f"Bearer {API_KEY}":
+            return _error(401, "InvalidApiKey", "Invalid API-key provided.", request_id)
+        body = request.json()
+        if not isinstance(body, dict) or not body.get("model"):
+            return _error(400, "InvalidParameter", "Model not specified.", request_id)
+        fault = self.server.next_fault(request)
+        if fault == "429":
+            reply = _error(
+                429,
+                "Throttling.RateQuota",
+                "Requests rate limit exceeded, please try again later.",
+                request_id,
+            )
+            return Reply(
+                reply.status, reply.body, {**reply.headers, "Retry-After": str(RETRY_AFTER_S)}
+            )
+        if fault == "500":
+            return _error(
+                500,
+                "InternalError",
+                "An internal error has occured, please try again later or contact service support.",
+                request_id,
+            )
+        if fault == "refusal":
+            return _error(
+                400,
+                "DataInspectionFailed",
+                "Input data may contain inappropriate content.",
+                request_id,
+            )
+        if fault == "malformed":
+            return Reply(
+                200, b'{"output": {"choices": [{"message": ', {"Content-Type": "application/json"}
+            )
+        text = request_text(body)
+        videos = request_videos(body)
+        frames: dict[str, list[media.Frame]] = {}
+        video_tokens = 0
+        for video in videos:
+            images = [_decode_jpeg(uri) for uri in video["frames"]]
+            frames[video["segment_id"]] = [
+                media.Frame(t=t, image=image)
+                for t, image in zip(video["times"], images, strict=True)
+            ]
+            video_tokens += math.ceil(sum(_image_tokens(i) for i in images) / TEMPORAL_PATCH)
+        image_tokens = sum(
+            _image_tokens(_decode_jpeg(str(item["image"])))
+            for _, item in _items(body)
+            if str(item.get("image", "")).startswith("data:")
+        )
+        if prompt_has_context(text):
+            answer = offline_answer(text, str(body["model"]), frames)
+        else:
+            answer = PLAIN_ANSWER
+        finish_reason = "stop"
+        if fault == "truncated":
+            answer = answer[: len(answer) // 2]
+            finish_reason = "length"
+        text_tokens = len(text) // 4
+        output_tokens = max(1, len(answer) // 4)
+        input_tokens = text_tokens + image_tokens + video_tokens
+        details = {"text_tokens": text_tokens}
+        if image_tokens:
+            details["image_tokens"] = image_tokens
+        if video_tokens:
+            details["video_tokens"] = video_tokens
+        usage: dict[str, Any] = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "input_tokens_details": details,
+            "output_tokens_details": {"text_tokens": output_tokens},
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
+        if image_tokens:
+            usage["image_tokens"] = image_tokens
+        if video_tokens:
+            usage["video_tokens"] = video_tokens
+        self.usage = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cached_tokens": 0,
+            "text": text_tokens,
+            "image": image_tokens,
+            "video": video_tokens,
+            "audio": 0,
+        }
+        envelope = {
+            "output": {
+                "choices": [
+                    {
+                        "finish_reason": finish_reason,
+                        "message": {"role": "assistant", "content": [{"text": answer}]},
+                    }
+                ]
+            },
+            "usage": usage,
+            "request_id": request_id,
+        }
+        reply = Reply.json(200, envelope)
+        if fault == "timeout":
+            return Reply(reply.status, reply.body, reply.headers, delay_s=TIMEOUT_SLEEP_S)
+        return reply
+
+
+class DashScopeHarness(Harness):
+    """The provider contract's view of the fake DashScope."""
+
+    name = "dashscope"
+
+    def __init__(self, server: FakeProviderServer, fake: DashScopeFake) -> None:
+        """A harness over a running ``server`` with the fake's routes."""
+        self.server = server
+        self.fake = fake
+
+    def model(self, model_id: str, **config: Any) -> Any:
+        """Our adapter for ``model_id`` pointed at the fake (``config`` overrides fields)."""
+        settings: dict[str, Any] = {
+            "family": "dashscope",
+            "model_name": model_id,
+            "base_url": f"{self.server.base_url}/api/v1",
+            "api_key": API_KEY,
+            **config,
+        }
+        return dashscope_model(model_id, ProviderConfig(**settings))
+
+    def model_requests(self) -> list[SeenRequest]:
+        """The generation requests, in order."""
+        return self.server.seen("POST", GENERATION_PATH)
+
+    def prompt_text(self, request: SeenRequest) -> str:
+        """Every text item of the request."""
+        return request_text(request.json())
+
+    def media(self, request: SeenRequest) -> list[dict[str, Any]]:
+        """Each frame list as one video (``start_s``/``end_s`` from its frames' times)."""
+        out: list[dict[str, Any]] = []
+        for video in request_videos(request.json()):
+            fps = float(video["fps"])
+            out.append(
+                {
+                    "kind": "video",
+                    "fps": fps,
+                    "start_s": video["times"][0],
+                    "end_s": video["times"][-1] + 1 / fps,
+                    "audio": False,
+                    "frames": len(video["frames"]),
+                }
+            )
+        return out
+
+    def output_schema(self, request: SeenRequest) -> dict[str, Any] | None:
+        """The schema the prompted-output instructions quote (JSON mode carries none)."""
+        text = self.prompt_text(request)
+        at = text.find(_SCHEMA_MARK)
+        if at < 0:
+            return None
+        start = text.find("{", at)
+        if start < 0:
+            return None
+        schema, _ = json.JSONDecoder().raw_decode(text[start:])
+        return schema if isinstance(schema, dict) else None
+
+    def last_usage(self) -> dict[str, int]:
+        """The usage of the fake's last answer."""
+        return dict(self.fake.usage)
+
+
+@contextmanager
+def dashscope_harness(**server: Any) -> Iterator[DashScopeHarness]:
+    """A running fake DashScope (``server`` sets FakeProviderServer fields, e.g. ``fault_rate``)."""
+    fake_server = FakeProviderServer(**server)
+    fake = DashScopeFake(fake_server)
+    with serve_provider(fake_server) as running:
+        yield DashScopeHarness(running, fake)

@@ -1,0 +1,624 @@
+"""A fake Gemini API (``generativelanguage.googleapis.com`` v1beta) for the real google-genai SDK.
+
+It serves ``models/{m}:generateContent``, the Files API (the resumable upload protocol, get,
+download, delete), ``cachedContents`` (create, get, delete) and Batch Mode
+(``models/{m}:batchGenerateContent``, ``batches/{id}``). A generation is answered as the
+offline provider would answer the same prompt, looking at the frames of the video the request
+carries: inline mp4s, uploaded files between their start and end offsets, and the videos of the
+context cache it names. Usage is billed as Gemini bills: text at ``len(text) // 4``, 258
+tokens per video frame at the part's fps, 32 per second of audio; cached tokens are counted in
+the prompt and reported again as ``cachedContentTokenCount``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+import json
+import math
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from tests.fakes_providers import (
+    RETRY_AFTER_S,
+    TIMEOUT_SLEEP_S,
+    FakeProviderServer,
+    Harness,
+    Reply,
+    SeenRequest,
+    offline_answer,
+    prompt_has_context,
+    serve_provider,
+)
+from tools import media
+from tools.providers.base import MemoryResourceLedger, ProviderConfig, ResourceLedger
+from tools.providers.gemini import (
+    AUDIO_TOKENS_PER_SECOND,
+    VIDEO_TOKENS_PER_FRAME,
+    GeminiModel,
+    gemini_model,
+)
+from tools.roles import parse_context
+
+API = "/v1beta"
+PUBLIC_FILES = "https://generativelanguage.googleapis.com/v1beta/"  # what real file uris start with
+NO_CONTEXT_ANSWER = "OK"
+_SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _seconds(duration: str | None) -> float | None:
+    """A protobuf Duration (``"12s"``, ``"12.5s"``) in seconds."""
+    if not duration:
+        return None
+    return float(duration.rstrip("s"))
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with snake_case keys in camelCase: Gemini's JSON parser takes either spelling
+    of a field, and google-genai sends parts built from dicts with their snake_case keys."""
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        head, *rest = key.split("_")
+        out[head + "".join(w.title() for w in rest)] = camel_keys(item)
+    return out
+
+
+def _error(status: int, name: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": status, "message": message, "status": name}}
+
+
+@dataclass
+class StoredFile:
+    """An uploaded file: its metadata and bytes."""
+
+    name: str
+    display_name: str
+    mime_type: str
+    data: bytes = b""
+    created: datetime = field(default_factory=_now)
+    active: bool = False  # PROCESSING until first read back, as large videos are
+
+    def json(self, base_url: str) -> dict[str, Any]:
+        """The File resource."""
+        return {
+            "name": self.name,
+            "displayName": self.display_name,
+            "mimeType": self.mime_type,
+            "sizeBytes": str(len(self.data)),
+            "createTime": _stamp(self.created),
+            "updateTime": _stamp(self.created),
+            "expirationTime": _stamp(self.created + timedelta(hours=48)),
+            "uri": PUBLIC_FILES + self.name,
+            "downloadUri": f"{base_url}{API}/{self.name}:download?alt=media",
+            "state": "ACTIVE" if self.active else "PROCESSING",
+            "source": "UPLOADED",
+        }
+
+
+@dataclass
+class StoredCache:
+    """A context cache: what it holds and what it is billed as."""
+
+    name: str
+    model: str
+    contents: list[dict[str, Any]]
+    tokens: int
+    usage: dict[str, int]
+    created: datetime
+    expires: datetime
+
+    def json(self) -> dict[str, Any]:
+        """The CachedContent resource (contents are never returned)."""
+        return {
+            "name": self.name,
+            "model": self.model,
+            "displayName": "",
+            "createTime": _stamp(self.created),
+            "updateTime": _stamp(self.created),
+            "expireTime": _stamp(self.expires),
+            "usageMetadata": {"totalTokenCount": self.tokens},
+        }
+
+
+@dataclass
+class Seen:
+    """What a request's contents amount to: its text, videos and the tokens they cost."""
+
+    text: list[str] = field(default_factory=list)
+    videos: dict[str, list[media.Frame]] = field(default_factory=dict)
+    media: list[dict[str, Any]] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=lambda: {"TEXT": 0, "VIDEO": 0, "AUDIO": 0})
+
+
+@dataclass
+class GeminiState:
+    """Everything the fake keeps between requests."""
+
+    server: FakeProviderServer
+    files: dict[str, StoredFile] = field(default_factory=dict)
+    uploads: dict[str, StoredFile] = field(default_factory=dict)
+    caches: dict[str, StoredCache] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage: list[dict[str, int]] = field(default_factory=list)
+    # Statuses the next file-upload starts and cache creations answer with (429 or 500).
+    resource_faults: list[int] = field(default_factory=list)
+    ids: Iterator[int] = field(default_factory=itertools.count)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def resource_fault(self) -> Reply | None:
+        """The error the next upload or cache creation answers with, if one is queued."""
+        with self.lock:
+            status = self.resource_faults.pop(0) if self.resource_faults else None
+        if status == 429:
+            body = _error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted.")
+            return Reply.json(429, body, {"Retry-After": str(RETRY_AFTER_S)})
+        if status is not None:
+            return Reply.json(status, _error(status, "INTERNAL", "Internal error encountered."))
+        return None
+
+    def new_id(self, prefix: str) -> str:
+        with self.lock:
+            return f"{prefix}{next(self.ids):04d}"
+
+    # -- contents ------------------------------------------------------------------------------
+
+    def read(self, contents: list[dict[str, Any]], seen: Seen, context_text: str) -> None:
+        """Add ``contents``' text, video frames (timed in their source video) and tokens."""
+        starts = _segment_starts(context_text)
+        label = ""
+        for content in camel_keys(contents):
+            for part in content.get("parts", []):
+                if "text" in part:
+                    seen.text.append(part["text"])
+                    seen.tokens["TEXT"] += len(part["text"]) // 4
+                    label = part["text"]
+                    continue
+                meta = part.get("videoMetadata") or {}
+                fps = float(meta.get("fps", 1.0))
+                start = _seconds(meta.get("startOffset"))
+                end = _seconds(meta.get("endOffset"))
+                if "inlineData" in part:
+                    data = base64.urlsafe_b64decode(
+                        part["inlineData"]["data"]
+                    )  # as google-genai sends it
+                elif "fileData" in part:
+                    name = part["fileData"]["fileUri"].removeprefix(PUBLIC_FILES)
+                    data = self.files[name].data
+                else:
+                    continue
+                match = _SEGMENT_RE.search(label)
+                segment = match.group(1) if match else f"video-{len(seen.videos)}"
+                frames, audio_s = _frames(data, fps, start, end)
+                if start is None:  # a clip: its 00:00 is the segment's start in the video
+                    offset = starts.get(segment, 0.0)
+                    frames = [dataclasses.replace(f, t=offset + f.t) for f in frames]
+                seen.videos.setdefault(segment, []).extend(frames)
+                seen.tokens["VIDEO"] += len(frames) * VIDEO_TOKENS_PER_FRAME
+                seen.tokens["AUDIO"] += math.ceil(audio_s * AUDIO_TOKENS_PER_SECOND)
+                span = (start, end) if start is not None else _segment_span(context_text, segment)
+                seen.media.append(
+                    {
+                        "kind": "video",
+                        "fps": fps,
+                        "start_s": span[0],
+                        "end_s": span[1],
+                        "audio": audio_s > 0,
+                        "route": "inline" if "inlineData" in part else "file",
+                    }
+                )
+
+    # -- generation ----------------------------------------------------------------------------
+
+    def generate(self, model: str, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The GenerateContentResponse for ``body`` and the full answer text."""
+        own = Seen()
+        cache = (
+            self.caches.get(body.get("cachedContent", "")) if body.get("cachedContent") else None
+        )
+        system = body.get("systemInstruction")
+        contents = ([system] if system else []) + body.get("contents", [])
+        all_text = " ".join(
+            p.get("text", "")
+            for c in contents + (cache.contents if cache else [])
+            for p in c["parts"]
+        )
+        cached = Seen()
+        if cache is not None:
+            self.read(cache.contents, cached, all_text)
+        self.read(contents, own, all_text)
+        prompt = "\n\n".join(cached.text + own.text)
+        videos = {**cached.videos}
+        for segment, frames in own.videos.items():
+            videos.setdefault(segment, []).extend(frames)
+        if prompt_has_context(prompt):
+            answer = offline_answer(prompt, model, videos)
+        else:
+            answer = NO_CONTEXT_ANSWER
+        by_modality = {k: own.tokens[k] + cached.tokens[k] for k in own.tokens}
+        output_tokens = max(1, len(answer) // 4)
+        usage: dict[str, Any] = {
+            "promptTokenCount": sum(by_modality.values()),
+            "candidatesTokenCount": output_tokens,
+            "totalTokenCount": sum(by_modality.values()) + output_tokens,
+            "promptTokensDetails": [
+                {"modality": k, "tokenCount": v} for k, v in by_modality.items() if v
+            ],
+        }
+        if cache is not None:
+            usage["cachedContentTokenCount"] = cache.tokens
+            usage["cacheTokensDetails"] = [
+                {"modality": k, "tokenCount": v} for k, v in cache.usage.items() if v
+            ]
+        response = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": answer}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": self.new_id("resp-"),
+        }
+        return response, answer
+
+    def record_usage(self, usage: dict[str, Any]) -> None:
+        details = {d["modality"]: d["tokenCount"] for d in usage.get("promptTokensDetails", [])}
+        with self.lock:
+            self.usage.append(
+                {
+                    "input_tokens": usage.get("promptTokenCount", 0),
+                    "output_tokens": usage.get("candidatesTokenCount", 0),
+                    "cached_tokens": usage.get("cachedContentTokenCount", 0),
+                    "text": details.get("TEXT", 0),
+                    "image": details.get("IMAGE", 0),
+                    "video": details.get("VIDEO", 0),
+                    "audio": details.get("AUDIO", 0),
+                }
+            )
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    def models(self, request: SeenRequest) -> Reply:
+        path = urlparse(request.path).path
+        model, _, method = path.removeprefix(f"{API}/models/").partition(":")
+        body = request.json() or {}
+        if method == "generateContent":
+            return self.generate_content(model, request, body)
+        if method == "batchGenerateContent":
+            return self.create_batch(model, body)
+        return Reply.json(404, _error(404, "NOT_FOUND", f"no method {method!r}"))
+
+    def generate_content(self, model: str, request: SeenRequest, body: dict[str, Any]) -> Reply:
+        fault = self.server.next_fault(request)
+        if fault == "429":
+            return Reply.json(
+                429,
+                _error(
+                    429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."
+                ),
+                {"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if fault == "500":
+            return Reply.json(500, _error(500, "INTERNAL", "Internal error encountered."))
+        if fault == "malformed":
+            return Reply(200, b'{"candidates": [{"content": ', {"Content-Type": "application/json"})
+        if body.get("cachedContent") and body["cachedContent"] not in self.caches:
+            message = f"CachedContent not found (or permission denied): {body['cachedContent']}"
+            return Reply.json(403, _error(403, "PERMISSION_DENIED", message))
+        response, answer = self.generate(model, body)
+        candidate = response["candidates"][0]
+        if fault == "truncated":
+            candidate["content"]["parts"] = [{"text": answer[: len(answer) // 2]}]
+            candidate["finishReason"] = "MAX_TOKENS"
+        if fault == "refusal":
+            candidate.pop("content")
+            candidate["finishReason"] = "SAFETY"
+            candidate["safetyRatings"] = [
+                {
+                    "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+                    "probability": "HIGH",
+                    "blocked": True,
+                }
+            ]
+        self.record_usage(response["usageMetadata"])
+        return dataclasses.replace(
+            Reply.json(200, response), delay_s=TIMEOUT_SLEEP_S if fault == "timeout" else 0.0
+        )
+
+    def upload(self, request: SeenRequest) -> Reply:
+        """The resumable upload protocol: ``start`` names the file and returns the upload url;
+        ``upload``/``upload, finalize`` commands carry the bytes at an offset."""
+        command = request.headers.get("X-Goog-Upload-Command", "").lower()
+        query = parse_qs(urlparse(request.path).query)
+        if command == "start":
+            if (failed := self.resource_fault()) is not None:
+                return failed
+            meta = camel_keys((request.json() or {}).get("file") or {})
+            name = meta.get("name") or self.new_id("files/f")
+            started = StoredFile(
+                name=name,
+                display_name=meta.get("displayName", ""),
+                mime_type=request.headers.get("X-Goog-Upload-Header-Content-Type")
+                or meta.get("mimeType", "application/octet-stream"),
+            )
+            upload_id = self.new_id("u")
+            self.uploads[upload_id] = started
+            url = f"{self.server.base_url}/upload{API}/files?upload_id={upload_id}"
+            return Reply(200, b"", {"X-Goog-Upload-URL": url, "X-Goog-Upload-Status": "active"})
+        upload_id = (query.get("upload_id") or [""])[0]
+        stored = self.uploads.get(upload_id)
+        if stored is None:
+            return Reply.json(404, _error(404, "NOT_FOUND", f"no upload {upload_id!r}"))
+        offset = int(request.headers.get("X-Goog-Upload-Offset", "0"))
+        if offset != len(stored.data):
+            return Reply.json(400, _error(400, "INVALID_ARGUMENT", "bad upload offset"))
+        stored.data += request.body
+        if "finalize" not in command:
+            return Reply(200, b"", {"X-Goog-Upload-Status": "active"})
+        del self.uploads[upload_id]
+        self.files[stored.name] = stored
+        return Reply.json(
+            200, {"file": stored.json(self.server.base_url)}, {"X-Goog-Upload-Status": "final"}
+        )
+
+    def files_get(self, request: SeenRequest) -> Reply:
+        path = urlparse(request.path).path.removeprefix(f"{API}/")
+        name, _, action = path.partition(":")
+        stored = self.files.get(name)
+        if stored is None:
+            return Reply.json(404, _error(404, "NOT_FOUND", f"File {name} not found."))
+        if action == "download":
+            return Reply(200, stored.data, {"Content-Type": stored.mime_type})
+        reply = Reply.json(200, stored.json(self.server.base_url))
+        stored.active = True  # processing done by the time anyone asks again
+        return reply
+
+    def files_delete(self, request: SeenRequest) -> Reply:
+        name = urlparse(request.path).path.removeprefix(f"{API}/")
+        self.files.pop(name, None)
+        return Reply.json(200, {})
+
+    def caches_create(self, request: SeenRequest) -> Reply:
+        if (failed := self.resource_fault()) is not None:
+            return failed
+        body = request.json() or {}
+        contents = body.get("contents", [])
+        seen = Seen()
+        self.read(contents, seen, "")
+        tokens = sum(seen.tokens.values())
+        created = _now()
+        ttl = _seconds(body.get("ttl")) or 3600.0
+        cache = StoredCache(
+            name=self.new_id("cachedContents/c"),
+            model=body.get("model", ""),
+            contents=contents,
+            tokens=tokens,
+            usage=dict(seen.tokens),
+            created=created,
+            expires=created + timedelta(seconds=ttl),
+        )
+        self.caches[cache.name] = cache
+        return Reply.json(200, cache.json())
+
+    def caches_get(self, request: SeenRequest) -> Reply:
+        name = urlparse(request.path).path.removeprefix(f"{API}/")
+        cache = self.caches.get(name)
+        if cache is None:
+            return Reply.json(404, _error(404, "NOT_FOUND", f"{name} not found"))
+        return Reply.json(200, cache.json())
+
+    def caches_delete(self, request: SeenRequest) -> Reply:
+        name = urlparse(request.path).path.removeprefix(f"{API}/")
+        self.caches.pop(name, None)
+        return Reply.json(200, {})
+
+    # -- batches -------------------------------------------------------------------------------
+
+    def create_batch(self, model: str, body: dict[str, Any]) -> Reply:
+        """Run a batch at once (its input file's lines), reporting it RUNNING on the first
+        poll and SUCCEEDED with a responses file after."""
+        batch = body.get("batch") or {}
+        source = (batch.get("inputConfig") or {}).get("fileName", "")
+        stored = self.files.get(source)
+        if stored is None:
+            return Reply.json(400, _error(400, "INVALID_ARGUMENT", f"no input file {source!r}"))
+        lines = []
+        for raw in stored.data.splitlines():
+            if not raw.strip():
+                continue
+            item = json.loads(raw)
+            response, _ = self.generate(model, item["request"])
+            self.record_usage(response["usageMetadata"])
+            lines.append(json.dumps({"key": item["key"], "response": response}))
+        out = StoredFile(
+            name=self.new_id("files/batch-out-"),
+            display_name="responses",
+            mime_type="application/jsonl",
+            data="\n".join(lines).encode(),
+            active=True,
+        )
+        self.files[out.name] = out
+        name = self.new_id("batches/b")
+        self.batches[name] = {
+            "name": name,
+            "displayName": batch.get("displayName", ""),
+            "model": f"models/{model}",
+            "createTime": _stamp(_now()),
+            "polls": 0,
+            "output": out.name,
+        }
+        return Reply.json(200, self._batch_json(name, "BATCH_STATE_PENDING"))
+
+    def _batch_json(self, name: str, state: str) -> dict[str, Any]:
+        job = self.batches[name]
+        metadata: dict[str, Any] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "name": name,
+            "displayName": job["displayName"],
+            "model": job["model"],
+            "state": state,
+            "createTime": job["createTime"],
+            "updateTime": _stamp(_now()),
+        }
+        reply: dict[str, Any] = {"name": name, "metadata": metadata}
+        if state == "BATCH_STATE_SUCCEEDED":
+            metadata["endTime"] = _stamp(_now())
+            metadata["output"] = {"responsesFile": job["output"]}
+            reply["done"] = True
+        return reply
+
+    def batches_get(self, request: SeenRequest) -> Reply:
+        name = urlparse(request.path).path.removeprefix(f"{API}/")
+        job = self.batches.get(name)
+        if job is None:
+            return Reply.json(404, _error(404, "NOT_FOUND", f"{name} not found"))
+        job["polls"] += 1
+        state = "BATCH_STATE_RUNNING" if job["polls"] == 1 else "BATCH_STATE_SUCCEEDED"
+        return Reply.json(200, self._batch_json(name, state))
+
+
+def _frames(
+    data: bytes, fps: float, start: float | None, end: float | None
+) -> tuple[list[media.Frame], float]:
+    """Frames of an mp4 at ``fps`` (between ``start`` and ``end`` when given: then timed in
+    the file) and the seconds of audio they come with."""
+    with tempfile.TemporaryDirectory(prefix="fake-gemini-") as tmp:
+        path = Path(tmp) / "video.mp4"
+        path.write_bytes(data)
+        info = media.probe(path)
+        lo = start or 0.0
+        hi = min(end, info.duration_s) if end is not None else info.duration_s
+        frames = media.sample_frames(path, fps=fps, max_height=720, start_s=lo, end_s=hi)
+    return frames, (hi - lo) if info.has_audio else 0.0
+
+
+def _segment_starts(text: str) -> dict[str, float]:
+    try:
+        context = parse_context(text)
+    except ValueError:
+        return {}
+    return {s.segment_id: s.start_s for s in getattr(context, "segments", ())}
+
+
+def _segment_span(text: str, segment: str) -> tuple[float | None, float | None]:
+    try:
+        context = parse_context(text)
+    except ValueError:
+        return None, None
+    for s in getattr(context, "segments", ()):
+        if s.segment_id == segment:
+            return s.start_s, s.end_s
+    return None, None
+
+
+class GeminiHarness(Harness):
+    """The fake Gemini API with our adapter pointed at it."""
+
+    name = "gemini"
+
+    def __init__(self, state: GeminiState, resources: ResourceLedger) -> None:
+        self.state = state
+        self.server = state.server
+        self.resources = resources
+        self.models: list[GeminiModel] = []
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the models made here."""
+        for model in self.models:
+            await model.aclose()
+
+    def model(self, model_id: str, **config: Any) -> Any:
+        """Our Gemini adapter for ``model_id`` (sent as the provider's model name too) against
+        the fake; uploads and caches go to this harness's ledger."""
+        settings: dict[str, Any] = {
+            "family": "gemini",
+            "model_name": model_id,
+            "base_url": self.server.base_url,
+            "api_key": "fake-gemini-key",
+            **config,
+        }
+        model = gemini_model(
+            model_id, ProviderConfig(**settings), self.resources, upload_poll_s=0.01
+        )
+        assert isinstance(model, GeminiModel)
+        self.models.append(model)
+        return model
+
+    def model_requests(self) -> list[SeenRequest]:
+        """The ``generateContent`` requests, in order."""
+        return [
+            r
+            for r in self.server.seen("POST", f"{API}/models/")
+            if urlparse(r.path).path.endswith(":generateContent")
+        ]
+
+    def _seen(self, request: SeenRequest) -> Seen:
+        body = request.json() or {}
+        cache = self.state.caches.get(body.get("cachedContent") or "")
+        system = body.get("systemInstruction")
+        contents = ([system] if system else []) + body.get("contents", [])
+        everything = (cache.contents if cache else []) + contents
+        text = " ".join(p.get("text", "") for c in everything for p in c.get("parts", []))
+        seen = Seen()
+        self.state.read(everything, seen, text)
+        return seen
+
+    def prompt_text(self, request: SeenRequest) -> str:
+        """All text the model reads for ``request``: system instruction, the context cache it
+        names (clip labels) and its own contents."""
+        return "\n\n".join(self._seen(request).text)
+
+    def media(self, request: SeenRequest) -> list[dict[str, Any]]:
+        """The videos the model sees for ``request`` (its cache's included), with fps, span in
+        the source video, audio and route."""
+        return self._seen(request).media
+
+    def output_schema(self, request: SeenRequest) -> dict[str, Any] | None:
+        """``generationConfig.responseJsonSchema`` (or the older ``responseSchema``)."""
+        config = (request.json() or {}).get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        return dict(schema) if schema else None
+
+    def last_usage(self) -> dict[str, int]:
+        """The usage of the last answered generation."""
+        return dict(self.state.usage[-1]) if self.state.usage else {}
+
+
+@contextmanager
+def gemini_harness(resources: ResourceLedger | None = None) -> Iterator[GeminiHarness]:
+    """The fake Gemini API running on loopback, with its harness."""
+    server = FakeProviderServer()
+    state = GeminiState(server)
+    server.route("POST", f"{API}/models/", state.models)
+    server.route("POST", f"/upload{API}/files", state.upload)
+    server.route("GET", f"{API}/files/", state.files_get)
+    server.route("DELETE", f"{API}/files/", state.files_delete)
+    server.route("POST", f"{API}/cachedContents", state.caches_create)
+    server.route("GET", f"{API}/cachedContents/", state.caches_get)
+    server.route("DELETE", f"{API}/cachedContents/", state.caches_delete)
+    server.route("GET", f"{API}/batches/", state.batches_get)
+    with serve_provider(server):
+        yield GeminiHarness(state, resources if resources is not None else MemoryResourceLedger())

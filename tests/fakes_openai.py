@@ -1,0 +1,600 @@
+"""A fake OpenAI API (and an OpenAI-compatible server) on loopback, driven by the real SDK.
+
+Routes: ``POST /v1/responses`` (the Responses API), ``POST /v1/chat/completions`` (Chat
+Completions, what vLLM and OpenRouter serve), and the batch routes ``/v1/files`` +
+``/v1/batches``. A model request is answered with what the offline provider says to its prompt,
+reading the frames it carries: each data-URL JPEG is decoded, and its time and segment come from
+the ``(video-id @ MM:SS)`` text before it, mapped to a segment through the prompt's ``<context>``.
+
+Usage is reported as OpenAI bills it: text at ``len // 4``, each image by the ``detail: high``
+tile rule (``policies.tokens.openai_image_tokens``), and cached input when a request repeats the
+previous one's leading items (OpenAI caches prompts of 1024 tokens and more, in steps of 128).
+Faults take the APIs' own wire forms (see :mod:`tests.fakes_providers`).
+"""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import email.policy
+import hashlib
+import io
+import itertools
+import json
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+
+from policies.tokens import openai_image_tokens
+from store.errors import MediaError
+from tests.fakes_providers import (
+    RETRY_AFTER_S,
+    TIMEOUT_SLEEP_S,
+    FakeProviderServer,
+    Fault,
+    Harness,
+    Reply,
+    SeenRequest,
+    offline_answer,
+    prompt_has_context,
+    serve_provider,
+)
+from tools import media
+from tools.providers.base import ProviderConfig
+from tools.providers.openai_models import openai_compatible_model, openai_model
+from tools.roles import parse_context
+
+Api = Literal["responses", "chat"]
+
+CREATED_AT = 1_767_225_600  # a fixed clock: the fake's answers are byte-identical run to run
+FREE_TEXT_ANSWER = "A fake answer."
+REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+COST_PER_TOKEN_USD = 2e-7  # what the compatible fake reports as ``usage.cost`` when asked to
+
+_LABEL_RE = re.compile(r"^\((?P<video>[^()@\s]+) @ (?P<min>\d+):(?P<sec>\d{2})\)$")
+
+
+# -- reading a request ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One piece of a request's input, in order: text, or an image as a data URL."""
+
+    kind: Literal["text", "image"]
+    value: str
+
+
+def _responses_items(body: dict[str, Any]) -> list[_Item]:
+    items: list[_Item] = []
+    if isinstance(body.get("instructions"), str):
+        items.append(_Item("text", body["instructions"]))
+    raw_input = body.get("input")
+    if isinstance(raw_input, str):
+        return [*items, _Item("text", raw_input)]
+    for message in raw_input or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            items.append(_Item("text", content))
+            continue
+        for part in content or []:
+            if part.get("type") in ("input_text", "output_text"):
+                items.append(_Item("text", part.get("text", "")))
+            elif part.get("type") == "input_image":
+                items.append(_Item("image", part.get("image_url", "")))
+    return items
+
+
+def _chat_items(body: dict[str, Any]) -> list[_Item]:
+    items: list[_Item] = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            items.append(_Item("text", content))
+            continue
+        for part in content or []:
+            if part.get("type") == "text":
+                items.append(_Item("text", part.get("text", "")))
+            elif part.get("type") == "image_url":
+                items.append(_Item("image", part.get("image_url", {}).get("url", "")))
+    return items
+
+
+def _items(api: Api, body: dict[str, Any]) -> list[_Item]:
+    return _responses_items(body) if api == "responses" else _chat_items(body)
+
+
+def _schema(api: Api, body: dict[str, Any]) -> dict[str, Any] | None:
+    if api == "responses":
+        fmt = (body.get("text") or {}).get("format") or {}
+        return fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") != "json_schema":
+        return None
+    schema: dict[str, Any] | None = (fmt.get("json_schema") or {}).get("schema")
+    return schema
+
+
+def _image(data_url: str) -> Image.Image:
+    _, _, encoded = data_url.partition("base64,")
+    return Image.open(io.BytesIO(base64.b64decode(encoded))).convert("RGB")
+
+
+def _segment_for(segments: Sequence[Any], video_id: str, t: float) -> str | None:
+    """The segment of ``video_id`` whose span holds ``t`` (labels are whole seconds, floored)."""
+    for segment in segments:
+        if segment.video_id == video_id and segment.start_s - 1 < t < segment.end_s:
+            return str(segment.segment_id)
+    return None
+
+
+def _videos(prompt_text: str, items: Sequence[_Item]) -> dict[str, list[media.Frame]]:
+    """Segment id → the frames the request carried, timed in the source video."""
+    try:
+        segments = getattr(parse_context(prompt_text), "segments", ())
+    except ValueError:
+        return {}
+    videos: dict[str, list[media.Frame]] = {}
+    label: tuple[str, float] | None = None
+    for item in items:
+        if item.kind == "text":
+            match = _LABEL_RE.match(item.value.strip())
+            label = (match["video"], int(match["min"]) * 60 + int(match["sec"])) if match else None
+            continue
+        if label is None:
+            continue
+        segment_id = _segment_for(segments, *label)
+        if segment_id is not None:
+            frame = media.Frame(t=float(label[1]), image=np.asarray(_image(item.value)))
+            videos.setdefault(segment_id, []).append(frame)
+        label = None
+    return videos
+
+
+def _text_tokens(text: str) -> int:
+    return len(text) // 4
+
+
+# -- answering ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What the model says and what it costs, before the wire envelope."""
+
+    model: str
+    text: str
+    usage: dict[str, int]
+
+
+@dataclass
+class OpenAIFake:
+    """The fake's state: the server, files and batches it holds, and the last usage."""
+
+    api: Api
+    server: FakeProviderServer = field(default_factory=FakeProviderServer)
+    report_cost: bool = False
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # id → (purpose, data)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage_log: list[dict[str, int]] = field(default_factory=list)
+    _previous: list[tuple[str, int]] = field(default_factory=list)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.api == "responses":
+            self.server.route("POST", "/v1/responses", self._responses)
+        else:
+            self.server.route("POST", "/v1/chat/completions", self._chat)
+        self.server.route("POST", "/v1/files", self._upload)
+        self.server.route("GET", "/v1/files/", self._file)
+        self.server.route("DELETE", "/v1/files/", self._delete_file)
+        self.server.route("POST", "/v1/batches", self._batch_create)
+        self.server.route("GET", "/v1/batches/", self._batch_get)
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}{next(self._ids)}"
+
+    # model requests
+
+    def _responses(self, request: SeenRequest) -> Reply:
+        return self._model_reply(request, self._responses_body)
+
+    def _chat(self, request: SeenRequest) -> Reply:
+        return self._model_reply(request, self._chat_body)
+
+    def _model_reply(self, request: SeenRequest, envelope: Any) -> Reply:
+        body = request.json()
+        if not isinstance(body, dict):
+            return _error(400, "We could not parse the JSON body of your request.", "invalid_json")
+        fault = self.server.next_fault(request)
+        if fault == "429":
+            return _error(
+                429,
+                "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1.",
+                "rate_limit_exceeded",
+                error_type="requests",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if fault == "500":
+            return _error(
+                500,
+                "The server had an error while processing your request. Sorry about that!",
+                None,
+                error_type="server_error",
+            )
+        if fault == "malformed":
+            return Reply(
+                200, b'{"id": "resp_cut", "output": [', {"Content-Type": "application/json"}
+            )
+        try:
+            answer = self._answer(body)
+        except (ValueError, MediaError) as exc:  # no frames for a video role, a bad context
+            return _error(400, str(exc), "invalid_request")
+        reply = Reply.json(200, envelope(answer, fault))
+        if fault == "timeout":
+            return Reply(reply.status, reply.body, reply.headers, delay_s=TIMEOUT_SLEEP_S)
+        return reply
+
+    def _answer(self, body: dict[str, Any]) -> _Answer:
+        items = _items(self.api, body)
+        schema = _schema(self.api, body)
+        prompt_text = "\n".join(i.value for i in items if i.kind == "text")
+        model = str(body.get("model", ""))
+        if prompt_has_context(prompt_text):
+            text = offline_answer(prompt_text, model, _videos(prompt_text, items))
+        elif schema is not None:
+            text = json.dumps({"answer": FREE_TEXT_ANSWER})
+        else:
+            text = FREE_TEXT_ANSWER
+        return _Answer(model, text, self._usage(items, schema, text))
+
+    def _usage(
+        self, items: Sequence[_Item], schema: dict[str, Any] | None, text: str
+    ) -> dict[str, int]:
+        costs: list[tuple[str, int]] = []
+        for item in items:
+            if item.kind == "text":
+                tokens = _text_tokens(item.value)
+            else:
+                image = _image(item.value)
+                tokens = openai_image_tokens(image.width, image.height)
+            costs.append((hashlib.sha256(item.value.encode()).hexdigest(), tokens))
+        schema_tokens = _text_tokens(json.dumps(schema)) if schema is not None else 0
+        text_tokens = schema_tokens + sum(
+            t for (_, t), i in zip(costs, items, strict=True) if i.kind == "text"
+        )
+        image_tokens = sum(t for (_, t), i in zip(costs, items, strict=True) if i.kind == "image")
+        with self._lock:
+            shared = 0
+            for (key, tokens), (seen, _) in zip(costs, self._previous, strict=False):
+                if key != seen:
+                    break
+                shared += tokens
+            self._previous = costs
+        cached = (
+            shared // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS if shared >= CACHE_MIN_TOKENS else 0
+        )
+        usage = {
+            "input_tokens": text_tokens + image_tokens,
+            "output_tokens": max(_text_tokens(text), 1),
+            "cached_tokens": cached,
+            "text": text_tokens,
+            "image": image_tokens,
+            "video": 0,
+            "audio": 0,
+        }
+        with self._lock:
+            self.usage_log.append(usage)
+        return usage
+
+    def _responses_body(self, answer: _Answer, fault: Fault | None) -> dict[str, Any]:
+        usage = answer.usage
+        status, incomplete = "completed", None
+        content: list[dict[str, Any]]
+        if fault == "refusal":
+            content = [{"type": "refusal", "refusal": REFUSAL_TEXT}]
+        elif fault == "truncated":
+            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+            content = [_output_text(answer.text[: len(answer.text) // 2])]
+        else:
+            content = [_output_text(answer.text)]
+        return {
+            "id": self._next_id("resp_"),
+            "object": "response",
+            "created_at": CREATED_AT,
+            "status": status,
+            "error": None,
+            "incomplete_details": incomplete,
+            "instructions": None,
+            "max_output_tokens": None,
+            "model": answer.model,
+            "output": [
+                {
+                    "type": "message",
+                    "id": self._next_id("msg_"),
+                    "status": status,
+                    "role": "assistant",
+                    "content": content,
+                }
+            ],
+            "parallel_tool_calls": True,
+            "temperature": 0.0,
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": {
+                "input_tokens": usage["input_tokens"],
+                "input_tokens_details": {"cached_tokens": usage["cached_tokens"]},
+                "output_tokens": usage["output_tokens"],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+            },
+            "metadata": {},
+        }
+
+    def _chat_body(self, answer: _Answer, fault: Fault | None) -> dict[str, Any]:
+        usage = answer.usage
+        message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
+        finish_reason = "stop"
+        if fault == "refusal":
+            message = {"role": "assistant", "content": None, "refusal": REFUSAL_TEXT}
+        elif fault == "truncated":
+            message["content"] = answer.text[: len(answer.text) // 2]
+            finish_reason = "length"
+        wire_usage: dict[str, Any] = {
+            "prompt_tokens": usage["input_tokens"],
+            "completion_tokens": usage["output_tokens"],
+            "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+            "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+        if self.report_cost:
+            wire_usage["cost"] = chat_cost_usd(usage)
+        return {
+            "id": self._next_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": CREATED_AT,
+            "model": answer.model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+            ],
+            "usage": wire_usage,
+        }
+
+    # files and batches
+
+    def _upload(self, request: SeenRequest) -> Reply:
+        fields = _multipart(request)
+        purpose = fields.get("purpose", (None, b""))[1].decode()
+        filename, data = fields.get("file", ("upload", b""))
+        file_id = self._next_id("file-")
+        self.files[file_id] = (purpose, data)
+        return Reply.json(200, _file_object(file_id, filename or "upload", purpose, data))
+
+    def _file(self, request: SeenRequest) -> Reply:
+        path = request.path.split("?")[0]
+        file_id = path.removeprefix("/v1/files/").removesuffix("/content")
+        if file_id not in self.files:
+            return _error(404, f"No such File object: {file_id}", None, "invalid_request_error")
+        purpose, data = self.files[file_id]
+        if path.endswith("/content"):
+            return Reply(200, data, {"Content-Type": "application/octet-stream"})
+        return Reply.json(200, _file_object(file_id, "batch.jsonl", purpose, data))
+
+    def _delete_file(self, request: SeenRequest) -> Reply:
+        file_id = request.path.split("?")[0].removeprefix("/v1/files/")
+        deleted = self.files.pop(file_id, None) is not None
+        return Reply.json(200, {"id": file_id, "object": "file", "deleted": deleted})
+
+    def _batch_create(self, request: SeenRequest) -> Reply:
+        path = request.path.split("?")[0]
+        if path.endswith("/cancel"):
+            batch_id = path.removeprefix("/v1/batches/").removesuffix("/cancel")
+            batch = self.batches[batch_id]
+            if batch["status"] not in ("completed", "failed", "expired"):
+                batch["status"] = "cancelled"
+                batch["cancelled_at"] = CREATED_AT
+            return Reply.json(200, batch)
+        body = request.json() or {}
+        input_file_id = str(body.get("input_file_id", ""))
+        if input_file_id not in self.files:
+            return _error(400, f"Invalid input_file_id {input_file_id!r}", "invalid_file")
+        batch_id = self._next_id("batch_")
+        self.batches[batch_id] = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "errors": None,
+            "input_file_id": input_file_id,
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": CREATED_AT,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            "metadata": None,
+        }
+        return Reply.json(200, self.batches[batch_id])
+
+    def _batch_get(self, request: SeenRequest) -> Reply:
+        batch_id = request.path.split("?")[0].removeprefix("/v1/batches/")
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return _error(404, f"No batch found with id '{batch_id}'.", None)
+        # Each look moves it on one step, so a client polls at least once before it ends.
+        if batch["status"] == "validating":
+            batch["status"] = "in_progress"
+        elif batch["status"] == "in_progress":
+            self._run_batch(batch)
+        return Reply.json(200, batch)
+
+    def _run_batch(self, batch: dict[str, Any]) -> None:
+        _, data = self.files[batch["input_file_id"]]
+        lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        out: list[str] = []
+        for line in lines:
+            try:
+                answer = self._answer(line["body"])
+                result: dict[str, Any] = {
+                    "status_code": 200,
+                    "request_id": self._next_id("req_"),
+                    "body": self._responses_body(answer, None),
+                }
+            except (ValueError, MediaError) as exc:
+                result = {
+                    "status_code": 400,
+                    "request_id": self._next_id("req_"),
+                    "body": {"error": {"message": str(exc), "type": "invalid_request_error"}},
+                }
+            out.append(
+                json.dumps(
+                    {"id": self._next_id("batch_req_"), "custom_id": line["custom_id"]}
+                    | {"response": result, "error": None}
+                )
+            )
+        output_id = self._next_id("file-")
+        self.files[output_id] = ("batch_output", "\n".join(out).encode())
+        failed = sum(1 for line in out if json.loads(line)["response"]["status_code"] != 200)
+        batch.update(
+            status="completed",
+            output_file_id=output_id,
+            completed_at=CREATED_AT,
+            request_counts={
+                "total": len(lines),
+                "completed": len(lines) - failed,
+                "failed": failed,
+            },
+        )
+
+
+def chat_cost_usd(usage: dict[str, int]) -> float:
+    """The ``usage.cost`` the compatible fake reports (OpenRouter-style) for ``usage``."""
+    return (usage["input_tokens"] + usage["output_tokens"]) * COST_PER_TOKEN_USD
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _error(
+    status: int,
+    message: str,
+    code: str | None,
+    error_type: str = "invalid_request_error",
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    error = {"message": message, "type": error_type, "param": None, "code": code}
+    return Reply.json(status, {"error": error}, headers)
+
+
+def _file_object(file_id: str, filename: str, purpose: str, data: bytes) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": len(data),
+        "created_at": CREATED_AT,
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+    }
+
+
+def _multipart(request: SeenRequest) -> dict[str, tuple[str | None, bytes]]:
+    """Field name → (file name, bytes) of a ``multipart/form-data`` body."""
+    content_type = next(v for k, v in request.headers.items() if k.lower() == "content-type")
+    raw = f"Content-Type: {content_type}\r\n\r\n".encode() + request.body
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(raw)
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str) and isinstance(payload, bytes):
+            fields[name] = (part.get_filename(), payload)
+    return fields
+
+
+# -- harnesses ------------------------------------------------------------------------------------
+
+
+class OpenAIHarness(Harness):
+    """The contract-test view of the fake (Responses API or Chat Completions)."""
+
+    def __init__(self, fake: OpenAIFake, name: str) -> None:
+        self.fake = fake
+        self.server = fake.server
+        self.name = name
+
+    @property
+    def api(self) -> Api:
+        """Which API the fake serves."""
+        return self.fake.api
+
+    def config(self, model_id: str, **config: Any) -> ProviderConfig:
+        """The adapter configuration pointed at the fake."""
+        family = "openai" if self.api == "responses" else "openai-compatible"
+        key = "sk-fake-key" if self.api == "responses" else None
+        values: dict[str, Any] = {
+            "family": family,
+            "model_name": model_id,
+            "base_url": f"{self.server.base_url}/v1",
+            "api_key": key,
+        }
+        return ProviderConfig(**(values | config))
+
+    def model(self, model_id: str, **config: Any) -> Any:
+        """Our adapter for ``model_id`` against the fake."""
+        factory = openai_model if self.api == "responses" else openai_compatible_model
+        return factory(model_id, self.config(model_id, **config))
+
+    def model_requests(self) -> list[SeenRequest]:
+        """The generation requests, in order."""
+        path = "/v1/responses" if self.api == "responses" else "/v1/chat/completions"
+        return self.server.seen("POST", path)
+
+    def prompt_text(self, request: SeenRequest) -> str:
+        """Every text the request carries, joined by newlines."""
+        return "\n".join(i.value for i in _items(self.api, request.json()) if i.kind == "text")
+
+    def media(self, request: SeenRequest) -> list[dict[str, Any]]:
+        """One ``{"kind": "image"}`` per frame (neither API takes video)."""
+        return [{"kind": "image"} for i in _items(self.api, request.json()) if i.kind == "image"]
+
+    def items(self, request: SeenRequest) -> list[tuple[str, str]]:
+        """The request's input in order: ``("text", text)`` or ``("image", data URL)``."""
+        return [(i.kind, i.value) for i in _items(self.api, request.json())]
+
+    def output_schema(self, request: SeenRequest) -> dict[str, Any] | None:
+        """The ``json_schema`` the request asks for."""
+        return _schema(self.api, request.json())
+
+    def last_usage(self) -> dict[str, int]:
+        """The usage of the fake's last answer."""
+        return dict(self.fake.usage_log[-1])
+
+
+@contextmanager
+def openai_harness(**kw: Any) -> Iterator[OpenAIHarness]:
+    """The fake OpenAI (Responses API + batches), running, with its harness."""
+    fake = OpenAIFake("responses", **kw)
+    with serve_provider(fake.server):
+        yield OpenAIHarness(fake, "openai")
+
+
+@contextmanager
+def openai_compatible_harness(**kw: Any) -> Iterator[OpenAIHarness]:
+    """A fake OpenAI-compatible server (Chat Completions, as vLLM serves), running, with its
+    harness; ``report_cost=True`` makes it report an OpenRouter-style ``usage.cost``."""
+    fake = OpenAIFake("chat", **kw)
+    with serve_provider(fake.server):
+        yield OpenAIHarness(fake, "openai-compatible")

@@ -1,0 +1,361 @@
+"""The DashScope adapter drives the real ``dashscope`` SDK against a fake native API: video goes
+as labelled frame lists at their fps, output as prompted JSON, usage and every failure come back
+in pydantic-ai's terms, and each call is exactly one HTTP request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import (
+    ContentFilterError,
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelRateLimitError,
+    ModelServerError,
+    ModelTimeoutError,
+    UnexpectedModelBehavior,
+)
+from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, TextPart
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
+
+from agents.prompts import render_prompt
+from tests.fakes_dashscope import (
+    API_KEY,
+    GENERATION_PATH,
+    PLAIN_ANSWER,
+    DashScopeHarness,
+    dashscope_harness,
+)
+from tests.fakes_providers import RETRY_AFTER_S, Fault
+from tools import media
+from tools.providers.base import ProviderConfig
+from tools.providers.dashscope_model import dashscope_model, frame_time_text
+from tools.providers.offline import OfflineProvider
+from tools.roles import (
+    ChunkText,
+    SegmentEvidence,
+    SufficiencyContext,
+    SufficiencyVerdict,
+)
+from tools.synthetic import make_demo_playlist
+
+MODEL = "qwen3.7-plus"
+CLIP_FPS = 0.5
+HEIGHT = 360
+
+
+class Demo:
+    """Two synthetic episodes as segments, each with its exported clip (no audio: Qwen has none)."""
+
+    def __init__(self, root: Path) -> None:
+        make_demo_playlist(
+            root, domains=("cooking",), videos_per_domain=2, plant_duplicate=False, narrate=False
+        )
+        truth = json.loads((root / "ground_truth.json").read_text(encoding="utf-8"))
+        segments: list[SegmentEvidence] = []
+        self.clips: list[BinaryContent] = []
+        for video in truth["videos"]:
+            # The second half of each video, so clip time and video time differ.
+            start, end = video["duration"] / 2, video["duration"]
+            segment = SegmentEvidence(
+                segment_id=f"{video['id']}#1",
+                video_id=video["id"],
+                title=video["title"],
+                start_s=start,
+                end_s=end,
+                chunks=(
+                    ChunkText(start_s=start, end_s=start + 30, text=f"narration of {video['id']}"),
+                ),
+            )
+            clip = media.export_clip(
+                root / video["path"],
+                root / f"{video['id']}-clip.mp4",
+                start,
+                end,
+                fps=CLIP_FPS,
+                max_height=HEIGHT,
+                audio=False,
+            )
+            self.clips.append(
+                BinaryContent(
+                    data=clip.read_bytes(),
+                    media_type="video/mp4",
+                    identifier=segment.segment_id,
+                    vendor_metadata={
+                        "fps": CLIP_FPS,
+                        "start_s": start,
+                        "end_s": end,
+                        "height": HEIGHT,
+                        "audio": False,
+                        "source": f"sha256:{video['id']}",
+                        "video_id": video["id"],
+                        "path": "",
+                    },
+                )
+            )
+            segments.append(segment)
+        self.segments = (segments[0], segments[1])
+        self.scenes = [video["scenes"] for video in truth["videos"]]
+        first = segments[0]
+        self.context = SufficiencyContext(
+            question="What does the first episode show in its second half?",
+            gold_answer=(
+                f"It shows the set ({first.video_id} @ "
+                f"{frame_time_text(first.start_s)}–{frame_time_text(first.start_s + 10)})."
+            ),
+            segments=self.segments,
+        )
+
+    def claim(self, index: int, start: float, end: float) -> str:
+        """A true sentence about the scene of video ``index`` over ``[start, end)``, cited."""
+        scene = next(c for c in self.scenes[index] if c["start_s"] <= start < c["end_s"])
+        shape = scene["shapes"][0]
+        segment = self.segments[index]
+        return (
+            f"The background is {scene['background']['colour']} and a {shape['colour']} "
+            f"{shape['kind']} is shown ({segment.video_id} @ "
+            f"{frame_time_text(start)}–{frame_time_text(end)})."
+        )
+
+    def prompt(self) -> list[Any]:
+        """The sufficiency call as ModelRunner makes it: the rendered prompt, then the clips."""
+        return [render_prompt(self.context), *self.clips]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    return Demo(tmp_path_factory.mktemp("dashscope-demo"))
+
+
+@pytest.fixture
+def harness() -> Any:
+    with dashscope_harness() as running:
+        yield running
+
+
+def sufficiency(harness: DashScopeHarness, demo: Demo, **config: Any) -> Any:
+    model = harness.model(MODEL, frame_height=HEIGHT, **config)
+    agent = Agent(model, output_type=SufficiencyVerdict, retries=0)
+    return agent.run_sync(
+        demo.prompt(), model_settings=ModelSettings(max_tokens=777, temperature=0.0)
+    )
+
+
+def test_clips_go_as_labelled_frame_lists_at_their_fps(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    sufficiency(harness, demo)
+    [request] = harness.model_requests()
+    body = request.json()
+    assert body["model"] == MODEL
+    system, user = body["input"]["messages"]
+    assert system["role"] == "system"
+    assert user["role"] == "user"
+    items = user["content"]
+    assert items[0] == {"text": render_prompt(demo.context)}  # transcript included, unchanged
+    assert "narration of cooking-01" in items[0]["text"]
+    for index, segment in enumerate(demo.segments):
+        label, video = items[1 + 2 * index], items[2 + 2 * index]
+        assert f"(segment {segment.segment_id})" in label["text"]
+        times = [segment.start_s + i / CLIP_FPS for i in range(30)]
+        assert ", ".join(frame_time_text(t) for t in times) in label["text"]
+        assert video["fps"] == CLIP_FPS
+        assert len(video["video"]) == 30
+        assert all(frame.startswith("data:image/jpeg;base64,") for frame in video["video"])
+    assert harness.media(request) == [
+        {
+            "kind": "video",
+            "fps": CLIP_FPS,
+            "start_s": s.start_s,
+            "end_s": s.end_s,
+            "audio": False,
+            "frames": 30,
+        }
+        for s in demo.segments
+    ]
+
+
+def test_output_is_json_mode_with_the_schema_in_the_instructions(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    sufficiency(harness, demo)
+    [request] = harness.model_requests()
+    parameters = request.json()["parameters"]
+    assert parameters["response_format"] == {"type": "json_object"}
+    assert parameters["result_format"] == "message"
+    assert parameters["enable_thinking"] is False
+    assert parameters["max_tokens"] == 777
+    assert parameters["temperature"] == 0.0
+    schema = harness.output_schema(request)
+    assert schema is not None
+    assert set(schema["properties"]) == set(SufficiencyVerdict.model_json_schema()["properties"])
+    assert "JSON" in harness.prompt_text(request)  # JSON mode requires the word in the prompt
+
+
+def test_the_answer_is_parsed_and_matches_the_offline_provider(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    """The fake saw each frame at the time the adapter sampled it: claims about what the cited
+    spans show are judged as the offline provider judges them from the clips themselves."""
+    true_claim = demo.claim(0, 60.0, 74.0)
+    false_claim = "In the second segment the background is green (cooking-02 @ 01:00–01:14)."
+    context = SufficiencyContext(
+        question="What do the two episodes show in their second halves?",
+        gold_answer=f"{true_claim} {demo.claim(1, 90.0, 104.0)} {false_claim}",
+        segments=demo.segments,
+    )
+    prompt: list[Any] = [render_prompt(context), *demo.clips]
+    model = harness.model(MODEL, frame_height=HEIGHT)
+    result = Agent(model, output_type=SufficiencyVerdict, retries=0).run_sync(prompt)
+    offline = Agent(OfflineProvider().model(MODEL), output_type=SufficiencyVerdict)
+    expected = offline.run_sync(prompt).output
+    assert isinstance(result.output, SufficiencyVerdict)
+    assert result.output == expected
+    assert len(result.output.unsupported_claims) == 1
+    assert "green" in result.output.unsupported_claims[0]
+
+
+def test_usage_carries_what_dashscope_reported(harness: DashScopeHarness, demo: Demo) -> None:
+    result = sufficiency(harness, demo)
+    reported = harness.last_usage()
+    [response] = [m for m in result.all_messages() if isinstance(m, ModelResponse)]
+    usage = response.usage
+    assert usage.input_tokens == reported["input_tokens"]
+    assert usage.output_tokens == reported["output_tokens"]
+    assert usage.cache_read_tokens == reported["cached_tokens"] == 0
+    assert usage.details == {
+        "text_prompt_tokens": reported["text"],
+        "video_prompt_tokens": reported["video"],
+    }
+    assert reported["video"] > 0
+    assert response.finish_reason == "stop"
+    assert response.provider_name == "dashscope"
+    assert response.provider_response_id is not None
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("429", ModelRateLimitError),
+        ("500", ModelServerError),
+        ("timeout", ModelTimeoutError),
+        ("malformed", ModelAPIError),
+        ("truncated", UnexpectedModelBehavior),
+        ("refusal", ContentFilterError),
+    ],
+)
+def test_each_fault_surfaces_as_its_pydantic_ai_error_after_one_request(
+    harness: DashScopeHarness, demo: Demo, fault: Fault, error: type[Exception]
+) -> None:
+    harness.server.fail_next(fault)
+    # Only the timeout case gets the short client limit: the others must not race the fake.
+    config: dict[str, Any] = {"timeout_s": 0.5} if fault == "timeout" else {}
+    with pytest.raises(error) as raised:
+        sufficiency(harness, demo, **config)
+    assert len(harness.model_requests()) == 1  # no SDK-level retry
+    if fault == "429":
+        assert isinstance(raised.value, ModelHTTPError)
+        assert raised.value.status_code == 429
+        assert raised.value.retry_after == RETRY_AFTER_S
+        assert raised.value.provider_error_code == "Throttling.RateQuota"
+    if fault == "500":
+        assert isinstance(raised.value, ModelHTTPError)
+        assert raised.value.status_code == 500
+    if fault == "malformed":
+        assert "not JSON" in str(raised.value)
+    if fault == "refusal":
+        assert "DataInspectionFailed" in str(raised.value)
+
+
+def test_a_truncated_answer_is_a_response_cut_at_the_length_limit(
+    harness: DashScopeHarness,
+) -> None:
+    harness.server.fail_next("truncated")
+    model: Model = harness.model(MODEL)
+    request = ModelRequest.user_text_prompt("Say something short.")
+
+    async def call() -> ModelResponse:
+        return await model.request([request], None, ModelRequestParameters())
+
+    response = anyio.run(call)
+    assert response.finish_reason == "length"
+    assert response.parts == [TextPart(content=PLAIN_ANSWER[: len(PLAIN_ANSWER) // 2])]
+
+
+def test_a_plain_text_call_asks_for_no_json_mode(harness: DashScopeHarness) -> None:
+    result = Agent(harness.model(MODEL)).run_sync("Say something short.")
+    assert result.output == PLAIN_ANSWER
+    [request] = harness.model_requests()
+    assert "response_format" not in request.json()["parameters"]
+    assert harness.output_schema(request) is None
+
+
+def test_a_wrong_key_is_an_authentication_error(harness: DashScopeHarness) -> None:
+    model = harness.model(MODEL, api_key="sk-wrong")
+    with pytest.raises(ModelAuthenticationError):
+        Agent(model).run_sync("hello")
+    [request] = harness.model_requests()
+    assert request.headers["Authorization"] == "Bearer sk-wrong"
+
+
+def test_an_unreachable_endpoint_is_a_connection_error() -> None:
+    with dashscope_harness() as gone:
+        base_url = f"{gone.server.base_url}/api/v1"
+    config = ProviderConfig(
+        family="dashscope", model_name=MODEL, base_url=base_url, api_key=API_KEY
+    )
+    with pytest.raises(ModelConnectionError) as raised:
+        Agent(dashscope_model(MODEL, config)).run_sync("hello")
+    assert not isinstance(raised.value, ModelTimeoutError)
+
+
+def test_two_models_with_different_endpoints_share_one_process() -> None:
+    with dashscope_harness() as first, dashscope_harness() as second:
+        models = [
+            dashscope_model(
+                MODEL,
+                ProviderConfig(
+                    family="dashscope",
+                    model_name=name,
+                    base_url=f"{h.server.base_url}/api/v1",
+                    api_key=API_KEY,
+                ),
+            )
+            for h, name in ((first, "qwen-a"), (second, "qwen-b"))
+        ]
+        for model in models + models[::-1]:
+            Agent(model).run_sync("hello")
+        assert [r.json()["model"] for r in first.server.seen("POST", GENERATION_PATH)] == [
+            "qwen-a",
+            "qwen-a",
+        ]
+        assert [r.json()["model"] for r in second.server.seen("POST", GENERATION_PATH)] == [
+            "qwen-b",
+            "qwen-b",
+        ]
+
+
+def test_a_short_clip_still_sends_the_minimum_four_frames(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    short = demo.clips[0]
+    meta = dict(short.vendor_metadata or {})
+    clip = BinaryContent(
+        data=short.data,
+        media_type="video/mp4",
+        identifier=short.identifier,
+        vendor_metadata={**meta, "end_s": float(meta["start_s"]) + 4.0},
+    )
+    Agent(harness.model(MODEL)).run_sync(["Describe it.", clip])
+    [request] = harness.model_requests()
+    [video] = [i for i in request.json()["input"]["messages"][0]["content"] if "video" in i]
+    assert len(video["video"]) == 4
+    assert video["fps"] == 1.0

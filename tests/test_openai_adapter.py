@@ -1,0 +1,413 @@
+"""The OpenAI adapters drive the real ``openai`` SDK against fake servers: clips go as labelled
+frames (Responses ``input_image`` / Chat ``image_url``), the role's JSON schema goes natively,
+usage and every failure come back in pydantic-ai's terms, and each call is one HTTP request."""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from PIL import Image
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import (
+    ContentFilterError,
+    ModelAPIError,
+    ModelRateLimitError,
+    ModelRequestRejectedError,
+    ModelServerError,
+    ModelTimeoutError,
+    OutputTokenLimitExceeded,
+)
+from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.batch import BatchRequest
+from pydantic_ai.output import OutputObjectDefinition
+from pydantic_ai.settings import ModelSettings
+
+from agents.prompts import render_prompt
+from tests.fakes_openai import (
+    CACHE_STEP_TOKENS,
+    OpenAIHarness,
+    chat_cost_usd,
+    openai_compatible_harness,
+    openai_harness,
+)
+from tests.fakes_providers import RETRY_AFTER_S, Fault
+from tools import media
+from tools.roles import (
+    QA,
+    AnyContext,
+    ChunkText,
+    FreeAnswer,
+    ParametricContext,
+    Phase1Context,
+    SegmentEvidence,
+    SufficiencyContext,
+    SufficiencyVerdict,
+)
+from tools.synthetic import make_demo_playlist
+
+CLIP_FPS = 1.0
+FRAME_FPS = 0.5
+SETTINGS = ModelSettings(max_tokens=4096, temperature=0.0)
+LABEL_RE = re.compile(r"^\((?P<video>\S+) @ (?P<min>\d+):(?P<sec>\d{2})\)$")
+
+
+class Demo:
+    """Two short synthetic episodes as segments with their exported clips; the first segment
+    starts 6 s into its video, so clip time and video time differ."""
+
+    def __init__(self, root: Path) -> None:
+        make_demo_playlist(
+            root,
+            domains=("cooking",),
+            videos_per_domain=2,
+            scenes_per_video=4,
+            scene_seconds=6.0,
+            plant_duplicate=False,
+            narrate=False,
+        )
+        truth = json.loads((root / "ground_truth.json").read_text(encoding="utf-8"))
+        segments: list[SegmentEvidence] = []
+        self.clips: list[BinaryContent] = []
+        for index, video in enumerate(truth["videos"]):
+            start, end = (6.0 if index == 0 else 0.0), float(video["duration"])
+            segment = SegmentEvidence(
+                segment_id=f"{video['id']}#{index}",
+                video_id=video["id"],
+                title=video["title"],
+                start_s=start,
+                end_s=end,
+                chunks=(ChunkText(start_s=start, end_s=end, text=f"narration of {video['id']}"),),
+            )
+            clip = media.export_clip(
+                root / video["path"], root / f"{video['id']}.mp4", start, end, fps=CLIP_FPS
+            )
+            self.clips.append(
+                BinaryContent(
+                    data=clip.read_bytes(),
+                    media_type="video/mp4",
+                    identifier=segment.segment_id,
+                    vendor_metadata={
+                        "fps": CLIP_FPS,
+                        "start_s": start,
+                        "end_s": end,
+                        "height": 240,
+                        "audio": False,
+                        "source": f"sha256:{video['id']}",
+                        "video_id": video["id"],
+                        "path": str(root / video["path"]),
+                    },
+                )
+            )
+            segments.append(segment)
+        self.segments = (segments[0], segments[1])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    return Demo(tmp_path_factory.mktemp("openai-demo"))
+
+
+@pytest.fixture(params=["responses", "chat"])
+def harness(request: pytest.FixtureRequest) -> Iterator[OpenAIHarness]:
+    """Each fake in turn: OpenAI's Responses API, and an OpenAI-compatible Chat server."""
+    start = openai_harness if request.param == "responses" else openai_compatible_harness
+    with start() as running:
+        yield running
+
+
+def phase1(demo: Demo) -> Phase1Context:
+    return Phase1Context(segments=demo.segments)
+
+
+def sufficiency(demo: Demo) -> SufficiencyContext:
+    return SufficiencyContext(
+        question="What colours appear in the two episodes?",
+        gold_answer="The first episode shows shapes on a coloured background.",
+        segments=demo.segments,
+    )
+
+
+def parametric() -> ParametricContext:
+    return ParametricContext(question="Why does bread rise?")
+
+
+async def ask(
+    model: Any,
+    context: AnyContext,
+    output_type: type[Any],
+    clips: list[BinaryContent] | None = None,
+) -> Any:
+    """One role call as ``agents.workers.ModelRunner`` makes it: a real Agent, retries off."""
+    agent = Agent(None, output_type=output_type, retries=0)
+    prompt: list[Any] = [render_prompt(context), *(clips or [])]
+    return await agent.run(prompt, model=model, model_settings=SETTINGS)
+
+
+def call(
+    model: Any,
+    context: AnyContext,
+    output_type: type[Any],
+    clips: list[BinaryContent] | None = None,
+) -> Any:
+    """:func:`ask` in its own event loop (a model's HTTP client lives in one loop)."""
+
+    async def run() -> Any:
+        return await ask(model, context, output_type, clips)
+
+    return anyio.run(run)
+
+
+def last_response(result: Any) -> ModelResponse:
+    response = result.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    return response
+
+
+# -- request shape ------------------------------------------------------------------------------
+
+
+def test_clips_go_as_labelled_frames_in_the_source_timeline(
+    harness: OpenAIHarness, demo: Demo
+) -> None:
+    """Each clip becomes its label, then per frame ``(video-id @ MM:SS)`` and a JPEG, timed in the
+    video (the first segment's frames start at 00:06, not 00:00); the transcript is in the text."""
+    result = call(harness.model("judge"), phase1(demo), QA, demo.clips)
+    assert isinstance(result.output, QA)
+    (request,) = harness.model_requests()
+    items = harness.items(request)
+    labels: list[tuple[str, int]] = []
+    for (kind, value), (next_kind, next_value) in itertools.pairwise(items):
+        match = LABEL_RE.match(value) if kind == "text" else None
+        if match:
+            assert next_kind == "image"
+            assert next_value.startswith("data:image/jpeg;base64,")
+            labels.append((match["video"], int(match["min"]) * 60 + int(match["sec"])))
+    first, second = demo.segments
+    expected = [
+        (first.video_id, int(first.start_s + i / FRAME_FPS))
+        for i in range(9)  # 18 s at 0.5 fps
+    ] + [(second.video_id, int(i / FRAME_FPS)) for i in range(12)]  # 24 s at 0.5 fps
+    assert labels == expected
+    assert harness.media(request) == [{"kind": "image"}] * len(expected)
+    text = harness.prompt_text(request)
+    assert f"Video {first.video_id} (segment {first.segment_id}), shown from 00:06–00:24" in text
+    assert "narration of cooking-01" in text
+    assert "narration of cooking-02" in text
+
+
+def test_frames_are_the_clip_pictures_at_the_configured_height(
+    harness: OpenAIHarness, demo: Demo
+) -> None:
+    """Frames are decodable JPEGs no taller than ``frame_height``."""
+    call(
+        harness.model("judge", frame_height=120), sufficiency(demo), SufficiencyVerdict, demo.clips
+    )
+    (request,) = harness.model_requests()
+    images = [v for kind, v in harness.items(request) if kind == "image"]
+    assert images
+    for data_url in images:
+        picture = Image.open(io.BytesIO(base64.b64decode(data_url.partition("base64,")[2])))
+        assert picture.format == "JPEG"
+        assert picture.height == 120
+
+
+def test_max_frames_thins_the_frames(harness: OpenAIHarness, demo: Demo) -> None:
+    """No more than ``max_frames`` frames go in one request."""
+    call(harness.model("judge", max_frames=6), sufficiency(demo), SufficiencyVerdict, demo.clips)
+    (request,) = harness.model_requests()
+    assert 2 <= len(harness.media(request)) <= 6
+
+
+def test_the_role_schema_is_sent_natively_and_the_answer_parsed(
+    harness: OpenAIHarness, demo: Demo
+) -> None:
+    """The output type's JSON schema goes as ``json_schema``; the answer validates into it."""
+    result = call(harness.model("judge"), sufficiency(demo), SufficiencyVerdict, demo.clips)
+    assert isinstance(result.output, SufficiencyVerdict)
+    (request,) = harness.model_requests()
+    schema = harness.output_schema(request)
+    assert schema is not None
+    assert set(schema["properties"]) == set(SufficiencyVerdict.model_json_schema()["properties"])
+    body = request.json()
+    if harness.api == "responses":
+        assert body["text"]["format"]["type"] == "json_schema"
+        assert body["max_output_tokens"] == SETTINGS["max_tokens"]
+    else:
+        assert body["response_format"]["type"] == "json_schema"
+        # Compatible servers all take ``max_tokens``; vLLM's guided decoding hides the schema
+        # from the model, so it is in the instructions too.
+        assert body["max_tokens"] == SETTINGS["max_tokens"]
+        assert '"answerable"' in harness.prompt_text(request).split("<context>")[0]
+
+
+def test_text_only_roles_stay_text_only(harness: OpenAIHarness) -> None:
+    """A role with no clips sends no images and parses its answer."""
+    result = call(harness.model("judge"), parametric(), FreeAnswer)
+    assert isinstance(result.output, FreeAnswer)
+    (request,) = harness.model_requests()
+    assert harness.media(request) == []
+    assert "Why does bread rise?" in harness.prompt_text(request)
+
+
+def test_the_provider_model_name_is_sent_and_the_key_is_used(harness: OpenAIHarness) -> None:
+    """``config.model_name`` is what goes on the wire; a keyless compatible server gets EMPTY."""
+    call(
+        harness.model("our-judge", model_name="Qwen/Qwen3-VL-30B-A3B-Instruct"),
+        parametric(),
+        FreeAnswer,
+    )
+    (request,) = harness.model_requests()
+    assert request.json()["model"] == "Qwen/Qwen3-VL-30B-A3B-Instruct"
+    auth = {k.lower(): v for k, v in request.headers.items()}["authorization"]
+    assert auth == ("Bearer sk-fake-key" if harness.api == "responses" else "Bearer EMPTY")
+
+
+# -- usage --------------------------------------------------------------------------------------
+
+
+def test_usage_is_what_the_provider_reported_cached_input_included(
+    harness: OpenAIHarness, demo: Demo
+) -> None:
+    """Input (frames billed by the tile rule), output, and cached input on a repeated prompt."""
+    model = harness.model("judge")
+    reports: list[dict[str, int]] = []
+
+    async def twice() -> list[ModelResponse]:
+        responses: list[ModelResponse] = []
+        for _ in range(2):
+            result = await ask(model, sufficiency(demo), SufficiencyVerdict, demo.clips)
+            responses.append(last_response(result))
+            reports.append(harness.last_usage())
+        return responses
+
+    first, second = anyio.run(twice)
+    reported = reports[0]
+    assert reported["image"] > 0
+    assert reported["cached_tokens"] == 0
+    assert first.usage.input_tokens == reported["input_tokens"]
+    assert first.usage.output_tokens == reported["output_tokens"]
+    assert first.usage.cache_read_tokens == 0
+
+    reported = reports[1]
+    assert reported["cached_tokens"] > 0
+    assert reported["cached_tokens"] % CACHE_STEP_TOKENS == 0
+    assert second.usage.cache_read_tokens == reported["cached_tokens"]
+    assert second.usage.input_tokens == reported["input_tokens"]
+    # The API does not split images out of the input count, so neither do we.
+    assert "image_prompt_tokens" not in second.usage.details
+
+
+def test_a_reported_cost_lands_in_provider_details() -> None:
+    """An OpenRouter-style ``usage.cost`` becomes ``provider_details['cost_usd']``."""
+    with openai_compatible_harness(report_cost=True) as harness:
+        response = last_response(call(harness.model("judge"), parametric(), FreeAnswer))
+        assert response.provider_details is not None
+        assert response.provider_details["cost_usd"] == pytest.approx(
+            chat_cost_usd(harness.last_usage())
+        )
+    with openai_compatible_harness() as harness:
+        response = last_response(call(harness.model("judge"), parametric(), FreeAnswer))
+        assert "cost_usd" not in (response.provider_details or {})
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+FAULT_ERRORS: list[tuple[Fault, type[Exception]]] = [
+    ("429", ModelRateLimitError),
+    ("500", ModelServerError),
+    ("timeout", ModelTimeoutError),
+    ("malformed", ModelAPIError),
+    ("truncated", OutputTokenLimitExceeded),
+    ("refusal", ContentFilterError),
+]
+
+
+@pytest.mark.parametrize(("fault", "error"), FAULT_ERRORS, ids=[f for f, _ in FAULT_ERRORS])
+def test_each_fault_surfaces_as_pydantic_ai_error_after_one_request(
+    harness: OpenAIHarness, fault: Fault, error: type[Exception]
+) -> None:
+    """Every failure is pydantic-ai's categorised exception, and the SDK never retries."""
+    harness.server.fail_next(fault)
+    with pytest.raises(error) as raised:
+        call(harness.model("judge", timeout_s=0.5), parametric(), FreeAnswer)
+    assert len(harness.model_requests()) == 1
+    if fault == "429":
+        assert isinstance(raised.value, ModelAPIError)
+        assert raised.value.retry_after == RETRY_AFTER_S
+
+
+def test_a_request_the_server_rejects_is_a_rejected_request(harness: OpenAIHarness) -> None:
+    """A 400 (here: a video role whose frames are missing) is ModelRequestRejectedError."""
+    with pytest.raises(ModelRequestRejectedError):
+        call(harness.model("judge"), sufficiency_without_frames(), SufficiencyVerdict)
+    assert len(harness.model_requests()) == 1
+
+
+def sufficiency_without_frames() -> SufficiencyContext:
+    segment = SegmentEvidence(segment_id="v#0", video_id="v", start_s=0.0, end_s=10.0, chunks=())
+    return SufficiencyContext(
+        question="Q?",
+        gold_answer="A.",
+        segments=(segment, segment.model_copy(update={"segment_id": "v#1"})),
+    )
+
+
+# -- batch --------------------------------------------------------------------------------------
+
+
+def test_a_batch_round_trip_sends_frames_and_decodes_the_answer(demo: Demo) -> None:
+    """batch_encode (frames in the line) → create → status until ended → results → decode."""
+    with openai_harness() as harness:
+        model: Model = harness.model("judge")
+        schema = SufficiencyVerdict.model_json_schema()
+        request = BatchRequest(
+            custom_id="seed-1",
+            messages=[
+                ModelRequest(
+                    parts=[UserPromptPart([render_prompt(sufficiency(demo)), *demo.clips])]
+                )
+            ],
+            model_settings=SETTINGS,
+            model_request_parameters=ModelRequestParameters(
+                output_mode="native",
+                output_object=OutputObjectDefinition(json_schema=schema, name="SufficiencyVerdict"),
+                allow_text_output=False,
+            ),
+        )
+
+        async def round_trip() -> ModelResponse:
+            encoded = await model.batch_encode(request)
+            line = json.loads(encoded.body)
+            assert any(part["type"] == "input_image" for part in line["input"][0]["content"]), (
+                "the batch line carries the frames"
+            )
+            assert line["text"]["format"]["type"] == "json_schema"
+            batch = await model.batch_create([encoded])
+            polls = 0
+            while batch.status != "ended":
+                batch = await model.batch_status(batch)
+                polls += 1
+            assert polls >= 2
+            (result,) = await model.batch_results(batch)
+            assert result.custom_id == "seed-1"
+            assert result.status == "succeeded"
+            return model.batch_decode(result, request)
+
+        response = anyio.run(round_trip)
+        verdict = SufficiencyVerdict.model_validate_json(response.text or "")
+        assert isinstance(verdict, SufficiencyVerdict)
+        assert response.usage.input_tokens == harness.last_usage()["input_tokens"]
+        assert harness.model_requests() == []  # nothing went to /v1/responses directly
+        assert harness.server.seen("POST", "/v1/files")
+        assert harness.server.seen("POST", "/v1/batches")

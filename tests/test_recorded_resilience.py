@@ -1,0 +1,201 @@
+"""The recorded-call wrapper's resilience: retries that honour Retry-After, failures that park a
+seed with the provider's message, refusals as recorded (and replayable) outcomes, and usage
+with cache writes priced. Models here are pydantic-ai ``FunctionModel``s raising pydantic-ai's
+own error categories; the real SDKs against fake servers are in test_provider_contract.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from agents.recorded import (
+    CallContext,
+    CallRecorder,
+    ModelRefused,
+    RecordedCalls,
+    classify_failure,
+)
+from policies.budget import Budget
+from policies.prices import PriceTable, Usage
+from policies.ratelimits import RetryPolicy, Traffic
+from store.errors import ProviderError
+from store.events import CallFailed, CallRecorded, CallReserved, CallRetried, Event
+from store.eventstore import open_event_store
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def _prompt() -> list[ModelMessage]:
+    from pydantic_ai.messages import UserPromptPart
+
+    return [ModelRequest(parts=[UserPromptPart(content="Say hi.")])]
+
+
+def _scripted(*outcomes: Exception | ModelResponse) -> FunctionModel:
+    queue = list(outcomes)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        outcome = queue.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return FunctionModel(respond, model_name="scripted")
+
+
+def _http(status: int, body: str = "", retry_after: str | None = None) -> ModelHTTPError:
+    headers = {"retry-after": retry_after} if retry_after else None
+    return ModelHTTPError(status, "gemini-3-flash", body or {"error": status}, headers=headers)
+
+
+def _run(
+    tmp_path: Path, model: FunctionModel, *, recorder: CallRecorder | None = None
+) -> tuple[Any, list[Event], CallRecorder, Sleeps]:
+    store = open_event_store(tmp_path / "log.db")
+    sleeps = Sleeps()
+    recorder = recorder or CallRecorder(
+        budget=Budget(10_000_000),
+        prices=PriceTable.load(),
+        traffic=lambda _m: Traffic(retry=RetryPolicy(max_retries=3, backoff_s=2.0)),
+        sleep=sleeps,
+    )
+    events: list[Event] = []
+
+    async def append(event: Event) -> None:
+        store.append("seed-r-s", [event])
+        events.append(event)
+
+    async def main() -> Any:
+        try:
+            return await recorder.call(
+                model,
+                CallContext(seed_id="s", role="transcript_matcher", model="gemini-3-flash"),
+                append,
+                _prompt(),
+                None,
+                ModelRequestParameters(),
+            )
+        except Exception as exc:
+            return exc
+
+    result = anyio.run(main)
+    stored = [s.event() for s in store.read_stream("seed-r-s")]
+    store.close()
+    assert [type(e) for e in stored] == [type(e) for e in events]
+    return result, events, recorder, sleeps
+
+
+def _ok(text: str = "hi") -> ModelResponse:
+    return ModelResponse(
+        parts=[TextPart(text)],
+        usage=RequestUsage(input_tokens=100, output_tokens=5),
+        model_name="scripted",
+    )
+
+
+def test_429_waits_what_retry_after_asks_then_succeeds(tmp_path: Path) -> None:
+    result, events, recorder, sleeps = _run(
+        tmp_path, _scripted(_http(429, retry_after="7"), _http(503), _ok())
+    )
+    assert isinstance(result, ModelResponse)
+    retried = [e for e in events if isinstance(e, CallRetried)]
+    assert [(r.kind, r.status) for r in retried] == [("rate_limit", 429), ("server", 503)]
+    assert sleeps.waits[0] == 7.0
+    assert 2.0 <= sleeps.waits[1] <= 4.0  # second attempt's backoff (2 s doubled, jittered)
+    recorded = [e for e in events if isinstance(e, CallRecorded)]
+    assert len(recorded) == 1
+    assert recorded[0].attempts == 3
+    # One reservation for all three attempts; failed attempts cost nothing.
+    assert len([e for e in events if isinstance(e, CallReserved)]) == 1
+    assert recorder.budget.spent_micros == recorded[0].cost_micros
+
+
+def test_permanent_failure_is_recorded_with_the_providers_message(tmp_path: Path) -> None:
+    result, events, recorder, _ = _run(
+        tmp_path, _scripted(_http(401, body="API key not valid. Please pass a valid API key."))
+    )
+    assert isinstance(result, ProviderError)
+    assert "API key not valid" in str(result)
+    failed = [e for e in events if isinstance(e, CallFailed)]
+    assert len(failed) == 1
+    assert failed[0].outcome == "error"
+    assert "API key not valid" in failed[0].error
+    assert not [e for e in events if isinstance(e, CallRetried)]
+    assert recorder.budget.spent_micros == 0
+
+
+def test_retries_run_out_then_the_call_fails(tmp_path: Path) -> None:
+    result, events, _, sleeps = _run(tmp_path, _scripted(*[_http(500)] * 4))
+    assert isinstance(result, ProviderError)
+    assert "after 4 attempt(s)" in str(result)
+    assert len(sleeps.waits) == 3
+    assert [e.attempts for e in events if isinstance(e, CallFailed)] == [4]
+
+
+def test_a_refusal_is_an_outcome_that_replays(tmp_path: Path) -> None:
+    result, events, _, _ = _run(tmp_path, _scripted(ContentFilterError("blocked: SAFETY")))
+    assert isinstance(result, ModelRefused)
+    failed = [e for e in events if isinstance(e, CallFailed)]
+    assert failed[0].outcome == "refusal"
+    # A strict replay serves the refusal again, with no model call.
+    replay = CallRecorder(
+        budget=Budget(None),
+        prices=PriceTable.load(),
+        recorded=RecordedCalls.from_events(events),
+        mode="strict",
+    )
+    again, replayed, _, _ = _run(tmp_path / "r", _scripted(), recorder=replay)
+    assert isinstance(again, ModelRefused)
+    assert replay.replayed_calls == 1
+    assert replay.live_calls == 0
+    assert [type(e) for e in replayed] == [CallReserved, CallFailed]
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "transient"),
+    [
+        (_http(429), "rate_limit", True),
+        (_http(500), "server", True),
+        (_http(400), "rejected", False),
+        (TimeoutError(), "timeout", True),
+        (ContentFilterError("no"), "refusal", False),
+        (ValueError("Expecting value: line 1 column 1"), "malformed", True),
+    ],
+)
+def test_failures_are_classified(error: Exception, kind: str, transient: bool) -> None:
+    failure = classify_failure(error)
+    assert (failure.kind, failure.transient) == (kind, transient)
+
+
+def test_cache_writes_and_storage_are_priced() -> None:
+    prices = PriceTable.load()
+    plain = prices.cost_micros("gemini-3-flash", Usage(input_video_tokens=1_000_000))
+    cached_read = prices.cost_micros(
+        "gemini-3-flash", Usage(input_video_tokens=1_000_000, cached_input_tokens=1_000_000)
+    )
+    written = prices.cost_micros(
+        "gemini-3-flash",
+        Usage(
+            input_video_tokens=1_000_000,
+            cached_input_tokens=1_000_000,
+            cache_write_tokens=1_000_000,
+            cache_storage_token_s=1_000_000 * 3600,
+        ),
+    )
+    assert plain == 500_000  # 0.50 USD per M input
+    assert cached_read == 50_000  # 0.05 USD per M cached
+    assert written == 50_000 + 500_000 + 1_000_000  # read + write at input rate + 1 h storage

@@ -1,0 +1,495 @@
+"""Gemini through google-genai and pydantic-ai's ``GoogleModel``, with our clips as native video.
+
+Each clip attachment becomes a Gemini video part at the clip's fps, audio as the clip has it,
+introduced by its :func:`~tools.providers.base.clip_label`. A clip small enough goes inline; a
+larger one is referenced in its source video, uploaded once through the Files API and reused
+(with start and end offsets) by every later call while the upload lives. When a call's video is
+worth enough tokens, it goes into an explicit context cache instead, which every later call with
+the same clips (retries, Phase II, other Gemini roles of the seed) reads rather than pays for again.
+
+SDK retries are off (the recorded-call wrapper retries); errors surface as pydantic-ai's
+categorised exceptions, including those of the upload and cache calls made here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import math
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+from google.genai import Client, errors
+from google.genai import types as genai_types
+from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    UploadedFile,
+    UserContent,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
+from pydantic_ai.models.google import GoogleModel, GoogleModelSettings
+from pydantic_ai.models.google import _map_api_error as map_google_error  # the SDK's own mapping
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.providers.google import GoogleProvider
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
+
+from tools.providers.base import (
+    ClipInfo,
+    MemoryResourceLedger,
+    ProviderConfig,
+    ProviderResource,
+    ResourceLedger,
+    clip_info,
+    clip_label,
+)
+
+__all__ = [
+    "AUDIO_TOKENS_PER_SECOND",
+    "UPLOAD_LIFETIME",
+    "VIDEO_TOKENS_PER_FRAME",
+    "GeminiModel",
+    "estimate_video_tokens",
+    "gemini_model",
+]
+
+PROVIDER = "gemini"
+VIDEO_TOKENS_PER_FRAME = 258  # Gemini's bill per video frame at default media resolution
+AUDIO_TOKENS_PER_SECOND = 32
+# Files live 48 h on Gemini's side; an hour's margin so no call references one about to vanish.
+UPLOAD_LIFETIME = timedelta(hours=47)
+UPLOAD_POLL_S = 1.0
+
+Route = Literal["inline", "file"]
+
+
+def estimate_video_tokens(clips: Sequence[ClipInfo]) -> int:
+    """What Gemini bills for ``clips``: 258 tokens per frame at each clip's fps, plus 32 per
+    second of audio for clips that carry it."""
+    total = 0
+    for clip in clips:
+        total += max(1, math.ceil(clip.duration_s * clip.fps)) * VIDEO_TOKENS_PER_FRAME
+        if clip.audio:
+            total += math.ceil(clip.duration_s * AUDIO_TOKENS_PER_SECOND)
+    return total
+
+
+@dataclass(frozen=True)
+class _Video:
+    """One clip of a call, resolved to what Gemini is sent: a label and a video item."""
+
+    info: ClipInfo
+    route: Route
+    label: str
+    item: BinaryContent | UploadedFile
+
+    def part_dicts(self) -> list[genai_types.PartDict]:
+        """The label and the video as Gemini parts (for a context cache's contents)."""
+        video: genai_types.PartDict
+        vendor = dict(self.item.vendor_metadata or {})
+        metadata = genai_types.VideoMetadataDict(
+            fps=vendor.get("fps"),
+            start_offset=vendor.get("start_offset"),
+            end_offset=vendor.get("end_offset"),
+        )
+        metadata = {k: v for k, v in metadata.items() if v is not None}  # type: ignore[assignment]
+        if isinstance(self.item, BinaryContent):
+            video = {
+                "inline_data": {"data": self.item.data, "mime_type": self.item.media_type},
+                "video_metadata": metadata,
+            }
+        else:
+            video = {
+                "file_data": {"file_uri": self.item.file_id, "mime_type": self.item.media_type},
+                "video_metadata": metadata,
+            }
+        return [{"text": self.label}, video]
+
+
+@dataclass(frozen=True)
+class _Rewritten:
+    """A call's messages with its clips resolved, and the settings and cache report to use."""
+
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    cache_report: dict[str, Any] | None
+
+
+def _offset(seconds: float) -> str:
+    """A protobuf Duration string: ``12s``, ``12.5s``."""
+    return f"{seconds:g}s"
+
+
+class GeminiModel(WrapperModel):
+    """A :class:`GoogleModel` that sends our clips as Gemini native video (inline, or uploaded
+    once and referenced), caching a call's videos when they are worth it.
+
+    ``model_id`` is ours (priced by the price table); the wrapped model sends
+    ``config.model_name``. Uploads and caches are recorded in ``resources`` and reused.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        config: ProviderConfig,
+        wrapped: GoogleModel,
+        resources: ResourceLedger,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        upload_poll_s: float = UPLOAD_POLL_S,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(wrapped)
+        self._http_client = http_client
+        self.our_model_id = model_id
+        self.config = config
+        self.resources = resources
+        self.clock = clock
+        self.upload_poll_s = upload_poll_s
+        self._google = wrapped
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    @property
+    def client(self) -> Client:
+        """The google-genai client the wrapped model speaks through."""
+        return self._google.client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections this model opened (it lives as long as its process
+        otherwise; tests and one-off scripts close it)."""
+        if self._http_client is not None:
+            await self._http_client.aclose()
+
+    # -- pydantic-ai Model --------------------------------------------------------------------
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """One ``generateContent`` call with the clips in Gemini's native form."""
+        rewritten = await self._rewrite(messages, model_settings)
+        response = await self.wrapped.request(
+            rewritten.messages, rewritten.settings, model_request_parameters
+        )
+        if rewritten.cache_report is not None:
+            response.provider_details = {
+                **(response.provider_details or {}),
+                "playlisteval_cache": rewritten.cache_report,
+            }
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        """A streamed call, its clips rewritten as :meth:`request` does."""
+        rewritten = await self._rewrite(messages, model_settings)
+        async with self.wrapped.request_stream(
+            rewritten.messages, rewritten.settings, model_request_parameters, run_context
+        ) as stream:
+            yield stream
+
+    async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
+        """A batch line for ``request``, its clips rewritten as a live call's are."""
+        rewritten = await self._rewrite(request.messages, request.model_settings)
+        return await self.wrapped.batch_encode(
+            replace(request, messages=rewritten.messages, model_settings=rewritten.settings)
+        )
+
+    # -- rewriting ----------------------------------------------------------------------------
+
+    async def _rewrite(
+        self, messages: list[ModelMessage], settings: ModelSettings | None
+    ) -> _Rewritten:
+        clips = [
+            (item, info)
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+            if (info := clip_info(item)) is not None
+        ]
+        if not clips:
+            return _Rewritten(messages, settings, None)
+        videos: dict[int, _Video] = {}
+        for item, info in clips:
+            assert isinstance(item, BinaryContent)
+            videos[id(item)] = await self._video(item, info)
+        infos = [info for _, info in clips]
+        use_cache = (
+            self.config.context_cache
+            and estimate_video_tokens(infos) >= self.config.cache_min_tokens
+        )
+        if not use_cache:
+            return _Rewritten(_replace_clips(messages, videos, drop=False), settings, None)
+        ordered = [videos[id(item)] for item, _ in clips]
+        report = await self._cache(ordered)
+        cached_settings: GoogleModelSettings = {
+            **(settings or {}),  # type: ignore[typeddict-item]
+            "google_cached_content": report["name"],
+        }
+        return _Rewritten(_replace_clips(messages, videos, drop=True), cached_settings, report)
+
+    async def _video(self, part: BinaryContent, info: ClipInfo) -> _Video:
+        if len(part.data) <= self.config.inline_max_bytes:
+            item = BinaryContent(
+                data=part.data,
+                media_type=part.media_type,
+                identifier=part.identifier,
+                vendor_metadata={"fps": info.fps},
+            )
+            return _Video(info, "inline", clip_label(info, source_timeline=False), item)
+        source = Path(info.path) if info.path else None
+        if info.audio and source is not None and source.is_file():
+            # The whole source, uploaded once, shown from the clip's span: its times are the
+            # video's own.
+            uri = await self._upload(info.source or _bytes_key(source.read_bytes()), source)
+            metadata = {
+                "fps": info.fps,
+                "start_offset": _offset(info.start_s),
+                "end_offset": _offset(info.end_s),
+            }
+            label = clip_label(info, source_timeline=True)
+        else:
+            # A silent clip (the source has its audio) or no source on this machine: the clip
+            # itself is uploaded, so the model sees exactly what the call attached.
+            uri = await self._upload(_bytes_key(part.data), part.data)
+            metadata = {"fps": info.fps}
+            label = clip_label(info, source_timeline=False)
+        item_file = UploadedFile(
+            file_id=uri,
+            provider_name="google",
+            media_type=part.media_type,
+            identifier=part.identifier,
+            vendor_metadata=metadata,
+        )
+        return _Video(info, "file", label, item_file)
+
+    # -- provider-side resources --------------------------------------------------------------
+
+    def _lock(self, kind: str, key: str) -> asyncio.Lock:
+        return self._locks.setdefault((kind, key), asyncio.Lock())
+
+    async def _upload(self, key: str, source: Path | bytes) -> str:
+        """The file uri of ``source`` on Gemini's side, uploaded now unless a live upload of it
+        is in the ledger."""
+        async with self._lock("upload", key):
+            found = self.resources.find(PROVIDER, "upload", key, self.clock())
+            if found is not None:
+                return found.name
+            upload_config = genai_types.UploadFileConfig(
+                mime_type="video/mp4",
+                display_name=source.name if isinstance(source, Path) else f"clip-{key}",
+            )
+            with self._mapped_errors():
+                if isinstance(source, Path):
+                    file = await self.client.aio.files.upload(file=source, config=upload_config)
+                else:
+                    file = await self.client.aio.files.upload(
+                        file=io.BytesIO(source), config=upload_config
+                    )
+                file = await self._until_active(file)
+            if not file.uri:
+                raise ModelAPIError(self.model_name, f"the uploaded file {file.name!r} has no uri")
+            created = file.create_time or self.clock()
+            self.resources.record(
+                ProviderResource(
+                    provider=PROVIDER,
+                    kind="upload",
+                    key=key,
+                    name=file.uri,
+                    expires_at=created + UPLOAD_LIFETIME,
+                )
+            )
+            return file.uri
+
+    async def _until_active(self, file: genai_types.File) -> genai_types.File:
+        waited = 0.0
+        while file.state == genai_types.FileState.PROCESSING:
+            if waited > self.config.timeout_s:
+                raise ModelAPIError(
+                    self.model_name,
+                    f"the uploaded file {file.name!r} still PROCESSING after {waited:.0f} s",
+                )
+            await asyncio.sleep(self.upload_poll_s)
+            waited += self.upload_poll_s
+            assert file.name is not None
+            file = await self.client.aio.files.get(name=file.name)
+        if file.state == genai_types.FileState.FAILED:
+            raise ModelAPIError(
+                self.model_name, f"Gemini could not process the uploaded file {file.name!r}"
+            )
+        return file
+
+    async def _cache(self, videos: Sequence[_Video]) -> dict[str, Any]:
+        """The context cache holding ``videos`` (with their labels): a live one from the
+        ledger, or one created now."""
+        key = _cache_key(self.config.model_name, videos)
+        async with self._lock("cache", key):
+            found = self.resources.find(PROVIDER, "cache", key, self.clock())
+            if found is not None:
+                return self._cache_report(found, created=False)
+            contents: list[genai_types.ContentDict] = [
+                {"role": "user", "parts": [p for v in videos for p in v.part_dicts()]}
+            ]
+            with self._mapped_errors():
+                cache = await self.client.aio.caches.create(
+                    model=self.config.model_name,
+                    config=genai_types.CreateCachedContentConfig(
+                        contents=contents,
+                        ttl=f"{self.config.cache_ttl_s}s",
+                        display_name=f"playlisteval-{key[:12]}",
+                    ),
+                )
+            if not cache.name:
+                raise ModelAPIError(self.model_name, "Gemini created a cache without a name")
+            reported = cache.usage_metadata.total_token_count if cache.usage_metadata else None
+            expires = cache.expire_time or (
+                self.clock() + timedelta(seconds=self.config.cache_ttl_s)
+            )
+            resource = ProviderResource(
+                provider=PROVIDER,
+                kind="cache",
+                key=key,
+                name=cache.name,
+                expires_at=expires,
+                tokens=reported or estimate_video_tokens([v.info for v in videos]),
+            )
+            self.resources.record(resource)
+            return self._cache_report(resource, created=True)
+
+    def _cache_report(self, resource: ProviderResource, *, created: bool) -> dict[str, Any]:
+        return {
+            "name": resource.name,
+            "created": created,
+            "tokens": resource.tokens,
+            "ttl_s": self.config.cache_ttl_s,
+        }
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """google-genai and transport errors of our own calls as pydantic-ai's exceptions."""
+        try:
+            yield
+        except (errors.APIError, httpx2.TransportError, httpx2.HTTPStatusError) as exc:
+            raise map_google_error(exc, self.model_name) from exc
+        except (ValueError, KeyError) as exc:
+            # The SDK's own complaints about a reply it could not use (no upload url, an
+            # upload never finalised, a body that is not JSON).
+            raise ModelAPIError(self.model_name, f"Gemini file/cache call failed: {exc}") from exc
+
+
+def _bytes_key(data: bytes) -> str:
+    return "clip:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def _cache_key(model_name: str, videos: Sequence[_Video]) -> str:
+    described = [
+        [
+            v.info.source,
+            v.info.start_s,
+            v.info.end_s,
+            v.info.fps,
+            v.info.audio,
+            v.route,
+            v.item.file_id if isinstance(v.item, UploadedFile) else "",
+        ]
+        for v in videos
+    ]
+    payload = json.dumps([model_name, described], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _replace_clips(
+    messages: list[ModelMessage], videos: dict[int, _Video], *, drop: bool
+) -> list[ModelMessage]:
+    """``messages`` with each clip as its label and video item, or (``drop``: the videos are
+    in a context cache) without either. System prompts become user text when dropping, since a
+    cached request may not carry a system instruction."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            out.append(message)
+            continue
+        parts: list[Any] = []
+        for part in message.parts:
+            if drop and isinstance(part, SystemPromptPart):
+                parts.append(UserPromptPart(part.content, timestamp=part.timestamp))
+                continue
+            if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
+                parts.append(part)
+                continue
+            content: list[UserContent] = []
+            for item in part.content:
+                video = videos.get(id(item))
+                if video is None:
+                    content.append(item)
+                elif not drop:
+                    content.extend((video.label, video.item))
+            parts.append(replace(part, content=content))
+        out.append(replace(message, parts=parts))
+    return out
+
+
+def gemini_model(
+    model_id: str,
+    config: ProviderConfig,
+    resources: ResourceLedger | None = None,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    upload_poll_s: float = UPLOAD_POLL_S,
+) -> Model:
+    """Our Gemini adapter for ``model_id``: ``config.model_name`` through google-genai at
+    ``config.base_url`` (the Gemini API when unset), SDK retries off, timeout
+    ``config.timeout_s``, JSON-schema output native. ``resources`` (default: this model's own
+    memory) records uploads and caches so they are reused, never repeated while alive."""
+    http_client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout_s))
+    client = Client(
+        api_key=config.api_key,
+        http_options=genai_types.HttpOptions(
+            base_url=config.base_url,
+            timeout=int(config.timeout_s * 1000),
+            retry_options=genai_types.HttpRetryOptions(attempts=1),
+            # An httpx2 client, so transport errors are the ones pydantic-ai maps (with aiohttp
+            # installed the SDK would otherwise use it, whose errors escape unmapped).
+            httpx_async_client=http_client,
+        ),
+    )
+    google = GoogleModel(
+        config.model_name,
+        provider=GoogleProvider(client=client),
+        # Merged over the provider's profile for the model: the role's JSON schema goes in
+        # generationConfig (responseJsonSchema) rather than as an output tool.
+        profile=ModelProfile(default_structured_output_mode="native"),
+    )
+    return GeminiModel(
+        model_id,
+        config,
+        google,
+        resources if resources is not None else MemoryResourceLedger(),
+        clock=clock,
+        upload_poll_s=upload_poll_s,
+        http_client=http_client,
+    )

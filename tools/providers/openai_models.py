@@ -1,0 +1,202 @@
+"""OpenAI and OpenAI-compatible adapters: clips as timed frames, through the real ``openai`` SDK.
+
+Two factories, one per API:
+
+* :func:`openai_model` — OpenAI itself, over the Responses API (pydantic-ai's
+  ``OpenAIResponsesModel``), with batch passthrough to ``/v1/files`` + ``/v1/batches``.
+* :func:`openai_compatible_model` — the open-weight judges (Qwen3-VL, InternVL) behind any
+  OpenAI-compatible server such as vLLM or OpenRouter, over Chat Completions (pydantic-ai's
+  ``OpenAIChatModel``).
+
+Neither API takes video, so every clip attachment becomes its label, then per frame a
+``(video-id @ MM:SS)`` text and the JPEG (:func:`tools.providers.base.frames_content`); text-only
+roles are sent unchanged. The SDK never retries (the recorded-call wrapper does) and gives up
+after ``config.timeout_s``; pydantic-ai turns its errors into the categorised
+``pydantic_ai.exceptions`` the recorder understands. The role's JSON schema is sent natively
+(``text.format`` / ``response_format`` of type ``json_schema``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import anyio.to_thread
+from openai import AsyncOpenAI
+from openai.types import chat
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.profiles import ModelProfile, merge_profile
+from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.providers.vllm import VLLMProvider
+from pydantic_ai.settings import ModelSettings
+
+from tools.providers.base import ProviderConfig, ResourceLedger, clip_info, frames_content
+
+__all__ = ["OpenAIFramesModel", "openai_compatible_model", "openai_model"]
+
+# What an OpenAI-compatible server that does not need a key is sent (vLLM ignores it, the SDK
+# refuses to build a client without one).
+NO_KEY = "EMPTY"
+
+# The role's JSON schema goes in the request (``json_schema``), not in the prompt.
+_NATIVE_OUTPUT = ModelProfile(
+    default_structured_output_mode="native", supports_json_schema_output=True
+)
+
+
+class OpenAIFramesModel(WrapperModel):
+    """A pydantic-ai OpenAI model that is sent each clip as its timed frames.
+
+    ``model_id`` is ours (what the price table and the log name); the wrapped model sends
+    ``config.model_name``. Frames are decoded off the event loop.
+    """
+
+    def __init__(self, wrapped: Model, model_id: str, config: ProviderConfig) -> None:
+        super().__init__(wrapped)
+        self.our_model_id = model_id
+        self.config = config
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The wrapped model's answer to ``messages`` with their clips as frames."""
+        framed = await self.with_frames(messages)
+        return await self.wrapped.request(framed, model_settings, model_request_parameters)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        """The wrapped model's streamed answer, clips as frames (as :meth:`request`)."""
+        framed = await self.with_frames(messages)
+        async with self.wrapped.request_stream(
+            framed, model_settings, model_request_parameters, run_context
+        ) as stream:
+            yield stream
+
+    async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
+        """The batch line of ``request``, clips as frames, as the wrapped model encodes it."""
+        framed = await self.with_frames(request.messages)
+        return await self.wrapped.batch_encode(replace(request, messages=framed))
+
+    async def with_frames(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` with every clip attachment replaced by its timed frames."""
+        if not any(_has_clip(m) for m in messages):
+            return list(messages)
+        return await anyio.to_thread.run_sync(self._frame_messages, list(messages))
+
+    def _frame_messages(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        out: list[ModelMessage] = []
+        for message in messages:
+            if not _has_clip(message):
+                out.append(message)
+                continue
+            assert isinstance(message, ModelRequest)
+            parts = [self._frame_part(p) for p in message.parts]
+            out.append(replace(message, parts=parts))
+        return out
+
+    def _frame_part(self, part: Any) -> Any:
+        if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
+            return part
+        if not any(clip_info(item) is not None for item in part.content):
+            return part
+        framed: list[Any] = frames_content(
+            list(part.content),
+            self.config.video_fps,
+            self.config.frame_height,
+            self.config.max_frames,
+        )
+        return replace(part, content=framed)
+
+
+def _has_clip(message: ModelMessage) -> bool:
+    if not isinstance(message, ModelRequest):
+        return False
+    return any(
+        isinstance(part, UserPromptPart)
+        and not isinstance(part.content, str)
+        and any(clip_info(item) is not None for item in part.content)
+        for part in message.parts
+    )
+
+
+def _client(config: ProviderConfig, api_key: str | None) -> AsyncOpenAI:
+    # SDK retries off: the recorded-call wrapper retries, so each attempt is logged and budgeted.
+    return AsyncOpenAI(
+        api_key=api_key,
+        base_url=config.base_url,
+        max_retries=0,
+        timeout=config.timeout_s,
+    )
+
+
+def openai_model(
+    model_id: str, config: ProviderConfig, resources: ResourceLedger | None = None
+) -> Model:
+    """OpenAI over the Responses API: clips as frames, the role's schema as ``text.format``.
+
+    ``resources`` is accepted for the common factory signature; OpenAI needs no uploads or
+    caches (its prompt caching is automatic).
+    """
+    del resources
+    provider = OpenAIProvider(openai_client=_client(config, config.api_key))
+    wrapped = OpenAIResponsesModel(config.model_name, provider=provider, profile=_NATIVE_OUTPUT)
+    return OpenAIFramesModel(wrapped, model_id, config)
+
+
+class _CostReportingChatModel(OpenAIChatModel):
+    """Chat Completions that keeps a cost figure the endpoint reports (OpenRouter's
+    ``usage.cost``, in USD) as ``provider_details['cost_usd']``; pydantic-ai keeps it only for
+    its own OpenRouter model."""
+
+    def _process_provider_details(self, response: chat.ChatCompletion) -> dict[str, Any] | None:
+        details = dict(super()._process_provider_details(response) or {})
+        cost = (response.usage.model_extra or {}).get("cost") if response.usage else None
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            details["cost_usd"] = float(cost)
+        return details or None
+
+
+def _compatible_profile(model_name: str) -> Any:
+    """pydantic-ai's OpenAI defaults, then what vLLM serves for the model's family (a JSON
+    schema by guided decoding, which the model only sees if it is in the instructions too),
+    then native structured output."""
+    family = VLLMProvider.model_profile(model_name)
+    # ``max_tokens``, not ``max_completion_tokens``: every compatible server takes the former.
+    wire = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
+
+    def profile(default: ModelProfile) -> ModelProfile:
+        return merge_profile(default, family, wire, _NATIVE_OUTPUT)
+
+    return profile
+
+
+def openai_compatible_model(
+    model_id: str, config: ProviderConfig, resources: ResourceLedger | None = None
+) -> Model:
+    """An open-weight judge behind an OpenAI-compatible server (vLLM, OpenRouter, …) over Chat
+    Completions: clips as ``image_url`` frames, the role's schema as ``response_format``.
+
+    A server with no key (local vLLM) is sent ``EMPTY``. ``resources`` is unused (no uploads).
+    """
+    del resources
+    provider = OpenAIProvider(openai_client=_client(config, config.api_key or NO_KEY))
+    wrapped = _CostReportingChatModel(
+        config.model_name, provider=provider, profile=_compatible_profile(config.model_name)
+    )
+    return OpenAIFramesModel(wrapped, model_id, config)
