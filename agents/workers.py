@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.exceptions import ContentFilterError, UnexpectedModelBehavior
 from pydantic_ai.messages import BinaryContent, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
@@ -167,7 +167,7 @@ class ModelRunner:
         settings = ModelSettings(max_tokens=MAX_OUTPUT_TOKENS.get(role, 2048), temperature=0.0)
         try:
             result = await agent.run(prompt, model=recorded, model_settings=settings)
-        except ModelRefused as exc:
+        except (ModelRefused, ContentFilterError) as exc:
             refused = f"the model refused to answer: {exc}"
             raise MalformedOutput(role, model_id, "", refused) from exc
         except UnexpectedModelBehavior as exc:

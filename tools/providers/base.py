@@ -46,7 +46,7 @@ class ProviderConfig:
     inline_max_bytes: int = 20 * 1024 * 1024
     # Gemini explicit context caching of a call's videos (reused by every later call with them).
     context_cache: bool = True
-    cache_ttl_s: int = 900
+    cache_ttl_s: int = 600
     cache_min_tokens: int = 4096  # below this Gemini refuses to cache; send inline instead
     # transformers: a local model folder (or any id ``from_pretrained`` resolves offline).
     local_path: str | None = None

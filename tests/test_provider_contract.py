@@ -1,0 +1,352 @@
+"""One contract for every live provider: the real SDK (google-genai, openai, dashscope) drives
+our adapter against a local fake server that speaks the provider's wire format, and every call
+goes through the recorded-call wrapper exactly as a curation run makes it.
+
+Each provider must put the clips, the transcript and the output schema on the wire; parse the
+structured answer; report usage that settles as the price table's cost; and turn each way a
+real API fails — 429 with Retry-After, 500, a timeout, a malformed body, output cut at the token
+limit, a refusal — into a recorded outcome in the event log, never a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai.models import Model
+
+from agents.recorded import CallRecorder
+from agents.workers import MalformedOutput, ModelRunner, SeedCall
+from policies.budget import Budget
+from policies.prices import PriceTable, Usage
+from policies.ratelimits import RetryPolicy, Traffic
+from store.events import (
+    PROVIDER_RESOURCES_STREAM,
+    CallFailed,
+    CallRecorded,
+    CallReserved,
+    CallRetried,
+    Event,
+    ProviderResourceCreated,
+)
+from store.eventstore import open_event_store
+from tests.fakes_dashscope import dashscope_harness
+from tests.fakes_gemini import gemini_harness
+from tests.fakes_openai import openai_compatible_harness, openai_harness
+from tests.fakes_providers import RETRY_AFTER_S, Fault, Harness
+from tests.provider_clips import DemoClips
+from tools.providers.resources import EventResourceLedger
+from tools.roles import (
+    AnyContext,
+    FreeAnswer,
+    ParametricContext,
+    SufficiencyContext,
+    SufficiencyVerdict,
+)
+
+PROVIDERS: dict[str, tuple[Callable[..., AbstractContextManager[Any]], str]] = {
+    "gemini": (gemini_harness, "gemini-3-flash"),
+    "openai": (openai_harness, "gpt-5.4-mini"),
+    "openai-compatible": (openai_compatible_harness, "qwen3-vl-30b-a3b"),
+    "dashscope": (dashscope_harness, "qwen-3.7-plus"),
+}
+CLIENT_TIMEOUT_S = 0.5  # the fakes hold a "timeout" answer for 1.5 s
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> DemoClips:
+    return DemoClips(tmp_path_factory.mktemp("contract-clips"))
+
+
+@dataclass
+class Provider:
+    """One provider under contract: its running fake and the model id it serves."""
+
+    name: str
+    harness: Harness
+    model_id: str
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def provider(request: pytest.FixtureRequest) -> Iterator[Provider]:
+    start, model_id = PROVIDERS[request.param]
+    with start() as harness:
+        yield Provider(request.param, harness, model_id)
+
+
+class Sleeps:
+    """The recorder's sleep: records the waits it was asked for, without waiting."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@dataclass
+class Outcome:
+    """What one role call produced: its result (or the error it raised), the events it
+    appended (read back from the SQLite log), and the waits it asked for."""
+
+    result: Any
+    events: list[Event]
+    waits: list[float]
+    prices: PriceTable
+
+    def of(self, kind: type[Event]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def role_call(
+    tmp_path: Path,
+    provider: Provider,
+    context: AnyContext,
+    output_type: type[Any],
+    *,
+    attachments: list[Any] | None = None,
+    faults: tuple[Fault, ...] = (),
+    traffic_cache_ttl_s: int | None = None,
+    calls: int = 1,
+    **config: Any,
+) -> Outcome:
+    """``calls`` role calls as a curation run makes them: ModelRunner → RecordedModel →
+    CallRecorder → our adapter → the real SDK → the fake, events into a real SQLite log."""
+    store = open_event_store(tmp_path / f"{provider.name}.db")
+    prices = PriceTable.load()
+    sleeps = Sleeps()
+    resources = EventResourceLedger(store)
+    recorder = CallRecorder(
+        budget=Budget(50_000_000),
+        prices=prices,
+        traffic=lambda _m: Traffic(
+            retry=RetryPolicy(max_retries=3, backoff_s=0.5), cache_ttl_s=traffic_cache_ttl_s
+        ),
+        sleep=sleeps,
+    )
+    models: dict[str, Model] = {}
+
+    def model_for(model_id: str) -> Model:
+        if model_id not in models:
+            models[model_id] = _build(provider, model_id, resources, config)
+        return models[model_id]
+
+    async def append(event: Event) -> None:
+        store.append("seed-contract-s1", [event])
+
+    async def main() -> Any:
+        runner = ModelRunner(recorder=recorder, model_for=model_for)
+        seed = SeedCall(seed_id="s1", evidence=None, append=append)  # type: ignore[arg-type]
+        provider.harness.server.fail_next(*faults)
+        result: Any = None
+        for _ in range(calls):
+            try:
+                result = await runner.run(
+                    seed,
+                    context.role,
+                    provider.model_id,
+                    context,
+                    output_type,
+                    phase=1,
+                    gate="contract",
+                    attachments=attachments or (),
+                )
+            except Exception as exc:
+                result = exc
+        return result
+
+    result = anyio.run(main)
+    events = [s.event() for s in store.read_stream("seed-contract-s1")]
+    events += [s.event() for s in store.read_stream(PROVIDER_RESOURCES_STREAM)]
+    store.close()
+    return Outcome(result, events, sleeps.waits, prices)
+
+
+def _build(provider: Provider, model_id: str, resources: Any, config: dict[str, Any]) -> Model:
+    # Context caching is its own test (below); here each call stands alone.
+    options = {"timeout_s": CLIENT_TIMEOUT_S, "context_cache": False, **config}
+    if provider.name == "gemini":
+        harness: Any = provider.harness
+        harness.resources = resources
+    model: Model = provider.harness.model(model_id, **options)
+    return model
+
+
+def _sufficiency(clips: DemoClips) -> SufficiencyContext:
+    return SufficiencyContext(
+        question="What shapes appear on screen in the two episodes, and where?",
+        gold_answer="Shapes appear on a coloured background in both episodes.",
+        segments=clips.segments,
+    )
+
+
+_TEXT_ROLE = ParametricContext(question="Why does bread dough rise when it is left to rest?")
+
+
+def _expected_usage(reported: dict[str, int]) -> Usage:
+    """The usage a provider's report settles as: its modality split where it gives one, the
+    rest text; cached tokens as reported."""
+    media_tokens = reported.get("image", 0) + reported.get("video", 0) + reported.get("audio", 0)
+    return Usage(
+        input_text_tokens=reported["input_tokens"] - media_tokens,
+        input_image_tokens=reported.get("image", 0),
+        input_video_tokens=reported.get("video", 0),
+        input_audio_tokens=reported.get("audio", 0),
+        cached_input_tokens=reported.get("cached_tokens", 0),
+        output_tokens=reported["output_tokens"],
+    )
+
+
+class TestProviderContract:
+    """Every provider, the same contract."""
+
+    def test_video_role_puts_clips_transcript_and_schema_on_the_wire(
+        self, tmp_path: Path, provider: Provider, clips: DemoClips
+    ) -> None:
+        outcome = role_call(
+            tmp_path, provider, _sufficiency(clips), SufficiencyVerdict, attachments=clips.clips
+        )
+        assert isinstance(outcome.result, SufficiencyVerdict), outcome.result
+        request = provider.harness.model_requests()[-1]
+        media = provider.harness.media(request)
+        if provider.name == "gemini":
+            assert [m["kind"] for m in media] == ["video", "video"]
+            assert all(m["fps"] == 0.5 for m in media)
+        elif provider.name == "dashscope":
+            assert [m["kind"] for m in media] == ["video", "video"]
+            assert all(m["frames"] >= 4 for m in media)
+        else:
+            assert len(media) >= 2
+            assert {m["kind"] for m in media} == {"image"}
+        text = provider.harness.prompt_text(request)
+        for segment in clips.segments:
+            assert segment.chunks[0].text in text  # the transcript travels as text
+            assert segment.video_id in text  # each clip is labelled with its video
+        schema = provider.harness.output_schema(request)
+        assert schema is not None
+        assert "answerable" in str(schema)
+
+    def test_text_role_sends_no_media_and_parses_its_answer(
+        self, tmp_path: Path, provider: Provider
+    ) -> None:
+        outcome = role_call(tmp_path, provider, _TEXT_ROLE, FreeAnswer)
+        assert isinstance(outcome.result, FreeAnswer)
+        assert outcome.result.answer
+        request = provider.harness.model_requests()[-1]
+        assert provider.harness.media(request) == []
+        assert _TEXT_ROLE.question in provider.harness.prompt_text(request)
+
+    def test_usage_settles_as_the_price_tables_cost(
+        self, tmp_path: Path, provider: Provider, clips: DemoClips
+    ) -> None:
+        outcome = role_call(
+            tmp_path, provider, _sufficiency(clips), SufficiencyVerdict, attachments=clips.clips
+        )
+        [recorded] = outcome.of(CallRecorded)
+        reported = provider.harness.last_usage()
+        expected = _expected_usage(reported)
+        assert recorded.input_tokens == reported["input_tokens"]
+        assert recorded.output_tokens == reported["output_tokens"]
+        assert recorded.cost_micros == outcome.prices.cost_micros(provider.model_id, expected)
+        assert recorded.cost_micros > 0
+        [reserved] = outcome.of(CallReserved)
+        assert reserved.reserved_micros >= recorded.cost_micros  # the worst case held
+
+    @pytest.mark.parametrize("fault", ["429", "500", "timeout", "malformed"])
+    def test_transient_failures_are_retried_and_recorded(
+        self, tmp_path: Path, provider: Provider, fault: Fault
+    ) -> None:
+        outcome = role_call(tmp_path, provider, _TEXT_ROLE, FreeAnswer, faults=(fault,))
+        assert isinstance(outcome.result, FreeAnswer), outcome.result
+        [retried] = outcome.of(CallRetried)
+        kind = {"429": "rate_limit", "500": "server", "timeout": "timeout"}.get(fault, "malformed")
+        assert retried.kind == kind
+        if fault == "429":
+            assert retried.status == 429
+            assert outcome.waits == [float(RETRY_AFTER_S)]  # Retry-After honoured
+        if fault == "500":
+            assert retried.status == 500
+        [recorded] = outcome.of(CallRecorded)
+        assert recorded.attempts == 2
+        assert len(provider.harness.model_requests()) == 2  # SDK retries are off: ours only
+
+    def test_failures_past_the_retries_park_the_call_with_the_providers_message(
+        self, tmp_path: Path, provider: Provider
+    ) -> None:
+        outcome = role_call(tmp_path, provider, _TEXT_ROLE, FreeAnswer, faults=("500",) * 4)
+        from store.errors import ProviderError
+
+        assert isinstance(outcome.result, ProviderError)
+        [failed] = outcome.of(CallFailed)
+        assert failed.outcome == "error"
+        assert failed.attempts == 4
+        assert "500" in failed.error or "server" in failed.error.lower()
+        assert not outcome.of(CallRecorded)
+
+    def test_truncated_output_is_a_recorded_rejection(
+        self, tmp_path: Path, provider: Provider
+    ) -> None:
+        outcome = role_call(tmp_path, provider, _TEXT_ROLE, FreeAnswer, faults=("truncated",))
+        assert isinstance(outcome.result, MalformedOutput)
+        assert "cut off" in str(outcome.result) or "token limit" in str(outcome.result).lower()
+        [recorded] = outcome.of(CallRecorded)  # the partial answer was paid for, and is kept
+        assert recorded.response["finish_reason"] == "length"
+        assert not outcome.of(CallRetried)
+
+    def test_a_refusal_is_a_recorded_rejection(self, tmp_path: Path, provider: Provider) -> None:
+        outcome = role_call(tmp_path, provider, _TEXT_ROLE, FreeAnswer, faults=("refusal",))
+        assert isinstance(outcome.result, MalformedOutput)
+        assert "refused" in str(outcome.result)
+        refusals = [e for e in outcome.of(CallFailed) if e.outcome == "refusal"]
+        filtered = [
+            e for e in outcome.of(CallRecorded) if e.response["finish_reason"] == "content_filter"
+        ]
+        assert len(refusals) + len(filtered) == 1
+        assert not outcome.of(CallRetried)
+
+
+def test_gemini_context_cache_shows_in_the_records_at_the_cached_rate(
+    tmp_path: Path, clips: DemoClips
+) -> None:
+    """Two video calls of one seed: the first writes the cache (priced as a write and its
+    storage), both read the clips from it at the cached rate; the cache is in the log."""
+    with gemini_harness() as harness:
+        provider = Provider("gemini", harness, "gemini-3-flash")
+        outcome = role_call(
+            tmp_path,
+            provider,
+            _sufficiency(clips),
+            SufficiencyVerdict,
+            attachments=clips.clips,
+            traffic_cache_ttl_s=600,
+            calls=2,
+            cache_min_tokens=1,
+            cache_ttl_s=600,
+            context_cache=True,
+        )
+    first, second = outcome.of(CallRecorded)
+    [cache] = [e for e in outcome.of(ProviderResourceCreated) if e.kind == "cache"]
+    assert cache.tokens > 0
+    assert first.usage["cache_write"] == cache.tokens
+    assert first.usage["cache_storage_token_s"] == cache.tokens * 600
+    assert "cache_write" not in second.usage
+    for call in (first, second):
+        assert call.cached_tokens == cache.tokens
+    prices = outcome.prices
+    read = prices.as_usage(second.usage)
+    assert second.cost_micros == prices.cost_micros("gemini-3-flash", read)
+    uncached = prices.cost_micros(
+        "gemini-3-flash",
+        Usage(
+            input_text_tokens=read.input_text_tokens,
+            input_video_tokens=read.input_video_tokens,
+            input_audio_tokens=read.input_audio_tokens,
+            output_tokens=read.output_tokens,
+        ),
+    )
+    assert second.cost_micros < uncached
