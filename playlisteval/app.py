@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic_ai.models import Model
 
+from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
 from agents.workers import GenerationLimits, RoleModels
@@ -21,7 +22,7 @@ from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.attempts import DEFAULT_GATES, gate_order
 from policies.prices import PriceTable
-from policies.ratelimits import RateLimiter, RetryPolicy, Traffic
+from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
 from store.catalog import Catalog
 from store.errors import ConfigError
 from store.eventstore import EventStore, open_event_store
@@ -337,9 +338,13 @@ class App:
         return Projections(self.events, self.events.engine)
 
     def curator(
-        self, progress: CurationProgress | None = None, concurrency: int | None = None
+        self,
+        progress: CurationProgress | None = None,
+        concurrency: int | None = None,
+        sleep: Sleep | None = None,
     ) -> Curator:
-        """The curation shell over this workspace."""
+        """The curation shell over this workspace (``sleep``: how retries wait; tests pass a
+        clock of their own)."""
         return Curator(
             store=self.events,
             catalog=self.catalog,
@@ -349,9 +354,18 @@ class App:
             config=curation_config(self.settings, concurrency),
             progress=progress,
             traffic=traffic_for(self.settings, live=not self.settings.curation.offline),
-            secrets=[
-                v for n in secret_names(self.settings) if len(v := os.environ.get(n, "")) >= 6
-            ],
+            secrets=secret_values_of(self.settings),
+            batcher=self.batcher(),
+            sleep=sleep,
+        )
+
+    def batcher(self) -> Batcher | None:
+        """The batch-job collector when live calls may go through batch APIs."""
+        if self.settings.curation.offline or not self.settings.providers.batch:
+            return None
+        return Batcher(
+            window_s=self.settings.providers.batch_window_s,
+            poll_s=self.settings.providers.batch_poll_s,
         )
 
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:

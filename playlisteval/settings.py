@@ -169,7 +169,7 @@ class ProviderLimits(BaseModel):
     """How one provider family is reached and how hard it may be pushed."""
 
     base_url: str | None = Field(None, description="Endpoint override (a proxy, vLLM, a fake).")
-    api_key_env: str = Field(..., description="Environment variable holding the API key.")
+    api_key_env: str = Field("", description="Environment variable holding the API key.")
     timeout_s: float = Field(600.0, gt=0, description="One HTTP attempt's limit.")
     max_retries: int = Field(6, ge=0, description="Retries of 429, 5xx, timeouts, bad bodies.")
     backoff_s: float = Field(2.0, gt=0, description="First retry wait; doubles each retry.")
@@ -218,28 +218,49 @@ def default_endpoints() -> dict[str, ModelEndpoint]:
     }
 
 
+class GeminiLimits(ProviderLimits):
+    """Gemini (google-genai)."""
+
+    api_key_env: str = "GEMINI_API_KEY"
+    rpm: int | None = Field(1000, gt=0)
+
+
+class OpenAILimits(ProviderLimits):
+    """OpenAI (Responses API)."""
+
+    api_key_env: str = "OPENAI_API_KEY"
+    rpm: int | None = Field(500, gt=0)
+
+
+class DashScopeLimits(ProviderLimits):
+    """DashScope (Qwen, native multimodal API)."""
+
+    api_key_env: str = "DASHSCOPE_API_KEY"
+    base_url: str | None = "https://dashscope-intl.aliyuncs.com/api/v1"
+    rpm: int | None = Field(600, gt=0)
+
+
+class OpenWeightLimits(ProviderLimits):
+    """Any OpenAI-compatible endpoint (vLLM serving the open-weight judges)."""
+
+    api_key_env: str = "OPENWEIGHT_API_KEY"
+
+
+class TransformersLimits(ProviderLimits):
+    """Local transformers on this machine's GPU."""
+
+    api_key_env: str = "HF_TOKEN"
+    max_concurrency: int = Field(1, ge=1)
+
+
 class ProviderSettings(BaseModel):
     """Live providers: one block per family, and per-model endpoints."""
 
-    gemini: ProviderLimits = Field(
-        default_factory=lambda: ProviderLimits(api_key_env="GEMINI_API_KEY", rpm=1000)
-    )
-    openai: ProviderLimits = Field(
-        default_factory=lambda: ProviderLimits(api_key_env="OPENAI_API_KEY", rpm=500)
-    )
-    dashscope: ProviderLimits = Field(
-        default_factory=lambda: ProviderLimits(
-            api_key_env="DASHSCOPE_API_KEY",
-            base_url="https://dashscope-intl.aliyuncs.com/api/v1",
-            rpm=600,
-        )
-    )
-    openai_compatible: ProviderLimits = Field(
-        default_factory=lambda: ProviderLimits(api_key_env="OPENWEIGHT_API_KEY")
-    )
-    transformers: ProviderLimits = Field(
-        default_factory=lambda: ProviderLimits(api_key_env="HF_TOKEN", max_concurrency=1)
-    )
+    gemini: GeminiLimits = Field(default_factory=GeminiLimits)
+    openai: OpenAILimits = Field(default_factory=OpenAILimits)
+    dashscope: DashScopeLimits = Field(default_factory=DashScopeLimits)
+    openai_compatible: OpenWeightLimits = Field(default_factory=OpenWeightLimits)
+    transformers: TransformersLimits = Field(default_factory=TransformersLimits)
     models: dict[str, ModelEndpoint] = Field(default_factory=default_endpoints)
     batch: bool = Field(
         False, description="Send text-only gate calls through the Gemini and OpenAI batch APIs."

@@ -123,6 +123,7 @@ class DashScopeFake:
         """Route the endpoint on ``server``; answers are the offline provider's for the model
         the request names."""
         self.server = server
+        self.api_key = API_KEY  # the key requests must carry
         self.usage: dict[str, int] = {}
         self._ids = itertools.count(1)
         server.route("POST", GENERATION_PATH, self.generation)
@@ -130,7 +131,7 @@ class DashScopeFake:
     def generation(self, request: SeenRequest) -> Reply:
         """``POST …/multimodal-generation/generation``."""
         request_id = f"fake-{next(self._ids):06d}"
-        if request.headers.get("Authorization") != f"Bearer {API_KEY}":
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return _error(401, "InvalidApiKey", "Invalid API-key provided.", request_id)
         body = request.json()
         if not isinstance(body, dict) or not body.get("model"):

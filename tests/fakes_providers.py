@@ -83,6 +83,9 @@ class FakeProviderServer:
     fault_rate: float = 0.0  # besides the queue: this share of model requests fail (hash-chosen)
     fault_kinds: Sequence[Fault] = FAULTS
     model_requests: int = 0
+    # A careless upstream: server errors quote the request's credentials back (the client must
+    # never let them reach its logs or records).
+    leak_keys: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def route(self, method: str, prefix: str, handler: Handler) -> None:
@@ -127,7 +130,24 @@ class FakeProviderServer:
                 best = (len(prefix), handler)
         if best is None:
             return Reply.json(404, {"error": {"message": f"no route {request.path}"}})
-        return best[1](request)
+        reply = best[1](request)
+        if self.leak_keys and reply.status >= 500:
+            credentials = {
+                k: v
+                for k, v in request.headers.items()
+                if k.lower() in ("authorization", "x-goog-api-key", "x-api-key")
+            }
+            message = f"upstream failed for request with headers {credentials}"
+            reply = Reply.json(
+                reply.status,
+                {
+                    "code": "InternalError",
+                    "message": message,
+                    "error": {"code": reply.status, "message": message, "status": "INTERNAL"},
+                },
+                {k: v for k, v in reply.headers.items() if k.lower() != "content-length"},
+            )
+        return reply
 
 
 def _handler_for(server: FakeProviderServer) -> type[http.server.BaseHTTPRequestHandler]:
