@@ -105,9 +105,12 @@ class Batcher:
         job = self._jobs.setdefault(batch.id, _Collecting())
         for m in members:
             job.members[m.encoded.custom_id] = m
-        for m in members:
-            if m.on_submitted is not None:
-                await m.on_submitted(batch)
+        # Every member records the job at once (one group commit), so a crash right after
+        # leaves either all of them or none knowing it.
+        async with anyio.create_task_group() as group:
+            for m in members:
+                if m.on_submitted is not None:
+                    group.start_soon(m.on_submitted, batch)
         job.leader_running = True
         await self._lead(model, batch, job)
         return await self._wait(member)
