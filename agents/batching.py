@@ -12,7 +12,7 @@ is collected from that job by :meth:`Batcher.collect`, never submitted again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from pydantic_ai.models.batch import Batch, BatchRequest, BatchResult, EncodedBa
 from policies.ratelimits import Sleep
 
 BATCH_ADAPTER: TypeAdapter[Batch] = TypeAdapter(Batch)
-OnSubmitted = Callable[[Batch], Awaitable[None]]
+OnSubmitted = Callable[[Batch], Coroutine[Any, Any, None]]
 
 
 def batch_to_json(batch: Batch) -> dict[str, Any]:
@@ -107,10 +107,10 @@ class Batcher:
             job.members[m.encoded.custom_id] = m
         # Every member records the job at once (one group commit), so a crash right after
         # leaves either all of them or none knowing it.
-        async with anyio.create_task_group() as group:
+        async with anyio.create_task_group() as tasks:
             for m in members:
                 if m.on_submitted is not None:
-                    group.start_soon(m.on_submitted, batch)
+                    tasks.start_soon(m.on_submitted, batch)
         job.leader_running = True
         await self._lead(model, batch, job)
         return await self._wait(member)

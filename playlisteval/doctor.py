@@ -1,21 +1,33 @@
-"""``playlisteval doctor``: is this workspace ready to curate, and if not, what to do."""
+"""``playlisteval doctor``: is this workspace ready to curate, and if not, what to do.
+
+Checks, in the order a user should fix them: a price for every configured model (and a cache
+storage price where context caching is on), the key of every provider a live run calls, every
+endpoint reachable (a plain GET that carries no key: any HTTP answer means the network path
+works), the local model folders, the seeds, the event log.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from playlisteval.app import App, role_models
+import httpx
+
+from playlisteval.app import App, endpoint, key_env, role_models
 from policies.prices import UnknownPriceError
-from policies.tokens import provider_family
-from store.errors import PlaylistEvalError
+from store.errors import ConfigError, PlaylistEvalError
+from tools.providers.base import Family
 
-# Which environment variable holds the key of each provider family (the SDKs' own names).
-KEY_VARS = {
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "openai": ("OPENAI_API_KEY",),
-    "qwen": ("DASHSCOPE_API_KEY",),
+# Where each family is reached when the settings name no base URL (the SDKs' own defaults).
+DEFAULT_ENDPOINTS: dict[Family, str] = {
+    "gemini": "https://generativelanguage.googleapis.com",
+    "openai": "https://api.openai.com/v1",
 }
+PROBE_TIMEOUT_S = 5.0
+
+Probe = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -28,10 +40,20 @@ class Check:
     fix: str = ""
 
 
-def run_checks(app: App) -> list[Check]:
+def probe_url(url: str) -> str | None:
+    """``None`` when ``url`` answers over HTTP at all (any status), else why it does not."""
+    try:
+        httpx.get(url, timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return None
+
+
+def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
     """Every check, in the order a user should fix them."""
     checks: list[Check] = []
-    models = sorted(role_models(app.settings).all_models())
+    settings = app.settings
+    models = sorted(role_models(settings).all_models() | set(settings.models.difficulty_judges))
     prices = app.prices()
     for model in models:
         try:
@@ -54,30 +76,21 @@ def run_checks(app: App) -> list[Check]:
                 f"in/out ({price.source})",
             )
         )
-    offline = app.settings.curation.offline
-    families = sorted({f for m in models if (f := provider_family(m)) is not None})
-    for family in families:
-        names = KEY_VARS.get(family, ())
-        present = [n for n in names if os.environ.get(n)]
-        if offline:
+        try:
+            family, found = endpoint(settings, model)
+        except ConfigError:
+            continue
+        if family == "gemini" and found.context_cache and price.cache_storage_per_mtok_hour is None:
             checks.append(
                 Check(
-                    f"{family} key",
-                    True,
-                    ("set in " + present[0])
-                    if present
-                    else "not needed: curation.offline = true (the offline provider answers)",
+                    f"cache price of {model}",
+                    False,
+                    "context caching is on but no cache_storage_per_mtok_hour is known",
+                    f"add cache_storage_per_mtok_hour for {model!r} under "
+                    "[budget.price_overrides], or set its context_cache = false",
                 )
             )
-        else:
-            checks.append(
-                Check(
-                    f"{family} key",
-                    bool(present),
-                    ("set in " + present[0]) if present else "missing",
-                    "" if present else f"export {names[0]}=… before curating",
-                )
-            )
+    checks += _provider_checks(app, models, probe)
     try:
         seeds = len(app.catalog.seeds())
         checks.append(
@@ -89,9 +102,81 @@ def run_checks(app: App) -> list[Check]:
             )
         )
         app.events.last_seq()
-        checks.append(
-            Check("event log", True, app.settings.store.url or str(app.workspace.database))
-        )
+        checks.append(Check("event log", True, settings.store.url or str(app.workspace.database)))
     except PlaylistEvalError as exc:
         checks.append(Check("workspace", False, str(exc), "check --home and store.url"))
+    return checks
+
+
+def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
+    settings = app.settings
+    curation_models = role_models(settings).all_models()
+    offline = settings.curation.offline
+    checks: list[Check] = []
+    keys: dict[str, list[str]] = {}
+    urls: dict[str, list[str]] = {}
+    for model in models:
+        try:
+            family, found = endpoint(settings, model)
+        except ConfigError as exc:
+            checks.append(Check(f"provider of {model}", False, str(exc), "see the message"))
+            continue
+        if family == "transformers":
+            path = found.local_path
+            ok = bool(path) and Path(path or "").is_dir()
+            checks.append(
+                Check(
+                    f"local model of {model}",
+                    ok or offline,
+                    f"{path or 'no local_path'}" + ("" if ok else " (not a folder here)"),
+                    "" if ok else f"set providers.models.{model!r}.local_path to its folder",
+                )
+            )
+            continue
+        if family not in ("openai-compatible",):
+            keys.setdefault(key_env(settings, model), []).append(model)
+        limits = settings.providers.family(family)
+        url = found.base_url or limits.base_url or DEFAULT_ENDPOINTS.get(family)
+        if url is None:
+            needed = model in curation_models and not offline
+            checks.append(
+                Check(
+                    f"endpoint of {model}",
+                    not needed,
+                    "no base_url configured"
+                    + ("" if needed else " (not needed now: only the difficulty gate uses it)"),
+                    f"set providers.models.{model!r}.base_url to its vLLM server (…/v1)",
+                )
+            )
+            continue
+        urls.setdefault(url, []).append(model)
+    for name, users in sorted(keys.items()):
+        present = bool(os.environ.get(name))
+        needed = not offline and any(m in curation_models for m in users)
+        checks.append(
+            Check(
+                f"key {name}",
+                present or not needed,
+                ("set" if present else "missing")
+                + f" (for {', '.join(users)})"
+                + ("" if needed or present else "; not needed: curation.offline = true"),
+                "" if present or not needed else f"export {name}=… before curating",
+            )
+        )
+    for url, users in sorted(urls.items()):
+        if offline:
+            checks.append(Check(f"endpoint {url}", True, "not checked: curation.offline = true"))
+            continue
+        problem = probe(url)
+        checks.append(
+            Check(
+                f"endpoint {url}",
+                problem is None,
+                f"reachable (for {', '.join(users)})" if problem is None else problem,
+                ""
+                if problem is None
+                else "check the network, a proxy (HTTPS_PROXY) or the base_url in "
+                "[providers.…] of playlisteval.toml",
+            )
+        )
     return checks

@@ -31,9 +31,54 @@ def test_an_unpriced_model_and_a_missing_key_fail_with_what_to_do(
     assert "price_overrides" in checks["price of mystery-vl-9000"].fix
 
     with App(load_settings(workspace, curation={"offline": False})) as app:
-        checks = {c.name: c for c in run_checks(app)}
-    assert not checks["openai key"].ok
-    assert checks["openai key"].fix.startswith("export OPENAI_API_KEY=")
+        checks = {c.name: c for c in run_checks(app, probe=lambda _url: None)}
+    assert not checks["key OPENAI_API_KEY"].ok
+    assert checks["key OPENAI_API_KEY"].fix.startswith("export OPENAI_API_KEY=")
+    assert "gpt-5.4" in checks["key OPENAI_API_KEY"].detail
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_live_endpoints_are_probed_without_keys_and_an_unreachable_one_says_what_to_do(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes_providers import FakeProviderServer, serve_provider
+
+    for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "DASHSCOPE_API_KEY"):
+        monkeypatch.setenv(name, f"doctor-key-{name}")
+    with serve_provider(FakeProviderServer()) as server:
+        dead = f"http://127.0.0.1:{_closed_port()}/api/v1"
+        settings = load_settings(
+            workspace,
+            curation={"offline": False},
+            providers={
+                "gemini": {"base_url": server.base_url},
+                "openai": {"base_url": f"{server.base_url}/v1"},
+                "dashscope": {"base_url": dead},
+            },
+        )
+        with App(settings) as app:
+            checks = {c.name: c for c in run_checks(app)}
+        probed = server.seen("GET")
+    assert checks[f"endpoint {server.base_url}"].ok
+    assert checks[f"endpoint {server.base_url}/v1"].ok
+    assert not checks[f"endpoint {dead}"].ok
+    assert "ConnectError" in checks[f"endpoint {dead}"].detail
+    assert "base_url" in checks[f"endpoint {dead}"].fix
+    # The probes carry no key.
+    assert probed
+    for request in probed:
+        assert not any("doctor-key" in v for v in request.headers.values())
+    # The difficulty judges' vLLM endpoint is not configured, and not needed to curate.
+    judge = checks["endpoint of qwen3-vl-30b-a3b"]
+    assert judge.ok
+    assert "not needed" in judge.detail
 
 
 def test_an_empty_workspace_says_to_index_first(tmp_path: Path) -> None:
