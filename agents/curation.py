@@ -10,7 +10,7 @@ and calls already recorded are served from the log instead of being paid twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -92,6 +92,9 @@ class CurationConfig:
     # hit the provider (and this process) with N requests at once, and with similar latencies
     # they stay bunched in waves that queue behind each other.
     ramp_s: float = 0.0
+    # Seeds parked by a provider failure are tried again this many times in the same run.
+    provider_retry_rounds: int = 1
+    provider_retry_delay_s: float = 60.0
 
 
 @dataclass
@@ -418,9 +421,10 @@ class Curator:
         limiter = anyio.CapacityLimiter(workers)
         report = RunReport(run_id=run_id, outcome="completed", spent_micros=0)
 
-        async def one(seed: SeedRow) -> None:
+        async def one(seed: SeedRow, history: list[AnyEvent] | None = None) -> None:
             async with limiter:
-                await self._seed(run_id, seed, bus, by_seed.get(seed.id, []), mode, report)
+                past = by_seed.get(seed.id, []) if history is None else history
+                await self._seed(run_id, seed, bus, past, mode, report)
 
         self._writer = writer = GroupCommit(self.store, self._committed)
         try:
@@ -434,6 +438,8 @@ class Curator:
                             if gap and 0 < position < workers:
                                 await anyio.sleep(gap)
                             seeds_group.start_soon(one, seed)
+                    if mode == "live":
+                        await self._retry_parked(run_id, seeds, one)
                 finally:
                     await bus.close()
                     writer.close()
@@ -484,6 +490,32 @@ class Curator:
             ],
         )
         return report
+
+    async def _retry_parked(
+        self,
+        run_id: str,
+        seeds: Sequence[SeedRow],
+        one: Callable[[SeedRow, list[AnyEvent] | None], Coroutine[Any, Any, None]],
+    ) -> None:
+        """Seeds a provider failure parked get ``provider_retry_rounds`` more tries in this run,
+        each after ``provider_retry_delay_s`` (an outage often passes); the rest stay parked."""
+        for _ in range(self.config.provider_retry_rounds):
+            parked = [
+                seed
+                for seed in seeds
+                if (state := self._states.get(seed_stream(run_id, seed.id))) is not None
+                and state.status == "stopped"
+                and state.stop_reason.startswith("provider")
+            ]
+            if not parked:
+                return
+            logger.info("retrying_parked_seeds", run_id=run_id, seeds=len(parked))
+            await (self.sleep or anyio.sleep)(self.config.provider_retry_delay_s)
+            async with anyio.create_task_group() as again:
+                for seed in parked:
+                    stream = seed_stream(run_id, seed.id)
+                    history = [s.event() for s in self.store.read_stream(stream)]
+                    again.start_soon(one, seed, history)
 
     # -- a seed -----------------------------------------------------------------------------------
 

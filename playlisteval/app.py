@@ -139,6 +139,8 @@ def curation_config(settings: Settings, concurrency: int | None = None) -> Curat
         concurrency=concurrency or settings.curation.concurrency,
         offline=settings.curation.offline,
         ramp_s=settings.curation.ramp_s,
+        provider_retry_rounds=settings.curation.provider_retry_rounds,
+        provider_retry_delay_s=settings.curation.provider_retry_delay_s,
     )
 
 

@@ -287,6 +287,12 @@ class CurationSettings(BaseModel):
     ramp_s: float = Field(
         0.0, ge=0, description="Spread the first wave of seeds over this many seconds."
     )
+    provider_retry_rounds: int = Field(
+        1, ge=0, description="More tries, in the same run, for seeds a provider failure parked."
+    )
+    provider_retry_delay_s: float = Field(
+        60.0, ge=0, description="Pause before each such round (an outage often passes)."
+    )
 
 
 class Settings(BaseSettings):

@@ -28,12 +28,19 @@ _SHAPES = re.compile(
 )
 
 
+# Any variable named like a credential is scrubbed too (a provider's ``api_key_env`` may name
+# one of its own, e.g. OPENWEIGHT_API_KEY).
+_SECRET_NAME = re.compile(r"(?i)(?:^|_)(?:api_?key|token|secret|password)$")
+
+
 def secret_values(
     env: Mapping[str, str] | None = None, names: Iterable[str] = SECRET_ENV_VARS
 ) -> list[str]:
-    """The values of the key variables that are set (long enough to be worth scrubbing)."""
+    """The values of the key variables that are set (long enough to be worth scrubbing): the
+    named ones and every variable whose name ends like a credential's."""
     source = os.environ if env is None else env
-    return sorted({source[n] for n in names if len(source.get(n, "")) >= 6}, key=len, reverse=True)
+    wanted = set(names) | {n for n in source if _SECRET_NAME.search(n)}
+    return sorted({source[n] for n in wanted if len(source.get(n, "")) >= 6}, key=len, reverse=True)
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

@@ -31,6 +31,7 @@ from store.events import (
     CallRecorded,
     CallReserved,
     CallRetried,
+    SeedStarted,
     SeedStopped,
     run_stream,
     seed_stream,
@@ -145,6 +146,13 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     assert run_events[-1].type == "RunFinished"
     for stop in (e for e in events if isinstance(e, SeedStopped)):
         assert stop.reason in ("provider", "budget")
+    # A seed a provider failure parked was tried again in the same run (one more round).
+    for seed in seeds:
+        own = [s.event() for s in stored if s.stream == seed_stream("live", seed.id)]
+        stops = [i for i, e in enumerate(own) if isinstance(e, SeedStopped)]
+        first = own[stops[0]] if stops else None
+        if isinstance(first, SeedStopped) and first.reason == "provider":
+            assert any(isinstance(e, SeedStarted) for e in own[stops[0] + 1 :])
 
     # The keys the servers quoted back are nowhere: not in the log file (and its WAL), not in
     # any file of the workspace, not in the log lines, not in the report.

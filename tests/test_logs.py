@@ -123,3 +123,18 @@ def test_provider_errors_quoting_the_key_are_scrubbed_from_events(
         raw += wal.read_bytes()
     for value in keys.values():
         assert value.encode() not in raw
+
+
+def test_credentials_in_variables_named_like_keys_are_scrubbed_too() -> None:
+    from store.redact import scrub
+
+    env = {
+        "OPENWEIGHT_API_KEY": "vllm-key-5544",
+        "MY_SERVICE_TOKEN": "tok-778899",
+        "TOKENIZERS_PARALLELISM": "false-ish-value",
+    }
+    found = secret_values(env)
+    assert "vllm-key-5544" in found
+    assert "tok-778899" in found
+    assert "false-ish-value" not in found
+    assert "vllm-key-5544" not in scrub("upstream said: bad key vllm-key-5544", found)
