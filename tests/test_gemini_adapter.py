@@ -298,7 +298,7 @@ async def test_big_videos_go_through_one_context_cache_that_later_calls_reuse(
     assert isinstance(second.output, QA)
     (create,) = harness.server.seen("POST", "/v1beta/cachedContents")
     created = create.json()
-    assert created["ttl"] == "900s"
+    assert created["ttl"] == "600s"  # ProviderConfig.cache_ttl_s
     assert created["model"] == f"models/{MODEL}"
     cached_parts = [p for c in camel_keys(created["contents"]) for p in c["parts"]]
     assert sum("inlineData" in p for p in cached_parts) == 2
@@ -315,7 +315,7 @@ async def test_big_videos_go_through_one_context_cache_that_later_calls_reuse(
         report = (response.provider_details or {})["playlisteval_cache"]
         assert report["name"] == body["cachedContent"]
         assert report["created"] is (index == 0)
-        assert report["ttl_s"] == 900
+        assert report["ttl_s"] == 600
         cache_tokens = harness.state.caches[report["name"]].tokens
         assert report["tokens"] == cache_tokens
         assert response.usage.cache_read_tokens == cache_tokens

@@ -164,3 +164,21 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     assert leaked_somewhere, "the servers did quote credentials back (the test must see them)"
     for key in KEYS.values():
         assert not any(key in text for text in written), f"{key} was written somewhere"
+
+
+def test_curate_live_without_keys_says_which_to_export(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from playlisteval.cli import app as cli_app
+
+    for name in (*KEYS, "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(
+        cli_app, ["curate", "--live", "--budget", "1", "--home", str(workspace)]
+    )
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert "needs an API key: export" in message
+    assert "_API_KEY=" in message
