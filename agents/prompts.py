@@ -15,8 +15,11 @@ from agents.citations import format_timestamp
 from tools.roles import (
     AnyContext,
     Feedback,
+    MatchContext,
+    PairJudgeContext,
     Phase1Context,
     Phase2Context,
+    RankingContext,
     SegmentEvidence,
     embed_context,
 )
@@ -52,6 +55,24 @@ def feedback_section(feedback: tuple[Feedback, ...]) -> str:
     return template("feedback").format(items=items)
 
 
+def _answers_text(context: AnyContext) -> list[str]:
+    """The answers a role weighs, as readable sections (the JSON block repeats them exactly)."""
+    if isinstance(context, RankingContext):
+        return [
+            "## Answers\n\n"
+            + "\n\n".join(f"### Answer {a.label}\n{a.text}" for a in context.answers)
+        ]
+    if isinstance(context, PairJudgeContext):
+        return [f"## Answer A\n{context.answer_a}", f"## Answer B\n{context.answer_b}"]
+    out: list[str] = []
+    gold = getattr(context, "gold_answer", None)
+    if gold:
+        out.append(f"## Gold answer\n{gold}")
+    if isinstance(context, MatchContext):
+        out.append(f"## Candidate answer\n{context.candidate}")
+    return out
+
+
 def render_prompt(context: AnyContext) -> str:
     """The whole user prompt for one call."""
     role = context.role
@@ -72,5 +93,6 @@ def render_prompt(context: AnyContext) -> str:
     question = getattr(context, "question", None)
     if question:
         parts.append(f"## Question\n{question}")
+    parts.extend(_answers_text(context))
     parts.append(embed_context(context))
     return "\n\n".join(p for p in parts if p)

@@ -62,6 +62,7 @@ MAX_OUTPUT_TOKENS = {
     "sufficiency": 2048,
     "textual_ranker": 512,
     "visual_ranker": 512,
+    "pair_judge": 512,
 }
 REJECTED_OUTPUT_CHARS = 4000  # what of a rejected output goes back into the next prompt
 

@@ -256,13 +256,15 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
     return traffic
 
 
-def model_factory(settings: Settings, app: App | None = None) -> Callable[[str], Model]:
+def model_factory(
+    settings: Settings, app: App | None = None, models: set[str] | None = None
+) -> Callable[[str], Model]:
     """Model id → the pydantic-ai model that answers as it: the offline provider, or the live
-    adapters (every configured model's key is checked up front)."""
+    adapters of ``models`` (default: every curation role's; each key is checked up front)."""
     if settings.curation.offline:
         return offline_models()
-    models = role_models(settings).all_models()
-    configs = {m: provider_config(settings, m) for m in sorted(models)}
+    wanted = models if models is not None else role_models(settings).all_models()
+    configs = {m: provider_config(settings, m) for m in sorted(wanted)}
     resources = None
     if app is not None:
         from tools.providers.resources import EventResourceLedger

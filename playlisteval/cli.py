@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,6 +30,7 @@ from rich.table import Table
 from agents.curation import RunReport
 from playlisteval import logs, runs
 from playlisteval.app import App
+from playlisteval.export import ExportSummary
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget
 from store.catalog import FAILED, DomainHours, VideoRow
@@ -43,6 +44,9 @@ from store.events import (
     micros_to_usd,
 )
 from tools.indexer import AddSummary, IndexSummary
+
+if TYPE_CHECKING:
+    from playlisteval.export import ExportSummary
 
 # Models are loaded from files shipped in packages or given by path; never from a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -338,10 +342,15 @@ def demo(
             app_, budget=budget, max_seeds=max_seeds, concurrency=None, run=None, per_seed=None
         )
         _print_audit(runs.audit(app_, report.run_id), show_outputs=False)
+        console.print("\n[bold]Benchmark[/] (difficulty gate with the offline weak judges)")
+        exported = runs.export(app_, root / "exports" / "benchmark", report.run_id)
+        _print_export(exported)
         console.print(f"\nworkspace: {root}")
         console.print(f"try: playlisteval search 'kneading the dough' --home {root}")
         console.print(f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}")
         console.print(f"     playlisteval replay {report.run_id} --home {root}")
+        console.print(f"benchmark: {exported.path}")
+        console.print(f"validate it: playlisteval ui {exported.path} --home {root}")
 
 
 # -- curation -------------------------------------------------------------------------------------
@@ -660,6 +669,86 @@ def rehearse(
         console.print(
             "(offline answers; prices and token counts are the configured live models'. "
             "The paper paid about 1.00 USD per accepted question.)"
+        )
+
+
+def _print_export(summary: ExportSummary) -> None:
+    table = Table(title=f"{summary.pairs} preference pairs")
+    table.add_column("domain")
+    table.add_column("pairs", justify="right")
+    for domain, count in sorted(summary.per_domain.items()):
+        table.add_row(domain, str(count))
+    console.print(table)
+    gaps = ", ".join(f"gap {g}: {n}" for g, n in sorted(summary.per_gap.items()))
+    console.print(f"by rating gap: {gaps}")
+    console.print(f"written to {summary.path} (sha256 {summary.content_sha256[:12]}…)")
+
+
+@app.command()
+def pairs(
+    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    per_domain: Annotated[
+        int | None, typer.Option(help="Pairs sampled per domain (default: pairs.pairs_per_domain).")
+    ] = None,
+    budget: Annotated[float | None, typer.Option(help="Cap of the judges' calls (USD).")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Make preference pairs of a run's accepted items: any two answers, the higher rating
+    preferred; keep a pair when a weak difficulty judge fails it; sample per domain by gap."""
+    with _open(home) as app_:
+        run_id, chosen = runs.select_pairs(app_, run, per_domain=per_domain, budget_usd=budget)
+        by_domain = Counter(p.domain for p in chosen)
+        by_gap = Counter(p.gap for p in chosen)
+        console.print(
+            f"run {run_id}: {len(chosen)} pairs sampled ("
+            + ", ".join(f"{d} {n}" for d, n in sorted(by_domain.items()))
+            + "); by gap: "
+            + ", ".join(f"{g}: {n}" for g, n in sorted(by_gap.items()))
+        )
+
+
+@app.command()
+def export(
+    directory: Annotated[Path, typer.Argument(help="Where to write the benchmark.")],
+    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    per_domain: Annotated[
+        int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Export a run's benchmark: JSONL and Parquet that `datasets` loads, a manifest of videos
+    and clips, a dataset card, a version and a content hash."""
+    with _open(home) as app_:
+        summary = runs.export(app_, directory, run, per_domain=per_domain)
+        _print_export(summary)
+        console.print(f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root}")
+
+
+@app.command()
+def ui(
+    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    sample_size: Annotated[
+        int | None, typer.Option(help="Pairs in the human sample (default: pairs.human_sample).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Human validation (blind pairwise labels, agreement and kappa) and the curation audit, in
+    the browser."""
+    from playlisteval.ui import serve
+
+    with _open(home) as app_:
+        size = sample_size or app_.settings.pairs.human_sample
+        console.print(f"serving {benchmark} on http://{host}:{port}/ (Ctrl-C to stop)")
+        serve(
+            app_,
+            benchmark,
+            host,
+            port,
+            sample_size=size,
+            sample_seed=app_.settings.pairs.sample_seed if seed is None else seed,
         )
 
 

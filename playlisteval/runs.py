@@ -9,14 +9,21 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from agents.curation import CurationProgress, Curator, RunReport, ledger
 from agents.recorded import NoCallModel, Pricing, RecordedCalls
-from playlisteval.app import App, offline_models, traffic_for
+from playlisteval.app import (
+    App,
+    model_factory,
+    offline_models,
+    secret_values_of,
+    traffic_for,
+)
 from playlisteval.settings import IndexSettings
+from policies.pairs import SelectedPair
 from policies.prices import PriceTable
 from store.catalog import SeedRow
 from store.errors import ConfigError
@@ -37,6 +44,9 @@ from store.events import (
     usd_to_micros,
 )
 from store.eventstore import EventStore, open_event_store
+
+if TYPE_CHECKING:
+    from playlisteval.export import ExportSummary
 
 
 def new_run_id(now: datetime | None = None, salt: str = "") -> str:
@@ -509,4 +519,84 @@ def audit(
         rejections=dict(rejections.most_common()),
         rejections_by_gate=dict(by_gate.most_common()),
         retries_accepted=sorted(rejected_seeds & accepted),
+    )
+
+
+# -- pairs and export -----------------------------------------------------------------------------
+
+
+def latest_run(app: App) -> str:
+    """The newest run in the log; ConfigError when there is none."""
+    found = run_ids(app.events)
+    if not found:
+        raise ConfigError("no run in the log yet: run `playlisteval curate` first")
+    return found[-1]
+
+
+def select_pairs(
+    app: App,
+    run_id: str | None = None,
+    *,
+    per_domain: int | None = None,
+    budget_usd: float | None = None,
+) -> tuple[str, list[SelectedPair]]:
+    """``(run_id, sampled pairs)``: the run's accepted items as preference pairs, judged in both
+    orders by the difficulty judges (``models.difficulty_judges``), kept when one fails, sampled
+    per domain by rating gap. Decisions already in the log are not made (or paid) again."""
+    from agents.pairs import select_pairs as select
+
+    run = run_id or latest_run(app)
+    run_started(app.events, run)
+    settings = app.settings
+    judges = list(settings.models.difficulty_judges)
+    offline = settings.curation.offline
+    chosen = anyio.run(
+        lambda: select(
+            store=app.events,
+            catalog=app.catalog,
+            clips=app.clips(),
+            model_for=model_factory(settings, app, set(judges)),
+            prices=app.prices(),
+            run_id=run,
+            judges=judges,
+            per_domain=per_domain or settings.pairs.pairs_per_domain,
+            sample_seed=settings.pairs.sample_seed,
+            budget_micros=None if budget_usd is None else usd_to_micros(budget_usd),
+            concurrency=settings.curation.concurrency,
+            offline=offline,
+            traffic=traffic_for(settings, live=not offline),
+            secrets=secret_values_of(settings),
+        )
+    )
+    return run, chosen
+
+
+def export(
+    app: App, out_dir: Path, run_id: str | None = None, *, per_domain: int | None = None
+) -> ExportSummary:
+    """Export run ``run_id``'s benchmark to ``out_dir``: its last pair selection, made first
+    when the run has none yet."""
+    from agents.pairs import load_selection
+    from playlisteval.export import export_benchmark
+
+    run = run_id or latest_run(app)
+    pairs = load_selection(app.events, run)
+    if not pairs:
+        run, pairs = select_pairs(app, run, per_domain=per_domain)
+    if not pairs:
+        raise ConfigError(
+            f"run {run!r} has no preference pair to export: no accepted item, or the difficulty "
+            "judges got every pair right (see `playlisteval pairs`)"
+        )
+    settings = app.settings
+    return export_benchmark(
+        app,
+        out_dir,
+        pairs,
+        settings={
+            "difficulty_judges": list(settings.models.difficulty_judges),
+            "pairs_per_domain": per_domain or settings.pairs.pairs_per_domain,
+            "sample_seed": settings.pairs.sample_seed,
+            "offline": settings.curation.offline,
+        },
     )

@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v ffmpeg >/dev/null 2>&1 || need_apt+=(ffmpeg)
 command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
+# Headless chromium and its driver: the validation UI's end-to-end test drives them.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "note: ${need_apt[*]} missing and not root; the demo narrates only with espeak-ng" >&2
+    echo "note: ${need_apt[*]} missing and not root (install them for the demo's narration and the UI test)" >&2
   fi
 fi
 

@@ -5,8 +5,9 @@ appended to the event store. A stored event is ``(seq, stream, version, type, sc
 ``data`` is the event's JSON. Money is integer micro-dollars (1 USD = 1_000_000), never floats.
 
 Streams: ``run-<run_id>`` holds a run's start, policy and end; ``seed-<run_id>-<seed_id>`` holds
-one seed's whole conversation in that run. An event never changes shape without a new
-``schema`` number and an upcaster in :data:`UPCASTERS`.
+one seed's whole conversation in that run; ``pairs-<run_id>`` holds the run's pair selection
+(candidates, the difficulty judges' calls and verdicts, what was kept and sampled). An event
+never changes shape without a new ``schema`` number and an upcaster in :data:`UPCASTERS`.
 """
 
 from __future__ import annotations
@@ -274,6 +275,61 @@ class SeedStopped(Event):
     detail: str = ""
 
 
+# -- pairs --------------------------------------------------------------------------------------
+
+
+class PairCandidate(Event):
+    """Two answers of an accepted item make a candidate pair, the higher rating preferred."""
+
+    type: Literal["PairCandidate"] = "PairCandidate"
+    pair_id: str
+    seed_id: str
+    domain: str
+    chosen_rating: int
+    rejected_rating: int
+
+
+class PairJudged(Event):
+    """One difficulty judge's answer on a pair shown in one order: ``choice`` is "A" (the answer
+    shown first), "B", "tie", or "invalid" (no usable answer); ``correct`` when it is the
+    preferred answer."""
+
+    type: Literal["PairJudged"] = "PairJudged"
+    pair_id: str
+    judge: str
+    order: Literal["chosen_first", "rejected_first"]
+    choice: Literal["A", "B", "tie", "invalid"]
+    correct: bool
+    reason: str = ""
+
+
+class PairKept(Event):
+    """The difficulty gate kept a pair: the judges in ``failed_by`` did not pick the preferred
+    answer in both orders."""
+
+    type: Literal["PairKept"] = "PairKept"
+    pair_id: str
+    failed_by: tuple[str, ...]
+
+
+class PairDropped(Event):
+    """The difficulty gate dropped a pair (every judge got it right in both orders)."""
+
+    type: Literal["PairDropped"] = "PairDropped"
+    pair_id: str
+    reason: str
+
+
+class PairsSampled(Event):
+    """The benchmark's pairs: ``per_domain`` of the kept pairs per domain, stratified by rating
+    gap, drawn with ``seed``."""
+
+    type: Literal["PairsSampled"] = "PairsSampled"
+    per_domain: int
+    seed: int
+    pair_ids: tuple[str, ...]
+
+
 AnyEvent = Annotated[
     RunStarted
     | RunResumed
@@ -294,7 +350,12 @@ AnyEvent = Annotated[
     | GateRejected
     | ItemAccepted
     | SeedDiscarded
-    | SeedStopped,
+    | SeedStopped
+    | PairCandidate
+    | PairJudged
+    | PairKept
+    | PairDropped
+    | PairsSampled,
     Field(discriminator="type"),
 ]
 
@@ -336,3 +397,8 @@ PROVIDER_RESOURCES_STREAM = "provider-resources"
 def seed_stream(run_id: str, seed_id: str) -> str:
     """Stream of one seed's events in one run."""
     return f"seed-{run_id}-{seed_id}"
+
+
+def pairs_stream(run_id: str) -> str:
+    """Stream of a run's pair selection."""
+    return f"pairs-{run_id}"

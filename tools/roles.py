@@ -229,6 +229,27 @@ class Ranking(Frozen):
     reason: str = ""
 
 
+# -- pair selection ------------------------------------------------------------------------------
+
+
+class PairJudgeContext(Frozen):
+    """A difficulty judge sees both segments (as video) and two answers to one question, shown
+    as A and B, and says which is more faithful to what the footage shows."""
+
+    role: Literal["pair_judge"] = "pair_judge"
+    question: str
+    answer_a: str
+    answer_b: str
+    segments: tuple[SegmentEvidence, ...]
+
+
+class PairVerdict(Frozen):
+    """Which answer is better: "A", "B", or "tie" when the judge cannot separate them."""
+
+    choice: Literal["A", "B", "tie"]
+    reason: str
+
+
 RoleName = Literal[
     "phase1_generator",
     "phase2_generator",
@@ -239,6 +260,7 @@ RoleName = Literal[
     "sufficiency",
     "textual_ranker",
     "visual_ranker",
+    "pair_judge",
 ]
 
 AnyContext = (
@@ -249,8 +271,11 @@ AnyContext = (
     | MatchContext
     | SufficiencyContext
     | RankingContext
+    | PairJudgeContext
 )
-AnyOutput = QA | DistractorSet | FreeAnswer | MatchVerdict | SufficiencyVerdict | Ranking
+AnyOutput = (
+    QA | DistractorSet | FreeAnswer | MatchVerdict | SufficiencyVerdict | Ranking | PairVerdict
+)
 
 OUTPUT_TYPES: dict[str, type[Frozen]] = {
     "phase1_generator": QA,
@@ -262,9 +287,12 @@ OUTPUT_TYPES: dict[str, type[Frozen]] = {
     "sufficiency": SufficiencyVerdict,
     "textual_ranker": Ranking,
     "visual_ranker": Ranking,
+    "pair_judge": PairVerdict,
 }
 
-VIDEO_ROLES = frozenset({"phase1_generator", "phase2_generator", "sufficiency", "visual_ranker"})
+VIDEO_ROLES = frozenset(
+    {"phase1_generator", "phase2_generator", "sufficiency", "visual_ranker", "pair_judge"}
+)
 
 
 CONTEXT_OPEN = "<context>"
@@ -281,6 +309,7 @@ CONTEXT_TYPES: dict[str, type[Frozen]] = {
     "sufficiency": SufficiencyContext,
     "textual_ranker": RankingContext,
     "visual_ranker": RankingContext,
+    "pair_judge": PairJudgeContext,
 }
 
 

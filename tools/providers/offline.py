@@ -6,9 +6,11 @@ from :mod:`tools.roles`) and, for video roles, decodes the attached clips and lo
 gold answers from what the frames show, checks claims against the frames of the cited spans, and
 ranks text by text cues only. It also errs the way real generators do (:class:`Fallibility`), so
 the gates have real work: a narration-leaning first answer, a stray citation, textual tells in
-distractors and seeds it cannot see. Every such decision is a function of a hash of the call's
-content, so the same call always gives byte-identical output. It is a stand-in for the pipeline's
-plumbing, never a measure of model quality.
+distractors and seeds it cannot see. As a difficulty judge it is weak on purpose: it misses some
+wrong details and then falls back on a habit of its model id, so close pairs sometimes beat it.
+Every such decision is a function of a hash of the call's content, so the same call always gives
+byte-identical output. It is a stand-in for the pipeline's plumbing, never a measure of model
+quality.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic_ai.messages import (
     BinaryContent,
@@ -45,6 +48,8 @@ from tools.roles import (
     GradedAnswer,
     MatchContext,
     MatchVerdict,
+    PairJudgeContext,
+    PairVerdict,
     ParametricContext,
     Phase1Context,
     Phase2Context,
@@ -209,11 +214,18 @@ class _Footage:
     """The facts of each segment's frames, looked up by cited span."""
 
     def __init__(
-        self, segments: Sequence[SegmentEvidence], videos: Mapping[str, list[media.Frame]]
+        self,
+        segments: Sequence[SegmentEvidence],
+        videos: Mapping[str, list[media.Frame]],
+        described: Mapping[str, list[VisualFact]] | None = None,
     ) -> None:
         self.segments = tuple(segments)
         self.facts: dict[str, list[VisualFact]] = {}
         for segment in segments:
+            known = (described or {}).get(segment.segment_id)
+            if known is not None:  # the same frames described before: the same facts
+                self.facts[segment.segment_id] = known
+                continue
             frames = videos.get(segment.segment_id)
             if frames is None:
                 raise MediaError(
@@ -671,6 +683,71 @@ def _visual_rank(context: RankingContext, footage: _Footage) -> Ranking:
     return Ranking(order=tuple(a.label for a in ranked), reason=reason)
 
 
+# -- pair selection ------------------------------------------------------------------------------
+
+_JUDGE_HABITS = ("first", "second", "longer")
+
+
+@dataclass(frozen=True)
+class _JudgeTraits:
+    """How one weak judge model perceives a pair: the share of the frames' contradictions it
+    notices, and what it falls back on when it notices no difference."""
+
+    acuity: float
+    habit: str
+
+
+def _judge_traits(model_id: str) -> _JudgeTraits:
+    # From the model id alone: two judges differ in acuity (and most often in habit).
+    acuity = 0.45 + 0.35 * _draw("pair_judge", "acuity", model_id)
+    habit = _JUDGE_HABITS[int(_draw("pair_judge", "habit", model_id) * len(_JUDGE_HABITS))]
+    return _JudgeTraits(acuity=acuity, habit=habit)
+
+
+def _noticed(text: str, footage: _Footage, traits: _JudgeTraits, key: str) -> list[str]:
+    """The contradictions of ``text`` with the frames that the judge notices.
+
+    Whether a wrong detail is noticed depends on the detail (its span and word), not on the
+    answer around it: an answer with every wrong detail of another and more is never seen as
+    better than it, but two answers that differ by a few details may look the same.
+    """
+    noticed: list[str] = []
+    for sentence, span in _claims(text):
+        for wrong in _contradictions(sentence, span, footage):
+            if _draw(key, "notice", cite(*span), wrong) < traits.acuity:
+                noticed.append(f"{wrong} at {cite(*span)}")
+    return noticed
+
+
+def _pair_judge(
+    context: PairJudgeContext, footage: _Footage, key: str, model_id: str
+) -> PairVerdict:
+    """A weak judge: it prefers the answer with fewer contradictions it notices; when it notices
+    as many in both, it falls back on its habit (the first answer, the second, the longer)."""
+    traits = _judge_traits(model_id)
+    seen_a = _noticed(context.answer_a, footage, traits, key)
+    seen_b = _noticed(context.answer_b, footage, traits, key)
+    summary = f"A: {len(seen_a)} claim detail(s) contradicted by the frames" + (
+        f" ({'; '.join(seen_a[:3])})" if seen_a else ""
+    )
+    summary += f"; B: {len(seen_b)}" + (f" ({'; '.join(seen_b[:3])})" if seen_b else "")
+    if len(seen_a) != len(seen_b):
+        better: Literal["A", "B"] = "A" if len(seen_a) < len(seen_b) else "B"
+        return PairVerdict(choice=better, reason=f"{summary}: {better} is more faithful")
+    if traits.habit == "first":
+        return PairVerdict(choice="A", reason=f"{summary}: no difference seen; A reads better")
+    if traits.habit == "second":
+        return PairVerdict(choice="B", reason=f"{summary}: no difference seen; B reads better")
+    size_a = (len(context.answer_a.split()), len(context.answer_a))
+    size_b = (len(context.answer_b.split()), len(context.answer_b))
+    if size_a == size_b:
+        return PairVerdict(choice="tie", reason=f"{summary}: the footage does not separate them")
+    longer: Literal["A", "B"] = "A" if size_a > size_b else "B"
+    return PairVerdict(
+        choice=longer, reason=f"{summary}: no difference seen; {longer} is more detailed"
+    )
+
+
 # -- the pure core and the pydantic-ai model -----------------------------------------------------
 
 
@@ -681,27 +758,32 @@ def answer(
     *,
     model_id: str,
     salt: str = "",
+    described: Mapping[str, list[VisualFact]] | None = None,
 ) -> Frozen:
     """The offline answer to one call: ``videos`` maps segment id → frames timed in its video.
 
+    ``described`` may hold those frames' facts (``tools.vision.describe_frames``) by segment id,
+    already computed: it spares describing the same clip again on every call, nothing else.
     Deterministic in all its arguments. Raises MediaError when a video role lacks a segment's
     frames.
     """
     key = f"{salt}\x1e{model_id}"
     if isinstance(context, Phase1Context):
-        return _phase1(context, _Footage(context.segments, videos), fallibility, key)
+        return _phase1(context, _Footage(context.segments, videos, described), fallibility, key)
     if isinstance(context, Phase2Context):
-        return _phase2(context, _Footage(context.segments, videos), fallibility, key)
+        return _phase2(context, _Footage(context.segments, videos, described), fallibility, key)
     if isinstance(context, SufficiencyContext):
-        return _sufficiency(context, _Footage(context.segments, videos))
+        return _sufficiency(context, _Footage(context.segments, videos, described))
     if isinstance(context, TranscriptTestContext):
         return _transcript_answer(context)
     if isinstance(context, ParametricContext):
         return _parametric_answer(context)
     if isinstance(context, MatchContext):
         return _match(context)
+    if isinstance(context, PairJudgeContext):
+        return _pair_judge(context, _Footage(context.segments, videos, described), key, model_id)
     if context.role == "visual_ranker":
-        return _visual_rank(context, _Footage(context.segments, videos))
+        return _visual_rank(context, _Footage(context.segments, videos, described))
     return _textual_rank(context, key)
 
 
@@ -733,6 +815,7 @@ class OfflineProvider:
         self.fallibility = fallibility
         self.salt = salt
         self._decoded: dict[tuple[str, float], list[media.Frame]] = {}
+        self._described: dict[tuple[str, float, float], list[VisualFact]] = {}
 
     def model(self, model_id: str) -> FunctionModel:
         """A pydantic-ai model named ``offline:<model_id>`` that answers every role."""
@@ -756,6 +839,22 @@ class OfflineProvider:
         start = float(meta.get("start_s", 0.0))
         return [media.Frame(t=round(start + f.t, 6), image=f.image) for f in frames]
 
+    def _facts(self, clip: BinaryContent, frames: list[media.Frame]) -> list[VisualFact]:
+        """The facts of a clip's frames, described once per clip content, rate and start."""
+        meta = clip.vendor_metadata or {}
+        cache_key = (
+            hashlib.sha256(clip.data).hexdigest(),
+            float(meta.get("fps", DEFAULT_CLIP_FPS)),
+            float(meta.get("start_s", 0.0)),
+        )
+        facts = self._described.get(cache_key)
+        if facts is None:
+            facts = describe_frames(frames, 0.0)
+            if len(self._described) >= _DECODE_CACHE_SIZE:
+                self._described.pop(next(iter(self._described)))
+            self._described[cache_key] = facts
+        return facts
+
     def _respond(
         self, messages: Sequence[ModelMessage], info: AgentInfo, model_id: str
     ) -> ModelResponse:
@@ -768,9 +867,19 @@ class OfflineProvider:
                 "agents.prompts.render_prompt"
             ) from exc
         videos: dict[str, list[media.Frame]] = {}
+        described: dict[str, list[VisualFact]] = {}
         for index, clip in enumerate(clips):
-            videos[clip.identifier or f"clip-{index}"] = self._frames(clip)
-        output = answer(context, videos, self.fallibility, model_id=model_id, salt=self.salt)
+            name = clip.identifier or f"clip-{index}"
+            videos[name] = self._frames(clip)
+            described[name] = self._facts(clip, videos[name])
+        output = answer(
+            context,
+            videos,
+            self.fallibility,
+            model_id=model_id,
+            salt=self.salt,
+            described=described,
+        )
         args = output.model_dump_json()
         n_frames = sum(len(frames) for frames in videos.values())
         usage = RequestUsage(

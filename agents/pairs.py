@@ -1,0 +1,468 @@
+"""Pair selection: candidate pairs from a run's accepted items, the difficulty gate, the sample.
+
+Every two of an accepted item's five answers make a candidate pair, the higher rating preferred.
+Each difficulty judge sees every candidate pair twice, once in each answer order, with both
+segments' videos; a pair is kept when at least one judge does not pick the preferred answer in
+both orders. The kept pairs are sampled per domain, stratified by rating gap
+(:func:`policies.pairs.sample_pairs`).
+
+Every decision is an event in the stream ``pairs-<run_id>``: the candidates, each judge's call
+(reserved, recorded and priced like the curation's calls) and verdict, the gate's keep or drop,
+and the sample. Running the selection again reads that stream first: a verdict already in it is
+never asked for again, and a call recorded before a crash is served from the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+import structlog
+from pydantic_ai.models import Model
+
+from agents.curation import GroupCommit, ledger, scrubbed
+from agents.evidence import ClipSpec, SeedEvidence
+from agents.recorded import CallRecorder, RecordedCalls
+from agents.workers import MalformedOutput, ModelRunner, SeedCall
+from policies.budget import Budget, BudgetExhausted
+from policies.pairs import (
+    JudgeVerdict,
+    SelectedPair,
+    candidate_pairs,
+    picks_preferred,
+    sample_pairs,
+)
+from policies.prices import PriceTable
+from policies.ratelimits import Traffic
+from store.catalog import Catalog
+from store.errors import ConfigError, MediaError, ProviderError
+from store.events import (
+    AnyEvent,
+    CallFailed,
+    CallRecorded,
+    CallReserved,
+    Event,
+    ItemAccepted,
+    PairCandidate,
+    PairDropped,
+    PairJudged,
+    PairKept,
+    PairsSampled,
+    SeedStarted,
+    pairs_stream,
+    seed_stream,
+)
+from store.eventstore import EventStore
+from store.redact import secret_values
+from tools.clips import ClipFetcher
+from tools.roles import QA, DistractorSet, PairJudgeContext, PairVerdict
+
+Order = Literal["chosen_first", "rejected_first"]
+ORDERS: tuple[Order, Order] = ("chosen_first", "rejected_first")
+JUDGE_ROLE = "pair_judge"
+GATE = "difficulty"
+# The judges see what the visual verifiers see: frames at 0.5 fps, no audio (open-weight VLMs).
+JUDGE_CLIP = ClipSpec(audio=False)
+
+logger = structlog.get_logger("playlisteval.pairs")
+
+
+@dataclass(frozen=True)
+class AcceptedItem:
+    """One accepted item of a run: its seed's segments, the question and the five answers."""
+
+    seed_id: str
+    domain: str
+    segment_a: str
+    segment_b: str
+    question: str
+    answers: dict[int, str]  # rating (5 = gold) → answer text
+
+
+def accepted_items(store: EventStore, run_id: str) -> list[AcceptedItem]:
+    """The run's accepted items, read from its seeds' streams, in the order they were accepted."""
+    started: dict[str, SeedStarted] = {}
+    items: list[AcceptedItem] = []
+    for stored in store.read_all(
+        stream_prefix=seed_stream(run_id, ""), types=["SeedStarted", "ItemAccepted"]
+    ):
+        event = stored.event()
+        if isinstance(event, SeedStarted):
+            started[event.seed_id] = event
+        elif isinstance(event, ItemAccepted) and event.seed_id in started:
+            seed = started[event.seed_id]
+            qa = QA.model_validate(event.qa)
+            distractors = DistractorSet.model_validate(event.distractors)
+            answers = {5: qa.gold_answer} | {a.rating: a.answer for a in distractors.answers}
+            items.append(
+                AcceptedItem(
+                    seed_id=seed.seed_id,
+                    domain=seed.domain,
+                    segment_a=seed.segment_a,
+                    segment_b=seed.segment_b,
+                    question=qa.question,
+                    answers=answers,
+                )
+            )
+    return items
+
+
+@dataclass
+class PairsLog:
+    """The pairs stream folded: what is decided, what each judge answered, the last sample."""
+
+    candidates: dict[str, PairCandidate] = field(default_factory=dict)
+    judged: dict[tuple[str, str, str], PairJudged] = field(default_factory=dict)
+    kept: dict[str, PairKept] = field(default_factory=dict)
+    dropped: dict[str, PairDropped] = field(default_factory=dict)
+    sampled: PairsSampled | None = None
+    calls: dict[str, int] = field(default_factory=dict)  # pair id → calls numbered so far
+
+    def decided(self, pair_id: str) -> bool:
+        """Whether the gate has kept or dropped the pair."""
+        return pair_id in self.kept or pair_id in self.dropped
+
+    def verdicts(self, pair_id: str) -> tuple[JudgeVerdict, ...]:
+        """Each judge that answered the pair in both orders, by judge id."""
+        judges = sorted({judge for pid, judge, _ in self.judged if pid == pair_id})
+        out: list[JudgeVerdict] = []
+        for judge in judges:
+            first = self.judged.get((pair_id, judge, "chosen_first"))
+            second = self.judged.get((pair_id, judge, "rejected_first"))
+            if first is None or second is None:
+                continue
+            out.append(
+                JudgeVerdict(
+                    judge=judge,
+                    verdict_chosen_first=first.choice,
+                    verdict_rejected_first=second.choice,
+                    failed=not (first.correct and second.correct),
+                )
+            )
+        return tuple(out)
+
+    def selected(self, run_id: str, pair_id: str) -> SelectedPair:
+        """The pair as a :class:`SelectedPair` with its verdicts."""
+        candidate = self.candidates[pair_id]
+        return SelectedPair(
+            pair_id=pair_id,
+            run_id=run_id,
+            seed_id=candidate.seed_id,
+            domain=candidate.domain,
+            chosen_rating=candidate.chosen_rating,
+            rejected_rating=candidate.rejected_rating,
+            judges=self.verdicts(pair_id),
+        )
+
+
+def _call_owner(call_id: str) -> str:
+    return call_id.rsplit(":", 1)[0]
+
+
+def fold_pairs(events: Iterable[AnyEvent], log: PairsLog | None = None) -> PairsLog:
+    """Fold events of a pairs stream into a :class:`PairsLog` (a new one unless given)."""
+    log = log if log is not None else PairsLog()
+    for event in events:
+        if isinstance(event, PairCandidate):
+            log.candidates.setdefault(event.pair_id, event)
+        elif isinstance(event, PairJudged):
+            log.judged[(event.pair_id, event.judge, event.order)] = event
+        elif isinstance(event, PairKept):
+            log.kept[event.pair_id] = event
+        elif isinstance(event, PairDropped):
+            log.dropped[event.pair_id] = event
+        elif isinstance(event, PairsSampled):
+            log.sampled = event
+        elif isinstance(event, CallReserved | CallRecorded | CallFailed):
+            owner, number = event.call_id.rsplit(":", 1)
+            log.calls[owner] = max(log.calls.get(owner, 0), int(number))
+    return log
+
+
+def load_selection(store: EventStore, run_id: str) -> list[SelectedPair]:
+    """The run's last sampled selection, rebuilt from its pairs stream ([] before any)."""
+    log = fold_pairs(s.event() for s in store.read_stream(pairs_stream(run_id)))
+    if log.sampled is None:
+        return []
+    return [log.selected(run_id, pair_id) for pair_id in log.sampled.pair_ids]
+
+
+@dataclass
+class _Gate:
+    """What the judging tasks share."""
+
+    runner: ModelRunner
+    judges: tuple[str, ...]
+    items: dict[str, AcceptedItem]
+    evidence: dict[str, SeedEvidence]
+    log: PairsLog
+    append: Callable[[Event], Awaitable[None]]
+    failures: list[Exception] = field(default_factory=list)
+
+
+async def select_pairs(
+    *,
+    store: EventStore,
+    catalog: Catalog,
+    clips: ClipFetcher,
+    model_for: Callable[[str], Model],
+    prices: PriceTable,
+    run_id: str,
+    judges: Sequence[str],
+    per_domain: int = 90,
+    sample_seed: int = 0,
+    budget_micros: int | None = None,
+    concurrency: int = 8,
+    offline: bool = False,
+    traffic: Callable[[str], Traffic | None] | None = None,
+    secrets: Sequence[str] = (),
+) -> list[SelectedPair]:
+    """Build, judge, keep and sample the pairs of run ``run_id``; return the sampled pairs.
+
+    ``judges`` are model ids (priced by ``prices``, made by ``model_for``); each judges every
+    undecided candidate pair in both orders. ``budget_micros`` caps what the judges' calls cost
+    in this run's pair selection, earlier calls of it included. ``offline`` marks the calls as
+    made by the offline provider (priced from their shape, as a curation run's). Running it again
+    judges only what the stream does not decide yet, and appends a new ``PairsSampled`` only when
+    the sample differs from the last one. A pair decided earlier stays decided, even when
+    ``judges`` change.
+
+    Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
+    met) after every pair that could be judged is in the log; a later call goes on from there.
+    """
+    judges = tuple(dict.fromkeys(judges))
+    if not judges:
+        raise ConfigError("the difficulty gate needs at least one judge model; none was given")
+    for judge in judges:
+        prices.price(judge)  # an unpriced judge is refused before anything is spent
+    stream = pairs_stream(run_id)
+    history = [s.event() for s in store.read_stream(stream)]
+    log = fold_pairs(history)
+
+    items = accepted_items(store, run_id)
+    new = [
+        PairCandidate(
+            pair_id=pair.pair_id,
+            seed_id=pair.seed_id,
+            domain=pair.domain,
+            chosen_rating=pair.chosen_rating,
+            rejected_rating=pair.rejected_rating,
+        )
+        for item in items
+        for pair in candidate_pairs(item.seed_id, run_id, item.domain, sorted(item.answers))
+        if pair.pair_id not in log.candidates
+    ]
+    if new:
+        store.append(stream, new)
+        fold_pairs(new, log)
+
+    todo = [pid for pid in log.candidates if not log.decided(pid)]
+    logger.info(
+        "pairs_begin",
+        run_id=run_id,
+        items=len(items),
+        candidates=len(log.candidates),
+        to_judge=len(todo),
+        judges=list(judges),
+    )
+    if todo:
+        await _judge_all(
+            store,
+            stream,
+            history,
+            log,
+            todo,
+            items,
+            catalog=catalog,
+            clips=clips,
+            model_for=model_for,
+            prices=prices,
+            judges=judges,
+            budget_micros=budget_micros,
+            concurrency=concurrency,
+            offline=offline,
+            traffic=traffic,
+            secrets=sorted({*secret_values(), *secrets}, key=len, reverse=True),
+        )
+
+    log = fold_pairs(s.event() for s in store.read_stream(stream))
+    kept = [log.selected(run_id, pid) for pid in log.candidates if pid in log.kept]
+    sample = sample_pairs(kept, per_domain, sample_seed)
+    ids = tuple(pair.pair_id for pair in sample)
+    last = log.sampled
+    if last is None or (last.per_domain, last.seed, last.pair_ids) != (
+        per_domain,
+        sample_seed,
+        ids,
+    ):
+        store.append(stream, [PairsSampled(per_domain=per_domain, seed=sample_seed, pair_ids=ids)])
+    logger.info(
+        "pairs_end",
+        run_id=run_id,
+        candidates=len(log.candidates),
+        kept=len(log.kept),
+        dropped=len(log.dropped),
+        sampled=len(sample),
+    )
+    return sample
+
+
+async def _judge_all(
+    store: EventStore,
+    stream: str,
+    history: list[AnyEvent],
+    log: PairsLog,
+    todo: list[str],
+    items: list[AcceptedItem],
+    *,
+    catalog: Catalog,
+    clips: ClipFetcher,
+    model_for: Callable[[str], Model],
+    prices: PriceTable,
+    judges: tuple[str, ...],
+    budget_micros: int | None,
+    concurrency: int,
+    offline: bool,
+    traffic: Callable[[str], Traffic | None] | None,
+    secrets: list[str],
+) -> None:
+    """Judge the undecided pairs ``todo`` with a bounded number in flight."""
+    spent = ledger(
+        (_call_owner(e.call_id), e)
+        for e in history
+        if isinstance(e, CallReserved | CallRecorded | CallFailed)
+    )
+    recorder = CallRecorder(
+        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
+        prices=prices,
+        recorded=RecordedCalls.from_events(history),
+        mode="live",
+        offline=offline,
+        traffic=traffic,
+    )
+    for owner, calls in log.calls.items():
+        # Call ids go on from the log; every request key starts at its first recorded answer,
+        # so a call recorded before a crash (its verdict never written) is served again.
+        recorder.reset_seed(owner, calls, {})
+    writer = GroupCommit(store, lambda _stream, _event: None)
+
+    async def append(event: Event) -> None:
+        await writer.append(stream, scrubbed(event, secrets))
+
+    by_seed = {item.seed_id: item for item in items}
+    gate = _Gate(
+        runner=ModelRunner(recorder=recorder, model_for=model_for),
+        judges=judges,
+        items=by_seed,
+        evidence={
+            seed_id: SeedEvidence(catalog, clips, seed_id, item.segment_a, item.segment_b)
+            for seed_id, item in by_seed.items()
+        },
+        log=log,
+        append=append,
+    )
+    limiter = anyio.CapacityLimiter(max(concurrency, 1))
+
+    async def one(pair_id: str) -> None:
+        async with limiter:
+            await _judge_pair(gate, pair_id)
+
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(writer.run)
+            try:
+                async with anyio.create_task_group() as pairs:
+                    for pair_id in todo:
+                        pairs.start_soon(one, pair_id)
+            finally:
+                writer.close()
+    except BaseExceptionGroup as group:
+        # Task groups wrap what a task raised; one error surfaces as itself.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+    if gate.failures:
+        raise gate.failures[0]
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+async def _judge_pair(gate: _Gate, pair_id: str) -> None:
+    """Every judge on one pair in both orders (what the log lacks), then keep or drop it."""
+    candidate = gate.log.candidates[pair_id]
+    item = gate.items.get(candidate.seed_id)
+    if item is None:  # a candidate of an item the run no longer shows: nothing to judge with
+        return
+    verdicts: dict[tuple[str, str], PairJudged] = {
+        (judge, order): found
+        for (pid, judge, order), found in gate.log.judged.items()
+        if pid == pair_id
+    }
+    try:
+        for judge in gate.judges:
+            for order in ORDERS:
+                if (judge, order) not in verdicts:
+                    judged = await _judge_once(gate, candidate, item, judge, order)
+                    await gate.append(judged)
+                    verdicts[(judge, order)] = judged
+    except (BudgetExhausted, ProviderError, MediaError) as exc:
+        # The pair stays undecided; the other pairs go on, and a later call resumes this one.
+        logger.warning("pair_not_judged", pair_id=pair_id, error=str(exc))
+        gate.failures.append(exc)
+        return
+    failed_by = tuple(
+        judge
+        for judge in gate.judges
+        if not all(verdicts[(judge, order)].correct for order in ORDERS)
+    )
+    if failed_by:
+        await gate.append(PairKept(pair_id=pair_id, failed_by=failed_by))
+    else:
+        reason = f"every judge ({', '.join(gate.judges)}) picks the preferred answer in both orders"
+        await gate.append(PairDropped(pair_id=pair_id, reason=reason))
+
+
+async def _judge_once(
+    gate: _Gate, candidate: PairCandidate, item: AcceptedItem, judge: str, order: Order
+) -> PairJudged:
+    """One judge on one pair in one order, through the recorded-call path."""
+    chosen = item.answers[candidate.chosen_rating]
+    rejected = item.answers[candidate.rejected_rating]
+    first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
+    evidence = gate.evidence[item.seed_id]
+    context = PairJudgeContext(
+        question=item.question, answer_a=first, answer_b=second, segments=evidence.segments
+    )
+    call = SeedCall(seed_id=candidate.pair_id, evidence=evidence, append=gate.append)
+    choice: Literal["A", "B", "tie", "invalid"]
+    try:
+        verdict = await gate.runner.run(
+            call,
+            JUDGE_ROLE,
+            judge,
+            context,
+            PairVerdict,
+            phase=None,
+            gate=GATE,
+            attachments=evidence.videos(JUDGE_CLIP),
+        )
+        choice, reason = verdict.choice, verdict.reason
+    except MalformedOutput as exc:
+        # No usable answer is a judge that did not pick the preferred answer.
+        choice, reason = "invalid", str(exc)
+    return PairJudged(
+        pair_id=candidate.pair_id,
+        judge=judge,
+        order=order,
+        choice=choice,
+        correct=picks_preferred(choice, order),
+        reason=reason[:2000],
+    )

@@ -1,0 +1,560 @@
+"""The benchmark export: selected pairs → a folder that ``datasets.load_dataset`` reads.
+
+One record per pair, the same in ``pairs.jsonl`` and ``pairs.parquet``: RewardBench-style core
+fields (``id``, ``prompt``, ``chosen``, ``rejected``, ``subset``) plus where the pair comes from
+(playlist, domain, ratings, videos, evidence spans, transcripts), the difficulty judges' verdicts
+and its provenance (causal records, curation cost). Beside them: ``manifest.json`` (videos and
+clips), ``README.md`` (the dataset card) and ``benchmark.json`` (version, content hash, counts,
+settings, cost).
+
+The export is a pure function of the log, the catalogue and the pairs: records are sorted by id
+and every JSON object has sorted keys, so the same input gives byte-identical files. It is written
+into a temporary folder beside the target and renamed into place, so a failed export never leaves
+half a benchmark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from playlisteval.app import App
+from playlisteval.runs import run_started
+from policies.pairs import GOLD_RATING, SelectedPair
+from store.catalog import ChunkRow, SegmentRow, VideoRow
+from store.errors import ConfigError
+from store.events import CallRecorded, ItemAccepted, micros_to_usd, seed_stream
+
+BENCHMARK_VERSION = "1"
+FILES = ("pairs.jsonl", "pairs.parquet", "manifest.json", "README.md", "benchmark.json")
+
+_VIDEO = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("path", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("duration_s", pa.float64()),
+    ]
+)
+_SPAN = pa.struct(
+    [
+        pa.field("video_id", pa.string()),
+        pa.field("start_s", pa.float64()),
+        pa.field("end_s", pa.float64()),
+    ]
+)
+_TRANSCRIPT = pa.struct(
+    [
+        pa.field("video_id", pa.string()),
+        pa.field("start_s", pa.float64()),
+        pa.field("end_s", pa.float64()),
+        pa.field("text", pa.string()),
+    ]
+)
+_JUDGE = pa.struct(
+    [
+        pa.field("judge", pa.string()),
+        pa.field("verdict_chosen_first", pa.string()),
+        pa.field("verdict_rejected_first", pa.string()),
+        pa.field("failed", pa.bool_()),
+    ]
+)
+_META = pa.struct(
+    [
+        pa.field("seed_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("cost_micros", pa.int64()),
+        pa.field("chosen_causal_record", pa.string()),
+        pa.field("rejected_causal_record", pa.string()),
+    ]
+)
+
+#: The Parquet schema of one record; the JSONL lines carry the same fields and types. Explicit, so
+#: an empty list or a missing value never leaves a column's type to inference.
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("chosen", pa.string(), nullable=False),
+        pa.field("rejected", pa.string(), nullable=False),
+        pa.field("subset", pa.string(), nullable=False),
+        pa.field("playlist_id", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("chosen_rating", pa.int64(), nullable=False),
+        pa.field("rejected_rating", pa.int64(), nullable=False),
+        pa.field("gap", pa.int64(), nullable=False),
+        pa.field("videos", pa.list_(_VIDEO), nullable=False),
+        pa.field("evidence", pa.list_(_SPAN), nullable=False),
+        pa.field("transcripts", pa.list_(_TRANSCRIPT), nullable=False),
+        pa.field(
+            "models",
+            pa.struct([pa.field("difficulty_judges", pa.list_(_JUDGE))]),
+            nullable=False,
+        ),
+        pa.field("meta", _META, nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote: where, how many pairs, their spread and the content hash."""
+
+    path: Path
+    pairs: int
+    per_domain: dict[str, int]
+    per_gap: dict[int, int]
+    content_sha256: str
+    cost_micros: int
+    hours: float
+
+
+@dataclass(frozen=True)
+class _Item:
+    """What one accepted seed contributes to every pair drawn from it."""
+
+    question: str
+    answers: dict[int, tuple[str, str]]  # rating → (answer text, causal record as JSON text)
+    playlist_id: str
+    videos: tuple[dict[str, Any], ...]
+    evidence: tuple[dict[str, Any], ...]
+    transcripts: tuple[dict[str, Any], ...]
+    cost_micros: int
+
+
+def _json_text(value: Any) -> str:
+    """Canonical JSON: sorted keys, no ASCII escaping, so equal values give equal bytes."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _accepted_item(app: App, run_id: str, seed_id: str) -> tuple[ItemAccepted, int]:
+    """The seed's accepted item in the run and what its calls cost; ConfigError when none."""
+    item: ItemAccepted | None = None
+    cost = 0
+    for stored in app.events.read_stream(seed_stream(run_id, seed_id)):
+        event = stored.event()
+        if isinstance(event, ItemAccepted):
+            item = event
+        elif isinstance(event, CallRecorded) and not event.replayed:
+            cost += event.cost_micros
+    if item is None:
+        raise ConfigError(
+            f"seed {seed_id!r} has no accepted item in run {run_id!r}: only pairs of accepted "
+            "items can be exported (check the run with `playlisteval audit`)"
+        )
+    return item, cost
+
+
+def _answers(item: ItemAccepted, seed_id: str) -> dict[int, tuple[str, str]]:
+    """Rating → (text, causal record): the gold answer (5) and the four graded distractors."""
+    question = item.qa.get("question")
+    gold = item.qa.get("gold_answer")
+    if not isinstance(question, str) or not isinstance(gold, str):
+        raise ConfigError(f"seed {seed_id!r}: its accepted item has no question or gold answer")
+    answers: dict[int, tuple[str, str]] = {GOLD_RATING: (gold, _json_text([]))}
+    for graded in item.distractors.get("answers", ()):
+        rating = int(graded["rating"])
+        answers[rating] = (str(graded["answer"]), _json_text(graded.get("causal_record", [])))
+    return answers
+
+
+def _segment_text(chunks: Sequence[ChunkRow], segment: SegmentRow) -> str:
+    """The segment's transcript: its chunks' transcripts in time order, one per line."""
+    inside = [c for c in chunks if segment.chunk_start <= c.idx < segment.chunk_end]
+    return "\n".join(c.transcript.strip() for c in inside if c.transcript.strip())
+
+
+def _video_entry(video: VideoRow) -> dict[str, Any]:
+    """A video as the record and the manifest list it: id, local path, URL ("" when local)."""
+    return {
+        "id": video.id,
+        "path": video.path or "",
+        "url": video.url or "",
+        "duration_s": float(video.duration_s or 0.0),
+    }
+
+
+def _load_item(app: App, run_id: str, seed_id: str) -> _Item:
+    """Read one accepted seed: its item from the log, its segments from the catalogue."""
+    accepted, cost = _accepted_item(app, run_id, seed_id)
+    seeds = app.catalog.seeds_by_id([seed_id])
+    if not seeds:
+        raise ConfigError(f"seed {seed_id!r} is not in the catalogue: was the workspace re-seeded?")
+    seed = seeds[0]
+    videos: dict[str, dict[str, Any]] = {}
+    evidence: list[dict[str, Any]] = []
+    transcripts: list[dict[str, Any]] = []
+    playlist_id = ""
+    for segment_id in (seed.segment_a, seed.segment_b):
+        segment = app.catalog.segment(segment_id)
+        if segment is None:
+            raise ConfigError(f"seed {seed_id!r}: segment {segment_id!r} is not in the catalogue")
+        video = app.catalog.video(segment.video_id)
+        if video is None:
+            raise ConfigError(f"segment {segment_id!r}: video {segment.video_id!r} is unknown")
+        playlist_id = playlist_id or video.playlist_id
+        videos.setdefault(video.id, _video_entry(video))
+        span = {
+            "video_id": video.id,
+            "start_s": float(segment.start_s),
+            "end_s": float(segment.end_s),
+        }
+        evidence.append(span)
+        text = _segment_text(app.catalog.chunks(video.id), segment)
+        transcripts.append({**span, "text": text})
+    return _Item(
+        question=str(accepted.qa.get("question", "")),
+        answers=_answers(accepted, seed_id),
+        playlist_id=playlist_id,
+        videos=tuple(videos.values()),
+        evidence=tuple(evidence),
+        transcripts=tuple(transcripts),
+        cost_micros=cost,
+    )
+
+
+def _record(pair: SelectedPair, item: _Item) -> dict[str, Any]:
+    """One export record (see :data:`RECORD_SCHEMA`)."""
+    for rating in (pair.chosen_rating, pair.rejected_rating):
+        if rating not in item.answers:
+            raise ConfigError(
+                f"pair {pair.pair_id!r}: seed {pair.seed_id!r} has no answer rated {rating!r} "
+                f"(it has {sorted(item.answers)})"
+            )
+    if pair.chosen_rating <= pair.rejected_rating:
+        raise ConfigError(
+            f"pair {pair.pair_id!r}: chosen rating {pair.chosen_rating!r} is not above "
+            f"rejected rating {pair.rejected_rating!r}"
+        )
+    chosen, chosen_record = item.answers[pair.chosen_rating]
+    rejected, rejected_record = item.answers[pair.rejected_rating]
+    return {
+        "id": pair.pair_id,
+        "prompt": item.question,
+        "chosen": chosen,
+        "rejected": rejected,
+        "subset": pair.domain,
+        "playlist_id": item.playlist_id,
+        "domain": pair.domain,
+        "chosen_rating": pair.chosen_rating,
+        "rejected_rating": pair.rejected_rating,
+        "gap": pair.gap,
+        "videos": [dict(v) for v in item.videos],
+        "evidence": [dict(s) for s in item.evidence],
+        "transcripts": [dict(t) for t in item.transcripts],
+        "models": {
+            "difficulty_judges": [
+                {
+                    "judge": v.judge,
+                    "verdict_chosen_first": v.verdict_chosen_first,
+                    "verdict_rejected_first": v.verdict_rejected_first,
+                    "failed": v.failed,
+                }
+                for v in pair.judges
+            ]
+        },
+        "meta": {
+            "seed_id": pair.seed_id,
+            "run_id": pair.run_id,
+            "cost_micros": item.cost_micros,
+            "chosen_causal_record": chosen_record,
+            "rejected_causal_record": rejected_record,
+        },
+    }
+
+
+def build_records(app: App, pairs: Sequence[SelectedPair]) -> list[dict[str, Any]]:
+    """The export records of ``pairs``, sorted by id; ConfigError names the first bad pair."""
+    items: dict[tuple[str, str], _Item] = {}
+    records: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        if pair.pair_id in records:
+            raise ConfigError(f"pair {pair.pair_id!r} is listed twice")
+        key = (pair.run_id, pair.seed_id)
+        if key not in items:
+            items[key] = _load_item(app, pair.run_id, pair.seed_id)
+        records[pair.pair_id] = _record(pair, items[key])
+    return [records[pair_id] for pair_id in sorted(records)]
+
+
+def jsonl_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """The JSONL file's bytes: one canonical JSON object per line."""
+    return "".join(_json_text(r) + "\n" for r in records).encode("utf-8")
+
+
+def _run_costs(app: App, run_ids: Iterable[str]) -> int:
+    """What the runs paid for their calls, every seed included (accepted or not)."""
+    total = 0
+    for run_id in run_ids:
+        for stored in app.events.read_all(stream_prefix=seed_stream(run_id, "")):
+            event = stored.event()
+            if isinstance(event, CallRecorded) and not event.replayed:
+                total += event.cost_micros
+    return total
+
+
+def _manifest(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every video once (sorted by id) and every pair's clips."""
+    videos: dict[str, Mapping[str, Any]] = {}
+    clips: list[dict[str, Any]] = []
+    for record in records:
+        for video in record["videos"]:
+            videos.setdefault(video["id"], video)
+        for span in record["evidence"]:
+            clips.append({"pair_id": record["id"], **span})
+    return {"videos": [dict(videos[v]) for v in sorted(videos)], "clips": clips}
+
+
+def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Pairs overall, per domain, per gap and per domain × gap (keys as strings, for JSON)."""
+    per_domain = Counter(str(r["domain"]) for r in records)
+    per_gap = Counter(int(r["gap"]) for r in records)
+    cells = Counter((str(r["domain"]), int(r["gap"])) for r in records)
+    return {
+        "pairs": len(records),
+        "items": len({(r["meta"]["run_id"], r["meta"]["seed_id"]) for r in records}),
+        "per_domain": {d: per_domain[d] for d in sorted(per_domain)},
+        "per_gap": {str(g): per_gap[g] for g in sorted(per_gap)},
+        "per_domain_gap": {
+            d: {str(g): cells[(d, g)] for g in sorted(per_gap) if cells[(d, g)]}
+            for d in sorted(per_domain)
+        },
+    }
+
+
+def _card(
+    records: Sequence[Mapping[str, Any]],
+    counts: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    cost_micros: int,
+    items_cost_micros: int,
+    content_sha256: str,
+) -> str:
+    """The dataset card (README.md of the export)."""
+    gaps = [int(g) for g in counts["per_gap"]]
+    hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
+    header = "| domain | " + " | ".join(f"gap {g}" for g in gaps) + " | total |"
+    rule = "| --- | " + " | ".join("---:" for _ in gaps) + " | ---: |"
+    rows = [
+        f"| {d} | "
+        + " | ".join(str(counts["per_domain_gap"][d].get(str(g), 0)) for g in gaps)
+        + f" | {n} |"
+        for d, n in counts["per_domain"].items()
+    ]
+    total = (
+        "| **total** | "
+        + " | ".join(str(counts["per_gap"][str(g)]) for g in gaps)
+        + f" | {counts['pairs']} |"
+    )
+    fields = [
+        ("id", "string", "stable pair id: `pair-` + sha1(seed id, chosen rating, rejected rating)"),
+        ("prompt", "string", "the question; it needs both segments' videos to answer"),
+        ("chosen", "string", "the preferred answer (higher rating)"),
+        ("rejected", "string", "the other answer (lower rating)"),
+        ("subset", "string", "the domain (RewardBench-style subset)"),
+        ("playlist_id", "string", "the playlist the first segment's video belongs to"),
+        ("domain", "string", "the playlist's domain"),
+        ("chosen_rating", "int64", "5 = the verified gold answer, 4..1 = graded distractors"),
+        ("rejected_rating", "int64", "lower than chosen_rating"),
+        ("gap", "int64", "chosen_rating − rejected_rating (1..4)"),
+        ("videos", "list of {id, path, url, duration_s}", "the videos (url empty when local)"),
+        ("evidence", "list of {video_id, start_s, end_s}", "the two segments the question spans"),
+        ("transcripts", "list of {video_id, start_s, end_s, text}", "each segment's transcript"),
+        (
+            "models",
+            "{difficulty_judges: list of {judge, verdict_chosen_first, verdict_rejected_first, "
+            "failed}}",
+            "the weak judges of the difficulty gate, in both answer orders",
+        ),
+        (
+            "meta",
+            "{seed_id, run_id, cost_micros, chosen_causal_record, rejected_causal_record}",
+            "provenance: the curation cost of the item (micro-USD) and each answer's causal "
+            "record (JSON text: the degradations that make it worse than the gold)",
+        ),
+    ]
+    field_rows = [f"| `{name}` | {kind} | {what} |" for name, kind, what in fields]
+    lines = [
+        "# PlaylistEval benchmark",
+        "",
+        "Preference pairs over questions that need two segments of different videos of one "
+        "playlist to answer. Each accepted item has a verified gold answer (rating 5) and four "
+        "graded distractors (ratings 4..1); a pair is two of the five answers, the higher rating "
+        "preferred, kept when a weak judge fails it.",
+        "",
+        "## Contents",
+        "",
+        f"- pairs: {counts['pairs']} from {counts['items']} items",
+        f"- videos: {len(manifest['videos'])}, {hours:.2f} hours",
+        f"- curation cost of the runs: {micros_to_usd(cost_micros):.6f} USD "
+        f"({cost_micros} micro-USD; the items exported here: {items_cost_micros} micro-USD)",
+        f"- version: {BENCHMARK_VERSION}, content sha256 (of pairs.jsonl): `{content_sha256}`",
+        "",
+        "## Pairs per domain and gap",
+        "",
+        header,
+        rule,
+        *rows,
+        total,
+        "",
+        "## Loading",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        'pairs = load_dataset("json", data_files="pairs.jsonl", split="train")',
+        'pairs = load_dataset("parquet", data_files="pairs.parquet", split="train")',
+        "```",
+        "",
+        "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
+        "the version, the content hash, the counts, the settings and the cost.",
+        "",
+        "## Fields",
+        "",
+        "| field | type | meaning |",
+        "| --- | --- | --- |",
+        *field_rows,
+        "",
+        "## Generation settings",
+        "",
+        "```json",
+        json.dumps(settings, sort_keys=True, ensure_ascii=False, indent=2),
+        "```",
+        "",
+        "## License",
+        "",
+        "The questions, answers and annotations are the benchmark's. The videos, their "
+        "transcripts and captions are not: each video keeps its own license and terms of use, "
+        "set by its owner. Check them before you redistribute or train on the videos; the export "
+        "only points to them (path or URL) and quotes their transcripts for evaluation.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _replace_dir(staged: Path, out_dir: Path) -> None:
+    """Move the staged export into place; an earlier export there is replaced, anything else
+    is refused. The old export is moved aside first and put back if the move fails."""
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ConfigError(f"export target {str(out_dir)!r} exists and is not a folder")
+    backup: Path | None = None
+    if out_dir.exists():
+        backup = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        backup.rmdir()
+        os.rename(out_dir, backup)
+    try:
+        os.rename(staged, out_dir)
+    except OSError:
+        if backup is not None:
+            os.rename(backup, out_dir)
+        raise
+    if backup is not None:
+        shutil.rmtree(backup)
+
+
+def _check_target(out_dir: Path) -> None:
+    """Only an empty folder or an earlier export may be replaced: never a folder of other
+    files (a mistyped path must not wipe someone's work)."""
+    if not out_dir.exists():
+        return
+    if out_dir.is_symlink() or not out_dir.is_dir():
+        raise ConfigError(f"export target {str(out_dir)!r} exists and is not a folder")
+    if any(out_dir.iterdir()) and not (out_dir / "benchmark.json").is_file():
+        raise ConfigError(
+            f"export target {str(out_dir)!r} is a folder that holds something other than an "
+            "earlier export (no benchmark.json): choose an empty or new folder"
+        )
+
+
+def _run_settings(app: App, run_ids: Iterable[str]) -> dict[str, Any]:
+    """Each run's generation settings as it recorded them when it started."""
+    return {run_id: run_started(app.events, run_id).settings for run_id in sorted(run_ids)}
+
+
+def export_benchmark(
+    app: App,
+    out_dir: Path,
+    pairs: Sequence[SelectedPair],
+    *,
+    settings: dict[str, Any] | None = None,
+) -> ExportSummary:
+    """Write the benchmark of ``pairs`` to ``out_dir`` (replaced atomically when it holds an
+    earlier export) and say what was written.
+
+    ``settings`` are the selection's own settings (judges, pairs per domain, sampling seed); they
+    go into ``benchmark.json`` and the dataset card beside each run's recorded generation
+    settings. ConfigError when a pair's seed has no accepted item, a rating is missing, or the
+    target is a folder of something else.
+    """
+    out_dir = Path(out_dir).absolute()
+    _check_target(out_dir)
+    records = build_records(app, pairs)
+    run_ids = sorted({r["meta"]["run_id"] for r in records})
+    all_settings = {"runs": _run_settings(app, run_ids), "selection": dict(settings or {})}
+    try:
+        settings_text = json.dumps(all_settings, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"export settings must be plain JSON values: {exc}") from exc
+    all_settings = json.loads(settings_text)
+
+    jsonl = jsonl_bytes(records)
+    content_sha256 = hashlib.sha256(jsonl).hexdigest()
+    manifest = _manifest(records)
+    counts = _counts(records)
+    cost_micros = _run_costs(app, run_ids)
+    item_costs = {
+        (r["meta"]["run_id"], r["meta"]["seed_id"]): r["meta"]["cost_micros"] for r in records
+    }
+    items_cost = sum(item_costs.values())
+    hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
+    benchmark = {
+        "version": BENCHMARK_VERSION,
+        "content_sha256": content_sha256,
+        "counts": counts,
+        "settings": all_settings,
+        "cost_micros": cost_micros,
+        "items_cost_micros": items_cost,
+        "hours": round(hours, 6),
+    }
+    card = _card(records, counts, manifest, all_settings, cost_micros, items_cost, content_sha256)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    try:
+        (staged / "pairs.jsonl").write_bytes(jsonl)
+        table = pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
+        pq.write_table(table, staged / "pairs.parquet")
+        (staged / "manifest.json").write_text(_pretty(manifest), encoding="utf-8")
+        (staged / "README.md").write_text(card, encoding="utf-8")
+        (staged / "benchmark.json").write_text(_pretty(benchmark), encoding="utf-8")
+        os.chmod(staged, 0o755)  # mkdtemp makes it private; an export is meant to be shared
+        _replace_dir(staged, out_dir)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return ExportSummary(
+        path=out_dir,
+        pairs=len(records),
+        per_domain=dict(counts["per_domain"]),
+        per_gap={int(g): n for g, n in counts["per_gap"].items()},
+        content_sha256=content_sha256,
+        cost_micros=cost_micros,
+        hours=hours,
+    )
+
+
+def _pretty(value: Any) -> str:
+    """Indented canonical JSON with a final newline."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,405 @@
+"""The validation and audit web UI: server-rendered pages over the workspace's event store.
+
+Annotators label a blind, stratified sample of an exported benchmark; the results page measures
+their agreement with the intended preference and with each other; the audit pages show the
+curation runs of the same workspace. Pages are Jinja2 with autoescaping on and no JavaScript.
+Identity is a name in a cookie signed with the workspace's secret (``<home>/ui_secret``), and
+every answer form carries a token signed for that annotator and pair, so neither can be forged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import mimetypes
+import os
+import secrets
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.ui.annotations import (
+    MAX_COMMENT_CHARS,
+    NAME_RULE,
+    AnnotationLog,
+    AnnotationRefused,
+    AnnotationState,
+    ForgedAnnotator,
+    chosen_shown_as,
+)
+from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
+from policies.agreement import AgreementSummary, Annotation, ValidationItem, summary
+from store.errors import ConfigError
+from store.events import micros_to_usd
+
+COOKIE = "playlisteval_annotator"
+SECRET_FILE = "ui_secret"
+# A form within the comment limit is a few kB even fully percent-encoded; read no more than this.
+MAX_FORM_BYTES = 64 * 1024
+
+_TEMPLATES = Environment(
+    loader=PackageLoader("playlisteval.ui", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def workspace_secret(home: Path) -> bytes:
+    """The workspace's signing key, made once (``<home>/ui_secret``, readable by its owner
+    only) and read back after that."""
+    path = Path(home) / SECRET_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes().strip()
+        if len(key) < 32:
+            raise ConfigError(
+                f"{str(path)!r} holds too short a key ({len(key)} bytes); delete it and a new "
+                "one is made (signed-in annotators then enter their names again)"
+            ) from None
+        return key
+    key = secrets.token_hex(32).encode()
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key
+
+
+@dataclass(frozen=True)
+class Signer:
+    """HMAC-SHA256 signatures for annotator cookies and answer forms."""
+
+    key: bytes
+
+    def _mac(self, *parts: str) -> str:
+        return hmac.new(self.key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
+
+    def cookie(self, name: str) -> str:
+        """The cookie value that names ``name``."""
+        encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+        return f"{encoded}.{self._mac('annotator', name)}"
+
+    def annotator(self, cookie: str) -> str:
+        """The name a cookie value carries; :class:`ForgedAnnotator` unless this key signed it."""
+        encoded, _, mac = cookie.partition(".")
+        try:
+            name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise ForgedAnnotator("the annotator cookie is not one this server made") from None
+        if not hmac.compare_digest(mac, self._mac("annotator", name)):
+            raise ForgedAnnotator("the annotator cookie was not signed by this server")
+        return name
+
+    def form_token(self, annotator: str, pair_id: str) -> str:
+        """The token an answer form for (annotator, pair) carries."""
+        return self._mac("form", annotator, pair_id)
+
+    def check_form(self, annotator: str, pair_id: str, token: str) -> None:
+        """:class:`ForgedAnnotator` unless ``token`` was made for this annotator and pair."""
+        if not hmac.compare_digest(token, self.form_token(annotator, pair_id)):
+            raise ForgedAnnotator(
+                f"the form for pair {pair_id!r} was not issued to annotator {annotator!r}"
+            )
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)  # whole seconds, as citations write them
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _usd(micros: int | None) -> str:
+    return "no cap" if micros is None else f"{micros_to_usd(micros):,.4f} USD"
+
+
+def _page(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(
+        _TEMPLATES.get_template(template).render(**context), status_code=status_code
+    )
+
+
+def _error(status: int, message: str, title: str | None = None) -> HTMLResponse:
+    titles = {403: "Forbidden", 404: "Not found", 409: "Already labelled", 413: "Too long"}
+    return _page(
+        "error.html",
+        status,
+        title=title or titles.get(status, "Not accepted"),
+        status=status,
+        message=message,
+    )
+
+
+def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary | None:
+    """Agreement over what has been recorded (None before the first answer)."""
+    recorded = state.recorded()
+    if not recorded:
+        return None
+    items = {
+        pair_id: ValidationItem(
+            item_id=pair_id,
+            intended="intended",
+            other="other",
+            domain=benchmark.pairs[pair_id].domain,
+            gap=benchmark.pairs[pair_id].gap,
+        )
+        for pair_id in {r.pair_id for r in recorded}
+    }
+    return summary(
+        [Annotation(item_id=r.pair_id, annotator=r.annotator, choice=r.label) for r in recorded],
+        items,
+    )
+
+
+def _gate_rates(audit: runs.Audit) -> list[dict[str, Any]]:
+    """GatePassed against GateRejected per (phase, gate), from the audit's timelines."""
+    passed: Counter[tuple[int, str]] = Counter()
+    rejected: Counter[tuple[int, str]] = Counter()
+    for line in audit.seeds:
+        for step in line.steps:
+            if step["step"] == "pass":
+                passed[step["phase"], step["gate"]] += 1
+            elif step["step"] == "reject":
+                rejected[step["phase"], step["gate"]] += 1
+    rows = []
+    for phase, gate in sorted(set(passed) | set(rejected)):
+        p, r = passed[phase, gate], rejected[phase, gate]
+        rows.append({"phase": phase, "gate": gate, "passed": p, "rejected": r, "rate": p / (p + r)})
+    return rows
+
+
+def _annotation_view(
+    pair: BenchmarkPair, annotator: str, signer: Signer, done: int, total: int
+) -> dict[str, Any]:
+    chosen_as = chosen_shown_as(annotator, pair.id)
+    answers = {chosen_as: pair.chosen, ("B" if chosen_as == "A" else "A"): pair.rejected}
+    return {
+        "annotator": annotator,
+        "pair": pair,
+        "answer_a": answers["A"],
+        "answer_b": answers["B"],
+        "clips": [
+            {
+                "src": f"/media/{quote(c.video_id, safe='')}#t={c.start_s:g},{c.end_s:g}",
+                "video_id": c.video_id,
+                "span": f"{_clock(c.start_s)}–{_clock(c.end_s)}",
+            }
+            for c in pair.evidence
+        ],
+        "token": signer.form_token(annotator, pair.id),
+        "done": done,
+        "total": total,
+        "max_comment": MAX_COMMENT_CHARS,
+    }
+
+
+async def _read_form(request: Request) -> dict[str, str]:
+    """The url-encoded form of a POST, refusing (413) a body over :data:`MAX_FORM_BYTES`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        raise _TooLarge()
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_FORM_BYTES:
+            raise _TooLarge()
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        return {}
+    return {key: values[0] for key, values in fields.items()}
+
+
+class _TooLarge(Exception):
+    """A request body over the form limit."""
+
+
+def create_app(
+    app: App,
+    benchmark_dir: Path,
+    *,
+    sample_size: int = 152,
+    sample_seed: int = 0,
+    secret: bytes | None = None,
+) -> FastAPI:
+    """The web UI for one exported benchmark over ``app``'s workspace.
+
+    The sample (``sample_size`` pairs, stratified by domain and gap, seeded by ``sample_seed``)
+    is recorded in the annotations stream the first time; every annotator labels all of it.
+    ``secret`` signs cookies and forms; by default the workspace's own (made once).
+    """
+    benchmark = load_benchmark(benchmark_dir)
+    log = AnnotationLog(app.events, benchmark)
+    log.ensure_sample(sample_size, sample_seed)
+    signer = Signer(secret if secret is not None else workspace_secret(app.workspace.root))
+    web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @web.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        return _error(exc.status_code, str(exc.detail))
+
+    def who(request: Request) -> str | None:
+        """The signed-in annotator, None when there is no cookie; ForgedAnnotator if forged."""
+        cookie = request.cookies.get(COOKIE)
+        return None if cookie is None else signer.annotator(cookie)
+
+    @web.get("/", response_class=HTMLResponse)
+    def index(request: Request) -> Response:
+        try:
+            name = who(request)
+        except ForgedAnnotator:
+            name = None  # a stale or foreign cookie: the form below replaces it
+        state = log.state()
+        return _page(
+            "index.html",
+            name=name,
+            rule=NAME_RULE,
+            sample=len(state.pair_ids),
+            annotators=len(state.annotators),
+            benchmark=benchmark.path.name,
+        )
+
+    @web.post("/")
+    async def join(request: Request) -> Response:
+        try:
+            form = await _read_form(request)
+        except _TooLarge:
+            return _error(413, f"the form is over {MAX_FORM_BYTES} bytes")
+        try:
+            name = await run_in_threadpool(log.join, form.get("name", ""))
+        except AnnotationRefused as exc:
+            return _error(exc.status, str(exc))
+        response = RedirectResponse("/annotate", status_code=303)
+        response.set_cookie(COOKIE, signer.cookie(name), httponly=True, samesite="strict")
+        return response
+
+    @web.get("/annotate", response_class=HTMLResponse)
+    def next_pair(request: Request) -> Response:
+        try:
+            name = who(request)
+        except ForgedAnnotator as exc:
+            return _error(exc.status, str(exc))
+        if name is None:
+            return RedirectResponse("/", status_code=303)
+        log.join(name)  # a signed name the stream has not seen (a new benchmark) joins now
+        state = log.state()
+        todo = state.remaining(name)
+        total = len(state.pair_ids)
+        if not todo:
+            return _page("done.html", annotator=name, total=total)
+        pair = benchmark.pairs[todo[0]]
+        return _page(
+            "annotate.html", **_annotation_view(pair, name, signer, total - len(todo), total)
+        )
+
+    @web.post("/annotate")
+    async def record(request: Request) -> Response:
+        try:
+            form = await _read_form(request)
+        except _TooLarge:
+            return _error(
+                413, f"the answer is over {MAX_FORM_BYTES} bytes; keep the comment shorter"
+            )
+        pair_id = form.get("pair_id", "")
+        try:
+            name = who(request)
+            if name is None:
+                raise ForgedAnnotator("no annotator cookie: enter your name first")
+            if pair_id in benchmark.pairs:
+                signer.check_form(name, pair_id, form.get("token", ""))
+            await run_in_threadpool(
+                log.record, name, pair_id, form.get("choice", ""), form.get("comment", "")
+            )
+        except AnnotationRefused as exc:
+            return _error(exc.status, str(exc))
+        return RedirectResponse("/annotate", status_code=303)
+
+    @web.get("/results", response_class=HTMLResponse)
+    def results() -> Response:
+        state = log.state()
+        agreement = _summary(state, benchmark)
+        progress = Counter(annotator for annotator, _pair in state.labels)
+        comments = [r for r in state.recorded() if r.comment]
+        return _page(
+            "results.html",
+            summary=agreement,
+            sample=len(state.pair_ids),
+            annotators=[(a, progress[a]) for a in state.annotators],
+            comments=comments,
+            benchmark=benchmark.path.name,
+            digest=benchmark.content_sha256,
+        )
+
+    @web.get("/audit", response_class=HTMLResponse)
+    def audit_runs() -> Response:
+        views = []
+        for run_id in runs.run_ids(app.events):
+            report = runs.audit(app, run_id)
+            statuses = Counter(line.status for line in report.seeds)
+            views.append(
+                {
+                    "report": report,
+                    "budget": _usd(report.budget_micros),
+                    "spent": _usd(report.spent_micros),
+                    "share": (
+                        report.spent_micros / report.budget_micros if report.budget_micros else None
+                    ),
+                    "statuses": sorted(statuses.items()),
+                    "gates": _gate_rates(report),
+                    "phases": {k: _usd(v) for k, v in sorted(report.by_phase.items())},
+                }
+            )
+        return _page("audit.html", runs=views)
+
+    @web.get("/audit/{run_id}/{seed_id}", response_class=HTMLResponse)
+    def audit_seed(run_id: str, seed_id: str) -> Response:
+        try:
+            report = runs.audit(app, run_id, seed_id)
+        except ConfigError as exc:
+            return _error(404, str(exc))
+        line = report.seeds[0]
+        return _page(
+            "audit_seed.html",
+            run_id=run_id,
+            line=line,
+            spent=_usd(line.spent_micros),
+            usd=_usd,
+        )
+
+    @web.get("/media/{video_id}")
+    def media(video_id: str) -> Response:
+        path = benchmark.videos.get(video_id)
+        if path is None or not path.is_file():
+            return _error(404, f"no video {video_id!r} in this benchmark's manifest")
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        # FileResponse answers Range requests (206), which is how browsers seek in a video.
+        return FileResponse(path, media_type=kind)
+
+    return web
+
+
+def serve(
+    app: App,
+    benchmark_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    sample_size: int = 152,
+    sample_seed: int = 0,
+) -> None:
+    """Run the UI with uvicorn until interrupted."""
+    web = create_app(app, benchmark_dir, sample_size=sample_size, sample_seed=sample_seed)
+    uvicorn.run(web, host=host, port=port, log_level="info")

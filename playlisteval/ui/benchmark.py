@@ -1,0 +1,171 @@
+"""An exported benchmark as the validation UI reads it, and the stratified sample drawn from it.
+
+The export directory holds ``pairs.jsonl`` (one record per pair), ``manifest.json`` (the videos
+and clips) and ``benchmark.json`` (version and content hash). Only what the UI shows is read;
+the record stays a plain dict so a new export field never breaks the UI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from store.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One evidence span of a pair: a video and the seconds to watch."""
+
+    video_id: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class BenchmarkPair:
+    """What an annotator needs of one exported pair."""
+
+    id: str
+    prompt: str
+    chosen: str
+    rejected: str
+    domain: str
+    gap: int
+    evidence: tuple[Clip, ...]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """An export directory, read: its pairs by id, its videos and its content hash."""
+
+    path: Path
+    content_sha256: str
+    pairs: Mapping[str, BenchmarkPair]
+    videos: Mapping[str, Path]  # video id → file, only videos the manifest lists
+
+    @property
+    def stream(self) -> str:
+        """The event stream that holds this benchmark's annotations."""
+        return f"annotations-{self.content_sha256[:12]}"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"{str(path)!r} is missing; give the folder `playlisteval export` wrote"
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{str(path)!r} is not valid JSON: {exc}") from exc
+
+
+def _pair(record: Mapping[str, Any], where: str) -> BenchmarkPair:
+    try:
+        return BenchmarkPair(
+            id=str(record["id"]),
+            prompt=str(record["prompt"]),
+            chosen=str(record["chosen"]),
+            rejected=str(record["rejected"]),
+            domain=str(record["domain"]),
+            gap=int(record["gap"]),
+            evidence=tuple(
+                Clip(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
+                for e in record.get("evidence") or ()
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: not a benchmark pair record ({exc!r})") from exc
+
+
+def load_benchmark(path: Path) -> Benchmark:
+    """Read an export directory; :class:`ConfigError` says what is missing or malformed."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError(f"benchmark folder {str(root)!r} does not exist")
+    pairs_file = root / "pairs.jsonl"
+    try:
+        raw = pairs_file.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{str(pairs_file)!r} is missing; is {str(root)!r} an export?") from exc
+    pairs: dict[str, BenchmarkPair] = {}
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{pairs_file.name} line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where} is not valid JSON: {exc}") from exc
+        pair = _pair(record, where)
+        if pair.id in pairs:
+            raise ConfigError(f"{where}: pair id {pair.id!r} appears twice")
+        pairs[pair.id] = pair
+    manifest = _read_json(root / "manifest.json")
+    videos: dict[str, Path] = {}
+    for entry in manifest.get("videos", []) if isinstance(manifest, dict) else []:
+        if not isinstance(entry, dict) or not entry.get("id") or not entry.get("path"):
+            continue
+        file = Path(str(entry["path"])).expanduser()
+        videos[str(entry["id"])] = file if file.is_absolute() else root / file
+    info_file = root / "benchmark.json"
+    if info_file.exists():
+        info = _read_json(info_file)
+        digest = str(info.get("content_sha256") or "") if isinstance(info, dict) else ""
+    else:
+        digest = ""
+    # An export always writes benchmark.json; the hash of the records stands in without it.
+    return Benchmark(
+        path=root,
+        content_sha256=digest or hashlib.sha256(raw).hexdigest(),
+        pairs=pairs,
+        videos=videos,
+    )
+
+
+def _fill(capacity: Mapping[Any, int], total: int, rng: random.Random) -> dict[Any, int]:
+    """Share ``total`` over the cells as evenly as their capacities allow (water filling);
+    the seeded ``rng`` decides which cells get the remainder that does not divide evenly."""
+    given = dict.fromkeys(capacity, 0)
+    left = min(total, sum(capacity.values()))
+    while left > 0:
+        open_cells = sorted(k for k in capacity if given[k] < capacity[k])
+        share = left // len(open_cells)
+        if share == 0:
+            rng.shuffle(open_cells)
+            for key in open_cells[:left]:
+                given[key] += 1
+            break
+        for key in open_cells:
+            step = min(share, capacity[key] - given[key])
+            given[key] += step
+            left -= step
+    return given
+
+
+def draw_sample(pairs: Sequence[BenchmarkPair], size: int, seed: int) -> tuple[str, ...]:
+    """``size`` pair ids, spread evenly over domains and, within each domain, over rating gaps
+    (as evenly as the data allows), chosen by the seeded generator: the same pairs, seed and
+    size always give the same sample. All pairs when there are no more than ``size``."""
+    if size < 1:
+        raise ConfigError(f"sample size must be at least 1, got {size!r}")
+    rng = random.Random(seed)
+    cells: dict[str, dict[int, list[str]]] = {}
+    for pair in sorted(pairs, key=lambda p: p.id):
+        cells.setdefault(pair.domain, {}).setdefault(pair.gap, []).append(pair.id)
+    per_domain = _fill(
+        {d: sum(len(ids) for ids in gaps.values()) for d, gaps in cells.items()}, size, rng
+    )
+    chosen: list[str] = []
+    for domain in sorted(cells):
+        gaps = cells[domain]
+        per_gap = _fill({g: len(ids) for g, ids in gaps.items()}, per_domain[domain], rng)
+        for gap in sorted(gaps):
+            chosen.extend(rng.sample(gaps[gap], per_gap[gap]))
+    return tuple(sorted(chosen))

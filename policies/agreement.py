@@ -1,0 +1,338 @@
+"""Agreement statistics for the human check of sampled preference pairs.
+
+Annotators see a pair and pick the answer they prefer, or say they cannot tell. Each choice maps
+to one of three labels: ``"intended"`` (the answer the rating marks as better), ``"other"`` or
+``"cant_tell"``. From those labels this module computes
+
+* agreement with the intended preference, a proportion with a 95 % Wilson score interval, both
+  counting "can't tell" as not agreeing and over answered labels only;
+* inter-annotator agreement: Cohen's kappa for two annotators and Krippendorff's nominal alpha for
+  any number of annotators with missing values;
+* the same numbers per stratum (domain, rating gap) via :func:`stratified` and :func:`summary`.
+
+Counts are kept as integers and fractions until the last step, so a degenerate table is detected
+exactly rather than by a float that happens to round to 1.0. Pure functions over plain data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from statistics import NormalDist
+from typing import TypeVar
+
+from store.errors import PlaylistEvalError
+
+INTENDED = "intended"
+OTHER = "other"
+CANT_TELL = "cant_tell"
+LABELS: tuple[str, str, str] = (INTENDED, OTHER, CANT_TELL)
+
+Z_95 = NormalDist().inv_cdf(0.975)
+"""The two-sided 95 % normal quantile, 1.95996..."""
+
+_Item = TypeVar("_Item")
+_Stratum = TypeVar("_Stratum", bound=Hashable)
+_Unit = TypeVar("_Unit", bound=Hashable)
+_Label = TypeVar("_Label", bound=Hashable)
+
+
+class AgreementError(PlaylistEvalError, ValueError):
+    """The annotations cannot give the asked-for statistic (empty, mismatched or unknown labels)."""
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``k`` successes out of ``n`` with the point estimate and a Wilson score interval."""
+
+    k: int
+    n: int
+    value: float
+    low: float
+    high: float
+
+
+def wilson_interval(k: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval for ``k`` successes in ``n`` trials.
+
+    The bounds are the two roots ``pi`` of ``(k/n - pi)**2 == z**2 * pi * (1 - pi) / n``; unlike
+    the Wald interval it stays inside [0, 1] and is not empty at ``k == 0`` or ``k == n``.
+    """
+    if n <= 0:
+        raise AgreementError(f"a proportion needs at least one trial, got n={n!r}")
+    if not 0 <= k <= n:
+        raise AgreementError(f"successes must lie in 0..n, got k={k!r} for n={n!r}")
+    p = k / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # At k == 0 or k == n one root is exactly 0 or 1; rounding may land a hair outside.
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def proportion(k: int, n: int, z: float = Z_95) -> Proportion:
+    """``k`` out of ``n`` as a :class:`Proportion` with its Wilson interval (95 % by default)."""
+    low, high = wilson_interval(k, n, z)
+    return Proportion(k=k, n=n, value=k / n, low=low, high=high)
+
+
+def _label_counts(labels: Iterable[str]) -> Counter[str]:
+    counts = Counter(labels)
+    unknown = sorted(set(counts) - set(LABELS))
+    if unknown:
+        raise AgreementError(
+            f"labels must be one of {LABELS!r}, got {unknown!r}; map each annotator choice "
+            "with intended_label() first"
+        )
+    return counts
+
+
+def agreement_with_intended(labels: Iterable[str]) -> Proportion:
+    """Share of labels that agree with the intended preference, "can't tell" counting as not.
+
+    ``labels`` are ``"intended"``, ``"other"`` or ``"cant_tell"``, one per annotator judgement;
+    the value is ``intended / (intended + other + cant_tell)`` with a 95 % Wilson interval.
+    """
+    counts = _label_counts(labels)
+    n = sum(counts.values())
+    if n == 0:
+        raise AgreementError("agreement with the intended preference needs at least one label")
+    return proportion(counts[INTENDED], n)
+
+
+def answered_agreement_with_intended(labels: Iterable[str]) -> Proportion:
+    """Share of answered labels that agree, ``intended / (intended + other)``.
+
+    "Can't tell" labels are left out of both counts.
+
+    Raises :class:`AgreementError` when every label is "can't tell" (nothing was answered).
+    """
+    counts = _label_counts(labels)
+    n = counts[INTENDED] + counts[OTHER]
+    if n == 0:
+        raise AgreementError(
+            f"no answered labels among {sum(counts.values())} (all {CANT_TELL!r}); "
+            "the answered-only agreement is undefined"
+        )
+    return proportion(counts[INTENDED], n)
+
+
+def intended_label(choice: str, intended: str, other: str) -> str:
+    """Map one annotator ``choice`` to ``"intended"``, ``"other"`` or ``"cant_tell"``.
+
+    ``intended`` and ``other`` are the choice values that pick the intended and the other answer
+    for this item (for instance ``"A"`` and ``"B"`` when the order was shown that way).
+    """
+    if choice == intended:
+        return INTENDED
+    if choice == other:
+        return OTHER
+    if choice == CANT_TELL:
+        return CANT_TELL
+    raise AgreementError(
+        f"choice {choice!r} is neither the intended {intended!r}, the other {other!r} nor "
+        f"{CANT_TELL!r}; fix the annotation or the item's choice values"
+    )
+
+
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
+    """Cohen's kappa for two annotators who labelled the same items, ``a[i]`` and ``b[i]`` paired.
+
+    Labels are nominal and may be anything hashable (``"cant_tell"`` is a category like any
+    other). ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_e`` from each annotator's own marginals.
+    When ``p_e == 1`` the formula is 0/0: both annotators used one and the same label throughout.
+    Then 1.0 is returned if the observed agreement is perfect, else 0.0 (with nominal labels and
+    ``p_e == 1`` the agreement is always perfect, so in practice this returns 1.0).
+    """
+    if len(a) != len(b):
+        raise AgreementError(
+            f"kappa pairs the two annotators item by item, got {len(a)!r} and {len(b)!r} labels"
+        )
+    n = len(a)
+    if n == 0:
+        raise AgreementError("cohen_kappa needs at least one item labelled by both annotators")
+    agreed = sum(1 for x, y in zip(a, b, strict=True) if x == y)
+    margins_a, margins_b = Counter(a), Counter(b)
+    # In counts: p_o = agreed / n, p_e = chance / n**2.
+    chance = sum(count * margins_b[label] for label, count in margins_a.items())
+    if chance == n * n:
+        return 1.0 if agreed == n else 0.0
+    return float(Fraction(n * agreed - chance, n * n - chance))
+
+
+def krippendorff_alpha(units: Mapping[_Unit, Sequence[_Label | None]]) -> float:
+    """Krippendorff's alpha for nominal labels, any number of annotators, missing values allowed.
+
+    ``units`` maps each item to the labels it received; ``None`` marks a missing value and is
+    dropped. Items left with fewer than two labels cannot be paired and are ignored. With the
+    coincidence matrix ``o[c][k] = sum over units of (pairs c-k within the unit) / (m_u - 1)``,
+    its margins ``n_c`` and total ``n``, ``alpha = 1 - (n - 1) * D_o / D_e`` where
+    ``D_o = sum_{c != k} o[c][k]`` and ``D_e = sum_{c != k} n_c * n_k``.
+
+    When every pairable value is the same label ``D_e`` is 0 and alpha is 0/0; like
+    :func:`cohen_kappa` this returns 1.0 then (the observed agreement is perfect).
+    """
+    coincidences: dict[tuple[_Label, _Label], Fraction] = {}
+    for values in units.values():
+        present = [v for v in values if v is not None]
+        m = len(present)
+        if m < 2:
+            continue
+        counts = Counter(present)
+        for c, n_c in counts.items():
+            for k, n_k in counts.items():
+                pairs = n_c * (n_c - 1) if c == k else n_c * n_k
+                if pairs:
+                    coincidences[c, k] = coincidences.get((c, k), Fraction(0)) + Fraction(
+                        pairs, m - 1
+                    )
+    if not coincidences:
+        raise AgreementError(
+            f"krippendorff_alpha needs at least one item with two or more labels; "
+            f"got {len(units)!r} items, none pairable"
+        )
+    margins: dict[_Label, Fraction] = {}
+    for (c, _), o in coincidences.items():
+        margins[c] = margins.get(c, Fraction(0)) + o
+    n = sum(margins.values(), Fraction(0))
+    observed = sum((o for (c, k), o in coincidences.items() if c != k), Fraction(0))
+    expected = sum(
+        (margins[c] * margins[k] for c in margins for k in margins if c != k), Fraction(0)
+    )
+    if expected == 0:
+        return 1.0
+    return float(1 - (n - 1) * observed / expected)
+
+
+def stratified(
+    items: Iterable[_Item], key: Callable[[_Item], _Stratum]
+) -> dict[_Stratum, list[_Item]]:
+    """Group ``items`` by ``key(item)``, keeping their order within each stratum.
+
+    Strata appear in the order their first item does; callers compute any statistic per stratum
+    over the lists (``{s: agreement_with_intended(v) for s, v in stratified(...).items()}``).
+    """
+    groups: dict[_Stratum, list[_Item]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
+@dataclass(frozen=True)
+class ValidationItem:
+    """One pair shown to annotators: which choice picks the intended answer, and its strata."""
+
+    item_id: str
+    intended: str
+    other: str
+    domain: str
+    gap: int
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One annotator's choice on one item: the ``intended`` or ``other`` value, or "cant_tell"."""
+
+    item_id: str
+    annotator: str
+    choice: str
+
+
+@dataclass(frozen=True)
+class StratumAgreement:
+    """Agreement numbers over one set of items (all of them, one domain or one gap).
+
+    ``agreement`` counts every label, "can't tell" as not agreeing; ``answered`` leaves "can't
+    tell" out and is ``None`` when nothing was answered. ``kappa`` is set when exactly two
+    annotators labelled overlapping items (computed over those items), ``alpha`` whenever at least
+    one item has two labels. Both use the mapped labels (intended / other / cant_tell), so the
+    A/B position of the answers does not enter the chance term.
+    """
+
+    items: int
+    annotators: int
+    agreement: Proportion
+    answered: Proportion | None
+    cant_tell: int
+    kappa: float | None
+    alpha: float | None
+
+
+@dataclass(frozen=True)
+class AgreementSummary:
+    """Agreement overall, per domain and per rating gap."""
+
+    overall: StratumAgreement
+    by_domain: dict[str, StratumAgreement]
+    by_gap: dict[int, StratumAgreement]
+
+
+def _stratum_agreement(labelled: Sequence[tuple[Annotation, str]]) -> StratumAgreement:
+    labels = [label for _, label in labelled]
+    counts = Counter(labels)
+    answered = (
+        answered_agreement_with_intended(labels) if counts[INTENDED] + counts[OTHER] else None
+    )
+    per_item: dict[str, dict[str, str]] = {}
+    for annotation, label in labelled:
+        per_item.setdefault(annotation.item_id, {})[annotation.annotator] = label
+    annotators = sorted({annotation.annotator for annotation, _ in labelled})
+    kappa: float | None = None
+    if len(annotators) == 2:
+        first, second = annotators
+        shared = [by for by in per_item.values() if first in by and second in by]
+        if shared:
+            kappa = cohen_kappa([by[first] for by in shared], [by[second] for by in shared])
+    pairable = {item: list(by.values()) for item, by in per_item.items() if len(by) >= 2}
+    alpha = krippendorff_alpha(pairable) if pairable else None
+    return StratumAgreement(
+        items=len(per_item),
+        annotators=len(annotators),
+        agreement=agreement_with_intended(labels),
+        answered=answered,
+        cant_tell=counts[CANT_TELL],
+        kappa=kappa,
+        alpha=alpha,
+    )
+
+
+def summary(
+    annotations: Iterable[Annotation], intended: Mapping[str, ValidationItem]
+) -> AgreementSummary:
+    """Agreement with the intended preference and between annotators, overall and per stratum.
+
+    ``intended`` maps each item id to its :class:`ValidationItem`. Agreement with the intended
+    preference counts each annotator's label once (the Wilson interval treats labels as
+    independent, which is optimistic when several annotators label the same item). Raises
+    :class:`AgreementError` for no annotations, an unknown item, a choice that matches neither
+    answer nor "cant_tell", or an annotator who labelled one item twice.
+    """
+    labelled: list[tuple[Annotation, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for annotation in annotations:
+        item = intended.get(annotation.item_id)
+        if item is None:
+            raise AgreementError(
+                f"annotation by {annotation.annotator!r} names item {annotation.item_id!r}, "
+                "which is not among the validation items"
+            )
+        if (annotation.item_id, annotation.annotator) in seen:
+            raise AgreementError(
+                f"annotator {annotation.annotator!r} labelled item {annotation.item_id!r} "
+                "twice; keep one label per annotator and item"
+            )
+        seen.add((annotation.item_id, annotation.annotator))
+        labelled.append((annotation, intended_label(annotation.choice, item.intended, item.other)))
+    if not labelled:
+        raise AgreementError("summary needs at least one annotation")
+    by_domain = stratified(labelled, lambda pair: intended[pair[0].item_id].domain)
+    by_gap = stratified(labelled, lambda pair: intended[pair[0].item_id].gap)
+    return AgreementSummary(
+        overall=_stratum_agreement(labelled),
+        by_domain={d: _stratum_agreement(by_domain[d]) for d in sorted(by_domain)},
+        by_gap={g: _stratum_agreement(by_gap[g]) for g in sorted(by_gap)},
+    )

@@ -1,0 +1,362 @@
+"""Preference pairs: the pure rules (candidates, ids, stratified sampling) and the difficulty gate
+end to end on the demo workspace (real SQLite log, real clips, the offline weak judges)."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agents.pairs import accepted_items, load_selection, select_pairs
+from playlisteval import runs
+from playlisteval.app import App, model_factory
+from playlisteval.settings import load_settings
+from policies.budget import BudgetExhausted
+from policies.pairs import (
+    SelectedPair,
+    candidate_pairs,
+    gap_quotas,
+    judge_failed,
+    pair_id,
+    rating_pairs,
+    sample_pairs,
+)
+from store.events import (
+    CallRecorded,
+    CallReserved,
+    PairCandidate,
+    PairDropped,
+    PairJudged,
+    PairKept,
+    PairsSampled,
+    pairs_stream,
+)
+
+RUN = "r1"
+JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
+PER_DOMAIN = 2
+SAMPLE_SEED = 7
+
+# -- the pure rules ---------------------------------------------------------------------------
+
+
+def test_an_item_gives_ten_pairs_the_higher_rating_preferred() -> None:
+    pairs = rating_pairs()
+    assert len(pairs) == 10 == len(set(pairs))
+    assert all(chosen > rejected for chosen, rejected in pairs)
+    assert Counter(c - r for c, r in pairs) == {1: 4, 2: 3, 3: 2, 4: 1}
+    candidates = candidate_pairs("seed-1", "run-1", "cooking")
+    assert [(p.chosen_rating, p.rejected_rating) for p in candidates] == pairs
+    assert {(p.seed_id, p.run_id, p.domain) for p in candidates} == {("seed-1", "run-1", "cooking")}
+    assert [p.pair_id for p in candidates] == [pair_id("seed-1", c, r) for c, r in pairs]
+
+
+def test_pair_id_is_the_sha1_of_seed_and_ratings() -> None:
+    # sha1("seed-1|5|4") = 7ac6c057f0631ad6b3d1…
+    assert pair_id("seed-1", 5, 4) == "pair-7ac6c057f0631ad6"
+    assert pair_id("seed-1", 2, 1) == "pair-4444d0f9c753c6c0"
+
+
+@pytest.mark.parametrize(
+    ("available", "total", "quotas"),
+    [
+        ({1: 40, 2: 30, 3: 20, 4: 10}, 20, {1: 5, 2: 5, 3: 5, 4: 5}),
+        # Short gaps give what they have; the rest is shared again among the others.
+        ({1: 40, 2: 30, 3: 20, 4: 10}, 90, {1: 30, 2: 30, 3: 20, 4: 10}),
+        ({1: 10, 2: 3}, 7, {1: 4, 2: 3}),
+        # A remainder goes to the gaps with the most left (the smaller gap on a tie).
+        ({1: 12, 2: 9, 3: 6, 4: 3}, 10, {1: 3, 2: 3, 3: 2, 4: 2}),
+        ({1: 4, 2: 6}, 5, {1: 2, 2: 3}),
+        ({1: 5, 2: 5, 3: 5}, 4, {1: 2, 2: 1, 3: 1}),
+        # Asking for more than there is takes everything.
+        ({1: 4, 2: 3, 3: 2, 4: 1}, 90, {1: 4, 2: 3, 3: 2, 4: 1}),
+        ({1: 4}, 0, {1: 0}),
+    ],
+)
+def test_gap_quotas_are_as_even_as_the_pairs_allow(
+    available: dict[int, int], total: int, quotas: dict[int, int]
+) -> None:
+    assert gap_quotas(available, total) == quotas
+
+
+def _kept(domain: str, items: int) -> list[SelectedPair]:
+    return [
+        pair for i in range(items) for pair in candidate_pairs(f"{domain}-{i}", "run-1", domain)
+    ]
+
+
+def test_sampling_stratifies_each_domain_by_gap_and_keeps_a_small_domain_whole() -> None:
+    kept = _kept("cooking", 10) + _kept("astronomy", 1) + _kept("woodworking", 3)
+    sample = sample_pairs(kept, per_domain=10, seed=0)
+    per_domain = Counter(p.domain for p in sample)
+    assert per_domain == {"cooking": 10, "astronomy": 10, "woodworking": 10}
+    by_gap = Counter((p.domain, p.gap) for p in sample)
+    # cooking: 40/30/20/10 pairs per gap → 10 = 3 + 3 + 2 + 2 (the remainder to gaps 1 and 2)
+    assert [by_gap["cooking", g] for g in (1, 2, 3, 4)] == [3, 3, 2, 2]
+    # woodworking: 12/9/6/3 → the same split
+    assert [by_gap["woodworking", g] for g in (1, 2, 3, 4)] == [3, 3, 2, 2]
+    # astronomy has only its item's ten pairs: all of them.
+    assert {p for p in sample if p.domain == "astronomy"} == set(_kept("astronomy", 1))
+    assert set(sample) <= set(kept)
+
+
+def test_sampling_is_deterministic_given_the_seed_whatever_the_input_order() -> None:
+    kept = _kept("cooking", 10) + _kept("astronomy", 4)
+    first = sample_pairs(kept, per_domain=8, seed=3)
+    assert sample_pairs(list(reversed(kept)), per_domain=8, seed=3) == first
+    assert sample_pairs(kept, per_domain=8, seed=4) != first
+    # A domain's draw does not depend on the other domains.
+    alone = sample_pairs(_kept("cooking", 10), per_domain=8, seed=3)
+    assert alone == [p for p in first if p.domain == "cooking"]
+
+
+@pytest.mark.parametrize(
+    ("chosen_first", "rejected_first", "failed"),
+    [
+        ("A", "B", False),  # the preferred answer both times
+        ("A", "A", True),  # always the first shown: position bias
+        ("B", "B", True),
+        ("B", "A", True),  # always the worse answer
+        ("tie", "B", True),
+        ("A", "invalid", True),
+    ],
+)
+def test_a_judge_fails_a_pair_unless_it_prefers_the_chosen_answer_in_both_orders(
+    chosen_first: str, rejected_first: str, failed: bool
+) -> None:
+    assert judge_failed(chosen_first, rejected_first) is failed
+
+
+# -- the difficulty gate on the demo workspace --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A workspace whose run went through pair selection once."""
+
+    home: Path
+    returned: list[SelectedPair]
+
+
+def _select(app: App, **kwargs: Any) -> list[SelectedPair]:
+    options: dict[str, Any] = {
+        "judges": JUDGES,
+        "per_domain": PER_DOMAIN,
+        "sample_seed": SAMPLE_SEED,
+        **kwargs,
+    }
+    return anyio.run(
+        lambda: select_pairs(
+            store=app.events,
+            catalog=app.catalog,
+            clips=app.clips(),
+            model_for=model_factory(app.settings, app),
+            prices=app.prices(),
+            run_id=RUN,
+            offline=True,
+            **options,
+        )
+    )
+
+
+def _events(app: App) -> list[Any]:
+    return [s.event() for s in app.events.read_stream(pairs_stream(RUN))]
+
+
+def _copy(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def curated(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace after a small offline curation run (a few accepted items)."""
+    home = _copy(demo_home, tmp_path_factory.mktemp("pairs") / "ws")
+    with App(load_settings(home)) as app:
+        report = runs.curate(app, budget_usd=5.0, max_seeds=3, run_id=RUN)
+    assert len(report.accepted) >= 2, "the demo run accepted too few items to make pairs from"
+    return home
+
+
+@pytest.fixture(scope="module")
+def selection(curated: Path, tmp_path_factory: pytest.TempPathFactory) -> Selection:
+    """The curated workspace after one pair selection."""
+    home = _copy(curated, tmp_path_factory.mktemp("selected") / "ws")
+    with App(load_settings(home)) as app:
+        returned = _select(app)
+    return Selection(home, returned)
+
+
+def test_every_accepted_item_gives_ten_candidate_pairs(selection: Selection) -> None:
+    with App(load_settings(selection.home)) as app:
+        items = accepted_items(app.events, RUN)
+        candidates = [e for e in _events(app) if isinstance(e, PairCandidate)]
+    assert len(items) >= 2
+    assert len(candidates) == 10 * len(items) == len({c.pair_id for c in candidates})
+    for item in items:
+        mine = [c for c in candidates if c.seed_id == item.seed_id]
+        assert [(c.chosen_rating, c.rejected_rating) for c in mine] == rating_pairs()
+        assert {c.domain for c in mine} == {item.domain}
+        assert all(
+            c.pair_id == pair_id(c.seed_id, c.chosen_rating, c.rejected_rating) for c in mine
+        )
+
+
+def test_every_judge_call_and_decision_is_an_event(selection: Selection) -> None:
+    with App(load_settings(selection.home)) as app:
+        events = _events(app)
+    candidates = {e.pair_id for e in events if isinstance(e, PairCandidate)}
+    judged = Counter((e.pair_id, e.judge, e.order) for e in events if isinstance(e, PairJudged))
+    assert set(judged) == {
+        (p, j, o) for p in candidates for j in JUDGES for o in ("chosen_first", "rejected_first")
+    }
+    assert set(judged.values()) == {1}
+    calls = [e for e in events if isinstance(e, CallRecorded)]
+    assert len(calls) == len(judged)
+    assert all(c.role == "pair_judge" and c.gate == "difficulty" and not c.replayed for c in calls)
+    assert {c.model for c in calls} == set(JUDGES)
+    assert all(c.cost_micros > 0 and c.offline for c in calls)
+    # Each call's id names its pair: its cost can be told per pair.
+    assert {c.call_id.rsplit(":", 1)[0] for c in calls} == candidates
+    decided = [e.pair_id for e in events if isinstance(e, PairKept | PairDropped)]
+    assert sorted(decided) == sorted(candidates)
+    assert sum(isinstance(e, PairsSampled) for e in events) == 1
+
+
+def test_a_pair_is_kept_exactly_when_a_judge_fails_it_in_either_order(
+    selection: Selection,
+) -> None:
+    with App(load_settings(selection.home)) as app:
+        events = _events(app)
+    wrong: dict[str, set[str]] = {}
+    for e in events:
+        if isinstance(e, PairJudged):
+            assert e.correct == (e.choice == ("A" if e.order == "chosen_first" else "B"))
+            if not e.correct:
+                wrong.setdefault(e.pair_id, set()).add(e.judge)
+    kept = {e.pair_id: e.failed_by for e in events if isinstance(e, PairKept)}
+    dropped = {e.pair_id for e in events if isinstance(e, PairDropped)}
+    assert kept
+    assert dropped
+    assert {p: set(f) for p, f in kept.items()} == wrong
+    assert dropped.isdisjoint(wrong)
+
+
+def test_the_offline_judges_are_weak_on_close_pairs_and_differ_from_each_other(
+    selection: Selection,
+) -> None:
+    with App(load_settings(selection.home)) as app:
+        events = _events(app)
+    gap = {
+        e.pair_id: e.chosen_rating - e.rejected_rating
+        for e in events
+        if isinstance(e, PairCandidate)
+    }
+    judged = [e for e in events if isinstance(e, PairJudged)]
+    close = [e for e in judged if gap[e.pair_id] <= 2]
+    clear = [e for e in judged if gap[e.pair_id] >= 3]
+
+    def failure_rate(verdicts: Sequence[PairJudged]) -> float:
+        return sum(not e.correct for e in verdicts) / len(verdicts)
+
+    assert failure_rate(close) > failure_rate(clear)
+    assert failure_rate(clear) < 0.2
+    choices = {j: {(e.pair_id, e.order): e.choice for e in judged if e.judge == j} for j in JUDGES}
+    assert choices[JUDGES[0]] != choices[JUDGES[1]]
+
+
+def test_the_sample_is_drawn_per_domain_and_by_gap_from_the_kept_pairs(
+    selection: Selection,
+) -> None:
+    with App(load_settings(selection.home)) as app:
+        events = _events(app)
+    candidates = {e.pair_id: e for e in events if isinstance(e, PairCandidate)}
+    kept = [candidates[e.pair_id] for e in events if isinstance(e, PairKept)]
+    returned = selection.returned
+    sampled = next(e for e in events if isinstance(e, PairsSampled))
+    assert (sampled.per_domain, sampled.seed) == (PER_DOMAIN, SAMPLE_SEED)
+    assert sampled.pair_ids == tuple(p.pair_id for p in returned)
+    assert {p.pair_id for p in returned} <= {k.pair_id for k in kept}
+    for domain in {k.domain for k in kept}:
+        of_domain = [k for k in kept if k.domain == domain]
+        gaps = Counter(k.chosen_rating - k.rejected_rating for k in of_domain)
+        drawn = Counter(p.gap for p in returned if p.domain == domain)
+        assert sum(drawn.values()) == min(PER_DOMAIN, len(of_domain))
+        assert {g: drawn[g] for g in gaps} == gap_quotas(dict(gaps), PER_DOMAIN)
+    assert any(
+        sum(1 for k in kept if k.domain == d) > PER_DOMAIN for d in {k.domain for k in kept}
+    ), "no domain had more kept pairs than the sample takes: the test would not test sampling"
+    for pair in returned:
+        assert [v.judge for v in pair.judges] == sorted(JUDGES)
+        assert any(v.failed for v in pair.judges)
+        assert all(
+            v.failed == judge_failed(v.verdict_chosen_first, v.verdict_rejected_first)
+            for v in pair.judges
+        )
+
+
+def test_a_second_selection_judges_nothing_and_returns_the_same_pairs(
+    selection: Selection,
+) -> None:
+    with App(load_settings(selection.home)) as app:
+        before = app.events.stream_version(pairs_stream(RUN))
+        again = _select(app)
+        assert app.events.stream_version(pairs_stream(RUN)) == before
+        assert again == selection.returned
+        assert load_selection(app.events, RUN) == selection.returned
+
+
+def test_load_selection_is_empty_before_any_selection(curated: Path) -> None:
+    with App(load_settings(curated)) as app:
+        assert load_selection(app.events, RUN) == []
+
+
+def test_a_selection_stopped_by_the_budget_resumes_without_judging_twice(
+    curated: Path, selection: Selection, tmp_path: Path
+) -> None:
+    with App(load_settings(selection.home)) as app:
+        reference = _events(app)
+    worst = max(e.reserved_micros for e in reference if isinstance(e, CallReserved))
+    total = sum(isinstance(e, PairJudged) for e in reference)
+    home = _copy(curated, tmp_path / "ws")
+    with App(load_settings(home)) as app:
+        with pytest.raises(BudgetExhausted):
+            _select(app, budget_micros=6 * worst)
+        partial = _events(app)
+        done = [e for e in partial if isinstance(e, PairJudged)]
+        assert 0 < len(done) < total
+        assert not any(isinstance(e, PairsSampled) for e in partial)
+        resumed = _select(app)
+        events = _events(app)
+    judged = Counter((e.pair_id, e.judge, e.order) for e in events if isinstance(e, PairJudged))
+    assert set(judged.values()) == {1}
+    live = [e for e in events if isinstance(e, CallRecorded) and not e.replayed]
+    assert len(live) == len(judged)
+    assert resumed == selection.returned
+
+
+def test_calls_recorded_before_a_crash_are_served_from_the_log(
+    curated: Path, selection: Selection, tmp_path: Path
+) -> None:
+    """A crash after every judge call was recorded but before any verdict was written: the
+    next selection pays for no call again and decides the same."""
+    with App(load_settings(selection.home)) as app:
+        recorded = [
+            e for e in _events(app) if isinstance(e, PairCandidate | CallReserved | CallRecorded)
+        ]
+    home = _copy(curated, tmp_path / "ws")
+    with App(load_settings(home)) as app:
+        app.events.append(pairs_stream(RUN), recorded)
+        resumed = _select(app)
+        events = _events(app)[len(recorded) :]
+    calls = [e for e in events if isinstance(e, CallRecorded)]
+    assert calls
+    assert all(c.replayed for c in calls)
+    assert not any(isinstance(e, CallReserved) for e in events)
+    assert resumed == selection.returned

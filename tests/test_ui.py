@@ -1,0 +1,536 @@
+"""The validation UI over a real workspace: the sample, blind annotation, every bad input, the
+results and audit pages, restart persistence and video range requests (FastAPI TestClient)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.settings import load_settings
+from playlisteval.ui import create_app
+from playlisteval.ui.annotations import AnnotationRecorded, SampleDrawn, decode_annotation
+from playlisteval.ui.app import COOKIE, Signer, workspace_secret
+from playlisteval.ui.benchmark import BenchmarkPair, draw_sample
+from store.errors import ConfigError
+from store.events import GateRejected, seed_stream
+
+SECRET = b"test-secret-0123456789abcdef0123456789"
+SAMPLE = 6
+
+# (domain, gap) of each pair the test benchmark holds: 2 domains, gaps 1..4, unevenly.
+CELLS = [
+    ("cooking", 1),
+    ("cooking", 1),
+    ("cooking", 2),
+    ("cooking", 4),
+    ("astronomy", 1),
+    ("astronomy", 3),
+    ("astronomy", 3),
+    ("astronomy", 3),
+]
+
+
+def _record(index: int, domain: str, gap: int, video: str) -> dict[str, Any]:
+    chosen_rating = 5
+    return {
+        "id": f"pair-{index:02d}",
+        "prompt": f"Question {index} about {domain}: what changed between the two segments?",
+        "chosen": f"Chosen answer {index} <b>with a tag</b> & an ampersand",
+        "rejected": f"Rejected answer {index}",
+        "subset": domain,
+        "playlist_id": f"demo-{domain}",
+        "domain": domain,
+        "chosen_rating": chosen_rating,
+        "rejected_rating": chosen_rating - gap,
+        "gap": gap,
+        "videos": [],
+        "evidence": [
+            {"video_id": video, "start_s": 12.0, "end_s": 47.5},
+            {"video_id": video, "start_s": 60.0, "end_s": 90.0},
+        ],
+        "transcripts": [],
+        "models": {"difficulty_judges": []},
+        "meta": {"seed_id": f"s{index}", "run_id": "r", "cost_micros": 0},
+    }
+
+
+def write_benchmark(out: Path, demo_playlist: Path, cells: list[tuple[str, int]]) -> Path:
+    """An export folder per the spec, its videos the demo playlist's own files."""
+    root = demo_playlist.parent
+    videos = {
+        "cooking": root / "cooking" / "cooking-01.mp4",
+        "astronomy": root / "astronomy" / "astronomy-01.mp4",
+    }
+    out.mkdir(parents=True)
+    records = [_record(i, d, g, f"{d}-01") for i, (d, g) in enumerate(cells)]
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+    (out / "pairs.jsonl").write_text(text)
+    manifest = {
+        "videos": [
+            {"id": f"{d}-01", "path": str(p), "url": "", "duration_s": 120.0}
+            for d, p in videos.items()
+        ],
+        "clips": [{"pair_id": r["id"], **e} for r in records for e in r["evidence"]],
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (out / "benchmark.json").write_text(json.dumps({"version": "1", "content_sha256": digest}))
+    return out
+
+
+@pytest.fixture
+def bench(tmp_path: Path, demo_playlist: Path) -> Path:
+    """The small benchmark of :data:`CELLS`."""
+    return write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
+
+
+@pytest.fixture
+def records(bench: Path) -> dict[str, dict[str, Any]]:
+    """The benchmark's records by pair id, as written."""
+    lines = (bench / "pairs.jsonl").read_text().splitlines()
+    return {r["id"]: r for r in map(json.loads, lines)}
+
+
+@pytest.fixture
+def opened(workspace: Path) -> Iterator[App]:
+    """The workspace, open."""
+    with App(load_settings(workspace)) as app:
+        yield app
+
+
+@pytest.fixture
+def client(opened: App, bench: Path) -> TestClient:
+    """The UI over the workspace and the benchmark, with a known secret."""
+    web = create_app(opened, bench, sample_size=SAMPLE, sample_seed=0, secret=SECRET)
+    return TestClient(web, follow_redirects=False)
+
+
+def stream_of(bench: Path) -> str:
+    digest = json.loads((bench / "benchmark.json").read_text())["content_sha256"]
+    return f"annotations-{digest[:12]}"
+
+
+def hidden(page: str, name: str) -> str:
+    match = re.search(rf'name="{name}" value="([^"]*)"', page)
+    assert match, f"no hidden field {name!r} in the page"
+    return html.unescape(match.group(1))
+
+
+def answer_text(page: str, letter: str) -> str:
+    match = re.search(rf'id="answer-{letter}">(.*?)</div>', page, re.S)
+    assert match
+    return html.unescape(match.group(1))
+
+
+def join(client: TestClient, name: str) -> None:
+    response = client.post("/", data={"name": name})
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == "/annotate"
+
+
+def label_next(
+    client: TestClient, records: dict[str, dict[str, Any]], label: str, comment: str = ""
+) -> str:
+    """Answer the next pair: ``label`` is intended / other / cant_tell, turned into the letter
+    from the answers the page shows. Returns the pair id."""
+    page = client.get("/annotate").text
+    pair_id = hidden(page, "pair_id")
+    chosen_letter = "A" if answer_text(page, "A") == records[pair_id]["chosen"] else "B"
+    assert answer_text(page, "B" if chosen_letter == "A" else "A") == records[pair_id]["rejected"]
+    choice = {
+        "intended": chosen_letter,
+        "other": "B" if chosen_letter == "A" else "A",
+        "cant_tell": "cant_tell",
+    }[label]
+    response = client.post(
+        "/annotate",
+        data={
+            "pair_id": pair_id,
+            "token": hidden(page, "token"),
+            "choice": choice,
+            "comment": comment,
+        },
+    )
+    assert response.status_code == 303, response.text
+    return pair_id
+
+
+# -- the sample ---------------------------------------------------------------------------------
+
+
+def _pairs(cells: list[tuple[str, int]]) -> list[BenchmarkPair]:
+    return [BenchmarkPair(f"p{i:03d}", "q", "c", "r", d, g, ()) for i, (d, g) in enumerate(cells)]
+
+
+def test_sample_is_even_over_domains_then_gaps_and_fixed_by_the_seed() -> None:
+    cells = [("a", 1)] * 10 + [("a", 2)] * 10 + [("a", 3)] * 1 + [("b", 1)] * 2 + [("b", 4)] * 30
+    pairs = _pairs(cells)
+    by_id = {p.id: p for p in pairs}
+    sample = draw_sample(pairs, 12, seed=7)
+    assert len(sample) == len(set(sample)) == 12
+    got: dict[tuple[str, int], int] = {}
+    for pair_id in sample:
+        key = (by_id[pair_id].domain, by_id[pair_id].gap)
+        got[key] = got.get(key, 0) + 1
+    # 6 per domain; in "a" 3 gaps share 6 but gap 3 has one pair: 1, then 5 left over two gaps
+    # gives 3 + 2 (which gap gets the odd one is the seed's); in "b" gap 1 holds only 2.
+    assert got[("a", 3)] == 1
+    assert sorted([got[("a", 1)], got[("a", 2)]]) == [2, 3]
+    assert got[("b", 1)] == 2
+    assert got[("b", 4)] == 4
+    assert draw_sample(pairs, 12, seed=7) == sample
+    assert draw_sample(list(reversed(pairs)), 12, seed=7) == sample
+    assert draw_sample(pairs, 12, seed=8) != sample
+    assert len(draw_sample(pairs, 500, seed=7)) == len(pairs)
+
+
+def test_the_sample_is_recorded_once_and_kept_across_restarts(workspace: Path, bench: Path) -> None:
+    for _ in range(2):
+        with App(load_settings(workspace)) as app:
+            create_app(app, bench, sample_size=SAMPLE, secret=SECRET)
+            stored = app.events.read_stream(stream_of(bench))
+    drawn = [decode_annotation(s) for s in stored if s.type == "SampleDrawn"]
+    assert len(drawn) == 1
+    assert isinstance(drawn[0], SampleDrawn)
+    assert len(drawn[0].pair_ids) == SAMPLE
+    assert drawn[0].assignment == "full_overlap"
+    with App(load_settings(workspace)) as app, pytest.raises(ConfigError, match="seed 0"):
+        create_app(app, bench, sample_size=SAMPLE, sample_seed=3, secret=SECRET)
+
+
+def test_the_workspace_secret_is_made_once_and_private(workspace: Path) -> None:
+    first = workspace_secret(workspace)
+    assert (workspace / "ui_secret").stat().st_mode & 0o777 == 0o600
+    assert workspace_secret(workspace) == first
+    assert len(first) >= 32
+
+
+# -- joining and annotating ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["", " ", "x" * 41, "<script>", "ann;drop", "Ann O'Tator", "émile"]
+)
+def test_a_bad_name_is_refused(client: TestClient, opened: App, bench: Path, name: str) -> None:
+    before = opened.events.stream_version(stream_of(bench))
+    response = client.post("/", data={"name": name})
+    assert response.status_code == 422
+    assert COOKIE not in response.cookies
+    assert opened.events.stream_version(stream_of(bench)) == before
+
+
+def test_an_annotator_sees_the_pair_blind_with_playable_clips(
+    client: TestClient, records: dict[str, dict[str, Any]]
+) -> None:
+    assert client.get("/annotate").status_code == 303  # no name yet: back to the start page
+    join(client, "Ann Tator")
+    page = client.get("/annotate").text
+    pair_id = hidden(page, "pair_id")
+    record = records[pair_id]
+    assert html.escape(record["prompt"], quote=False) in page
+    shown = {answer_text(page, "A"), answer_text(page, "B")}
+    assert shown == {record["chosen"], record["rejected"]}
+    assert "<b>with a tag</b>" not in page  # answers are escaped, not rendered
+    video = record["evidence"][0]["video_id"]
+    assert f'<video controls preload="metadata" src="/media/{video}#t=12,47.5">' in page
+    assert f"{video} @ 0:12–0:47" in page
+    assert 'name="choice" value="cant_tell"' in page
+
+
+def test_the_letter_order_is_random_across_pairs_and_fixed_per_annotator(
+    client: TestClient, records: dict[str, dict[str, Any]]
+) -> None:
+    join(client, "ann")
+    seen: dict[str, str] = {}
+    for _ in range(SAMPLE):
+        page = client.get("/annotate").text
+        again = client.get("/annotate").text
+        assert again == page  # the same pair, the same order, until it is answered
+        pair_id = hidden(page, "pair_id")
+        seen[pair_id] = "A" if answer_text(page, "A") == records[pair_id]["chosen"] else "B"
+        label_next(client, records, "intended")
+    assert set(seen.values()) == {"A", "B"}
+    done = client.get("/annotate").text
+    assert "All done" in done
+    assert 'href="/results"' in done
+
+
+def _post(client: TestClient, **fields: str) -> Any:
+    return client.post("/annotate", data=fields)
+
+
+def test_bad_submissions_are_refused_and_change_nothing(
+    client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    join(client, "ann")
+    page = client.get("/annotate").text
+    pair_id, token = hidden(page, "pair_id"), hidden(page, "token")
+    sample = set(opened.events.read_stream(stream_of(bench))[0].data["pair_ids"])
+    outside = next(p for p in records if p not in sample)
+    signer = Signer(SECRET)
+    other_in_sample = next(p for p in sorted(sample) if p != pair_id)
+    good = {"pair_id": pair_id, "token": token, "choice": "A", "comment": ""}
+    cases: list[tuple[dict[str, str], int, str]] = [
+        (
+            {**good, "pair_id": "pair-nope", "token": signer.form_token("ann", "pair-nope")},
+            404,
+            "no pair",
+        ),
+        (
+            {**good, "pair_id": outside, "token": signer.form_token("ann", outside)},
+            404,
+            "not in the sample",
+        ),
+        ({**good, "comment": "x" * 2001}, 413, "2001 characters"),
+        ({**good, "choice": "C"}, 422, "'C'"),
+        ({**good, "choice": ""}, 422, "choice"),
+        ({**good, "token": "0" * 64}, 403, "not issued"),
+        ({**good, "token": signer.form_token("bob", pair_id)}, 403, "not issued"),
+        ({**good, "token": signer.form_token("ann", other_in_sample)}, 403, "not issued"),
+        ({**good, "comment": "y" * 70_000}, 413, "bytes"),
+    ]
+    before = opened.events.stream_version(stream_of(bench))
+    for fields, status, needle in cases:
+        response = _post(client, **fields)
+        assert response.status_code == status, (fields.get("choice"), response.text)
+        assert needle in html.unescape(response.text)
+    assert opened.events.stream_version(stream_of(bench)) == before
+    assert client.get("/annotate").text == page  # still waiting for the same pair
+
+
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        Signer(b"another-secret-another-secret-another").cookie("ann"),  # forged with another key
+        Signer(SECRET).cookie("ann").replace("YW5u", "Ym9i"),  # name swapped, signature kept
+        "garbage",
+    ],
+)
+def test_a_forged_or_tampered_annotator_cookie_is_forbidden(
+    client: TestClient, opened: App, bench: Path, cookie: str
+) -> None:
+    join(client, "ann")
+    page = client.get("/annotate").text
+    pair_id = hidden(page, "pair_id")
+    before = opened.events.stream_version(stream_of(bench))
+    client.cookies.clear()
+    client.cookies.set(COOKIE, cookie)
+    assert client.get("/annotate").status_code == 403
+    response = _post(
+        client, pair_id=pair_id, token=Signer(SECRET).form_token("bob", pair_id), choice="A"
+    )
+    assert response.status_code == 403
+    client.cookies.clear()
+    assert (
+        _post(client, pair_id=pair_id, token=hidden(page, "token"), choice="A").status_code == 403
+    )
+    assert opened.events.stream_version(stream_of(bench)) == before
+
+
+def test_a_second_answer_is_refused_and_the_first_stands(
+    client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    join(client, "ann")
+    page = client.get("/annotate").text
+    fields = {"pair_id": hidden(page, "pair_id"), "token": hidden(page, "token")}
+    assert _post(client, **fields, choice="A").status_code == 303
+    version = opened.events.stream_version(stream_of(bench))
+    again = _post(client, **fields, choice="B")
+    assert again.status_code == 409
+    assert "the first answer stands" in again.text
+    # A second server on the same workspace (its own state, read before the first answer)
+    # refuses too: the check is made against the stream at append time.
+    other = TestClient(
+        create_app(opened, bench, sample_size=SAMPLE, secret=SECRET), follow_redirects=False
+    )
+    other.cookies.set(COOKIE, Signer(SECRET).cookie("ann"))
+    assert other.post("/annotate", data={**fields, "choice": "B"}).status_code == 409
+    assert opened.events.stream_version(stream_of(bench)) == version
+    answers = [
+        decode_annotation(s)
+        for s in opened.events.read_stream(stream_of(bench))
+        if s.type == "AnnotationRecorded"
+    ]
+    assert len(answers) == 1
+    assert isinstance(answers[0], AnnotationRecorded)
+    assert answers[0].choice == "A"
+
+
+def test_a_comment_with_script_is_stored_as_written_and_shown_escaped(
+    client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    comment = '<script>alert(1)</script> & "quotes"'
+    join(client, "ann")
+    label_next(client, records, "intended", comment=comment)
+    stored = [
+        s for s in opened.events.read_stream(stream_of(bench)) if s.type == "AnnotationRecorded"
+    ]
+    assert stored[0].data["comment"] == comment
+    page = client.get("/results").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quotes&#34;" in page
+    assert "<script>" not in page
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def _cell(page: str, stratum: str, column: str) -> str:
+    row = re.search(
+        rf'<tr class="stratum" data-kind="\w+" data-stratum="{stratum}">(.*?)</tr>', page, re.S
+    )
+    assert row, f"no row {stratum!r}"
+    value = re.search(rf'class="num {column}" data-value="([^"]*)"', row.group(1))
+    assert value, f"no {column!r} in row {stratum!r}"
+    return value.group(1)
+
+
+def test_three_annotators_get_agreement_and_alpha_as_computed_by_hand(
+    opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET)
+    drawn = decode_annotation(opened.events.read_stream(stream_of(bench))[0])
+    assert isinstance(drawn, SampleDrawn)
+    # Row k: what ann, bob and cy answer on pair k of the sorted sample, whatever order each of
+    # them is shown the pairs in (I intended, O the other answer, C can't tell).
+    table = ["III", "III", "IIO", "IOO", "CCI", "III"]
+    wanted = dict(zip(sorted(drawn.pair_ids), table, strict=True))
+    names = {"I": "intended", "O": "other", "C": "cant_tell"}
+    orders: list[tuple[str, ...]] = []
+    for column, name in enumerate(("ann", "bob", "cy")):
+        client = TestClient(web, follow_redirects=False)
+        join(client, name)
+        order = []
+        for _ in range(SAMPLE):
+            pair = hidden(client.get("/annotate").text, "pair_id")
+            order.append(pair)
+            assert label_next(client, records, names[wanted[pair][column]]) == pair
+        orders.append(tuple(order))
+    assert len(set(orders)) > 1  # each annotator is shown the pairs in an order of their own
+    page = TestClient(web).get("/results").text
+    # 18 labels, 13 intended (3 + 3 + 2 + 1 + 1 + 3).
+    assert float(_cell(page, "overall", "agreement")) == pytest.approx(13 / 18)
+    low, high = _wilson(13, 18)
+    row = re.search(r'data-stratum="overall">(.*?)</tr>', page, re.S)
+    assert row
+    assert f"{13 / 18 * 100:.1f} % [{low * 100:.1f}, {high * 100:.1f}]" in row.group(1)
+    # Coincidences (3 values per pair, each pair of values weighted 1/2): o_II = 3+3+1+3 = 10,
+    # o_OO = 1, o_CC = 1, o_IO = o_OI = 2, o_IC = o_CI = 1; n_I = 13, n_O = 3, n_C = 2, n = 18.
+    # D_o = 6, D_e = 2 (13*3 + 13*2 + 3*2) = 142, alpha = 1 - (18 - 1) * 6 / 142.
+    assert float(_cell(page, "overall", "alpha")) == pytest.approx(1 - 17 * 6 / 142)
+    assert _cell(page, "overall", "kappa") == ""  # three annotators: no Cohen's kappa
+    for name in ("ann", "bob", "cy"):
+        assert f'<td>{name}</td><td class="num">{SAMPLE} / {SAMPLE}</td>' in page
+
+
+def test_restarting_the_server_loses_no_answer(
+    workspace: Path, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    with App(load_settings(workspace)) as app:
+        # Both servers sign with the workspace's own secret (made by the first, read by the second).
+        client = TestClient(create_app(app, bench, sample_size=SAMPLE), follow_redirects=False)
+        join(client, "ann")
+        first = [label_next(client, records, label) for label in ("intended", "other", "cant_tell")]
+        results = client.get("/results").text
+        cookie = client.cookies[COOKIE]
+    assert "No answers yet" not in results
+    with App(load_settings(workspace)) as app:
+        client = TestClient(create_app(app, bench, sample_size=SAMPLE), follow_redirects=False)
+        assert client.get("/results").text == results
+        client.cookies.set(COOKIE, cookie)
+        page = client.get("/annotate").text
+        assert hidden(page, "pair_id") not in first
+        assert '<span id="position">4</span> of 6' in page
+        # The curation projections fold a log holding annotation events without tripping on them.
+        assert app.projections().rebuild() == app.events.last_seq()
+
+
+# -- media ---------------------------------------------------------------------------------------
+
+
+def test_media_serves_only_manifest_videos_with_range_requests(
+    client: TestClient, demo_playlist: Path
+) -> None:
+    data = (demo_playlist.parent / "cooking" / "cooking-01.mp4").read_bytes()
+    whole = client.get("/media/cooking-01")
+    assert whole.status_code == 200
+    assert whole.content == data
+    assert whole.headers["content-type"] == "video/mp4"
+    assert whole.headers["accept-ranges"] == "bytes"
+    part = client.get("/media/cooking-01", headers={"Range": "bytes=100-1123"})
+    assert part.status_code == 206
+    assert part.content == data[100:1124]
+    assert part.headers["content-range"] == f"bytes 100-1123/{len(data)}"
+    tail = client.get("/media/cooking-01", headers={"Range": "bytes=-10"})
+    assert tail.status_code == 206
+    assert tail.content == data[-10:]
+    beyond = client.get("/media/cooking-01", headers={"Range": f"bytes={len(data) + 5}-"})
+    assert beyond.status_code == 416
+    for path in ("/media/cooking-02", "/media/nope", "/media/..%2Fmanifest.json", "/media/"):
+        assert client.get(path).status_code == 404, path
+
+
+# -- audit ---------------------------------------------------------------------------------------
+
+
+def test_the_audit_pages_show_runs_gates_and_a_seed_timeline(
+    client: TestClient, opened: App
+) -> None:
+    assert "No curation run" in client.get("/audit").text
+    report = runs.curate(opened, budget_usd=None, max_seeds=2)
+    audit = runs.audit(opened, report.run_id)
+    seed = audit.seeds[0].seed_id
+    # A rejection whose reason and output hold markup, appended to the seed's real stream.
+    opened.events.append(
+        seed_stream(report.run_id, seed),
+        [
+            GateRejected(
+                phase=1,
+                gate="structural",
+                attempt=9,
+                reason="<img src=x onerror=alert(1)> too few paragraphs",
+                rejected_output="<script>alert('out')</script>",
+            )
+        ],
+    )
+    page = client.get("/audit").text
+    assert f"Run {report.run_id}" in page
+    assert "no cap" in page
+    passes = sum(1 for line in audit.seeds for s in line.steps if s["step"] == "pass")
+    assert passes > 0
+    gates = re.findall(
+        r"<tr><td>(\d)</td><td>([\w-]+)</td>"
+        r"<td class=\"num\">(\d+)</td><td class=\"num\">(\d+)</td>",
+        page,
+    )
+    assert sum(int(p) for _ph, _g, p, _r in gates) == passes
+    assert ("1", "structural") in {(ph, g) for ph, g, _p, _r in gates}
+    assert sum(int(r) for _ph, _g, _p, r in gates) == 1 + sum(
+        1 for line in audit.seeds for s in line.steps if s["step"] == "reject"
+    )
+    assert f'href="/audit/{report.run_id}/{seed}"' in page
+    timeline = client.get(f"/audit/{report.run_id}/{seed}")
+    assert timeline.status_code == 200
+    assert "&lt;img src=x onerror=alert(1)&gt; too few paragraphs" in timeline.text
+    assert "&lt;script&gt;alert(&#39;out&#39;)&lt;/script&gt;" in timeline.text
+    assert "<script>" not in timeline.text
+    assert "Attempt 1" in timeline.text
+    assert client.get(f"/audit/{report.run_id}/no-such-seed").status_code == 404
+    assert client.get(f"/audit/no-such-run/{seed}").status_code == 404
