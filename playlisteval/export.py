@@ -34,7 +34,7 @@ from playlisteval.runs import run_started
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.catalog import ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
-from store.events import CallRecorded, ItemAccepted, micros_to_usd, seed_stream
+from store.events import CallRecorded, ItemAccepted, micros_to_usd, pairs_stream, seed_stream
 
 BENCHMARK_VERSION = "1"
 FILES = ("pairs.jsonl", "pairs.parquet", "manifest.json", "README.md", "benchmark.json")
@@ -304,6 +304,17 @@ def _run_costs(app: App, run_ids: Iterable[str]) -> int:
     return total
 
 
+def _selection_costs(app: App, run_ids: Iterable[str]) -> int:
+    """What the difficulty judges' calls of the runs' pair selections paid."""
+    total = 0
+    for run_id in run_ids:
+        for stored in app.events.read_stream(pairs_stream(run_id)):
+            event = stored.event()
+            if isinstance(event, CallRecorded) and not event.replayed:
+                total += event.cost_micros
+    return total
+
+
 def _manifest(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every video once (sorted by id) and every pair's clips."""
     videos: dict[str, Mapping[str, Any]] = {}
@@ -341,6 +352,7 @@ def _card(
     cost_micros: int,
     items_cost_micros: int,
     content_sha256: str,
+    selection_cost_micros: int = 0,
 ) -> str:
     """The dataset card (README.md of the export)."""
     gaps = [int(g) for g in counts["per_gap"]]
@@ -400,6 +412,8 @@ def _card(
         f"- videos: {len(manifest['videos'])}, {hours:.2f} hours",
         f"- curation cost of the runs: {micros_to_usd(cost_micros):.6f} USD "
         f"({cost_micros} micro-USD; the items exported here: {items_cost_micros} micro-USD)",
+        f"- difficulty gate (the judges' calls): {micros_to_usd(selection_cost_micros):.6f} USD "
+        f"({selection_cost_micros} micro-USD)",
         f"- version: {BENCHMARK_VERSION}, content sha256 (of pairs.jsonl): `{content_sha256}`",
         "",
         "## Pairs per domain and gap",
@@ -514,6 +528,7 @@ def export_benchmark(
     manifest = _manifest(records)
     counts = _counts(records)
     cost_micros = _run_costs(app, run_ids)
+    selection_cost = _selection_costs(app, run_ids)
     item_costs = {
         (r["meta"]["run_id"], r["meta"]["seed_id"]): r["meta"]["cost_micros"] for r in records
     }
@@ -526,9 +541,19 @@ def export_benchmark(
         "settings": all_settings,
         "cost_micros": cost_micros,
         "items_cost_micros": items_cost,
+        "selection_cost_micros": selection_cost,
         "hours": round(hours, 6),
     }
-    card = _card(records, counts, manifest, all_settings, cost_micros, items_cost, content_sha256)
+    card = _card(
+        records,
+        counts,
+        manifest,
+        all_settings,
+        cost_micros,
+        items_cost,
+        content_sha256,
+        selection_cost,
+    )
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))

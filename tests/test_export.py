@@ -22,7 +22,7 @@ from playlisteval.export import FILES, export_benchmark
 from playlisteval.settings import load_settings
 from policies.pairs import JudgeVerdict, SelectedPair
 from store.errors import ConfigError
-from store.events import CallRecorded, ItemAccepted, seed_stream
+from store.events import CallRecorded, ItemAccepted, pairs_stream, seed_stream
 
 JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
 SELECTION = {"difficulty_judges": list(JUDGES), "pairs_per_domain": 90, "seed": 7}
@@ -413,6 +413,14 @@ def test_a_curated_run_exports_through_the_difficulty_gate(
     assert gap_totals == dict(Counter(r["gap"] for r in records))
     per_domain = Counter(r["domain"] for r in records)
     assert {d: sum(by_gap.values()) for d, by_gap in cells.items()} == dict(per_domain)
+    # The judges' calls are priced into the benchmark's cost, apart from the curation's.
+    benchmark = json.loads((summary.path / "benchmark.json").read_text())
+    judged = sum(
+        e.cost_micros
+        for s in app.events.read_stream(pairs_stream(curated[1]))
+        if isinstance(e := s.event(), CallRecorded) and not e.replayed
+    )
+    assert benchmark["selection_cost_micros"] == judged > 0
     # Exporting again reuses the selection in the log: no judge is asked (or paid) twice.
     again = runs.export(app, tmp_path / "bench2", curated[1], per_domain=6)
     assert again.content_sha256 == summary.content_sha256
