@@ -313,6 +313,38 @@ class Pricing:
     batch_text: bool = False
 
 
+@dataclass
+class _Call:
+    """One call on its way: what is sent to which model, for whom, and where its events go."""
+
+    wrapped: Model
+    context: CallContext
+    append: Append
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    params: ModelRequestParameters
+    key: str
+    shape: CallShape
+    call_id: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        """What every event about this call says about it."""
+        return self.context.fields(self.call_id, self.key)
+
+    async def send(self) -> ModelResponse:
+        """One request to the provider."""
+        return await self.wrapped.request(self.messages, self.settings, self.params)
+
+    def batch_request(self, custom_id: str) -> BatchRequest:
+        """The call as one request of a batch job."""
+        return BatchRequest(
+            custom_id=custom_id,
+            messages=self.messages,
+            model_settings=self.settings,
+            model_request_parameters=self.params,
+        )
+
+
 class CallRecorder:
     """Shared by every call of a run: the budget, the prices, the recorded index, the mode, and
     how calls travel to each model (retries, rate limits, caching)."""
@@ -387,12 +419,11 @@ class CallRecorder:
             raise ReplayDivergence(
                 f"seed {context.seed_id!r} would need a {context.role} call not in the log"
             )
+        call = _Call(wrapped, context, append, messages, settings, params, key, shape)
         pending = self.pending_batches.pop((context.seed_id, key), None)
         if pending is not None and self.batcher is not None:
-            return await self._collect(
-                wrapped, context, append, messages, settings, params, key, shape, pending
-            )
-        return await self._live(wrapped, context, append, messages, settings, params, key, shape)
+            return await self._collect(call, pending)
+        return await self._live(call)
 
     def _batchable(self, model: str, shape: CallShape) -> bool:
         if self.batcher is None or self.offline or shape.video_seconds > 0 or shape.images:
@@ -401,42 +432,27 @@ class CallRecorder:
         return traffic is not None and traffic.batchable
 
     async def _collect(
-        self,
-        wrapped: Model,
-        context: CallContext,
-        append: Append,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        key: str,
-        shape: CallShape,
-        pending: tuple[str, dict[str, Any], str],
+        self, call: _Call, pending: tuple[str, dict[str, Any], str]
     ) -> ModelResponse:
         """A call submitted in a batch job before a restart: wait for that job's answer. Its
         reservation is still open in the log (and counted as spent) until this records it."""
         assert self.batcher is not None
-        call_id, handle, custom_id = pending
-        request = BatchRequest(
-            custom_id=custom_id,
-            messages=messages,
-            model_settings=settings,
-            model_request_parameters=params,
-        )
+        call.call_id, handle, custom_id = pending
+        context = call.context
         try:
-            response = await self.batcher.collect(wrapped, batch_from_json(handle), request)
+            response = await self.batcher.collect(
+                call.wrapped, batch_from_json(handle), call.batch_request(custom_id)
+            )
         except Exception as exc:
             failure = classify_failure(exc)
-            await append(
-                CallFailed(
-                    **context.fields(call_id, key),
-                    error=f"{failure.kind}: {failure.message[:2000]}",
-                )
+            await call.append(
+                CallFailed(**call.fields(), error=f"{failure.kind}: {failure.message[:2000]}")
             )
             raise ProviderError(
                 f"{context.role} call to {context.model!r} in batch {handle.get('id')!r} "
                 f"failed: {failure.message}"
             ) from exc
-        return await self._record(context, append, call_id, key, shape, response, 1, None)
+        return await self._record(call, response, 1, None)
 
     async def _serve(
         self,
@@ -522,46 +538,34 @@ class CallRecorder:
         )
         return reservation
 
-    async def _attempts(
-        self,
-        wrapped: Model,
-        context: CallContext,
-        append: Append,
-        call_id: str,
-        key: str,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        shape: CallShape,
-    ) -> tuple[ModelResponse, int]:
+    async def _attempts(self, call: _Call) -> tuple[ModelResponse, int]:
         """The request, retried on transient failures; ``(response, attempts)``."""
+        context = call.context
         traffic = self.traffic(context.model) or Traffic(retry=RetryPolicy(max_retries=0))
-        tokens = estimate_input_tokens(shape).input_tokens
+        tokens = estimate_input_tokens(call.shape).input_tokens
         attempt = 0
-        batched = self._batchable(context.model, shape)
+        batched = self._batchable(context.model, call.shape)
         while True:
             attempt += 1
             try:
                 if batched and attempt == 1:
                     # A failed batch request is retried live (at list price) like any other.
-                    return await self._batched(
-                        wrapped, context, append, call_id, key, messages, settings, params
-                    ), attempt
+                    return await self._batched(call), attempt
                 if traffic.limiter is not None:
                     async with traffic.limiter.slot(tokens):
-                        return await wrapped.request(messages, settings, params), attempt
-                return await wrapped.request(messages, settings, params), attempt
+                        return await call.send(), attempt
+                return await call.send(), attempt
             except (BudgetExhausted, ReplayDivergence):
                 raise
             except Exception as exc:
                 failure = classify_failure(exc)
                 if not failure.transient or attempt > traffic.retry.max_retries:
                     raise _Failed(failure, attempt) from exc
-                wait = traffic.retry.wait_s(attempt, failure.retry_after_s, salt=call_id)
+                wait = traffic.retry.wait_s(attempt, failure.retry_after_s, salt=call.call_id)
                 self.retries += 1
-                await append(
+                await call.append(
                     CallRetried(
-                        **context.fields(call_id, key),
+                        **call.fields(),
                         attempt=attempt,
                         kind=failure.kind,
                         status=failure.status,
@@ -571,58 +575,29 @@ class CallRecorder:
                 )
                 await self._sleep(wait)
 
-    async def _batched(
-        self,
-        wrapped: Model,
-        context: CallContext,
-        append: Append,
-        call_id: str,
-        key: str,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def _batched(self, call: _Call) -> ModelResponse:
         assert self.batcher is not None
 
         async def submitted(batch: Batch) -> None:
-            await append(
-                CallBatched(
-                    **context.fields(call_id, key), custom_id=call_id, batch=batch_to_json(batch)
-                )
+            await call.append(
+                CallBatched(**call.fields(), custom_id=call.call_id, batch=batch_to_json(batch))
             )
 
-        request = BatchRequest(
-            custom_id=call_id,
-            messages=messages,
-            model_settings=settings,
-            model_request_parameters=params,
-        )
-        return await self.batcher.call(wrapped, request, submitted)
+        return await self.batcher.call(call.wrapped, call.batch_request(call.call_id), submitted)
 
-    async def _live(
-        self,
-        wrapped: Model,
-        context: CallContext,
-        append: Append,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        key: str,
-        shape: CallShape,
-    ) -> ModelResponse:
-        call_id = self._call_id(context.seed_id)
-        reservation = await self._reserve(context, call_id, key, shape, append)
+    async def _live(self, call: _Call) -> ModelResponse:
+        context = call.context
+        call.call_id = self._call_id(context.seed_id)
+        reservation = await self._reserve(context, call.call_id, call.key, call.shape, call.append)
         try:
-            response, attempts = await self._attempts(
-                wrapped, context, append, call_id, key, messages, settings, params, shape
-            )
+            response, attempts = await self._attempts(call)
         except _Failed as failed:
             failure = failed.failure
             self.budget.release(reservation, 0)
             refusal = failure.kind == "refusal"
-            await append(
+            await call.append(
                 CallFailed(
-                    **context.fields(call_id, key),
+                    **call.fields(),
                     error=f"{failure.kind}: {failure.message[:2000]}",
                     outcome="refusal" if refusal else "error",
                     attempts=failed.attempts,
@@ -634,22 +609,17 @@ class CallRecorder:
                 f"{context.role} call to {context.model!r} failed after {failed.attempts} "
                 f"attempt(s): {failure.message}"
             ) from failed.__cause__
-        return await self._record(
-            context, append, call_id, key, shape, response, attempts, reservation
-        )
+        return await self._record(call, response, attempts, reservation)
 
     async def _record(
         self,
-        context: CallContext,
-        append: Append,
-        call_id: str,
-        key: str,
-        shape: CallShape,
+        call: _Call,
         response: ModelResponse,
         attempts: int,
         reservation: Reservation | None,
     ) -> ModelResponse:
-        usage, provider_cost, batch = self._usage(context, shape, response)
+        context = call.context
+        usage, provider_cost, batch = self._usage(context, call.shape, response)
         cost = (
             provider_cost
             if provider_cost is not None
@@ -657,9 +627,9 @@ class CallRecorder:
         )
         if reservation is not None:
             self.budget.settle(reservation, cost)
-        await append(
+        await call.append(
             CallRecorded(
-                **context.fields(call_id, key),
+                **call.fields(),
                 response=encode_response(response),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
