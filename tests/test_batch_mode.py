@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -21,10 +19,7 @@ from playlisteval.settings import load_settings
 from policies.budget import Budget
 from store.events import CallBatched, CallRecorded, Event, seed_stream
 from store.eventstore import StoredEvent
-from tests.fakes_dashscope import dashscope_harness
-from tests.fakes_gemini import gemini_harness
-from tests.fakes_openai import openai_harness
-from tests.fakes_providers import Harness
+from tests.live_fakes import Fakes, running_fakes
 
 KEYS = {
     "GEMINI_API_KEY": "gem-batch-key-000001",
@@ -40,38 +35,9 @@ TEXT_ROLES = {
 }
 
 
-@dataclass
-class Fakes:
-    gemini: Harness
-    openai: Harness
-    dashscope: Harness
-
-    def batch_jobs(self) -> int:
-        """Batch jobs the two batch APIs were asked to create."""
-        gemini = [
-            r
-            for r in self.gemini.server.seen("POST", "/v1beta/models/")
-            if r.path.split("?")[0].endswith(":batchGenerateContent")
-        ]
-        openai = [
-            r
-            for r in self.openai.server.seen("POST", "/v1/batches")
-            if not r.path.split("?")[0].endswith("/cancel")
-        ]
-        return len(gemini) + len(openai)
-
-
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fakes]:
-    for name, value in KEYS.items():
-        monkeypatch.setenv(name, value)
-    with ExitStack() as stack:
-        running = Fakes(
-            stack.enter_context(gemini_harness()),
-            stack.enter_context(openai_harness()),
-            stack.enter_context(dashscope_harness()),
-        )
-        running.dashscope.fake.api_key = KEYS["DASHSCOPE_API_KEY"]  # type: ignore[attr-defined]
+    with running_fakes(monkeypatch, KEYS) as running:
         yield running
 
 
@@ -81,9 +47,7 @@ def _app(home: Path, fakes: Fakes) -> App:
             home,
             curation={"offline": False, "concurrency": 6},
             providers={
-                "gemini": {"base_url": fakes.gemini.server.base_url},
-                "openai": {"base_url": f"{fakes.openai.server.base_url}/v1"},
-                "dashscope": {"base_url": f"{fakes.dashscope.server.base_url}/api/v1"},
+                **fakes.provider_settings(),
                 "batch": True,
                 "batch_window_s": 0.2,
                 "batch_poll_s": 0.01,

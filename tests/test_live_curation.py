@@ -13,8 +13,6 @@ import io
 import logging
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +35,7 @@ from store.events import (
     seed_stream,
     usd_to_micros,
 )
-from tests.fakes_dashscope import dashscope_harness
-from tests.fakes_gemini import gemini_harness
-from tests.fakes_openai import openai_harness
-from tests.fakes_providers import Harness
+from tests.live_fakes import Fakes, running_fakes
 
 KEYS = {
     "GEMINI_API_KEY": "gem-SECRET-4f1d9a7c2e8b",
@@ -51,27 +46,9 @@ CAP_USD = 0.5
 SEEDS = 9
 
 
-@dataclass
-class Fakes:
-    gemini: Harness
-    openai: Harness
-    dashscope: Harness
-
-    def all(self) -> list[Harness]:
-        return [self.gemini, self.openai, self.dashscope]
-
-
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fakes]:
-    for name, value in KEYS.items():
-        monkeypatch.setenv(name, value)
-    with ExitStack() as stack:
-        running = Fakes(
-            stack.enter_context(gemini_harness()),
-            stack.enter_context(openai_harness()),
-            stack.enter_context(dashscope_harness()),
-        )
-        running.dashscope.fake.api_key = KEYS["DASHSCOPE_API_KEY"]  # type: ignore[attr-defined]
+    with running_fakes(monkeypatch, KEYS) as running:
         for harness in running.all():
             harness.server.fault_rate = 0.3
             harness.server.leak_keys = True
@@ -83,11 +60,7 @@ def _live_settings(home: Path, fakes: Fakes) -> Any:
     return load_settings(
         home,
         curation={"offline": False, "concurrency": 4},
-        providers={
-            "gemini": {**limits, "base_url": fakes.gemini.server.base_url},
-            "openai": {**limits, "base_url": f"{fakes.openai.server.base_url}/v1"},
-            "dashscope": {**limits, "base_url": f"{fakes.dashscope.server.base_url}/api/v1"},
-        },
+        providers=fakes.provider_settings(**limits),
     )
 
 
