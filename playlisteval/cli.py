@@ -753,6 +753,31 @@ def ui(
 
 
 @app.command()
+def report(
+    evaluations: Annotated[
+        list[Path], typer.Argument(help="Evaluation folders (each with judgments.jsonl).")
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write report.md and report.html.")] = Path(
+        "report"
+    ),
+) -> None:
+    """The evaluation report: markdown and one self-contained HTML page with tables and plots
+    (accuracy against hours, retrieved against uniform, modality ablation, swap consistency,
+    per domain, recall@k)."""
+    from playlisteval.report import write_report
+
+    try:
+        summary = write_report(evaluations, out)
+    except PlaylistEvalError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    console.print(f"{summary.judgments} judgments in {summary.runs} runs")
+    for sentence in summary.omitted:
+        console.print(f"  (not drawn: {sentence})")
+    console.print(f"report: {summary.markdown}\n        {summary.html}")
+
+
+@app.command()
 def doctor(home: HomeOption = None) -> None:
     """Check prices, keys, seeds and the event log; each failure says what to do."""
     from playlisteval.doctor import run_checks
