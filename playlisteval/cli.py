@@ -345,12 +345,24 @@ def demo(
         console.print("\n[bold]Benchmark[/] (difficulty gate with the offline weak judges)")
         exported = runs.export(app_, root / "exports" / "benchmark", report.run_id)
         _print_export(exported)
+        console.print("\n[bold]Judge evaluation[/] (offline judges of known behaviour)")
+        evaluation = runs.evaluate(
+            app_,
+            exported.path,
+            ["offline-first", "offline-transcript", "offline-frames"],
+            root / "exports" / "evaluation",
+        )
+        from playlisteval.report import write_report
+
+        judged = write_report([evaluation.out_dir], root / "exports" / "report")
+        console.print(f"{len(evaluation.records)} judgments; report: {judged.html}")
         console.print(f"\nworkspace: {root}")
         console.print(f"try: playlisteval search 'kneading the dough' --home {root}")
         console.print(f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}")
         console.print(f"     playlisteval replay {report.run_id} --home {root}")
         console.print(f"benchmark: {exported.path}")
         console.print(f"validate it: playlisteval ui {exported.path} --home {root}")
+        console.print(f"judge report: {judged.markdown} and {judged.html}")
 
 
 # -- curation -------------------------------------------------------------------------------------
@@ -750,6 +762,40 @@ def ui(
             sample_size=size,
             sample_seed=app_.settings.pairs.sample_seed if seed is None else seed,
         )
+
+
+@app.command("eval")
+def eval_(
+    benchmark: Annotated[Path, typer.Option(help="An exported benchmark folder.")],
+    judge: Annotated[
+        list[str],
+        typer.Option(
+            help="A judge model id (repeat); offline-first, offline-transcript and "
+            "offline-frames are offline judges of known behaviour."
+        ),
+    ],
+    condition: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="frames:retriever:modality:hours:n_frames[:think=N][:res=N] (repeat), e.g. "
+            "uniform::frames+transcript:10h:32 or retrieved:bm25:transcript:100h:32.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Evaluation folder (resumable).")] = Path("evaluation"),
+    budget: Annotated[float | None, typer.Option(help="Cap of the judges' calls (USD).")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
+    sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl."""
+    with _open(home) as app_:
+        result = runs.evaluate(app_, benchmark, judge, out, condition, budget_usd=budget)
+        console.print(
+            f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
+            f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"
+        )
+        for failure in result.failures[:5]:
+            err_console.print(f"[yellow]not judged:[/] {escape(str(failure))}")
+        console.print(f"report: playlisteval report {result.out_dir} --out REPORT_DIR")
 
 
 @app.command()

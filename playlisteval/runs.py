@@ -46,6 +46,7 @@ from store.events import (
 from store.eventstore import EventStore, open_event_store
 
 if TYPE_CHECKING:
+    from agents.evaluation import EvaluationResult
     from playlisteval.export import ExportSummary
 
 
@@ -599,4 +600,76 @@ def export(
             "sample_seed": settings.pairs.sample_seed,
             "offline": settings.curation.offline,
         },
+    )
+
+
+# -- judge evaluation -----------------------------------------------------------------------------
+
+DEFAULT_CONDITIONS = (
+    "uniform::frames+transcript:1h:32",
+    "retrieved:hybrid:frames+transcript:1h:32",
+)
+
+
+def evaluate(
+    app: App,
+    benchmark: Path,
+    judges: list[str],
+    out_dir: Path,
+    conditions: list[str] | None = None,
+    *,
+    budget_usd: float | None = None,
+) -> EvaluationResult:
+    """Judge every pair of an exported benchmark with each judge, under each condition, in both
+    answer orders; records go to ``out_dir/judgments.jsonl`` (resumable: recorded calls and
+    records already written are not made again). ``offline-first``, ``offline-transcript`` and
+    ``offline-frames`` are offline judges of known behaviour; other ids are configured models."""
+    from agents.evaluation import OFFLINE_JUDGE_PRICES, parse_condition
+    from agents.evaluation import evaluate as run_evaluation
+    from tools.providers.judges import OFFLINE_JUDGES, judge_models
+    from tools.retrieval import (
+        BM25Retriever,
+        HybridRetriever,
+        MultimodalRetriever,
+        TextEmbeddingRetriever,
+    )
+
+    if not judges:
+        raise ConfigError("name at least one judge: --judge offline-frames, --judge gpt-5.4, …")
+    settings = app.settings
+    parsed = [parse_condition(c) for c in (conditions or DEFAULT_CONDITIONS)]
+    budget = settings.budget
+    prices = PriceTable.load(
+        overrides={**budget.price_overrides, **OFFLINE_JUDGE_PRICES}, extra_file=budget.price_file
+    )
+    live = [j for j in judges if j not in OFFLINE_JUDGES]
+    model_for = judge_models(model_factory(settings, app, set(live)))
+    search = app.search()
+    bm25 = BM25Retriever(app.catalog)
+    text = TextEmbeddingRetriever(app.catalog, search)
+    retrievers = {
+        "bm25": bm25,
+        "text": text,
+        "multimodal": MultimodalRetriever(app.catalog, search),
+        "hybrid": HybridRetriever(bm25, text),
+    }
+    offline = settings.curation.offline
+    return anyio.run(
+        lambda: run_evaluation(
+            store=app.events,
+            catalog=app.catalog,
+            clips=app.clips(),
+            model_for=model_for,
+            prices=prices,
+            benchmark_dir=benchmark,
+            judges=judges,
+            conditions=parsed,
+            out_dir=out_dir,
+            retrievers=retrievers,
+            concurrency=settings.curation.concurrency,
+            budget_micros=None if budget_usd is None else usd_to_micros(budget_usd),
+            offline=offline,
+            traffic=traffic_for(settings, live=not offline),
+            secrets=secret_values_of(settings),
+        )
     )

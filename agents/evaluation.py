@@ -1,0 +1,683 @@
+"""Judge evaluation: run pairwise judges on an exported benchmark under chosen conditions.
+
+For every pair × judge × condition × both answer orders, :func:`evaluate` builds what the judge
+sees — a haystack of videos around the pair's evidence (:func:`tools.retrieval.build_haystack`),
+frames sampled uniformly over it or inside the spans a retriever finds, and the modalities the
+condition names — asks the judge through the recorded-call path (:class:`ModelRunner` and
+:class:`CallRecorder`, events in the store stream ``eval-<evaluation id>``), and appends one
+record per judgment to ``<out>/judgments.jsonl``. Running it again skips the judgments already in
+the file, and a call recorded in the stream is served from it for free, so an evaluation is
+resumable and cached.
+
+A condition is written compactly as ``frames:retriever:modality:hours:n_frames`` with optional
+``:think=N`` and ``:res=N`` after it, e.g. ``retrieved:bm25:frames+transcript:1h:32`` or
+``uniform::none:1h:32`` (see :func:`parse_condition`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import anyio
+import structlog
+from pydantic_ai.messages import BinaryContent
+from pydantic_ai.models import Model
+
+from agents.curation import GroupCommit, ledger, scrubbed
+from agents.evidence import SeedEvidence, _source_key
+from agents.recorded import CallRecorder, RecordedCalls
+from agents.workers import MalformedOutput, ModelRunner, SeedCall
+from policies.budget import Budget, BudgetExhausted
+from policies.judging import Judgment, RetrievalCase, Span
+from policies.prices import PriceTable
+from policies.ratelimits import Traffic
+from store.catalog import Catalog
+from store.errors import ConfigError, MediaError, ProviderError
+from store.events import AnyEvent, CallFailed, CallRecorded, CallReserved, Event
+from store.eventstore import EventStore
+from tools.clips import ClipFetcher
+from tools.retrieval import Retriever, build_haystack
+from tools.roles import ChunkText, PairJudgeContext, PairVerdict, SegmentEvidence
+
+__all__ = [
+    "OFFLINE_JUDGE_PRICES",
+    "Condition",
+    "EvaluationResult",
+    "eval_stream",
+    "evaluate",
+    "judgments_of",
+    "parse_condition",
+    "read_judgments",
+    "retrieval_cases",
+]
+
+FrameSampling = Literal["uniform", "retrieved"]
+Modality = Literal["frames+transcript", "frames", "transcript", "audio", "none"]
+Order = Literal["chosen_first", "rejected_first"]
+ORDERS: tuple[Order, Order] = ("chosen_first", "rejected_first")
+JUDGE_ROLE = "pair_judge"
+GATE = "evaluation"
+RETRIEVED_K = 5  # segments a retriever hands the judge
+DEFAULT_RESOLUTION = 360
+JUDGMENTS_FILE = "judgments.jsonl"
+EVALUATION_FILE = "evaluation.json"
+
+#: Price rows (settings overrides) for the offline judges of ``tools.providers.judges``: they cost
+#: nothing, and the recorder refuses a model it cannot price.
+OFFLINE_JUDGE_PRICES: dict[str, dict[str, float]] = {
+    judge: {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
+    for judge in ("offline-first", "offline-transcript", "offline-frames")
+}
+
+logger = structlog.get_logger("playlisteval.evaluation")
+
+
+def eval_stream(evaluation_id: str) -> str:
+    """Stream of one evaluation's model calls."""
+    return f"eval-{evaluation_id}"
+
+
+# -- conditions ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What a judge is shown: how frames are sampled, from where, which modalities, how much.
+
+    ``hours`` is the haystack asked for; ``n_frames`` the frames spread over the haystack
+    (uniform) or over the retrieved spans; ``resolution`` the clips' height in pixels;
+    ``thinking_budget`` is recorded with each judgment (None: the provider's default).
+    """
+
+    frames: FrameSampling
+    retriever: str | None
+    modality: Modality
+    hours: float
+    n_frames: int
+    thinking_budget: int | None = None
+    resolution: int = DEFAULT_RESOLUTION
+
+    def __post_init__(self) -> None:
+        if self.frames not in get_args(FrameSampling):
+            raise ConfigError(f"frame sampling {self.frames!r} is not uniform or retrieved")
+        if self.modality not in get_args(Modality):
+            raise ConfigError(f"modality {self.modality!r} is not one of {get_args(Modality)!r}")
+        if (self.frames == "retrieved") != bool(self.retriever):
+            raise ConfigError(
+                f"a retriever goes with retrieved frames only (frames={self.frames!r}, "
+                f"retriever={self.retriever!r})"
+            )
+        if not self.hours > 0 or self.n_frames < 0 or self.resolution <= 0:
+            raise ConfigError(
+                f"hours={self.hours!r} must be > 0, n_frames={self.n_frames!r} >= 0 and "
+                f"resolution={self.resolution!r} > 0"
+            )
+
+    @property
+    def shows_frames(self) -> bool:
+        """Whether clips are attached (frames, or the audio of clips)."""
+        return self.modality in ("frames+transcript", "frames", "audio") and self.n_frames > 0
+
+    @property
+    def shows_transcript(self) -> bool:
+        """Whether the shown spans' transcripts go into the prompt."""
+        return self.modality in ("frames+transcript", "transcript")
+
+    @property
+    def condition_id(self) -> str:
+        """A short stable id, e.g. ``retrieved-bm25-frames+transcript-1h-32f``."""
+        parts = [self.frames] + ([self.retriever] if self.retriever else [])
+        parts += [self.modality, f"{self.hours:g}h", f"{self.n_frames}f"]
+        if self.thinking_budget is not None:
+            parts.append(f"think{self.thinking_budget}")
+        if self.resolution != DEFAULT_RESOLUTION:
+            parts.append(f"{self.resolution}p")
+        return "-".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The condition as each judgment record holds it."""
+        return {
+            "frames": self.frames,
+            "retriever": self.retriever,
+            "modality": self.modality,
+            "hours": self.hours,
+            "n_frames": self.n_frames,
+            "thinking_budget": self.thinking_budget,
+            "resolution": self.resolution,
+        }
+
+
+def parse_condition(text: str) -> Condition:
+    """``frames:retriever:modality:hours:n_frames[:think=N][:res=N]`` → a :class:`Condition`.
+
+    ``hours`` may end in ``h`` (``1h``, ``0.5``); the retriever is empty for uniform frames.
+    Raises ConfigError naming what is wrong.
+    """
+    parts = text.strip().split(":")
+    if len(parts) < 5:
+        raise ConfigError(
+            f"condition {text!r} needs frames:retriever:modality:hours:n_frames, e.g. "
+            "'retrieved:bm25:frames+transcript:1h:32' or 'uniform::none:1h:32'"
+        )
+    frames, retriever, modality, hours, n_frames = parts[:5]
+    options: dict[str, int] = {}
+    for extra in parts[5:]:
+        name, _, value = extra.partition("=")
+        if name not in ("think", "res") or not value.isdigit():
+            raise ConfigError(f"condition {text!r}: unknown option {extra!r} (think=N or res=N)")
+        options[name] = int(value)
+    try:
+        hours_value = float(hours.removesuffix("h"))
+        frames_value = int(n_frames.removesuffix("f"))
+    except ValueError as exc:
+        raise ConfigError(f"condition {text!r}: hours and n_frames must be numbers") from exc
+    if frames not in get_args(FrameSampling) or modality not in get_args(Modality):
+        raise ConfigError(
+            f"condition {text!r}: frames must be one of {get_args(FrameSampling)!r} and "
+            f"modality one of {get_args(Modality)!r}"
+        )
+    return Condition(
+        frames=frames,  # type: ignore[arg-type]  # checked just above
+        retriever=retriever or None,
+        modality=modality,  # type: ignore[arg-type]
+        hours=hours_value,
+        n_frames=frames_value,
+        thinking_budget=options.get("think"),
+        resolution=options.get("res", DEFAULT_RESOLUTION),
+    )
+
+
+# -- what a judge sees ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """One span put in front of the judge, and the rate its frames are sampled at."""
+
+    video_id: str
+    start_s: float
+    end_s: float
+    fps: float
+
+
+@dataclass(frozen=True)
+class _View:
+    """What every judge sees of one pair under one condition (the same in both orders)."""
+
+    segments: tuple[SegmentEvidence, ...]
+    clips: tuple[BinaryContent, ...]
+    hours: float
+    seed: int
+    retrieved: tuple[dict[str, Any], ...]
+
+
+def pair_seed(pair_id: str) -> int:
+    """The haystack seed of a pair: stable across runs and machines."""
+    return int(hashlib.sha256(pair_id.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def _uniform_spans(catalog: Catalog, video_ids: Sequence[str], n_frames: int) -> list[_Shown]:
+    """``n_frames`` instants spread evenly over the videos laid end to end (at the middle of
+    equal slices), as one span per video from its first instant, sampled at their spacing."""
+    lengths: list[tuple[str, float]] = []
+    for video_id in video_ids:
+        video = catalog.video(video_id)
+        lengths.append((video_id, float(video.duration_s or 0.0) if video else 0.0))
+    total = sum(length for _, length in lengths)
+    if n_frames <= 0 or total <= 0:
+        return []
+    step = total / n_frames
+    instants: dict[str, list[float]] = {}
+    offset, index = 0.0, 0
+    for video_id, length in lengths:
+        while index < n_frames and (index + 0.5) * step < offset + length:
+            instants.setdefault(video_id, []).append((index + 0.5) * step - offset)
+            index += 1
+        offset += length
+    out: list[_Shown] = []
+    for video_id, length in lengths:
+        times = instants.get(video_id)
+        if not times:
+            continue
+        start, end = round(times[0], 3), round(min(length, times[-1] + step), 3)
+        if end > start:
+            out.append(_Shown(video_id, start, end, 1.0 / step))
+    return out
+
+
+def _clip(
+    catalog: Catalog, clips: ClipFetcher, shown: _Shown, height: int, audio: bool
+) -> BinaryContent:
+    """A shown span as pydantic-ai content with the metadata providers (and the key) need."""
+    fps = round(shown.fps, 6)
+    clip = clips.fetch_clip(
+        shown.video_id,
+        shown.start_s,
+        shown.end_s,
+        fps=fps,
+        max_height=height,
+        audio=audio,
+        frames=False,
+    )
+    video = catalog.video(shown.video_id)
+    source = _source_key(Path(video.path)) if video and video.path else "?"
+    identifier = f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}@{fps:g}fps@{height}p"
+    return BinaryContent(
+        data=clip.read_bytes(),
+        media_type="video/mp4",
+        identifier=identifier,
+        vendor_metadata={
+            "fps": fps,
+            "start_s": shown.start_s,
+            "end_s": shown.end_s,
+            "height": height,
+            "audio": audio,
+            "source": source,
+            "video_id": shown.video_id,
+            # An audio condition is meant to be heard, not watched: readers of frames skip it.
+            "modality": "audio" if audio else "video",
+            "path": str(video.path) if video and video.path else "",
+        },
+    )
+
+
+def _segment(catalog: Catalog, shown: _Shown, with_text: bool) -> SegmentEvidence:
+    video = catalog.video(shown.video_id)
+    chunks = (
+        tuple(
+            ChunkText(start_s=c.start_s, end_s=c.end_s, text=c.transcript)
+            for c in catalog.chunks(shown.video_id)
+            if c.end_s > shown.start_s and c.start_s < shown.end_s
+        )
+        if with_text
+        else ()
+    )
+    return SegmentEvidence(
+        segment_id=f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}",
+        video_id=shown.video_id,
+        title=video.title if video else "",
+        start_s=shown.start_s,
+        end_s=shown.end_s,
+        chunks=chunks,
+    )
+
+
+def build_view(
+    catalog: Catalog,
+    clips: ClipFetcher,
+    retrievers: Mapping[str, Retriever],
+    record: Mapping[str, Any],
+    condition: Condition,
+) -> _View:
+    """What a judge sees of benchmark record ``record`` under ``condition``."""
+    seed = pair_seed(str(record["id"]))
+    evidence = {str(e["video_id"]) for e in record["evidence"]}
+    haystack = build_haystack(catalog, evidence, condition.hours, seed)
+    retrieved: tuple[dict[str, Any], ...] = ()
+    if condition.frames == "retrieved":
+        name = condition.retriever or ""
+        retriever = retrievers.get(name)
+        if retriever is None:
+            raise ConfigError(
+                f"condition {condition.condition_id!r} asks for retriever {name!r}; "
+                f"available: {sorted(retrievers)!r}"
+            )
+        spans = retriever.retrieve(str(record["prompt"]), haystack.video_ids, k=RETRIEVED_K)
+        retrieved = tuple(
+            {"video_id": s.video_id, "start_s": s.start_s, "end_s": s.end_s, "score": s.score}
+            for s in spans
+        )
+        seconds = sum(s.end_s - s.start_s for s in spans)
+        fps = condition.n_frames / seconds if seconds > 0 else 0.0
+        shown = [_Shown(s.video_id, s.start_s, s.end_s, fps) for s in spans if s.end_s > s.start_s]
+    else:
+        shown = _uniform_spans(catalog, haystack.video_ids, max(condition.n_frames, 1))
+    attached: tuple[BinaryContent, ...] = ()
+    if condition.shows_frames:
+        audio = condition.modality == "audio"
+        attached = tuple(
+            _clip(catalog, clips, s, condition.resolution, audio) for s in shown if s.fps > 0
+        )
+    segments = (
+        ()
+        if condition.modality == "none"
+        else tuple(_segment(catalog, s, condition.shows_transcript) for s in shown)
+    )
+    return _View(
+        segments=segments,
+        clips=attached,
+        hours=round(haystack.hours, 3),
+        seed=seed,
+        retrieved=retrieved,
+    )
+
+
+# -- records -------------------------------------------------------------------------------------
+
+
+RecordKey = tuple[str, str, str, str]  # (pair id, judge, condition id, order)
+
+
+def _record_key(record: Mapping[str, Any]) -> RecordKey:
+    return (
+        str(record["pair_id"]),
+        str(record["judge"]),
+        str(record["condition_id"]),
+        str(record["order"]),
+    )
+
+
+def read_judgments(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``judgments.jsonl`` (a torn last line, from a crash, is left out)."""
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def judgments_of(records: Iterable[Mapping[str, Any]]) -> list[Judgment]:
+    """Judgment records as :class:`policies.judging.Judgment` (condition = its condition id)."""
+    return [
+        Judgment(
+            pair_id=str(r["pair_id"]),
+            judge=str(r["judge"]),
+            condition=str(r["condition_id"]),
+            order=r["order"],
+            picked=r["picked"],
+            domain=str(r["domain"]),
+            gap=int(r["gap"]),
+            length_hours=float(r["length_hours"]),
+            playlist_id=str(r["playlist_id"]),
+        )
+        for r in records
+    ]
+
+
+def retrieval_cases(records: Iterable[Mapping[str, Any]]) -> list[RetrievalCase]:
+    """One retrieval case per (pair, condition, haystack) of retrieved-frame records."""
+    cases: dict[tuple[str, str, float], RetrievalCase] = {}
+    for r in records:
+        if r["condition"]["frames"] != "retrieved":
+            continue
+        key = (str(r["pair_id"]), str(r["condition_id"]), float(r["length_hours"]))
+        if key in cases:
+            continue
+        cases[key] = RetrievalCase(
+            pair_id=str(r["pair_id"]),
+            playlist_id=str(r["playlist_id"]),
+            gold=tuple(Span(g["start_s"], g["end_s"], g["video_id"]) for g in r["gold_spans"]),
+            retrieved=tuple(
+                Span(s["start_s"], s["end_s"], s["video_id"]) for s in r["retrieved_spans"]
+            ),
+        )
+    return list(cases.values())
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvaluationResult:
+    """An evaluation's records (every one in the file, sorted) and what this call did."""
+
+    evaluation_id: str
+    out_dir: Path
+    records: list[dict[str, Any]]
+    new_records: int
+    live_calls: int
+    replayed_calls: int
+    failures: list[Exception] = field(default_factory=list)
+
+
+def _benchmark(benchmark_dir: Path) -> tuple[list[dict[str, Any]], str]:
+    pairs_file = benchmark_dir / "pairs.jsonl"
+    if not pairs_file.exists():
+        raise ConfigError(f"{benchmark_dir} holds no pairs.jsonl: export a benchmark there first")
+    data = pairs_file.read_bytes()
+    records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    return records, hashlib.sha256(data).hexdigest()
+
+
+def _evaluation_json(
+    out_dir: Path, sha: str, judges: Sequence[str], conditions: Sequence[Condition], now: datetime
+) -> dict[str, Any]:
+    """The evaluation's description: kept (judges and conditions added) when it exists."""
+    path = out_dir / EVALUATION_FILE
+    old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
+    if old and old.get("benchmark_sha256") != sha:
+        raise ConfigError(
+            f"{out_dir} evaluates another benchmark (sha256 {old.get('benchmark_sha256')!r}, "
+            f"this one {sha!r}); pick a new output folder"
+        )
+    evaluation_id = (
+        old.get("evaluation_id")
+        or hashlib.sha256(f"{sha}|{out_dir.resolve()}".encode()).hexdigest()[:16]
+    )
+    known = {c["condition_id"]: c for c in old.get("conditions", [])}
+    for condition in conditions:
+        known.setdefault(
+            condition.condition_id, {"condition_id": condition.condition_id, **condition.to_json()}
+        )
+    return {
+        "evaluation_id": evaluation_id,
+        "benchmark_sha256": sha,
+        "judges": list(dict.fromkeys([*old.get("judges", []), *judges])),
+        "conditions": list(known.values()),
+        "started": old.get("started") or now.isoformat(),
+    }
+
+
+async def evaluate(
+    *,
+    store: EventStore,
+    catalog: Catalog,
+    clips: ClipFetcher,
+    model_for: Callable[[str], Model],
+    prices: PriceTable,
+    benchmark_dir: Path,
+    judges: Sequence[str],
+    conditions: Sequence[Condition],
+    out_dir: Path,
+    retrievers: Mapping[str, Retriever] | None = None,
+    concurrency: int = 8,
+    budget_micros: int | None = None,
+    offline: bool = False,
+    traffic: Callable[[str], Traffic | None] | None = None,
+    secrets: Sequence[str] = (),
+    now: datetime | None = None,
+) -> EvaluationResult:
+    """Judge every benchmark pair with every judge under every condition, in both orders.
+
+    ``retrievers`` maps the names conditions use (``bm25``, ``text``, ``multimodal``,
+    ``hybrid``) to retrievers over the index. ``budget_micros`` caps what this evaluation's calls
+    cost, earlier calls of it included. Records already in ``<out_dir>/judgments.jsonl`` are not
+    judged again; a call already in the stream ``eval-<evaluation id>`` is served from it.
+    A pair that cannot be judged (budget, provider or media error) is left out of the file and
+    its error kept in ``failures``; a later call goes on from there.
+    """
+    judges = tuple(dict.fromkeys(judges))
+    if not judges or not conditions:
+        raise ConfigError("an evaluation needs at least one judge and one condition")
+    for judge in judges:
+        prices.price(judge)  # an unpriced judge is refused before anything is spent
+    records, sha = _benchmark(benchmark_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = _evaluation_json(out_dir, sha, judges, conditions, now or datetime.now(tz=UTC))
+    (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    evaluation_id = str(meta["evaluation_id"])
+    judgments_path = out_dir / JUDGMENTS_FILE
+    done = {_record_key(r) for r in read_judgments(judgments_path)}
+
+    stream = eval_stream(evaluation_id)
+    history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
+    calls_done: dict[str, int] = {}
+    for event in history:
+        if isinstance(event, CallReserved | CallRecorded | CallFailed):
+            owner, number = event.call_id.rsplit(":", 1)
+            calls_done[owner] = max(calls_done.get(owner, 0), int(number))
+    spent = ledger(
+        (e.call_id.rsplit(":", 1)[0], e)
+        for e in history
+        if isinstance(e, CallReserved | CallRecorded | CallFailed)
+    )
+    recorder = CallRecorder(
+        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
+        prices=prices,
+        recorded=RecordedCalls.from_events(history),
+        mode="live",
+        offline=offline,
+        traffic=traffic,
+    )
+    for owner, count in calls_done.items():
+        # Call ids go on from the log; every request key starts at its first recorded answer,
+        # so a call recorded before a crash (its judgment never written) is served again.
+        recorder.reset_seed(owner, count, {})
+    runner = ModelRunner(recorder=recorder, model_for=model_for)
+    writer = GroupCommit(store, lambda _stream, _event: None)
+    secret_list = sorted(set(secrets), key=len, reverse=True)
+    keys: dict[str, str] = {}  # call owner → request key of its latest call
+
+    async def append(event: Event) -> None:
+        if isinstance(event, CallRecorded | CallReserved | CallFailed):
+            keys[event.call_id.rsplit(":", 1)[0]] = event.key
+        await writer.append(stream, scrubbed(event, secret_list))
+
+    views: dict[tuple[str, str], _View] = {}
+    jobs: list[tuple[dict[str, Any], str, Condition, Order]] = []
+    for record in records:
+        for condition in conditions:
+            for judge in judges:
+                for order in ORDERS:
+                    if (str(record["id"]), judge, condition.condition_id, order) not in done:
+                        jobs.append((record, judge, condition, order))
+    failures: list[Exception] = []
+    new: list[dict[str, Any]] = []
+    limiter = anyio.CapacityLimiter(max(concurrency, 1))
+    file_lock = anyio.Lock()
+
+    def view_of(record: Mapping[str, Any], condition: Condition) -> _View:
+        key = (str(record["id"]), condition.condition_id)
+        if key not in views:
+            views[key] = build_view(catalog, clips, retrievers or {}, record, condition)
+        return views[key]
+
+    async def one(record: dict[str, Any], judge: str, condition: Condition, order: Order) -> None:
+        async with limiter:
+            try:
+                view = view_of(record, condition)
+                unread = SeedEvidence(catalog, clips, str(record["id"]), "", "")
+                out = await _judge_once(
+                    runner, unread, append, keys, record, judge, condition, order, view
+                )
+            except (BudgetExhausted, ProviderError, MediaError) as exc:
+                logger.warning(
+                    "judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc)
+                )
+                failures.append(exc)
+                return
+            async with file_lock:
+                with judgments_path.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(out, sort_keys=True) + "\n")
+                new.append(out)
+
+    logger.info("evaluation_begin", evaluation_id=evaluation_id, jobs=len(jobs), done=len(done))
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(writer.run)
+        try:
+            async with anyio.create_task_group() as group:
+                for job in jobs:
+                    group.start_soon(one, *job)
+        finally:
+            writer.close()
+    every = read_judgments(judgments_path)
+    every.sort(key=_record_key)
+    logger.info(
+        "evaluation_end",
+        evaluation_id=evaluation_id,
+        new=len(new),
+        live_calls=recorder.live_calls,
+        replayed=recorder.replayed_calls,
+        failures=len(failures),
+    )
+    return EvaluationResult(
+        evaluation_id=evaluation_id,
+        out_dir=out_dir,
+        records=every,
+        new_records=len(new),
+        live_calls=recorder.live_calls,
+        replayed_calls=recorder.replayed_calls,
+        failures=failures,
+    )
+
+
+_PICKED: dict[str, Literal["first", "second", "tie"]] = {"A": "first", "B": "second", "tie": "tie"}
+
+
+async def _judge_once(
+    runner: ModelRunner,
+    evidence: SeedEvidence,
+    append: Callable[[Event], Any],
+    keys: Mapping[str, str],
+    record: Mapping[str, Any],
+    judge: str,
+    condition: Condition,
+    order: Order,
+    view: _View,
+) -> dict[str, Any]:
+    """One judge on one pair under one condition in one order: the judgment record."""
+    chosen, rejected = str(record["chosen"]), str(record["rejected"])
+    first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
+    context = PairJudgeContext(
+        question=str(record["prompt"]), answer_a=first, answer_b=second, segments=view.segments
+    )
+    pair_id = str(record["id"])
+    owner = f"{pair_id}/{judge}/{condition.condition_id}/{order}"
+    # ModelRunner reads only the call's id and where its events go; the evidence stays unread.
+    call = SeedCall(seed_id=owner, evidence=evidence, append=append)
+    verdict: Literal["A", "B", "tie"] | None
+    try:
+        out = await runner.run(
+            call,
+            JUDGE_ROLE,
+            judge,
+            context,
+            PairVerdict,
+            phase=None,
+            gate=GATE,
+            attachments=view.clips,
+        )
+        raw, verdict = out.model_dump_json(), out.choice
+    except MalformedOutput as exc:
+        raw, verdict = exc.raw or str(exc), None
+    return {
+        "pair_id": pair_id,
+        "judge": judge,
+        "condition_id": condition.condition_id,
+        "condition": condition.to_json(),
+        "order": order,
+        "raw_output": raw,
+        "verdict": verdict,
+        "picked": None if verdict is None else _PICKED[verdict],
+        "retrieved_spans": [dict(s) for s in view.retrieved],
+        "gold_spans": [
+            {"video_id": e["video_id"], "start_s": e["start_s"], "end_s": e["end_s"]}
+            for e in record["evidence"]
+        ],
+        "seed": view.seed,
+        "domain": str(record["domain"]),
+        "gap": int(record["gap"]),
+        "playlist_id": str(record["playlist_id"]),
+        "length_hours": view.hours,
+        "call_key": keys.get(owner, ""),
+    }

@@ -1,0 +1,186 @@
+"""Offline pairwise judges of known behaviour, for testing the judge-evaluation harness.
+
+Each is a pydantic-ai :class:`FunctionModel` that reads the ``pair_judge`` prompt every model
+reads (the :class:`tools.roles.PairJudgeContext` between ``<context>`` tags, plus any attached
+clips) and answers a :class:`tools.roles.PairVerdict`. Their behaviour is known in advance, so the
+metrics an evaluation computes for them can be asserted:
+
+* ``offline-first`` always picks the first answer (accuracy 0.5, position consistency 0, position
+  bias +0.5).
+* ``offline-transcript`` reads only the transcript text: it prefers the answer with more content
+  words found in the transcripts, and says tie when they have as many. The demo's visual facts
+  (colours, shapes, positions) are never spoken, so it is near chance there.
+* ``offline-frames`` decodes the attached clips with :mod:`tools.vision` and prefers the answer
+  whose claims the frames contradict less often; a claim whose cited span shows no frame is not
+  checked. It says tie when the frames do not separate the answers. It cannot hear: clips marked
+  ``vendor_metadata["modality"] == "audio"`` are not looked at.
+
+All three are deterministic: the same prompt and clips always give byte-identical output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from store.errors import ConfigError
+from tools.providers.offline import (
+    DEFAULT_CLIP_FPS,
+    TOKENS_PER_FRAME,
+    _claims,
+    _content_words,
+    _prompt,
+    _visual_words,
+)
+from tools.roles import PairJudgeContext, PairVerdict, parse_context
+from tools.vision import VisualFact, decode_clip, describe_frames
+
+__all__ = ["OFFLINE_JUDGES", "judge_model", "judge_models", "judge_verdict"]
+
+OFFLINE_JUDGES = ("offline-first", "offline-transcript", "offline-frames")
+
+Seen = Mapping[str, Sequence[VisualFact]]
+"""Video id → the facts of every attached frame of that video, timed in the video."""
+
+
+def _first(context: PairJudgeContext) -> PairVerdict:
+    return PairVerdict(choice="A", reason="always the first answer")
+
+
+def _transcript(context: PairJudgeContext) -> PairVerdict:
+    spoken: set[str] = set()
+    for segment in context.segments:
+        for chunk in segment.chunks:
+            spoken |= _content_words(chunk.text)
+    found_a = len(_content_words(context.answer_a) & spoken)
+    found_b = len(_content_words(context.answer_b) & spoken)
+    summary = f"A: {found_a} content words found in the transcripts; B: {found_b}"
+    if found_a == found_b:
+        return PairVerdict(choice="tie", reason=f"{summary}: the transcripts do not separate them")
+    better: Literal["A", "B"] = "A" if found_a > found_b else "B"
+    return PairVerdict(choice=better, reason=f"{summary}: {better} is closer to what is said")
+
+
+def _contradicted(text: str, seen: Seen) -> tuple[int, int]:
+    """(claim details the frames contradict, claims checked) over the claims of ``text``."""
+    wrong = checked = 0
+    for sentence, (video_id, start, end) in _claims(text):
+        facts = [f for f in seen.get(video_id, ()) if start <= f.t_s < end]
+        if not facts:
+            continue  # no frame of the cited span was shown: nothing to check it against
+        checked += 1
+        values = {
+            "colour": {f.colour for f in facts},
+            "shape": {f.shape for f in facts if f.shape},
+            "position": {f.position for f in facts if f.position},
+        }
+        wrong += sum(1 for a, v, _, _ in _visual_words(sentence) if v not in values.get(a, set()))
+    return wrong, checked
+
+
+def _frames(context: PairJudgeContext, seen: Seen) -> PairVerdict:
+    wrong_a, checked_a = _contradicted(context.answer_a, seen)
+    wrong_b, checked_b = _contradicted(context.answer_b, seen)
+    summary = (
+        f"A: {wrong_a} detail(s) contradicted in {checked_a} checked claim(s); "
+        f"B: {wrong_b} in {checked_b}"
+    )
+    if wrong_a == wrong_b:
+        return PairVerdict(choice="tie", reason=f"{summary}: the frames do not separate them")
+    better: Literal["A", "B"] = "A" if wrong_a < wrong_b else "B"
+    return PairVerdict(choice=better, reason=f"{summary}: {better} is more faithful")
+
+
+def judge_verdict(model_id: str, context: PairJudgeContext, seen: Seen) -> PairVerdict:
+    """The verdict of offline judge ``model_id`` on ``context`` given the frames ``seen``.
+
+    Raises ConfigError for a model id not in :data:`OFFLINE_JUDGES`.
+    """
+    if model_id == "offline-first":
+        return _first(context)
+    if model_id == "offline-transcript":
+        return _transcript(context)
+    if model_id == "offline-frames":
+        return _frames(context, seen)
+    raise ConfigError(f"no offline judge {model_id!r}; expected one of {OFFLINE_JUDGES!r}")
+
+
+class _FrameCache:
+    """Decoded and described clips by content, start and rate (a run shows the same clips often)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._facts: dict[tuple[str, float, float], list[VisualFact]] = {}
+
+    def facts(self, data: bytes, fps: float, start_s: float) -> list[VisualFact]:
+        key = (hashlib.sha256(data).hexdigest(), fps, start_s)
+        found = self._facts.get(key)
+        if found is None:
+            found = describe_frames(decode_clip(data, fps), start_s)
+            if len(self._facts) >= self.size:
+                self._facts.pop(next(iter(self._facts)))
+            self._facts[key] = found
+        return found
+
+
+def judge_model(model_id: str) -> FunctionModel:
+    """The offline judge ``model_id`` (one of :data:`OFFLINE_JUDGES`) as a pydantic-ai model.
+
+    It answers ``pair_judge`` prompts only (ConfigError for any other role). A clip is read from
+    its ``vendor_metadata``: ``video_id``, ``start_s`` (its time 0 in the video) and ``fps``.
+    """
+    if model_id not in OFFLINE_JUDGES:
+        raise ConfigError(f"no offline judge {model_id!r}; expected one of {OFFLINE_JUDGES!r}")
+    cache = _FrameCache()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        text, clips = _prompt(messages)
+        context = parse_context(text)
+        if not isinstance(context, PairJudgeContext):
+            raise ConfigError(f"offline judge {model_id!r} answers pair_judge prompts only")
+        seen: dict[str, list[VisualFact]] = {}
+        n_frames = 0
+        if model_id == "offline-frames":
+            for clip in clips:
+                meta = clip.vendor_metadata or {}
+                if meta.get("modality") == "audio":
+                    continue  # an audio condition's clip: this judge cannot hear
+                video_id = str(meta.get("video_id") or clip.identifier or "")
+                fps = float(meta.get("fps", DEFAULT_CLIP_FPS))
+                facts = cache.facts(clip.data, fps, float(meta.get("start_s", 0.0)))
+                seen.setdefault(video_id, []).extend(facts)
+                n_frames += len({f.t_s for f in facts})
+        verdict = judge_verdict(model_id, context, seen)
+        args = verdict.model_dump_json()
+        usage = RequestUsage(
+            input_tokens=len(text) // 4 + TOKENS_PER_FRAME * n_frames,
+            output_tokens=max(1, len(args) // 4),
+        )
+        part: ToolCallPart | TextPart
+        if info.output_tools:
+            part = ToolCallPart(tool_name=info.output_tools[0].name, args=args)
+        else:
+            part = TextPart(content=args)
+        return ModelResponse(parts=[part], usage=usage, model_name=f"offline:{model_id}")
+
+    return FunctionModel(respond, model_name=f"offline:{model_id}")
+
+
+def judge_models(fallback: Callable[[str], Model]) -> Callable[[str], Model]:
+    """Model id → the offline judge for ids in :data:`OFFLINE_JUDGES`, else ``fallback(id)``."""
+    made: dict[str, Model] = {}
+
+    def model_for(model_id: str) -> Model:
+        if model_id not in OFFLINE_JUDGES:
+            return fallback(model_id)
+        if model_id not in made:
+            made[model_id] = judge_model(model_id)
+        return made[model_id]
+
+    return model_for
