@@ -28,6 +28,7 @@ import anyio
 import structlog
 from pydantic_ai.messages import BinaryContent
 from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
 
 from agents.curation import GroupCommit, ledger, scrubbed
 from agents.evidence import SeedEvidence, _source_key
@@ -621,6 +622,23 @@ async def evaluate(
     )
 
 
+def thinking_settings(budget: int | None) -> ModelSettings | None:
+    """A condition's thinking budget as model settings: pydantic-ai's provider-neutral
+    ``thinking`` (0 turns it off; otherwise the effort level the budget amounts to) and, for
+    Gemini, the exact ``thinking_budget`` in tokens. ``None``: the provider's default."""
+    if budget is None:
+        return None
+    if budget <= 0:
+        return ModelSettings(thinking=False)
+    level: Literal["low", "medium", "high"] = (
+        "low" if budget <= 2048 else "medium" if budget <= 8192 else "high"
+    )
+    settings: ModelSettings = {"thinking": level}
+    # Read by pydantic-ai's Google model only; other models ignore a setting they do not know.
+    settings["google_thinking_config"] = {"thinking_budget": budget}  # type: ignore[typeddict-unknown-key]
+    return settings
+
+
 _PICKED: dict[str, Literal["first", "second", "tie"]] = {"A": "first", "B": "second", "tie": "tie"}
 
 
@@ -656,6 +674,7 @@ async def _judge_once(
             phase=None,
             gate=GATE,
             attachments=view.clips,
+            extra_settings=thinking_settings(condition.thinking_budget),
         )
         raw, verdict = out.model_dump_json(), out.choice
     except MalformedOutput as exc:

@@ -153,8 +153,10 @@ class ModelRunner:
         phase: int | None,
         gate: str | None,
         attachments: Sequence[BinaryContent] = (),
+        extra_settings: ModelSettings | None = None,
     ) -> T:
-        """One structured call; malformed output raises :class:`MalformedOutput`."""
+        """One structured call; malformed output raises :class:`MalformedOutput`.
+        ``extra_settings`` join the role's (e.g. a thinking budget)."""
         recorded = RecordedModel(
             self.model_for(model_id),
             self.recorder,
@@ -166,6 +168,8 @@ class ModelRunner:
             agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
         prompt: list[Any] = [render_prompt(context), *attachments]
         settings = ModelSettings(max_tokens=MAX_OUTPUT_TOKENS.get(role, 2048), temperature=0.0)
+        if extra_settings:
+            settings = ModelSettings(**{**settings, **extra_settings})
         try:
             result = await agent.run(prompt, model=recorded, model_settings=settings)
         except (ModelRefused, ContentFilterError) as exc:

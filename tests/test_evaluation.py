@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -294,3 +295,73 @@ def test_compact_conditions_parse_to_stable_ids(text: str, expected: str) -> Non
 def test_bad_conditions_are_refused_with_a_reason(text: str) -> None:
     with pytest.raises(ConfigError):
         parse_condition(text)
+
+
+ZERO_PRICE = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
+
+
+def test_a_thinking_budget_reaches_the_model_as_settings(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.profiles import ModelProfile
+
+    from agents.evaluation import thinking_settings
+    from agents.recorded import CallRecorder
+    from agents.workers import ModelRunner, SeedCall
+    from policies.budget import Budget
+    from policies.prices import PriceTable
+    from store.events import CallRecorded
+    from store.eventstore import open_event_store
+    from tools.roles import PairJudgeContext, PairVerdict
+
+    assert thinking_settings(None) is None
+    assert thinking_settings(0) == {"thinking": False}
+    medium = thinking_settings(4096)
+    assert medium is not None
+    assert medium["thinking"] == "medium"
+    assert medium["google_thinking_config"] == {"thinking_budget": 4096}  # type: ignore[typeddict-item]
+
+    seen: list[Any] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info.model_settings)
+        tool = info.output_tools[0].name
+        return ModelResponse(parts=[ToolCallPart(tool, {"choice": "A", "reason": "first"})])
+
+    store = open_event_store(tmp_path / "log.db")
+
+    events: list[Any] = []
+
+    async def append(event: Any) -> None:
+        store.append("eval-think", [event])
+        events.append(event)
+
+    async def main() -> None:
+        recorder = CallRecorder(
+            budget=Budget(None),
+            prices=PriceTable.load(overrides={"judge-x": ZERO_PRICE}),
+        )
+        # A model that says it can think (models that cannot drop the setting).
+        thinker = FunctionModel(respond, profile=ModelProfile(supports_thinking=True))
+        runner = ModelRunner(recorder=recorder, model_for=lambda _m: thinker)
+        context = PairJudgeContext(question="Q?", answer_a="a", answer_b="b", segments=())
+        for budget in (0, 4096):
+            await runner.run(
+                SeedCall(seed_id=f"p/{budget}", evidence=None, append=append),  # type: ignore[arg-type]
+                "pair_judge",
+                "judge-x",
+                context,
+                PairVerdict,
+                phase=None,
+                gate="evaluation",
+                extra_settings=thinking_settings(budget),
+            )
+
+    anyio.run(main)
+    store.close()
+    # pydantic-ai turns the unified ``thinking`` into each provider's own form (a FunctionModel
+    # has none); the Gemini budget arrives as sent, and the two budgets are two distinct calls.
+    assert "google_thinking_config" not in seen[0]
+    assert seen[1]["google_thinking_config"] == {"thinking_budget": 4096}
+    keys = {e.key for e in events if isinstance(e, CallRecorded)}
+    assert len(keys) == 2
