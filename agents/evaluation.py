@@ -17,7 +17,9 @@ A condition is written compactly as ``frames:retriever:modality:hours:n_frames``
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import wave
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import anyio
+import numpy as np
 import structlog
 from pydantic_ai.messages import BinaryContent
 from pydantic_ai.models import Model
@@ -42,6 +45,7 @@ from store.catalog import Catalog
 from store.errors import ConfigError, MediaError, ProviderError
 from store.events import AnyEvent, CallFailed, CallRecorded, CallReserved, Event
 from store.eventstore import EventStore
+from tools import media
 from tools.clips import ClipFetcher
 from tools.retrieval import Retriever, build_haystack
 from tools.roles import ChunkText, PairJudgeContext, PairVerdict, SegmentEvidence
@@ -288,6 +292,39 @@ def _clip(
     )
 
 
+AUDIO_RATE = 16_000
+
+
+def _audio(catalog: Catalog, shown: _Shown) -> BinaryContent | None:
+    """A shown span's sound alone, as 16-bit mono WAV (the ``audio`` modality: heard, not
+    watched); ``None`` when the video has no audio track."""
+    video = catalog.video(shown.video_id)
+    if video is None or not video.path:
+        return None
+    samples = media.extract_audio(Path(video.path), shown.start_s, shown.end_s, AUDIO_RATE)
+    if samples.size == 0:
+        return None
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(AUDIO_RATE)
+        wav.writeframes(pcm)
+    return BinaryContent(
+        data=buffer.getvalue(),
+        media_type="audio/wav",
+        identifier=f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}@audio",
+        vendor_metadata={
+            "start_s": shown.start_s,
+            "end_s": shown.end_s,
+            "video_id": shown.video_id,
+            "source": _source_key(Path(video.path)),
+            "modality": "audio",
+        },
+    )
+
+
 def _segment(catalog: Catalog, shown: _Shown, with_text: bool) -> SegmentEvidence:
     video = catalog.video(shown.video_id)
     chunks = (
@@ -340,10 +377,12 @@ def build_view(
     else:
         shown = _uniform_spans(catalog, haystack.video_ids, max(condition.n_frames, 1))
     attached: tuple[BinaryContent, ...] = ()
-    if condition.shows_frames:
-        audio = condition.modality == "audio"
+    if condition.modality == "audio":
+        # The sound of each shown span alone: no picture reaches the judge.
+        attached = tuple(a for s in shown if (a := _audio(catalog, s)) is not None)
+    elif condition.shows_frames:
         attached = tuple(
-            _clip(catalog, clips, s, condition.resolution, audio) for s in shown if s.fps > 0
+            _clip(catalog, clips, s, condition.resolution, False) for s in shown if s.fps > 0
         )
     segments = (
         ()

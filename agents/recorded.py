@@ -156,6 +156,10 @@ def call_shape(
                 if isinstance(item, str):
                     chars += len(item)
                     transcript_chars += _transcript_chars(item)
+                elif isinstance(item, BinaryContent) and item.media_type.startswith("audio/"):
+                    meta = item.vendor_metadata or {}
+                    seconds = float(meta.get("end_s", 0.0)) - float(meta.get("start_s", 0.0))
+                    audio_seconds += max(seconds, 0.0)
                 elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
                     meta = item.vendor_metadata or {}
                     seconds = float(meta.get("end_s", 0.0)) - float(meta.get("start_s", 0.0))

@@ -365,3 +365,60 @@ def test_a_thinking_budget_reaches_the_model_as_settings(tmp_path: Path) -> None
     assert seen[1]["google_thinking_config"] == {"thinking_budget": 4096}
     keys = {e.key for e in events if isinstance(e, CallRecorded)}
     assert len(keys) == 2
+
+
+class MediaSeen(WrapperModel):
+    """Notes the media type of every attachment that reaches the wrapped model."""
+
+    def __init__(self, wrapped: Model, seen: list[str]) -> None:
+        super().__init__(wrapped)
+        self.seen = seen
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        from pydantic_ai.messages import BinaryContent, ModelRequest, UserPromptPart
+
+        for message in messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                        self.seen += [
+                            c.media_type for c in part.content if isinstance(c, BinaryContent)
+                        ]
+        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+
+
+def test_an_audio_condition_lets_the_judge_hear_but_not_see(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    import shutil as sh
+
+    harness, _ = evaluated
+    seen: list[str] = []
+    base = judge_models(offline_models())
+    with App(load_settings(harness.home)) as app:
+        result = anyio.run(
+            lambda: evaluate(
+                store=app.events,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=lambda m: MediaSeen(base(m), seen),
+                prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                benchmark_dir=harness.bench,
+                judges=["offline-frames"],
+                conditions=[parse_condition("uniform::audio:1h:8")],
+                out_dir=tmp_path / "audio-eval",
+                concurrency=4,
+                offline=True,
+            )
+        )
+    assert result.records
+    assert all(kind == "audio/wav" for kind in seen), set(seen)  # no picture, ever
+    if sh.which("espeak-ng"):  # the demo is narrated: its videos have sound
+        assert seen
+    # The frame reader has nothing to look at: every verdict is a tie.
+    assert {r["picked"] for r in result.records} == {"tie"}
