@@ -150,6 +150,37 @@ def ledger(events: Iterable[tuple[str, AnyEvent]]) -> Ledger:
     return Ledger(sum(per_seed.values()), per_seed, orphans)
 
 
+def resumed_recorder(
+    history: Sequence[AnyEvent],
+    *,
+    budget_micros: int | None,
+    prices: PriceTable,
+    offline: bool,
+    traffic: Callable[[str], Traffic | None] | None,
+) -> CallRecorder:
+    """A live recorder over one stream whose calls belong to owners ``<owner>:<n>`` (a pair's
+    judgments, an evaluation's): its spend and recorded answers come from ``history``, call ids go
+    on from it, and every request key starts at its first recorded answer, so a call recorded
+    before a crash (its result never written) is served again rather than paid twice."""
+    calls = [e for e in history if isinstance(e, CallReserved | CallRecorded | CallFailed)]
+    spent = ledger((e.call_id.rsplit(":", 1)[0], e) for e in calls)
+    recorder = CallRecorder(
+        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
+        prices=prices,
+        recorded=RecordedCalls.from_events(history),
+        mode="live",
+        offline=offline,
+        traffic=traffic,
+    )
+    done: dict[str, int] = {}
+    for event in calls:
+        owner, number = event.call_id.rsplit(":", 1)
+        done[owner] = max(done.get(owner, 0), int(number))
+    for owner, count in done.items():
+        recorder.reset_seed(owner, count, {})
+    return recorder
+
+
 def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     """Call ids used so far and, per request key, how many recorded calls a reply consumed.
 

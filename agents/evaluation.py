@@ -33,11 +33,10 @@ from pydantic_ai.messages import BinaryContent
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from agents.curation import GroupCommit, ledger, scrubbed
+from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.evidence import SeedEvidence, _source_key
-from agents.recorded import CallRecorder, RecordedCalls
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import Budget, BudgetExhausted
+from policies.budget import BudgetExhausted
 from policies.judging import Judgment, RetrievalCase, Span
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
@@ -561,28 +560,9 @@ async def evaluate(
 
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
-    calls_done: dict[str, int] = {}
-    for event in history:
-        if isinstance(event, CallReserved | CallRecorded | CallFailed):
-            owner, number = event.call_id.rsplit(":", 1)
-            calls_done[owner] = max(calls_done.get(owner, 0), int(number))
-    spent = ledger(
-        (e.call_id.rsplit(":", 1)[0], e)
-        for e in history
-        if isinstance(e, CallReserved | CallRecorded | CallFailed)
+    recorder = resumed_recorder(
+        history, budget_micros=budget_micros, prices=prices, offline=offline, traffic=traffic
     )
-    recorder = CallRecorder(
-        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
-        prices=prices,
-        recorded=RecordedCalls.from_events(history),
-        mode="live",
-        offline=offline,
-        traffic=traffic,
-    )
-    for owner, count in calls_done.items():
-        # Call ids go on from the log; every request key starts at its first recorded answer,
-        # so a call recorded before a crash (its judgment never written) is served again.
-        recorder.reset_seed(owner, count, {})
     runner = ModelRunner(recorder=recorder, model_for=model_for)
     writer = GroupCommit(store, lambda _stream, _event: None)
     secret_list = sorted(set(secrets), key=len, reverse=True)

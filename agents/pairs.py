@@ -22,11 +22,10 @@ import anyio
 import structlog
 from pydantic_ai.models import Model
 
-from agents.curation import GroupCommit, ledger, scrubbed
+from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.evidence import ClipSpec, SeedEvidence
-from agents.recorded import CallRecorder, RecordedCalls
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import Budget, BudgetExhausted
+from policies.budget import BudgetExhausted
 from policies.pairs import (
     JudgeVerdict,
     SelectedPair,
@@ -329,23 +328,9 @@ async def _judge_all(
     secrets: list[str],
 ) -> None:
     """Judge the undecided pairs ``todo`` with a bounded number in flight."""
-    spent = ledger(
-        (_call_owner(e.call_id), e)
-        for e in history
-        if isinstance(e, CallReserved | CallRecorded | CallFailed)
+    recorder = resumed_recorder(
+        history, budget_micros=budget_micros, prices=prices, offline=offline, traffic=traffic
     )
-    recorder = CallRecorder(
-        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
-        prices=prices,
-        recorded=RecordedCalls.from_events(history),
-        mode="live",
-        offline=offline,
-        traffic=traffic,
-    )
-    for owner, calls in log.calls.items():
-        # Call ids go on from the log; every request key starts at its first recorded answer,
-        # so a call recorded before a crash (its verdict never written) is served again.
-        recorder.reset_seed(owner, calls, {})
     writer = GroupCommit(store, lambda _stream, _event: None)
 
     async def append(event: Event) -> None:
