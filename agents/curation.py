@@ -47,7 +47,7 @@ from policies.budget import Budget, BudgetExhausted
 from policies.prices import PriceTable
 from policies.ratelimits import Sleep, Traffic
 from store.catalog import Catalog, SeedRow
-from store.errors import MediaError, ProviderError, ReplayDivergence
+from store.errors import MediaError, ProviderError, ReplayDivergence, StoreConflict
 from store.events import (
     AnyEvent,
     AttemptStarted,
@@ -230,6 +230,17 @@ class GroupCommit:
         self._queue: list[tuple[str, Event, anyio.Event, list[BaseException]]] = []
         self._wake = anyio.Event()
         self._closed = False
+        self._fenced: dict[str, int] = {}
+
+    def fence(self, stream: str, version: int) -> None:
+        """From now on appends to ``stream`` must follow ``version`` (the last this process
+        read): if another writer appended in between (a worker that took the seed over while
+        this one looked dead), they fail with :class:`StoreConflict` and write nothing."""
+        self._fenced[stream] = version
+
+    def unfence(self, stream: str) -> None:
+        """Appends to ``stream`` go at the end again, whatever its version."""
+        self._fenced.pop(stream, None)
 
     async def append(self, stream: str, event: Event) -> None:
         """Queue ``event`` for ``stream`` and wait until it is committed."""
@@ -261,16 +272,36 @@ class GroupCommit:
         for stream, event, _, _ in batch:
             by_stream.setdefault(stream, []).append(event)
         try:
-            self.store.append_batch(
-                [(stream, events, None) for stream, events in by_stream.items()]
-            )
+            self._append(by_stream)
+        except StoreConflict as exc:
+            if len(by_stream) == 1:
+                self._fail(batch, exc)
+                return
+            # One fenced stream moved on: the others must not fail with it.
+            for stream in by_stream:
+                self._commit([entry for entry in batch if entry[0] == stream])
+            return
         except Exception as exc:  # every waiter learns that its event is not in the log
-            for _, _, done, failure in batch:
-                failure.append(exc)
-                done.set()
+            self._fail(batch, exc)
             return
         for stream, event, done, _ in batch:
             self.on_commit(stream, event)
+            done.set()
+
+    def _append(self, by_stream: dict[str, list[Event]]) -> None:
+        self.store.append_batch(
+            [(stream, events, self._fenced.get(stream)) for stream, events in by_stream.items()]
+        )
+        for stream, events in by_stream.items():
+            if stream in self._fenced:
+                self._fenced[stream] += len(events)
+
+    @staticmethod
+    def _fail(
+        batch: list[tuple[str, Event, anyio.Event, list[BaseException]]], exc: BaseException
+    ) -> None:
+        for _, _, done, failure in batch:
+            failure.append(exc)
             done.set()
 
     def close(self) -> None:
@@ -334,6 +365,9 @@ class Curator:
         self._budget: Budget | None = None
         self._secrets = sorted({*secret_values(), *secrets}, key=len, reverse=True)
         self._writer: GroupCommit | None = None
+        # Asked between a seed's steps: true makes seeds return where they are (a shutdown);
+        # their logs say where to go on.
+        self.pause_requested: Callable[[], bool] = lambda: False
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -438,7 +472,7 @@ class Curator:
             by_seed.setdefault(seed_id, []).append(event)
         for seed_id, seed_events in by_seed.items():
             calls, consumed = _consumed_calls(seed_events)
-            recorder.reset_seed(seed_id, calls, consumed)
+            recorder.reset_seed(seed_id, calls, consumed, seed_events)
             for key, waiting in _pending_batches(seed_events).items():
                 recorder.pending_batches[(seed_id, key)] = waiting
 
@@ -596,6 +630,8 @@ class Curator:
                 if not commands:
                     return
                 for command in commands:
+                    if self.pause_requested():
+                        return
                     await self._execute(command, stream, call, bus, append_request=True)
         except BudgetExhausted as exc:
             await append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))

@@ -222,6 +222,11 @@ class RecordedCalls:
                 index.by_key[event.key].append(event)
         return index
 
+    def add(self, events: Iterable[Event]) -> None:
+        """Index more of a log (a seed a worker just claimed)."""
+        for key, calls in RecordedCalls.from_events(events).by_key.items():
+            self.by_key[key].extend(calls)
+
     def get(self, key: str, occurrence: int) -> CallRecorded | CallFailed | None:
         """The ``occurrence``-th recorded response to this key, if the log holds one."""
         found = self.by_key.get(key, [])
@@ -380,7 +385,7 @@ class CallRecorder:
         self._sleep: Sleep = sleep or anyio.sleep
         self._seen: dict[tuple[str, str], int] = defaultdict(int)
         self._ids: dict[str, int] = defaultdict(int)
-        self._cached: set[tuple[str, str, tuple[str, ...]]] = set()  # offline cache simulation
+        self._cached: set[tuple[str, str]] = set()  # offline cache simulation: (seed, model)
         self.live_calls = 0
         self.replayed_calls = 0
         self.retries = 0
@@ -390,11 +395,35 @@ class CallRecorder:
         self._ids[seed_id] += 1
         return f"{seed_id}:{self._ids[seed_id]}"
 
-    def reset_seed(self, seed_id: str, calls_done: int, seen: dict[str, int]) -> None:
-        """Resume a seed: its call ids and per-key occurrences continue from its log."""
+    def reset_seed(
+        self,
+        seed_id: str,
+        calls_done: int,
+        seen: dict[str, int],
+        history: Iterable[Event] = (),
+    ) -> None:
+        """Resume a seed: its call ids and per-key occurrences continue from its log; offline,
+        the context caches its calls wrote (``history``) are still there, as the Gemini adapter
+        finds its caches in the log after a restart."""
         self._ids[seed_id] = calls_done
         for key, count in seen.items():
             self._seen[(seed_id, key)] = count
+        for event in history:
+            if isinstance(event, CallRecorded) and event.offline and event.usage.get("cache_write"):
+                self._cached.add((seed_id, event.model))
+
+    def forget_seed(self, seed_id: str, history: Iterable[Event]) -> None:
+        """A long-lived recorder drops what it held for a seed that left this process (its log
+        keeps it all): a daemon's memory stays flat over thousands of seeds."""
+        self._ids.pop(seed_id, None)
+        for key in [k for k in self._seen if k[0] == seed_id]:
+            del self._seen[key]
+        self._cached = {c for c in self._cached if c[0] != seed_id}
+        for event in history:
+            if isinstance(event, CallRecorded | CallFailed):
+                self.recorded.by_key.pop(event.key, None)
+        for key in [k for k in self.pending_batches if k[0] == seed_id]:
+            del self.pending_batches[key]
 
     async def call(
         self,
@@ -595,6 +624,21 @@ class CallRecorder:
         reservation = await self._reserve(context, call.call_id, call.key, call.shape, call.append)
         try:
             response, attempts = await self._attempts(call)
+        except anyio.get_cancelled_exc_class():
+            # The worker is shutting down past its grace period: the request may have reached
+            # the provider and been billed, so the reservation is kept as spent, and the call
+            # is recorded as interrupted (it is made again when the seed resumes).
+            with anyio.CancelScope(shield=True):
+                self.budget.release(reservation, reservation.micros)
+                await call.append(
+                    CallFailed(
+                        **call.fields(),
+                        error="interrupted: the worker stopped while the call was in flight",
+                        charged_micros=reservation.micros,
+                        outcome="interrupted",
+                    )
+                )
+            raise
         except _Failed as failed:
             failure = failed.failure
             self.budget.release(reservation, 0)
@@ -730,7 +774,8 @@ class CallRecorder:
         if traffic is not None and traffic.cache_ttl_s and media:
             # As the Gemini adapter does it: the first call with these clips writes the seed's
             # cache (and keeps it for its lifetime), and every call reads the clips from it.
-            clips = (context.seed_id, context.model, _clip_ids(shape))
+            # A seed sends the same two clips to every video call of a model: one cache each.
+            clips = (context.seed_id, context.model)
             if clips not in self._cached:
                 self._cached.add(clips)
                 written, storage = media, media * traffic.cache_ttl_s
@@ -754,12 +799,6 @@ class _Failed(Exception):
         super().__init__(failure.message)
         self.failure = failure
         self.attempts = attempts
-
-
-def _clip_ids(shape: CallShape) -> tuple[str, ...]:
-    # The offline cache simulation keys a seed's clips by what the shape says of them: the same
-    # seed sends the same two clips (same length, fps, audio) to every video call of a model.
-    return (f"{shape.video_seconds:.3f}", f"{shape.video_fps:g}", f"{shape.audio_seconds:.3f}")
 
 
 def _usage_counts(usage: Usage) -> dict[str, int]:

@@ -17,6 +17,14 @@ from pydantic_ai.models import Model
 from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
+from agents.fleet import (
+    TOTAL_ACCOUNT,
+    FleetConfig,
+    FleetWorker,
+    IndexJob,
+    day_account,
+    default_worker_name,
+)
 from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
@@ -24,7 +32,9 @@ from policies.attempts import DEFAULT_GATES, gate_order
 from policies.prices import PriceTable
 from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
 from store.catalog import Catalog
+from store.coordination import BudgetAccounts, WorkQueue
 from store.errors import ConfigError
+from store.events import usd_to_micros
 from store.eventstore import EventStore, open_event_store
 from store.projections import Projections
 from tools.clips import ClipFetcher
@@ -144,11 +154,15 @@ def curation_config(settings: Settings, concurrency: int | None = None) -> Curat
     )
 
 
-def offline_models() -> Callable[[str], Model]:
-    """Model id → the offline provider answering as that model (priced as it)."""
-    from tools.providers import OfflineProvider
+def offline_models(latency_s: float = 0.0) -> Callable[[str], Model]:
+    """Model id → the offline provider answering as that model (priced as it), holding each
+    call ``latency_s`` seconds when asked to stand in for a latency-bound provider."""
+    from tools.providers import LatencyModel, OfflineProvider
 
-    return OfflineProvider().model
+    provider = OfflineProvider()
+    if latency_s <= 0:
+        return provider.model
+    return lambda model_id: LatencyModel(provider.model(model_id), latency_s)
 
 
 def endpoint(settings: Settings, model_id: str) -> tuple[Family, ModelEndpoint]:
@@ -262,7 +276,7 @@ def model_factory(
     """Model id → the pydantic-ai model that answers as it: the offline provider, or the live
     adapters of ``models`` (default: every curation role's; each key is checked up front)."""
     if settings.curation.offline:
-        return offline_models()
+        return offline_models(settings.curation.offline_latency_s)
     wanted = models if models is not None else role_models(settings).all_models()
     configs = {m: provider_config(settings, m) for m in sorted(wanted)}
     resources = None
@@ -290,6 +304,10 @@ def secret_values_of(settings: Settings) -> list[str]:
     return [value for value in values if len(value) >= 6]
 
 
+def _micros(usd: float | None) -> int | None:
+    return None if usd is None else usd_to_micros(usd)
+
+
 @dataclass
 class App:
     """The parts of one workspace, opened lazily and closed together."""
@@ -306,9 +324,9 @@ class App:
 
     @property
     def catalog(self) -> Catalog:
-        """The workspace's catalogue."""
+        """The catalogue: ``store.catalog_url`` when set, else the workspace's SQLite file."""
         if self._catalog is None:
-            self._catalog = Catalog.open(self.workspace.database)
+            self._catalog = Catalog.open(self.settings.store.catalog_url or self.workspace.database)
         return self._catalog
 
     @property
@@ -329,8 +347,74 @@ class App:
     def events(self) -> EventStore:
         """The event log: PostgreSQL when configured, else the workspace's SQLite file."""
         if self._events is None:
-            self._events = open_event_store(self.settings.store.url or self.workspace.database)
+            store = self.settings.store
+            if store.url:
+                self._events = open_event_store(store.url, schema=store.schema_name)
+            else:
+                self._events = open_event_store(self.workspace.database)
         return self._events
+
+    def queue(self) -> WorkQueue:
+        """The shared work queue (in the event store's database)."""
+        return WorkQueue(self.events.engine)
+
+    def accounts(self) -> BudgetAccounts:
+        """The shared budget accounts (in the event store's database)."""
+        return BudgetAccounts(self.events.engine)
+
+    def fleet_config(
+        self, name: str | None = None, *, exit_when_idle: bool | None = None
+    ) -> FleetConfig:
+        """How this process takes part in the fleet, from ``[worker]`` and ``[budget]``."""
+        worker, budget = self.settings.worker, self.settings.budget
+        return FleetConfig(
+            owner=name or worker.name or default_worker_name(),
+            lease_s=worker.lease_s,
+            heartbeat_s=worker.heartbeat_s,
+            poll_s=worker.poll_s,
+            shutdown_grace_s=worker.shutdown_grace_s,
+            exit_when_idle=worker.exit_when_idle if exit_when_idle is None else exit_when_idle,
+            per_seed_micros=_micros(budget.per_seed_usd),
+            total_cap_micros=_micros(budget.cap_usd),
+            day_cap_micros=_micros(budget.per_day_usd),
+        )
+
+    def set_budget_caps(self) -> None:
+        """Make the shared accounts' caps those of the settings: ``budget.cap_usd`` for the
+        campaign's total and ``budget.per_day_usd`` for today (unset: uncapped)."""
+        budget = self.settings.budget
+        accounts = self.accounts()
+        accounts.set_cap(
+            TOTAL_ACCOUNT, None if budget.cap_usd is None else usd_to_micros(budget.cap_usd)
+        )
+        day = None if budget.per_day_usd is None else usd_to_micros(budget.per_day_usd)
+        accounts.set_cap(day_account(), day)
+
+    def fleet_worker(
+        self,
+        fleet: FleetConfig,
+        *,
+        concurrency: int | None = None,
+        index_job: IndexJob | None = None,
+        progress: CurationProgress | None = None,
+    ) -> FleetWorker:
+        """A worker of the fleet over this workspace's store, catalogue and providers."""
+        return FleetWorker(
+            queue=self.queue(),
+            accounts=self.accounts(),
+            fleet=fleet,
+            index_job=index_job,
+            store=self.events,
+            catalog=self.catalog,
+            clips=self.clips(),
+            model_for=model_factory(self.settings, self),
+            prices=self.prices(),
+            config=curation_config(self.settings, concurrency),
+            progress=progress,
+            traffic=traffic_for(self.settings, live=not self.settings.curation.offline),
+            secrets=secret_values_of(self.settings),
+            batcher=self.batcher(),
+        )
 
     def prices(self) -> PriceTable:
         """The price table with the settings' overrides."""

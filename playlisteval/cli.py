@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import anyio
 import typer
 from rich.console import Console
 from rich.live import Live
@@ -26,8 +28,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from agents.curation import RunReport
+from agents.fleet import WorkerReport
 from playlisteval import logs, runs
 from playlisteval.app import App
 from playlisteval.export import ExportSummary
@@ -59,6 +63,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
+_T = TypeVar("_T")
 err_console = Console(stderr=True)
 
 HomeOption = Annotated[
@@ -837,6 +842,216 @@ def doctor(home: HomeOption = None) -> None:
                 console.print(f"      → {escape(check.fix)}")
         if not all(c.ok for c in checks):
             raise typer.Exit(1)
+
+
+# -- the daemon and the fleet ---------------------------------------------------------------------
+
+
+async def _until_signalled(
+    body: Callable[[anyio.Event], Awaitable[_T]], stop_after_s: float | None = None
+) -> _T:
+    """Run ``body(stop)``; SIGTERM or Ctrl-C sets ``stop`` (a graceful stop), a second one
+    ends the process at once (what is in the log stays; a restart resumes from it). With
+    ``stop_after_s``, ``stop`` is also set that many seconds after the start."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        if stop_after_s is not None:
+
+            async def timer() -> None:
+                await anyio.sleep(stop_after_s)
+                err_console.print(f"{stop_after_s:g} s are over: stopping gracefully")
+                stop.set()
+
+            group.start_soon(timer)
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    if stop.is_set():
+                        err_console.print("stopping now; run the same command to resume")
+                        os._exit(130)
+                    err_console.print(
+                        f"{signal.Signals(signum).name}: finishing the calls in flight, then "
+                        "stopping (send it again to stop at once)"
+                    )
+                    stop.set()
+
+        group.start_soon(watch)
+        result = await body(stop)
+        group.cancel_scope.cancel()
+    return result
+
+
+class FleetProgress:
+    """One line per seed that ends, for a worker's terminal."""
+
+    def event(self, stream: str, event: Event, budget: Budget) -> None:
+        """Print accepted, discarded and stopped seeds."""
+        if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped):
+            kind = {
+                "ItemAccepted": "[green]accepted[/]",
+                "SeedDiscarded": "[yellow]discarded[/]",
+                "SeedStopped": "[red]stopped[/]",
+            }[type(event).__name__]
+            detail = f" ({escape(event.reason)})" if isinstance(event, SeedStopped) else ""
+            console.print(f"{escape(stream)} {kind}{detail}")
+
+
+def _print_worker(report: WorkerReport) -> None:
+    results = Counter(report.seeds_finished.values())
+    done = ", ".join(f"{n} {r}" for r, n in sorted(results.items())) or "none"
+    console.print(
+        f"worker [bold]{escape(report.owner)}[/] stopped: seeds finished: {escape(done)}; "
+        f"released to the queue: {len(report.seeds_released)}; taken over by others: "
+        f"{len(report.seeds_lost)}; videos indexed: {len(report.indexed)}; "
+        f"{report.live_calls} calls made, {report.replayed_calls} served from the log"
+    )
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="This worker's name (default: worker.name, else HOST:PID).")
+    ] = None,
+    exit_when_idle: Annotated[
+        bool | None,
+        typer.Option(
+            "--exit-when-idle/--wait",
+            help="Exit once nothing is left to claim (default: worker.exit_when_idle).",
+        ),
+    ] = None,
+    stop_after: Annotated[
+        float | None, typer.Option(help="Stop gracefully after this many seconds.")
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Claim seeds (and, with a Qdrant server, indexing jobs) from the shared queue and curate
+    them until SIGTERM. Run any number, on any number of machines, with store.url set."""
+    with _open(home) as app_:
+        index_job = None
+        if app_.settings.vectors.backend == "qdrant-server":
+            indexer = app_.indexer()
+            index_job = indexer.index_video
+        fleet = app_.fleet_worker(
+            app_.fleet_config(name, exit_when_idle=exit_when_idle),
+            concurrency=concurrency,
+            index_job=index_job,
+            progress=FleetProgress(),
+        )
+        err_console.print(
+            f"worker {fleet.fleet.owner} claiming from {_store_label(app_)}; "
+            "SIGTERM or Ctrl-C stops it gracefully"
+        )
+        report = anyio.run(lambda: _until_signalled(fleet.work, stop_after))
+        _print_worker(report)
+
+
+def _store_label(app_: App) -> str:
+    url = app_.settings.store.url
+    if not url:
+        return str(app_.workspace.database)
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@app.command()
+def serve(
+    playlists: Annotated[
+        Path | None,
+        typer.Option(help="Manifest of the playlists to curate (default: daemon.playlists_file)."),
+    ] = None,
+    work: Annotated[
+        bool | None,
+        typer.Option(
+            "--work/--no-work",
+            help="Also curate and index in this process (default: daemon.work); --no-work "
+            "only schedules, for `playlisteval worker` processes.",
+        ),
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(help="Port of /healthz and /metrics (default: daemon.metrics_port; 0: off)."),
+    ] = None,
+    stop_after: Annotated[
+        float | None,
+        typer.Option(help="Stop gracefully after this many seconds (soak tests, rehearsals)."),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """The curator daemon: playlists → index → seeds → curation → scheduled exports, under
+    budget.cap_usd and budget.per_day_usd, until SIGTERM; a restart resumes exactly."""
+    from playlisteval.daemon import Daemon
+
+    with _open(home) as app_:
+        daemon = Daemon(
+            app_, work=work, playlists_file=playlists, concurrency=concurrency, metrics_port=port
+        )
+        err_console.print(
+            f"serving {app_.workspace.root} (store {_store_label(app_)}); "
+            "SIGTERM or Ctrl-C stops it gracefully"
+        )
+        anyio.run(lambda: _until_signalled(daemon.run, stop_after))
+        if daemon.worker_report is not None:
+            _print_worker(daemon.worker_report)
+
+
+@app.command()
+def enqueue(
+    max_seeds: Annotated[int | None, typer.Option(help="Queue at most this many seeds.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Open a run over the active seeds never queued before, for `playlisteval worker`s."""
+    from playlisteval.daemon import Daemon
+
+    with _open(home) as app_:
+        queued = {item.id for item in app_.queue().items(kind="seed")}
+        fresh = [s for s in app_.catalog.seeds() if f"seed:{s.id}" not in queued]
+        if not fresh:
+            err_console.print(
+                "[bold red]error:[/] no seed left to queue: every active seed is queued already "
+                "(see `playlisteval fleet`), or there are none (`playlisteval index`)"
+            )
+            raise typer.Exit(2)
+        chosen = runs.spread_by_domain(fresh, max_seeds or app_.settings.curation.max_seeds)
+        run_id = runs.new_run_id(salt=str(app_.workspace.root))
+        app_.set_budget_caps()
+        count = Daemon(app_, work=False, metrics_port=0).open_run(run_id, chosen)
+        console.print(f"run {run_id}: {count} seeds queued; start `playlisteval worker`s")
+
+
+@app.command()
+def fleet(home: HomeOption = None) -> None:
+    """Workers, the queue, the shared budget and parked items."""
+    with _open(home) as app_:
+        queue, accounts = app_.queue(), app_.accounts()
+        table = Table(title="workers")
+        for column in ("worker", "state", "heartbeat age (s)", "holds"):
+            table.add_column(column)
+        for row in queue.workers():
+            held = row["info"].get("active", [])
+            table.add_row(escape(row["name"]), row["state"], f"{row['age_s']:.1f}", str(len(held)))
+        console.print(table if table.row_count else "no worker has run yet")
+        counts = queue.counts()
+        table = Table(title="queue")
+        for column in ("kind", "state", "items"):
+            table.add_column(column)
+        for (kind, state), n in sorted(counts.items()):
+            table.add_row(kind, state, str(n))
+        console.print(table if table.row_count else "the queue is empty")
+        for account in accounts.accounts():
+            cap = (
+                "uncapped"
+                if account.cap_micros is None
+                else (f"{micros_to_usd(account.cap_micros):.4f}")
+            )
+            console.print(
+                f"budget {escape(account.name)}: spent {micros_to_usd(account.spent_micros):.4f}"
+                f" + reserved {micros_to_usd(account.reserved_micros):.4f} of {cap} USD"
+            )
+        for item in queue.items():
+            if item.state == "parked":
+                console.print(f"parked {escape(item.id)}: {escape(item.result or '')}")
 
 
 store_app = typer.Typer(help="The event log.", no_args_is_help=True)

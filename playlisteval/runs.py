@@ -6,6 +6,7 @@ import hashlib
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,8 +77,14 @@ def run_started(store: EventStore, run_id: str) -> RunStarted:
 def choose_seeds(app: App, max_seeds: int | None) -> list[SeedRow]:
     """Active seeds in their deterministic order, spread over domains (round-robin), at most
     ``max_seeds``."""
+    return spread_by_domain(app.catalog.seeds(), max_seeds)
+
+
+def spread_by_domain(seeds: Sequence[SeedRow], max_seeds: int | None) -> list[SeedRow]:
+    """``seeds`` in round-robin order over their domains (each domain's own order kept), at
+    most ``max_seeds``."""
     by_domain: dict[str, list[SeedRow]] = {}
-    for seed in app.catalog.seeds():
+    for seed in seeds:
         by_domain.setdefault(seed.domain, []).append(seed)
     chosen: list[SeedRow] = []
     queues = [list(v) for _, v in sorted(by_domain.items())]

@@ -40,29 +40,55 @@ class IngestSettings(BaseModel):
         default_factory=list,
         description="Folders a manifest may point into (besides the manifest's own folder).",
     )
-    download_subtitles: bool = True
-    subtitle_langs: list[str] = Field(default_factory=lambda: ["en", "en-US", "en-GB"])
+    download_subtitles: bool = Field(
+        True,
+        description="Fetch each video's subtitles (uploaded and automatic) for caption "
+        "transcripts; ingest currently always fetches them.",
+    )
+    subtitle_langs: list[str] = Field(
+        default_factory=lambda: ["en", "en-US", "en-GB"],
+        description="Subtitle languages fetched with each video (yt-dlp language codes).",
+    )
 
 
 class IndexSettings(BaseModel):
     """Chunks, segments, frames, transcripts and embeddings (paper: Automatic Indexing)."""
 
-    chunk_seconds: float = Field(30.0, gt=0, description="Length of one chunk.")
-    segment_min_minutes: float = Field(10.0, gt=0, description="Shortest segment.")
-    segment_max_minutes: float = Field(30.0, gt=0, description="Longest segment.")
-    segment_target_minutes: float = Field(20.0, gt=0, description="Preferred segment length.")
+    chunk_seconds: float = Field(
+        30.0, gt=0, description="Length of one chunk (s), the unit of transcripts and citations."
+    )
+    segment_min_minutes: float = Field(
+        10.0, gt=0, description="Shortest segment of consecutive chunks (minutes)."
+    )
+    segment_max_minutes: float = Field(
+        30.0, gt=0, description="Longest segment of consecutive chunks (minutes)."
+    )
+    segment_target_minutes: float = Field(
+        20.0, gt=0, description="Preferred segment length (minutes)."
+    )
     frame_fps: float = Field(0.5, gt=0, description="Frames sampled per second for embeddings.")
     frame_max_height: int = Field(720, gt=0, description="Frames are scaled down to this height.")
     audio_rate: int = Field(16_000, description="Sample rate of per-chunk audio (mono).")
     transcriber: Literal["auto", "captions", "faster-whisper", "qwen3-asr", "dashscope", "none"] = (
         Field("auto", description="auto: captions when present, else `local_transcriber`.")
     )
-    local_transcriber: Literal["faster-whisper", "qwen3-asr", "dashscope", "none"] = "none"
+    local_transcriber: Literal["faster-whisper", "qwen3-asr", "dashscope", "none"] = Field(
+        "none", description="What `auto` transcribes with when a video has no captions."
+    )
     whisper_model_dir: Path | None = Field(None, description="A CTranslate2 Whisper model folder.")
-    qwen_asr_model: str = "Qwen/Qwen3-ASR-1.7B"
-    embedder: Literal["minilm-text+frame-stats", "qwen3-vl-embedding"] = "minilm-text+frame-stats"
-    qwen_embedding_model: str = "Qwen/Qwen3-VL-Embedding-8B"
-    embed_batch_size: int = 32
+    qwen_asr_model: str = Field(
+        "Qwen/Qwen3-ASR-1.7B", description="Model id or folder for transcriber `qwen3-asr`."
+    )
+    embedder: Literal["minilm-text+frame-stats", "qwen3-vl-embedding"] = Field(
+        "minilm-text+frame-stats",
+        description="Chunk embedder: MiniLM on the transcript plus colour/layout statistics of "
+        "the frames (CPU, offline), or Qwen3-VL-Embedding on frames and transcript (GPU).",
+    )
+    qwen_embedding_model: str = Field(
+        "Qwen/Qwen3-VL-Embedding-8B",
+        description="Model id or folder for embedder `qwen3-vl-embedding`.",
+    )
+    embed_batch_size: int = Field(32, description="Chunks embedded per batch.")
 
     @model_validator(mode="after")
     def _segments_ordered(self) -> IndexSettings:
@@ -81,10 +107,16 @@ class IndexSettings(BaseModel):
 class VectorSettings(BaseModel):
     """Where chunk and segment vectors live."""
 
-    backend: Literal["qdrant-edge", "qdrant-local", "qdrant-server"] = "qdrant-edge"
+    backend: Literal["qdrant-edge", "qdrant-local", "qdrant-server"] = Field(
+        "qdrant-edge",
+        description="qdrant-edge: embedded engine (default); qdrant-local: qdrant-client local "
+        "mode, brute force, for small collections; qdrant-server: a server at `url`.",
+    )
     url: str | None = Field(None, description="Qdrant server URL (backend qdrant-server).")
     api_key_env: str = Field("QDRANT_API_KEY", description="Env var holding the server's key.")
-    collection_prefix: str = "playlisteval"
+    collection_prefix: str = Field(
+        "playlisteval", description="Collections are named PREFIX_chunks and PREFIX_segments."
+    )
 
 
 class SeedSettings(BaseModel):
@@ -98,52 +130,125 @@ class SeedSettings(BaseModel):
 class GenerationSettings(BaseModel):
     """Phase I and II (paper 3.1–3.3)."""
 
-    video_fps: float = 0.5
-    video_max_height: int = 720
-    video_audio: bool = True
-    gold_min_paragraphs: int = 3
-    gold_max_paragraphs: int = 5
-    min_cited_chunks_per_segment: int = 2
-    max_cited_chunks_per_segment: int = 15
-    distractors: int = 4
-    gold_rating: int = 5
-    max_attempts: int = Field(6, description="T: attempts per seed and phase before discarding.")
-    phase2_regenerations: int = Field(2, description="Distractor-only retries after a rejection.")
-    phase2_rejections_before_restart: int = 3
+    video_fps: float = Field(
+        0.5,
+        description="Frame rate of the segments the generators see as native video (recorded "
+        "with the run; the rate sent is `providers.models.<id>.video_fps`).",
+    )
+    video_max_height: int = Field(
+        720, description="Height (p) of that native-video input (recorded with the run)."
+    )
+    video_audio: bool = Field(
+        True, description="The generators hear the segments' audio (recorded with the run)."
+    )
+    gold_min_paragraphs: int = Field(
+        3, description="Phase I structural gate: fewest paragraphs in the gold answer."
+    )
+    gold_max_paragraphs: int = Field(
+        5, description="Most paragraphs the generator is asked for in the gold answer."
+    )
+    min_cited_chunks_per_segment: int = Field(
+        2,
+        description="Phase I structural gate: citations cover at least this many chunks of "
+        "each segment.",
+    )
+    max_cited_chunks_per_segment: int = Field(
+        15,
+        description="Phase I structural gate: citations cover at most this many chunks of "
+        "each segment.",
+    )
+    distractors: int = Field(
+        4,
+        description="Wrong answers per item, rated 4 down to 1 (recorded with the run; the "
+        "Phase II structural gate requires exactly 4).",
+    )
+    gold_rating: int = Field(
+        5, description="Rating of the gold answer, above every distractor (recorded with the run)."
+    )
+    max_attempts: int = Field(
+        6, description="T: attempts per seed and phase before the seed is discarded."
+    )
+    phase2_regenerations: int = Field(
+        2,
+        description="Phase II retries with the QA kept after a rejection (recorded with the "
+        "run; the loop follows phase2_rejections_before_restart).",
+    )
+    phase2_rejections_before_restart: int = Field(
+        3,
+        description="Phase II rejections after which Phase I restarts on the same segment "
+        "pair, with the feedback so far.",
+    )
 
 
 class ModelRoles(BaseModel):
     """Default model per role (DESIGN.md); ids are strings priced by the price table."""
 
-    phase1_generator: str = "gemini-3-flash"
-    phase2_generator: str = "gemini-3-flash"
-    transcript_answerer: str = "gemini-3-flash"
-    transcript_matcher: str = "gpt-5.4-mini"
+    phase1_generator: str = Field(
+        "gemini-3-flash",
+        description="Phase I: writes the question and cited gold answer from both segments' video.",
+    )
+    phase2_generator: str = Field(
+        "gemini-3-flash",
+        description="Phase II: writes the graded visual-only distractors and their causal records.",
+    )
+    transcript_answerer: str = Field(
+        "gemini-3-flash",
+        description="Transcript test: answers from transcripts alone, the relevant ones shuffled "
+        "among windows of another video.",
+    )
+    transcript_matcher: str = Field(
+        "gpt-5.4-mini",
+        description="Transcript test: judges whether that answer matches the gold.",
+    )
     parametric_pairs: list[tuple[str, str]] = Field(
-        default_factory=lambda: [("gemini-3-flash", "gpt-5.4"), ("gpt-5.4-mini", "gemini-3.1-pro")]
+        default_factory=lambda: [("gemini-3-flash", "gpt-5.4"), ("gpt-5.4-mini", "gemini-3.1-pro")],
+        description="Parametric test: [answerer, verifier] pairs answering from memory; the QA "
+        "is rejected only if every pair recovers the gold.",
     )
-    sufficiency: str = "qwen-3.7-plus"
+    sufficiency: str = Field(
+        "qwen-3.7-plus",
+        description="Video sufficiency: checks every claim against each segment's frames and "
+        "transcript.",
+    )
     textual_undetectability: list[str] = Field(
-        default_factory=lambda: ["gemini-3.1-pro", "gpt-5.4"]
+        default_factory=lambda: ["gemini-3.1-pro", "gpt-5.4"],
+        description="Rank gold and distractors from text alone; the set is rejected only if "
+        "all of them recover the order.",
     )
-    visual_detectability: str = "qwen-3.7-plus"
+    visual_detectability: str = Field(
+        "qwen-3.7-plus",
+        description="Ranks the distractors with the video; the set passes only on the exact order.",
+    )
     difficulty_judges: list[str] = Field(
-        default_factory=lambda: ["qwen3-vl-30b-a3b", "internvl3.5-8b"]
+        default_factory=lambda: ["qwen3-vl-30b-a3b", "internvl3.5-8b"],
+        description="Weak judges of the difficulty gate: a pair is kept only if at least one of "
+        "them gets it wrong.",
     )
 
 
 class PairSettings(BaseModel):
     """Pair selection and human validation (paper 3.3, Appendix)."""
 
-    pairs_per_domain: int = 90
-    human_sample: int = 152
-    sample_seed: int = 0
+    pairs_per_domain: int = Field(
+        90, description="Preference pairs sampled per domain into the benchmark."
+    )
+    human_sample: int = Field(
+        152, description="Pairs in the stratified sample for human validation."
+    )
+    sample_seed: int = Field(
+        0, description="Random seed of the pair sampling and of the human sample."
+    )
 
 
 class BudgetSettings(BaseModel):
     """Money bounds (the paper: 352 USD for 327 accepted questions)."""
 
     cap_usd: float | None = Field(None, description="Default cap of a run (--budget wins).")
+    per_day_usd: float | None = Field(
+        None,
+        description="Daemon and workers: spend per UTC day at most, across every worker "
+        "(`serve` and `worker`; cap_usd is then the campaign's total).",
+    )
     per_seed_usd: float | None = Field(None, description="Optional cap per seed.")
     price_overrides: dict[str, dict[str, float]] = Field(
         default_factory=dict,
@@ -153,14 +258,96 @@ class BudgetSettings(BaseModel):
 
 
 class StoreSettings(BaseModel):
-    """Where the event log lives."""
+    """Where the event log (and, for workers on several machines, the catalogue) lives."""
 
     url: str | None = Field(
         None,
         description="postgresql+psycopg://USER@HOST:PORT/DB for a shared store; "
         "default: the workspace's SQLite file.",
     )
+    schema_name: str | None = Field(
+        None,
+        description="PostgreSQL schema holding the store's tables (one campaign per schema); "
+        "default: the connection's search path (public).",
+    )
+    catalog_url: str | None = Field(
+        None,
+        description="The catalogue's database (videos, chunks, segments, seeds); default: the "
+        "workspace's SQLite file. Workers on several machines set it to the PostgreSQL URL.",
+    )
 
+
+class DaemonSettings(BaseModel):
+    """The curator daemon, `playlisteval serve`."""
+
+    playlists_file: Path | None = Field(
+        None,
+        description="A manifest (TOML or JSON, as for `add`) of the playlists to curate; read "
+        "again whenever it changes. Relative paths are under the workspace.",
+    )
+    tick_s: float = Field(
+        30.0, gt=0, description="How often it looks for new videos, seeds and finished runs."
+    )
+    work: bool = Field(
+        True,
+        description="Also curate and index in the daemon's own process (one worker); false: "
+        "only schedule, and `playlisteval worker` processes do the work.",
+    )
+    max_seeds_per_run: int | None = Field(
+        None, ge=1, description="New seeds queued per run at most (unset: all new seeds)."
+    )
+    export_every_s: float = Field(
+        6 * 3600.0,
+        ge=0,
+        description="Export the newest finished run's benchmark this often when it has new "
+        "accepted items (0: never).",
+    )
+    export_dir: Path | None = Field(
+        None, description="Where scheduled exports go; default `<home>/exports/daemon`."
+    )
+    metrics_host: str = Field("127.0.0.1", description="Address of /healthz and /metrics.")
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="Port of /healthz and /metrics (0: no endpoint)."
+    )
+
+
+class WorkerSettings(BaseModel):
+    """Claiming work from the shared queue (`playlisteval worker`, and `serve` itself)."""
+
+    name: str | None = Field(None, description="This worker's name; default HOST:PID.")
+    lease_s: float = Field(
+        60.0,
+        gt=0,
+        description="A claimed seed or video stays this worker's for this long after its last "
+        "heartbeat; then any worker may take it over and resume it from the log.",
+    )
+    heartbeat_s: float = Field(
+        15.0, gt=0, description="How often held leases are renewed (well under lease_s)."
+    )
+    poll_s: float = Field(2.0, gt=0, description="Wait between claims when the queue is empty.")
+    shutdown_grace_s: float = Field(
+        30.0,
+        ge=0,
+        description="On SIGTERM, calls in flight get this long to finish; the rest are "
+        "recorded as interrupted (charged at their reservation) and redone after a restart.",
+    )
+    exit_when_idle: bool = Field(
+        False, description="Exit once the queue holds nothing this worker could claim."
+    )
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> WorkerSettings:
+        if self.heartbeat_s >= self.lease_s:
+            raise ValueError(
+                f"worker.heartbeat_s ({self.heartbeat_s!r}) must be below worker.lease_s "
+                f"({self.lease_s!r}), or leases expire between heartbeats"
+            )
+        return self
+
+
+# Subclasses that change a default restate the field, and with it its description.
+_API_KEY_ENV = "Environment variable holding the API key."
+_RPM = "Requests per minute (unset: no limit)."
 
 ProviderFamily = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
 
@@ -169,13 +356,13 @@ class ProviderLimits(BaseModel):
     """How one provider family is reached and how hard it may be pushed."""
 
     base_url: str | None = Field(None, description="Endpoint override (a proxy, vLLM, a fake).")
-    api_key_env: str = Field("", description="Environment variable holding the API key.")
+    api_key_env: str = Field("", description=_API_KEY_ENV)
     timeout_s: float = Field(600.0, gt=0, description="One HTTP attempt's limit.")
     max_retries: int = Field(6, ge=0, description="Retries of 429, 5xx, timeouts, bad bodies.")
     backoff_s: float = Field(2.0, gt=0, description="First retry wait; doubles each retry.")
     max_backoff_s: float = Field(120.0, gt=0, description="Longest wait between retries.")
-    rpm: int | None = Field(None, gt=0, description="Requests per minute (None: no limit).")
-    tpm: int | None = Field(None, gt=0, description="Input tokens per minute (None: no limit).")
+    rpm: int | None = Field(None, gt=0, description=_RPM)
+    tpm: int | None = Field(None, gt=0, description="Input tokens per minute (unset: no limit).")
     max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
 
 
@@ -184,9 +371,11 @@ class ModelEndpoint(BaseModel):
 
     family: ProviderFamily | None = Field(None, description="Default: from the id's prefix.")
     model_name: str | None = Field(None, description="The provider's id (default: ours).")
-    base_url: str | None = None
-    api_key_env: str | None = None
-    video_fps: float = Field(0.5, gt=0)
+    base_url: str | None = Field(None, description="Endpoint (default: the family's base_url).")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding the key (default: the family's)."
+    )
+    video_fps: float = Field(0.5, gt=0, description="Frames per second of the video it is sent.")
     frame_height: int = Field(
         480,
         gt=0,
@@ -198,11 +387,17 @@ class ModelEndpoint(BaseModel):
         ge=1,
         description="Frames per request at most; more are thinned uniformly over the clips.",
     )
-    inline_max_bytes: int = Field(20 * 1024 * 1024, ge=0, description="Gemini inline limit.")
+    inline_max_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=0,
+        description="Gemini: larger clips go through the Files API, not inline.",
+    )
     context_cache: bool = Field(True, description="Gemini: cache a seed's videos explicitly.")
     cache_ttl_s: int = Field(600, ge=60, description="Gemini: context cache lifetime (paid).")
     local_path: str | None = Field(None, description="transformers: a local model folder.")
-    device: str = "auto"
+    device: str = Field(
+        "auto", description="transformers: device_map for the weights (used only with CUDA)."
+    )
 
 
 def default_endpoints() -> dict[str, ModelEndpoint]:
@@ -221,36 +416,39 @@ def default_endpoints() -> dict[str, ModelEndpoint]:
 class GeminiLimits(ProviderLimits):
     """Gemini (google-genai)."""
 
-    api_key_env: str = "GEMINI_API_KEY"
-    rpm: int | None = Field(1000, gt=0)
+    api_key_env: str = Field("GEMINI_API_KEY", description=_API_KEY_ENV)
+    rpm: int | None = Field(1000, gt=0, description=_RPM)
 
 
 class OpenAILimits(ProviderLimits):
     """OpenAI (Responses API)."""
 
-    api_key_env: str = "OPENAI_API_KEY"
-    rpm: int | None = Field(500, gt=0)
+    api_key_env: str = Field("OPENAI_API_KEY", description=_API_KEY_ENV)
+    rpm: int | None = Field(500, gt=0, description=_RPM)
 
 
 class DashScopeLimits(ProviderLimits):
     """DashScope (Qwen, native multimodal API)."""
 
-    api_key_env: str = "DASHSCOPE_API_KEY"
-    base_url: str | None = "https://dashscope-intl.aliyuncs.com/api/v1"
-    rpm: int | None = Field(600, gt=0)
+    api_key_env: str = Field("DASHSCOPE_API_KEY", description=_API_KEY_ENV)
+    base_url: str | None = Field(
+        "https://dashscope-intl.aliyuncs.com/api/v1",
+        description="Endpoint (default: the international region; a proxy or a fake).",
+    )
+    rpm: int | None = Field(600, gt=0, description=_RPM)
 
 
 class OpenWeightLimits(ProviderLimits):
     """Any OpenAI-compatible endpoint (vLLM serving the open-weight judges)."""
 
-    api_key_env: str = "OPENWEIGHT_API_KEY"
+    api_key_env: str = Field("OPENWEIGHT_API_KEY", description=_API_KEY_ENV)
 
 
 class TransformersLimits(ProviderLimits):
     """Local transformers on this machine's GPU."""
 
-    api_key_env: str = "HF_TOKEN"
-    max_concurrency: int = Field(1, ge=1)
+    api_key_env: str = Field("HF_TOKEN", description="Environment variable holding the hub token.")
+    max_concurrency: int = Field(1, ge=1, description="Calls on the GPU at once.")
 
 
 class ProviderSettings(BaseModel):
@@ -261,7 +459,11 @@ class ProviderSettings(BaseModel):
     dashscope: DashScopeLimits = Field(default_factory=DashScopeLimits)
     openai_compatible: OpenWeightLimits = Field(default_factory=OpenWeightLimits)
     transformers: TransformersLimits = Field(default_factory=TransformersLimits)
-    models: dict[str, ModelEndpoint] = Field(default_factory=default_endpoints)
+    models: dict[str, ModelEndpoint] = Field(
+        default_factory=default_endpoints,
+        description="One table per model id; a model without one is served by the family its "
+        "id's prefix names. A table for a built-in id replaces that entry whole.",
+    )
     batch: bool = Field(
         False, description="Send text-only gate calls through the Gemini and OpenAI batch APIs."
     )
@@ -293,6 +495,12 @@ class CurationSettings(BaseModel):
     provider_retry_delay_s: float = Field(
         60.0, ge=0, description="Pause before each such round (an outage often passes)."
     )
+    offline_latency_s: float = Field(
+        0.0,
+        ge=0,
+        description="The offline provider holds each call this long: a latency-bound stand-in "
+        "for a live provider in tests, rehearsals of the daemon and bench/workers.py.",
+    )
 
 
 class Settings(BaseSettings):
@@ -316,6 +524,8 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     curation: CurationSettings = Field(default_factory=CurationSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -15,13 +15,14 @@ budget through the event store (a row and a transaction), not through this objec
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
 import structlog
 
+from store.coordination import AccountExhausted, BudgetAccounts
 from store.errors import ConfigError, PlaylistEvalError
 
 _log = structlog.get_logger(__name__)
@@ -37,13 +38,24 @@ class BudgetExhausted(PlaylistEvalError):
         needed_micros: int,
         left_micros: int,
         cap_micros: int,
-        which: Literal["run", "seed"],
+        which: Literal["run", "seed", "account"],
+        account: str | None = None,
     ) -> None:
         self.seed_id = seed_id
         self.needed_micros = needed_micros
         self.left_micros = left_micros
         self.cap_micros = cap_micros
         self.which = which
+        self.account = account
+        if which == "account":
+            # A shared account of the daemon and its workers (the total, or one day).
+            super().__init__(
+                f"budget exhausted for account {account!r}: a call needs {needed_micros!r} "
+                f"micro-USD but only {left_micros!r} of its cap {cap_micros!r} are left across "
+                "every worker; raise budget.cap_usd / budget.per_day_usd (a day's cap renews "
+                "at 00:00 UTC)"
+            )
+            return
         scope = "the run" if which == "run" else f"seed {seed_id!r}"
         super().__init__(
             f"budget exhausted for {scope}: a call needs {needed_micros!r} micro-USD but only "
@@ -262,3 +274,84 @@ class Budget:
                 reserved_micros=reservation.micros,
                 **{what: micros},
             )
+
+
+class SharedBudget(Budget):
+    """One worker's budget when many workers share a campaign's money.
+
+    The per-seed cap is checked here (a seed has one worker at a time, and its spend so far
+    comes from its log when the worker claims it); the campaign's caps (its total, its day) are
+    accounts in the database that every worker reserves against in one transaction, so no
+    interleaving of workers can pass them. A reservation refused by an account changes nothing,
+    here or there.
+    """
+
+    def __init__(
+        self,
+        accounts: BudgetAccounts,
+        names: Callable[[], Sequence[str]],
+        *,
+        per_seed_micros: int | None = None,
+        hold_id: Callable[[str], str] = lambda reservation_id: reservation_id,
+        item_of: Callable[[str], str | None] = lambda _seed_id: None,
+        owner: str | None = None,
+    ) -> None:
+        super().__init__(None, per_seed_micros)
+        self.accounts = accounts
+        self._names = names
+        self._hold_id = hold_id
+        self._item_of = item_of
+        self._owner = owner
+        self._holds: dict[str, str] = {}
+
+    def restore_seed(self, seed_id: str, spent_micros: int) -> None:
+        """A seed claimed from the queue: its spend so far, from its log (per-seed cap)."""
+        with self._lock:
+            self._seed_spent[seed_id] = spent_micros
+
+    def forget_seed(self, seed_id: str) -> None:
+        """The seed left this worker: drop its local spend (its log and the accounts keep it)."""
+        with self._lock:
+            if not self._seed_outstanding.get(seed_id):
+                self._seed_spent.pop(seed_id, None)
+                self._seed_outstanding.pop(seed_id, None)
+
+    def reserve(self, seed_id: str, micros: int, reservation_id: str) -> Reservation:
+        """Check the seed's cap here, then take ``micros`` from every shared account."""
+        reservation = super().reserve(seed_id, micros, reservation_id)
+        hold = self._hold_id(reservation_id)
+        try:
+            self.accounts.reserve(
+                hold,
+                list(self._names()),
+                micros,
+                item_id=self._item_of(seed_id),
+                owner=self._owner,
+            )
+        except AccountExhausted as exc:
+            with self._lock:
+                self._close(reservation)
+            raise BudgetExhausted(
+                seed_id=seed_id,
+                needed_micros=micros,
+                left_micros=exc.left_micros,
+                cap_micros=exc.cap_micros,
+                which="account",
+                account=exc.account,
+            ) from exc
+        except BaseException:
+            with self._lock:
+                self._close(reservation)
+            raise
+        with self._lock:
+            self._holds[reservation_id] = hold
+        return reservation
+
+    def _finish(self, reservation: Reservation, micros: int, what: str) -> None:
+        super()._finish(reservation, micros, what)
+        with self._lock:
+            hold = self._holds.pop(reservation.reservation_id, None)
+        if hold is not None and not self.accounts.settle(hold, micros):
+            # Written off by a worker that took the seed over while this one looked dead: the
+            # reservation was counted as spent there, and this seed's appends are fenced off.
+            _log.warning("budget_hold_written_off", hold=hold, actual_micros=micros)

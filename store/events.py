@@ -150,8 +150,9 @@ class CallFailed(CallEvent):
     error: str
     charged_micros: int = 0
     # "error": the provider failed (the seed is parked); "refusal": the model declined to
-    # answer (a recorded outcome, replayed like a response).
-    outcome: Literal["error", "refusal"] = "error"
+    # answer (a recorded outcome, replayed like a response); "interrupted": the worker shut
+    # down while the call was in flight (charged at its reservation, made again on resume).
+    outcome: Literal["error", "refusal", "interrupted"] = "error"
     attempts: int = 1
 
 

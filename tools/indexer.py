@@ -367,6 +367,29 @@ class Indexer:
         summary.hours_indexed = sum((v.duration_s or 0.0) for v in indexed) / 3600.0
         return summary
 
+    def index_video(self, video_id: str) -> str:
+        """Index one ready video (chunks, transcripts, embeddings, segments): the job a worker
+        claims from the shared queue. Dedupe and seeds come after, once for all videos
+        (:meth:`dedupe`, :meth:`compute_seeds`). Returns what happened, in words."""
+        video = self.catalog.video(video_id)
+        if video is None:
+            return f"skipped: video {video_id!r} is not in the catalogue"
+        if video.status == INDEXED:
+            return "already indexed"
+        if video.status != READY:
+            return f"skipped: video {video_id!r} is {video.status!r}, not ready"
+        grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+        done = self.catalog.done_chunks(video.id)
+        todo = [i for i in range(len(grid)) if i not in done]
+        self._ensure_collections()
+        try:
+            computed = self._index_chunks(video, grid, todo)
+            self._build_segments(video, grid)
+        except (MediaError, TranscriptError, EmbeddingError) as exc:
+            return "failed: " + self._fail(video, "index", exc)
+        self.catalog.update_video(video.id, status=INDEXED, reason=None)
+        return f"indexed: {computed} chunks computed"
+
     def _ensure_collections(self) -> None:
         for name in (self.config.chunk_collection, self.config.segment_collection):
             self.vectors.ensure_collection(

@@ -2,9 +2,13 @@
 
 Annotators label a blind, stratified sample of an exported benchmark; the results page measures
 their agreement with the intended preference and with each other; the audit pages show the
-curation runs of the same workspace. Pages are Jinja2 with autoescaping on and no JavaScript.
-Identity is a name in a cookie signed with the workspace's secret (``<home>/ui_secret``), and
-every answer form carries a token signed for that annotator and pair, so neither can be forged.
+curation runs of the same workspace, and the status page what the curator daemon and its
+workers are doing now (the coordination tables and the log's counters).
+
+Pages are Jinja2 with autoescaping on and no JavaScript. Identity is a name in a cookie signed
+with the workspace's secret (``<home>/ui_secret``), and every answer form carries a token signed
+for that annotator and pair, so neither can be forged. The audit and status pages, like the
+results, ask for no identity.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from playlisteval import runs
 from playlisteval.app import App
+from playlisteval.metrics import LogMetrics, LogSnapshot
 from playlisteval.ui.annotations import (
     MAX_COMMENT_CHARS,
     NAME_RULE,
@@ -42,6 +47,7 @@ from playlisteval.ui.annotations import (
 )
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
 from policies.agreement import AgreementSummary, Annotation, ValidationItem, summary
+from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError
 from store.events import micros_to_usd
 
@@ -49,6 +55,8 @@ COOKIE = "playlisteval_annotator"
 SECRET_FILE = "ui_secret"
 # A form within the comment limit is a few kB even fully percent-encoded; read no more than this.
 MAX_FORM_BYTES = 64 * 1024
+# Queue columns of the status page, in an item's order of life ("expired": leased, lease lapsed).
+_QUEUE_STATES = ("queued", "leased", "expired", "done", "parked")
 
 _TEMPLATES = Environment(
     loader=PackageLoader("playlisteval.ui", "templates"),
@@ -181,6 +189,74 @@ def _gate_rates(audit: runs.Audit) -> list[dict[str, Any]]:
     return rows
 
 
+def _status_view(
+    workers: list[dict[str, Any]],
+    counts: dict[tuple[str, str], int],
+    accounts: list[AccountRow],
+    holds: int,
+    parked: list[ItemRow],
+    snap: LogSnapshot,
+    stale_after_s: float,
+) -> dict[str, Any]:
+    """What the status page shows, from the coordination tables and the log's counters."""
+    seen = {state for _kind, state in counts}
+    states = [*_QUEUE_STATES, *sorted(seen - set(_QUEUE_STATES))]
+    calls_by_outcome: Counter[str] = Counter()
+    for (_model, _role, outcome), n in snap.calls.items():
+        calls_by_outcome[outcome] += n
+    ratios = snap.gate_pass_ratio()
+    return {
+        "workers": [
+            {
+                "name": w["name"],
+                "state": w["state"],
+                "age": f"{float(w['age_s']):.0f} s",
+                # A worker that said it stopped beats no more; only a silent one is stale.
+                "stale": w["state"] != "stopped" and float(w["age_s"]) > stale_after_s,
+                "active": [str(item) for item in w["info"].get("active", [])],
+            }
+            for w in workers
+        ],
+        "stale_after": f"{stale_after_s:g} s",
+        "states": states,
+        "queue": [
+            {"kind": kind, "counts": [counts.get((kind, state), 0) for state in states]}
+            for kind in sorted({kind for kind, _state in counts})
+        ],
+        "accounts": [
+            {
+                "name": row.name,
+                "cap": "uncapped" if row.cap_micros is None else _usd(row.cap_micros),
+                "spent": _usd(row.spent_micros),
+                "reserved": _usd(row.reserved_micros),
+                "left": "uncapped" if row.left_micros is None else _usd(row.left_micros),
+            }
+            for row in accounts
+        ],
+        "holds": holds,
+        "parked": parked,
+        "events": snap.events,
+        "seeds": sorted(snap.seeds.items()),
+        "calls": sorted(calls_by_outcome.items()),
+        "spend": _usd(snap.spend_micros),
+        "spend_by_model": [(model, _usd(m)) for model, m in snap.spend_by_model.items()],
+        "unsettled": snap.in_flight,
+        "unsettled_usd": _usd(snap.reserved_micros),
+        "gates": [
+            {
+                "phase": phase,
+                "gate": gate,
+                "passed": snap.gates.get((phase, gate, "passed"), 0),
+                "rejected": snap.gates.get((phase, gate, "rejected"), 0),
+                "rate": ratio,
+            }
+            for (phase, gate), ratio in sorted(ratios.items())
+        ],
+        "provider_errors": sorted(snap.provider_errors.items()),
+        "retries": sorted(snap.retries.items()),
+    }
+
+
 def _annotation_view(
     pair: BenchmarkPair, annotator: str, signer: Signer, done: int, total: int
 ) -> dict[str, Any]:
@@ -234,17 +310,25 @@ def create_app(
     sample_size: int = 152,
     sample_seed: int = 0,
     secret: bytes | None = None,
+    stale_after_s: float | None = None,
 ) -> FastAPI:
     """The web UI for one exported benchmark over ``app``'s workspace.
 
     The sample (``sample_size`` pairs, stratified by domain and gap, seeded by ``sample_seed``)
     is recorded in the annotations stream the first time; every annotator labels all of it.
     ``secret`` signs cookies and forms; by default the workspace's own (made once).
+    The status page calls a worker stale when its last heartbeat is older than
+    ``stale_after_s``; by default three of the workspace's heartbeat intervals.
     """
     benchmark = load_benchmark(benchmark_dir)
     log = AnnotationLog(app.events, benchmark)
     log.ensure_sample(sample_size, sample_seed)
     signer = Signer(secret if secret is not None else workspace_secret(app.workspace.root))
+    queue, accounts = app.queue(), app.accounts()
+    # One fold for the server's lifetime: each status page reads only what was appended since.
+    log_metrics = LogMetrics(app.events)
+    if stale_after_s is None:
+        stale_after_s = 3 * app.settings.worker.heartbeat_s
     web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
 
     @web.exception_handler(StarletteHTTPException)
@@ -378,6 +462,20 @@ def create_app(
             spent=_usd(line.spent_micros),
             usd=_usd,
         )
+
+    @web.get("/status", response_class=HTMLResponse)
+    def status() -> Response:
+        log_metrics.catch_up()
+        view = _status_view(
+            queue.workers(),
+            queue.counts(),
+            accounts.accounts(),
+            accounts.holds(),
+            [item for item in queue.items() if item.state == "parked"],
+            log_metrics.snapshot(),
+            stale_after_s,
+        )
+        return _page("status.html", **view)
 
     @web.get("/media/{video_id}")
     def media(video_id: str) -> Response:

@@ -6,6 +6,6 @@ the tests and cost rehearsals); it is labelled ``offline:<model id>`` everywhere
 
 from __future__ import annotations
 
-from tools.providers.offline import Fallibility, OfflineProvider, answer
+from tools.providers.offline import Fallibility, LatencyModel, OfflineProvider, answer
 
-__all__ = ["Fallibility", "OfflineProvider", "answer"]
+__all__ = ["Fallibility", "LatencyModel", "OfflineProvider", "answer"]

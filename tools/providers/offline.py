@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import anyio
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -31,7 +32,10 @@ from pydantic_ai.messages import (
     ToolCallPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError, MediaError
@@ -895,3 +899,23 @@ class OfflineProvider:
         else:
             part = TextPart(content=args)
         return ModelResponse(parts=[part], usage=usage, model_name=f"offline:{model_id}")
+
+
+class LatencyModel(WrapperModel):
+    """A model that holds every request ``latency_s`` seconds before answering: the offline
+    provider standing in for a latency-bound live provider (daemon rehearsals, fleet tests,
+    ``bench/workers.py``). The wait is an await, so it costs the event loop nothing."""
+
+    def __init__(self, wrapped: Model, latency_s: float) -> None:
+        super().__init__(wrapped)
+        self.latency_s = latency_s
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """Wait, then answer as the wrapped model."""
+        await anyio.sleep(self.latency_s)
+        return await super().request(messages, model_settings, model_request_parameters)
