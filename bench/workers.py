@@ -18,7 +18,7 @@ Baseline: one worker, measured in the same run. Target: throughput(4) / throughp
 Before the timed runs one warm pass (one worker, no latency, one seed per distinct segment
 pair) cuts every clip into the workspace's clip cache, so no timed run cuts clips.
 
-Run: `.venv/bin/python bench/workers.py [--workers 1,2,4] [--latency 1.5] [--concurrency 8]
+Run: `.venv/bin/python bench/workers.py [--workers 1,2,4] [--latency 2] [--concurrency 8]
 [--duration 30] [--seeds 600] [--pg-url URL] [--root DIR]`.
 """
 
@@ -70,10 +70,28 @@ FIRST_CALL_BY_OWNER = text(
     GROUP BY w.owner
     """
 )
+# Each call's span, from its reservation (just before it goes out) to its record, clipped to
+# the window: their sum over the window's length is the mean number of calls in flight.
+CALLS_IN_FLIGHT = text(
+    """
+    WITH spans AS (
+      SELECT r.recorded_at AS t0, c.recorded_at AS t1
+      FROM events c JOIN events r
+        ON r.stream = c.stream AND r.type = 'CallReserved'
+        AND r.data ->> 'call_id' = c.data ->> 'call_id'
+      WHERE c.type = 'CallRecorded' AND c.recorded_at > :lo AND r.recorded_at < :hi
+    )
+    SELECT
+      sum(extract(epoch FROM least(t1, :hi) - greatest(t0, :lo))),
+      avg(extract(epoch FROM t1 - t0)) FILTER (WHERE t1 >= :lo AND t1 < :hi)
+    FROM spans
+    """
+)
 EVENTS_BETWEEN = text(
     "SELECT count(*) FROM events WHERE type = ANY(:types) AND recorded_at >= :lo "
     "AND recorded_at < :hi"
 )
+BACKENDS_OF = text("SELECT pid FROM pg_stat_activity WHERE application_name = :name")
 NEVER_CLAIMED = text("SELECT count(*) FROM work_items WHERE kind = 'seed' AND claims = 0")
 PARKED = text("SELECT id, result FROM work_items WHERE state = 'parked' ORDER BY id LIMIT 5")
 
@@ -95,21 +113,6 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
-def postgres_cpu_s() -> float:
-    """CPU seconds of every running PostgreSQL server process (the store's share of the work)."""
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.index("(") + 1 : stat.rindex(")")] == "postgres":
-            total += process_cpu_s(int(entry))
-    return total
-
-
 def machine_busy_s() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot, over all cores."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
@@ -119,25 +122,32 @@ def machine_busy_s() -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class CpuSample:
-    """CPU counters at one instant."""
+    """CPU counters at one instant: per process (the workers, and the PostgreSQL backends
+    serving them) and for the whole machine."""
 
     at: datetime
-    workers_s: float
-    postgres_s: float
+    workers: dict[int, float]
+    backends: dict[int, float]
     machine_busy_s: float
     machine_total_s: float
 
     @classmethod
-    def take(cls, pids: Sequence[int]) -> CpuSample:
+    def take(cls, worker_pids: Sequence[int], backend_pids: Sequence[int]) -> CpuSample:
         """Read the counters now."""
         busy, total = machine_busy_s()
         return cls(
             at=datetime.now(UTC),
-            workers_s=sum(process_cpu_s(pid) for pid in pids),
-            postgres_s=postgres_cpu_s(),
+            workers={pid: process_cpu_s(pid) for pid in worker_pids},
+            backends={pid: process_cpu_s(pid) for pid in backend_pids},
             machine_busy_s=busy,
             machine_total_s=total,
         )
+
+    @staticmethod
+    def used(before: dict[int, float], after: dict[int, float]) -> float:
+        """CPU seconds the processes alive at ``after`` used since ``before`` (one that started
+        in between counts from zero)."""
+        return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 # -- one schema, its seeds and its workers -------------------------------------------------------
@@ -204,6 +214,7 @@ class Fleet:
                 "PLAYLISTEVAL_CURATION__OFFLINE": "true",
                 "PLAYLISTEVAL_CURATION__OFFLINE_LATENCY_S": repr(latency),
                 "PLAYLISTEVAL_CURATION__CONCURRENCY": str(concurrency),
+                "PGAPPNAME": schema,  # libpq: marks the PostgreSQL backends serving them
             }
         )
         log_dir = root / "worker-logs"
@@ -329,10 +340,11 @@ class Figures:
     workers: int
     ideal_calls_per_s: float
     calls_per_s: float
+    little_calls_per_s: float
     seeds_per_s: float
-    window_s: float
     ramp_s: float
     worker_cpu_ms_per_call: float
+    postgres_cpu_ms_per_call: float
     worker_cores: float
     postgres_cores: float
     machine_busy: float  # fraction of all cores, any process
@@ -341,6 +353,16 @@ class Figures:
     def of_ideal(self) -> float:
         """Achieved over ideal."""
         return self.calls_per_s / self.ideal_calls_per_s
+
+
+def little_calls_per_s(store: EventStore, lo: datetime, hi: datetime) -> float:
+    """Calls/s by Little's law: mean calls in flight over ``[lo, hi)`` / mean call duration.
+    Unlike a count, it does not depend on where the bursts of a fixed latency fall."""
+    with store.engine.connect() as conn:
+        busy, duration = conn.execute(CALLS_IN_FLIGHT, {"lo": lo, "hi": hi}).one()
+    if not busy or not duration:
+        return 0.0
+    return float(busy) / (hi - lo).total_seconds() / float(duration)
 
 
 def count_events(store: EventStore, types: Sequence[str], lo: datetime, hi: datetime) -> int:
@@ -380,18 +402,18 @@ def measure(
             first = first_calls(store, fleet, workers)
             lo = max(first.values()) + _seconds(latency)
             hi = lo + _seconds(duration)
-            sample_lo = sample_hi = None
+            sample_lo: CpuSample | None = None
             while (now := datetime.now(UTC)) < hi:
                 fleet.check_alive()
                 if sample_lo is None and now >= lo:
-                    sample_lo = CpuSample.take(fleet.pids)
+                    sample_lo = take_sample(store, fleet, schema)
                 time.sleep(POLL_S)
-            sample_hi = CpuSample.take(fleet.pids)
-            if sample_lo is None:
-                sample_lo = sample_hi
+            sample_hi = take_sample(store, fleet, schema)
             fleet.stop()
         finally:
             fleet.kill()
+        if sample_lo is None:
+            raise BenchError(f"the window of {workers} workers passed unseen; lower the load")
         calls = count_events(store, ["CallRecorded"], lo, hi)
         finished = count_events(store, ["ItemAccepted", "SeedDiscarded"], lo, hi)
         sampled = (sample_hi.at - sample_lo.at).total_seconds()
@@ -403,24 +425,33 @@ def measure(
                 f"{workers} workers claimed every one of the {len(seeds)} seeds: the queue may "
                 "have run dry during the window; raise --seeds"
             )
-        if calls == 0 or sampled <= 0:
+        if calls == 0 or sampled_calls == 0:
             raise BenchError(f"{workers} workers recorded no call in the window; see their logs")
+        worker_s = CpuSample.used(sample_lo.workers, sample_hi.workers)
+        backend_s = CpuSample.used(sample_lo.backends, sample_hi.backends)
         busy = sample_hi.machine_busy_s - sample_lo.machine_busy_s
         total = sample_hi.machine_total_s - sample_lo.machine_total_s
         return Figures(
             workers=workers,
             ideal_calls_per_s=workers * concurrency / latency,
             calls_per_s=calls / duration,
+            little_calls_per_s=little_calls_per_s(store, lo, hi),
             seeds_per_s=finished / duration,
-            window_s=duration,
             ramp_s=(lo - started).total_seconds(),
-            worker_cpu_ms_per_call=1e3
-            * (sample_hi.workers_s - sample_lo.workers_s)
-            / max(sampled_calls, 1),
-            worker_cores=(sample_hi.workers_s - sample_lo.workers_s) / sampled,
-            postgres_cores=(sample_hi.postgres_s - sample_lo.postgres_s) / sampled,
+            worker_cpu_ms_per_call=1e3 * worker_s / sampled_calls,
+            postgres_cpu_ms_per_call=1e3 * backend_s / sampled_calls,
+            worker_cores=worker_s / sampled,
+            postgres_cores=backend_s / sampled,
             machine_busy=busy / total if total > 0 else 0.0,
         )
+
+
+def take_sample(store: EventStore, fleet: Fleet, schema: str) -> CpuSample:
+    """The CPU counters of the workers and of the PostgreSQL backends serving them (their
+    connections carry the schema's name as application name)."""
+    with store.engine.connect() as conn:
+        backends = conn.execute(BACKENDS_OF, {"name": schema}).scalars().all()
+    return CpuSample.take(fleet.pids, [int(pid) for pid in backends])
 
 
 def _seconds(s: float) -> timedelta:
@@ -489,27 +520,50 @@ def run(
 def report(results: Sequence[Figures], *, latency: float, concurrency: int) -> None:
     """The table, the ratios to one worker and whether the target was reached."""
     cores = os.cpu_count() or 1
-    header = (
-        f"{'workers':>7} {'calls/s':>8} {'ideal':>7} {'/ideal':>7} {'ratio':>6} {'seeds/s':>8} "
-        f"{'CPU ms/call':>11} {'worker cores':>12} {'postgres cores':>14} {'machine busy':>12}"
-    )
+    columns = [
+        ("workers", 7),
+        ("calls/s", 8),
+        ("Little", 6),
+        ("ideal", 7),
+        ("/ideal", 6),
+        ("ratio", 6),
+        ("seeds/s", 7),
+        ("worker ms/call", 14),
+        ("pg ms/call", 10),
+        ("worker cores", 12),
+        ("pg cores", 8),
+        ("machine busy", 12),
+    ]
     print(f"\nlatency {latency:g} s, {concurrency} seeds in flight per worker, {cores} cores")
-    print(header)
+    print(" ".join(f"{name:>{width}}" for name, width in columns))
     base = next((f for f in results if f.workers == 1), None)
     for f in results:
-        to_one = f"{f.calls_per_s / base.calls_per_s:6.2f}" if base else f"{'—':>6}"
-        print(
-            f"{f.workers:>7} {f.calls_per_s:8.2f} {f.ideal_calls_per_s:7.2f} {f.of_ideal:7.2f} "
-            f"{to_one} {f.seeds_per_s:8.2f} {f.worker_cpu_ms_per_call:11.1f} "
-            f"{f.worker_cores:12.2f} {f.postgres_cores:14.2f} {f.machine_busy:11.0%}"
-        )
+        values = [
+            f"{f.workers}",
+            f"{f.calls_per_s:.2f}",
+            f"{f.little_calls_per_s:.2f}",
+            f"{f.ideal_calls_per_s:.2f}",
+            f"{f.of_ideal:.2f}",
+            f"{f.calls_per_s / base.calls_per_s:.2f}" if base else "—",
+            f"{f.seeds_per_s:.2f}",
+            f"{f.worker_cpu_ms_per_call:.1f}",
+            f"{f.postgres_cpu_ms_per_call:.1f}",
+            f"{f.worker_cores:.2f}",
+            f"{f.postgres_cores:.2f}",
+            f"{f.machine_busy:.0%}",
+        ]
+        print(" ".join(f"{v:>{width}}" for v, (_, width) in zip(values, columns, strict=True)))
     four = next((f for f in results if f.workers == 4), None)
     if base is None or four is None:
         print("\nno ratio at 4 workers (measure 1 and 4 for the target)")
         return
     ratio = four.calls_per_s / base.calls_per_s
     reached = "reached" if ratio >= TARGET else "NOT reached"
-    print(f"\nthroughput(4) / throughput(1) = {ratio:.2f}: target ≥ {TARGET} {reached}")
+    little = four.little_calls_per_s / base.little_calls_per_s if base.little_calls_per_s else 0.0
+    print(
+        f"\nthroughput(4) / throughput(1) = {ratio:.2f}: target ≥ {TARGET} {reached} "
+        f"(by Little's law: {little:.2f})"
+    )
     print(
         f"4 workers used {four.worker_cores:.2f} of the {cores} cores "
         f"({four.worker_cores / cores:.0%}); PostgreSQL {four.postgres_cores:.2f}; "
@@ -521,7 +575,7 @@ def main() -> None:
     """Print the machine, each worker count's figures and the ratios to one worker."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
-    parser.add_argument("--latency", type=float, default=1.5, help="seconds per simulated call")
+    parser.add_argument("--latency", type=float, default=2.0, help="seconds per simulated call")
     parser.add_argument("--concurrency", type=int, default=8, help="seeds in flight per worker")
     parser.add_argument("--duration", type=float, default=30.0, help="measured window (s)")
     parser.add_argument("--seeds", type=int, default=600, help="seeds queued per worker count")

@@ -3,7 +3,8 @@
 Every ``daemon.tick_s`` it reads the playlists file again when it changed (and picks up videos
 that ``playlisteval add`` put in the catalogue), downloads and probes what is new, queues each
 ready video as an indexing job, computes seeds once the indexing jobs are done, opens a run over
-the seeds that were never queued, and exports the newest finished run's benchmark on schedule.
+at most ``daemon.max_seeds_per_run`` seeds that were never queued (once the previous run's seeds
+are all claimed), and exports the newest finished run's benchmark on schedule.
 The work itself (indexing jobs and seeds) is claimed from the shared queue by the daemon's own
 worker (``daemon.work``) and by any number of ``playlisteval worker`` processes.
 
@@ -255,7 +256,10 @@ class Daemon:
     def _runs(self, summary: TickSummary) -> None:
         app = self.app
         queue = app.queue()
-        queued = {item.id for item in queue.items(kind=SEED)}
+        items = queue.items(kind=SEED)
+        if any(item.state in ("queued", "leased") for item in items):
+            return  # one run at a time: the next opens once this one's seeds are all claimed
+        queued = {item.id for item in items}
         fresh = [s for s in app.catalog.seeds() if f"{SEED}:{s.id}" not in queued]
         if not fresh:
             return

@@ -1,0 +1,333 @@
+"""The curator daemon as its users run it: ``playlisteval serve`` processes, signals, restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.fleet import start_run
+from playlisteval.app import App, curation_config
+from playlisteval.settings import SETTINGS_FILE, load_settings
+from store.eventstore import StoredEvent, open_event_store
+from tests.test_fleet import many_seeds
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def configure(home: Path, text: str) -> None:
+    """Append TOML to the workspace's settings."""
+    settings = home / SETTINGS_FILE
+    settings.write_text((settings.read_text() if settings.exists() else "") + "\n" + text)
+
+
+def serve(home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A ``playlisteval serve`` process."""
+    env = {**os.environ, "PLAYLISTEVAL_HOME": str(home), "PLAYLISTEVAL_LOG_LEVEL": "info"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "playlisteval", "serve", "--home", str(home), *args],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
+    """Poll ``check`` until it holds; fail with the daemon's log tail otherwise."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s; log:\n{log.read_text()[-4000:]}")
+        time.sleep(0.25)
+
+
+def stop(process: subprocess.Popen[bytes], log: Path) -> None:
+    """SIGTERM, then the process must end by itself, cleanly."""
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=120)
+    assert code == 0, log.read_text()[-4000:]
+
+
+def events_of(home: Path) -> list[StoredEvent]:
+    """The workspace's whole log (SQLite, the single-machine default)."""
+    store = open_event_store(home / "playlisteval.db")
+    try:
+        return store.read_all()
+    finally:
+        store.close()
+
+
+def has_event(home: Path, type_: str) -> bool:
+    """Whether the workspace's log holds an event of this type yet."""
+    if not (home / "playlisteval.db").exists():
+        return False
+    store = open_event_store(home / "playlisteval.db")
+    try:
+        return bool(store.read_all(types=[type_], limit=1))
+    finally:
+        store.close()
+
+
+def final_state(home: Path) -> dict[str, Any]:
+    """Per seed: how it ended, what was accepted, and what it paid — run ids aside."""
+    seeds: dict[str, dict[str, Any]] = {}
+    for stored in events_of(home):
+        if not stored.stream.startswith("seed-"):
+            continue
+        data = stored.data
+        seed = seeds.setdefault(
+            stored.stream.rsplit("-seed-", 1)[-1],
+            {"status": "new", "paid_micros": 0, "item": None, "calls": 0},
+        )
+        if stored.type == "ItemAccepted":
+            seed["status"], seed["item"] = "accepted", (data["qa"], data["distractors"])
+        elif stored.type == "SeedDiscarded":
+            seed["status"] = "discarded"
+        elif stored.type == "CallRecorded" and not data["replayed"]:
+            seed["paid_micros"] += data["cost_micros"]
+            seed["calls"] += 1
+        elif stored.type == "CallFailed":
+            seed["paid_micros"] += data["charged_micros"]
+    return seeds
+
+
+def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
+    demo_playlist: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    configure(
+        home,
+        "[index]\nsegment_min_minutes = 1.0\nsegment_target_minutes = 1.0\n"
+        "segment_max_minutes = 2.0\n"
+        f'[daemon]\nplaylists_file = "{demo_playlist}"\ntick_s = 0.5\nmax_seeds_per_run = 6\n'
+        f"export_every_s = 1\nmetrics_port = {port}\n"
+        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\n",
+    )
+    log = tmp_path / "serve.log"
+    process = serve(home, log)
+    exports = home / "exports" / "daemon"
+    try:
+        wait_for(
+            lambda: exports.exists() and any(exports.glob("*/benchmark.json")),
+            600,
+            "no scheduled export",
+            log,
+        )
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        stop(process, log)
+
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok"
+    with App(load_settings(home)) as app:
+        index_items = app.queue().items(kind="index")
+        seed_items = app.queue().items(kind="seed")
+        videos = app.catalog.videos()
+        # Every video of the playlists file went through an indexing job of the queue.
+        indexed = {v.id for v in videos if v.status == "indexed"}
+        assert indexed
+        assert {i.id.removeprefix("index:") for i in index_items} >= indexed
+        assert all(i.state == "done" for i in index_items)
+        # Runs of at most six seeds, one at a time, each seed queued once; the first run's
+        # benchmark exported.
+        log_events = app.events.read_all()
+    finished = [s.data["run_id"] for s in log_events if s.type == "RunFinished"]
+    first = finished[0]
+    by_run = Counter(i.run_id for i in seed_items)
+    assert 0 < by_run[first] <= 6
+    assert all(n <= 6 for n in by_run.values())
+    assert all(i.state == "done" for i in seed_items if i.run_id == first)
+    assert len({i.id for i in seed_items}) == len(seed_items)
+    assert (exports / first / "pairs.jsonl").exists()
+    state = json.loads((home / "daemon.json").read_text())
+    assert state["exported_runs"] == [first]
+    families = {f.name: f for f in text_string_to_metric_families(metrics)}
+    seq = int(families["playlisteval_log_seq"].samples[0].value)
+    seeds_gauge = {s.labels["state"]: s.value for s in families["playlisteval_seeds"].samples}
+    accepted = sum(1 for s in log_events if s.type == "ItemAccepted" and s.seq <= seq)
+    assert seeds_gauge["accepted"] == accepted
+
+
+def test_sigterm_mid_curation_then_restart_ends_as_an_uninterrupted_run(
+    workspace: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    settings = (
+        "[daemon]\ntick_s = 0.5\nmax_seeds_per_run = 12\nexport_every_s = 0\nmetrics_port = 0\n"
+        "[curation]\nconcurrency = 4\noffline_latency_s = 0.2\n"
+        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\nshutdown_grace_s = 60\n"
+    )
+    # Twelve active seeds, already computed (as a daemon that seeded earlier leaves them).
+    with App(load_settings(workspace)) as app:
+        app.catalog.replace_seeds(app.catalog.seeds()[:12])
+        indexed = sorted(v.id for v in app.catalog.videos(statuses=["indexed"]))
+    (workspace / "daemon.json").write_text(json.dumps({"seeded_videos": indexed}))
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    shutil.copytree(workspace, straight)
+    shutil.copytree(workspace, interrupted)
+    for home in (straight, interrupted):
+        configure(home, settings)
+
+    log = tmp_path / "straight.log"
+    process = serve(straight, log)
+    try:
+        wait_for(lambda: has_event(straight, "RunFinished"), 600, "no finished run", log)
+    finally:
+        stop(process, log)
+
+    log = tmp_path / "interrupted.log"
+    process = serve(interrupted, log)
+    try:
+        wait_for(
+            lambda: (
+                sum(s.type == "ItemAccepted" for s in events_of(interrupted)) >= 3
+                if has_event(interrupted, "ItemAccepted")
+                else False
+            ),
+            600,
+            "no seed accepted",
+            log,
+        )
+    finally:
+        stop(process, log)
+    at_stop = events_of(interrupted)
+    assert not any(s.type == "RunFinished" for s in at_stop), "SIGTERM came too late to test"
+    # Graceful: the calls in flight finished (none interrupted, no reservation left open), and
+    # the seeds' leases went back to the queue.
+    reserved = {s.data["call_id"] for s in at_stop if s.type == "CallReserved"}
+    settled = {s.data["call_id"] for s in at_stop if s.type in ("CallRecorded", "CallFailed")}
+    assert reserved == settled
+    with App(load_settings(interrupted)) as app:
+        leased = [i for i in app.queue().items() if i.state == "leased"]
+        assert leased == []
+        assert any(i.state == "queued" for i in app.queue().items(kind="seed"))
+
+    process = serve(interrupted, log)
+    try:
+        wait_for(lambda: has_event(interrupted, "RunFinished"), 600, "no finished run", log)
+    finally:
+        stop(process, log)
+
+    expected, got = final_state(straight), final_state(interrupted)
+    assert len(expected) == 12
+    assert Counter(s["status"] for s in got.values()) == Counter(
+        s["status"] for s in expected.values()
+    )
+    # Seed by seed: the same outcome, the same accepted item, the same calls paid for.
+    assert got == expected
+
+
+@pytest.mark.timeout(900)
+def test_a_bounded_soak_keeps_memory_flat_and_metrics_equal_to_the_log(
+    workspace: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    configure(
+        workspace,
+        f"[daemon]\ntick_s = 1.0\nexport_every_s = 0\nmetrics_port = {port}\n"
+        "[curation]\nconcurrency = 8\noffline_latency_s = 0.05\n"
+        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\n",
+    )
+    with App(load_settings(workspace)) as app:
+        app.set_budget_caps()
+        start_run(
+            app.events,
+            app.queue(),
+            "soak",
+            many_seeds(app, 400),
+            budget_micros=None,
+            per_seed_micros=None,
+            config=curation_config(app.settings),
+        )
+    log = tmp_path / "soak.log"
+    process = serve(workspace, log, "--stop-after", "75")
+    url = f"http://127.0.0.1:{port}"
+    samples: list[tuple[float, int, list[Any]]] = []
+    try:
+        wait_for(lambda: _answers(f"{url}/healthz"), 120, "no health endpoint", log)
+        started = time.monotonic()
+        while process.poll() is None and time.monotonic() - started < 70:
+            try:
+                health = httpx.get(f"{url}/healthz", timeout=10).json()
+                scrape = httpx.get(f"{url}/metrics", timeout=10).text
+            except httpx.HTTPError:
+                break
+            families = list(text_string_to_metric_families(scrape))
+            samples.append((time.monotonic() - started, int(health["rss_bytes"]), families))
+            time.sleep(5)
+        code = process.wait(timeout=180)  # it stops by itself (--stop-after)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, log.read_text()[-4000:]
+    assert len(samples) >= 8
+
+    # Memory: after the first 20 s of warm-up (models, clip caches), resident memory stays flat.
+    warm = [rss for t, rss, _ in samples if t >= 20]
+    first, last = warm[0], warm[-1]
+    print(f"soak RSS: {first / 2**20:.1f} MiB at 20 s, {last / 2**20:.1f} MiB at the end")
+    assert last <= first * 1.25 + 16 * 2**20
+
+    # Metrics: every scrape equals a count of the log up to the seq the scrape reports.
+    store = open_event_store(workspace / "playlisteval.db")
+    everything = store.read_all()
+    store.close()
+    checked = 0
+    for _, _, families in samples:
+        by_name = {f.name: f for f in families}
+        seq = int(by_name["playlisteval_log_seq"].samples[0].value)
+        upto = [s for s in everything if s.seq <= seq]
+        calls = Counter(
+            s.data["model"] for s in upto if s.type == "CallRecorded" and not s.data["replayed"]
+        )
+        scraped: Counter[str] = Counter()
+        for sample in by_name["playlisteval_calls"].samples:
+            if sample.labels["outcome"] == "recorded" and sample.name.endswith("_total"):
+                scraped[sample.labels["model"]] += int(sample.value)
+        assert scraped == calls
+        paid = sum(
+            s.data["cost_micros"]
+            for s in upto
+            if s.type == "CallRecorded" and not s.data["replayed"]
+        ) + sum(s.data["charged_micros"] for s in upto if s.type == "CallFailed")
+        spend = sum(
+            sample.value
+            for sample in by_name["playlisteval_spend_usd"].samples
+            if sample.name.endswith("_total")
+        )
+        assert spend == pytest.approx(paid / 1e6, abs=1e-6)
+        accepted = {s.stream for s in upto if s.type == "ItemAccepted"}
+        seeds = {s.labels["state"]: s.value for s in by_name["playlisteval_seeds"].samples}
+        assert seeds.get("accepted", 0) == len(accepted)
+        checked += 1
+    assert checked == len(samples)
+    assert len({s.stream for s in everything if s.type == "ItemAccepted"}) > 20
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code in (200, 503)
+    except httpx.HTTPError:
+        return False
