@@ -303,7 +303,7 @@ def bench_overhead(
     recorder = CallRecorder(budget=Budget(10**15), prices=app.prices(), offline=True)
     runner = ModelRunner(recorder=recorder, model_for=lambda _: model)
 
-    def append(event: Event) -> None:
+    async def append(event: Event) -> None:
         store.append(stream, [event])
 
     call = SeedCall(seed_id=seed.id, evidence=evidence, append=append)

@@ -10,9 +10,11 @@ latency-bound stand-in for a live provider).
 Throughput is read from the event store itself: CallRecorded events per second by their
 ``recorded_at``, in a steady window that starts one latency period after the last worker to
 start recorded its first call (ramp-up excluded) and lasts ``--duration`` seconds. Beside it:
-seeds finished (accepted or discarded) per second in the same window, the worker processes' CPU
-per call and the cores they, PostgreSQL and the whole machine used (``/proc``, sampled at the
-window's ends), and the ideal, ``n × concurrency / latency`` calls/s.
+the same by Little's law (mean calls in flight over mean call duration, which does not depend
+on where the bursts of a fixed latency fall), seeds finished (accepted or discarded) per second
+in the same window, the CPU per call and the cores used by the worker processes, by the
+PostgreSQL backends serving them and by the whole machine (``/proc``, sampled at the window's
+ends), and the ideal, ``n × concurrency / latency`` calls/s.
 
 Baseline: one worker, measured in the same run. Target: throughput(4) / throughput(1) ≥ 3.2.
 Before the timed runs one warm pass (one worker, no latency, one seed per distinct segment
