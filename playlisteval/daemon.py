@@ -29,7 +29,15 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from agents.fleet import INDEX, SEED, FleetWorker, WorkerReport, index_item, start_run
+from agents.fleet import (
+    INDEX,
+    SEED,
+    FleetWorker,
+    WorkerReport,
+    index_item,
+    release_free_memory,
+    start_run,
+)
 from playlisteval import runs
 from playlisteval.app import App, curation_config
 from playlisteval.metrics import LogMetrics, MetricsServer, daemon_registry
@@ -204,6 +212,7 @@ class Daemon:
             logger.warning("scheduled_export_failed", error=str(exc))
             summary.errors.append(f"export: {exc}")
         self._save_state()
+        release_free_memory()
         if summary.run_started or summary.index_jobs_queued or summary.exported:
             logger.info("tick", **{k: v for k, v in asdict(summary).items() if v})
         return summary

@@ -251,51 +251,65 @@ def test_a_bounded_soak_keeps_memory_flat_and_metrics_equal_to_the_log(
     )
     with App(load_settings(workspace)) as app:
         app.set_budget_caps()
+        # New seeds all the time (every one a new stream, new recorder and budget entries),
+        # over a few segment pairs so that the offline provider's clip caches fill early.
         start_run(
             app.events,
             app.queue(),
             "soak",
-            many_seeds(app, 400),
+            many_seeds(app, 1000, pairs_limit=6),
             budget_micros=None,
             per_seed_micros=None,
             config=curation_config(app.settings),
         )
     log = tmp_path / "soak.log"
-    process = serve(workspace, log, "--stop-after", "75")
+    process = serve(workspace, log, "--stop-after", "100")
     url = f"http://127.0.0.1:{port}"
-    samples: list[tuple[float, int, list[Any]]] = []
+    # (seconds since start, seeds accepted or discarded, resident bytes, the scrape)
+    samples: list[tuple[float, float, int, list[Any]]] = []
     try:
         wait_for(lambda: _answers(f"{url}/healthz"), 120, "no health endpoint", log)
         started = time.monotonic()
-        while process.poll() is None and time.monotonic() - started < 70:
+        while process.poll() is None:
             try:
                 health = httpx.get(f"{url}/healthz", timeout=10).json()
                 scrape = httpx.get(f"{url}/metrics", timeout=10).text
             except httpx.HTTPError:
-                break
+                break  # it is stopping (--stop-after)
             families = list(text_string_to_metric_families(scrape))
-            samples.append((time.monotonic() - started, int(health["rss_bytes"]), families))
-            time.sleep(5)
-        code = process.wait(timeout=180)  # it stops by itself (--stop-after)
+            seeds = {
+                s.labels["state"]: s.value
+                for f in families
+                if f.name == "playlisteval_seeds"
+                for s in f.samples
+            }
+            ended = seeds.get("accepted", 0) + seeds.get("discarded", 0)
+            samples.append((time.monotonic() - started, ended, int(health["rss_bytes"]), families))
+            time.sleep(3)
+        code = process.wait(timeout=180)  # it stops by itself
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert code == 0, log.read_text()[-4000:]
-    assert len(samples) >= 8
 
-    # Memory: after the first 20 s of warm-up (models, clip caches), resident memory stays flat.
-    warm = [rss for t, rss, _ in samples if t >= 20]
-    first, last = warm[0], warm[-1]
-    print(f"soak RSS: {first / 2**20:.1f} MiB at 20 s, {last / 2**20:.1f} MiB at the end")
-    assert last <= first * 1.25 + 16 * 2**20
+    # Memory: once 30 seeds have ended (the clip caches are full), resident memory stays flat
+    # for the rest of the soak while well over a hundred more seeds come and go.
+    warm = [(ended, rss) for _, ended, rss, _ in samples if ended >= 30]
+    assert len(warm) >= 10, f"the soak did too little: {[s[:3] for s in samples]}"
+    (first_seeds, first), (last_seeds, last) = warm[0], warm[-1]
+    print(
+        f"soak RSS: {first / 2**20:.1f} MiB after {first_seeds:.0f} seeds, "
+        f"{last / 2**20:.1f} MiB after {last_seeds:.0f} seeds"
+    )
+    assert last_seeds - first_seeds >= 60
+    assert last <= first + max(64 * 2**20, first * 0.15)
 
     # Metrics: every scrape equals a count of the log up to the seq the scrape reports.
     store = open_event_store(workspace / "playlisteval.db")
     everything = store.read_all()
     store.close()
-    checked = 0
-    for _, _, families in samples:
+    for _, _, _, families in samples:
         by_name = {f.name: f for f in families}
         seq = int(by_name["playlisteval_log_seq"].samples[0].value)
         upto = [s for s in everything if s.seq <= seq]
@@ -321,9 +335,6 @@ def test_a_bounded_soak_keeps_memory_flat_and_metrics_equal_to_the_log(
         accepted = {s.stream for s in upto if s.type == "ItemAccepted"}
         seeds = {s.labels["state"]: s.value for s in by_name["playlisteval_seeds"].samples}
         assert seeds.get("accepted", 0) == len(accepted)
-        checked += 1
-    assert checked == len(samples)
-    assert len({s.stream for s in everything if s.type == "ItemAccepted"}) > 20
 
 
 def _answers(url: str) -> bool:

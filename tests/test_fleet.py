@@ -60,14 +60,15 @@ def fleet_home(workspace: Path, schema: str, *, cap_usd: float | None, latency: 
     return workspace
 
 
-def many_seeds(app: App, count: int) -> list[SeedRow]:
-    """``count`` distinct seeds over the demo's segment pairs (same domain, two videos)."""
+def many_seeds(app: App, count: int, pairs_limit: int | None = None) -> list[SeedRow]:
+    """``count`` distinct seeds over the demo's segment pairs (same domain, two videos), cycling
+    over the first ``pairs_limit`` pairs when given."""
     segments = sorted(app.catalog.segments(), key=lambda s: s.id)
     pairs = [
         (a, b)
         for a, b in itertools.combinations(segments, 2)
         if a.domain == b.domain and a.video_id != b.video_id
-    ]
+    ][:pairs_limit]
     return [
         SeedRow(id=f"fleet-{n:04d}", domain=a.domain, segment_a=a.id, segment_b=b.id, cosine=0.5)
         for n, (a, b) in zip(range(count), itertools.cycle(pairs), strict=False)
