@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -49,7 +50,17 @@ from policies.budget import SharedBudget
 from store.catalog import SeedRow
 from store.coordination import BudgetAccounts, Lease, WorkItem, WorkQueue
 from store.errors import StoreConflict
-from store.events import AnyEvent, RunFinished, RunStarted, run_stream, seed_stream
+from store.events import (
+    AnyEvent,
+    ItemAccepted,
+    RunFinished,
+    RunStarted,
+    SeedDiscarded,
+    SeedStarted,
+    SeedStopped,
+    run_stream,
+    seed_stream,
+)
 
 logger = structlog.get_logger("playlisteval.fleet")
 
@@ -488,23 +499,23 @@ class FleetWorker(Curator):
             (s.stream[len(prefix) :], s.event()) for s in self.store.read_all(stream_prefix=prefix)
         ]
         spent = ledger(events)
-        last: dict[str, str] = {}
+        last: dict[str, AnyEvent] = {}
         for seed_id, event in events:
-            kind = type(event).__name__
-            if kind in ("ItemAccepted", "SeedDiscarded", "SeedStopped", "SeedStarted"):
-                last[seed_id] = kind
-        counts = {k: sum(1 for v in last.values() if v == k) for k in set(last.values())}
-        stopped = counts.get("SeedStopped", 0)
+            if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped | SeedStarted):
+                last[seed_id] = event
+        counts = Counter(type(event).__name__ for event in last.values())
+        stopped = counts["SeedStopped"]
+        budget = any(isinstance(e, SeedStopped) and e.reason == "budget" for e in last.values())
         try:
             self.store.append(
                 stream,
                 [
                     RunFinished(
                         run_id=run_id,
-                        outcome="completed" if not stopped else "budget",
+                        outcome="budget" if budget else "completed",
                         spent_micros=spent.spent_micros,
-                        accepted=counts.get("ItemAccepted", 0),
-                        discarded=counts.get("SeedDiscarded", 0),
+                        accepted=counts["ItemAccepted"],
+                        discarded=counts["SeedDiscarded"],
                         stopped=stopped,
                     )
                 ],

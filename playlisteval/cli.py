@@ -1002,8 +1002,6 @@ def enqueue(
     home: HomeOption = None,
 ) -> None:
     """Open a run over the active seeds never queued before, for `playlisteval worker`s."""
-    from playlisteval.daemon import Daemon
-
     with _open(home) as app_:
         queued = {item.id for item in app_.queue().items(kind="seed")}
         fresh = [s for s in app_.catalog.seeds() if f"seed:{s.id}" not in queued]
@@ -1016,7 +1014,7 @@ def enqueue(
         chosen = runs.spread_by_domain(fresh, max_seeds or app_.settings.curation.max_seeds)
         run_id = runs.new_run_id(salt=str(app_.workspace.root))
         app_.set_budget_caps()
-        count = Daemon(app_, work=False, metrics_port=0).open_run(run_id, chosen)
+        count = runs.queue_run(app_, run_id, chosen)
         console.print(f"run {run_id}: {count} seeds queued; start `playlisteval worker`s")
 
 

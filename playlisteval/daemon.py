@@ -36,14 +36,13 @@ from agents.fleet import (
     WorkerReport,
     index_item,
     release_free_memory,
-    start_run,
 )
 from playlisteval import runs
-from playlisteval.app import App, curation_config
+from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, MetricsServer, daemon_registry
 from store.catalog import INDEXED, READY, SeedRow
 from store.errors import PlaylistEvalError
-from store.events import RunFinished, run_stream, usd_to_micros
+from store.events import RunFinished, run_stream
 from tools.indexer import Indexer
 
 logger = structlog.get_logger("playlisteval.daemon")
@@ -279,22 +278,7 @@ class Daemon:
 
     def open_run(self, run_id: str, seeds: list[SeedRow]) -> int:
         """Open a run over ``seeds`` and queue them."""
-        app = self.app
-        budget = app.settings.budget
-        return start_run(
-            app.events,
-            app.queue(),
-            run_id,
-            seeds,
-            budget_micros=None if budget.cap_usd is None else usd_to_micros(budget.cap_usd),
-            per_seed_micros=None
-            if budget.per_seed_usd is None
-            else usd_to_micros(budget.per_seed_usd),
-            config=curation_config(app.settings, self.concurrency),
-            settings=app.settings.model_dump(
-                mode="json", include={"generation", "models", "index"}
-            ),
-        )
+        return runs.queue_run(self.app, run_id, seeds, concurrency=self.concurrency)
 
     def _export(self, summary: TickSummary) -> None:
         settings = self.app.settings.daemon

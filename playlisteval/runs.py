@@ -18,6 +18,7 @@ from agents.curation import CurationProgress, Curator, RunReport, ledger
 from agents.recorded import NoCallModel, Pricing, RecordedCalls
 from playlisteval.app import (
     App,
+    curation_config,
     model_factory,
     offline_models,
     secret_values_of,
@@ -126,6 +127,27 @@ def curate(
         lambda: curator.curate(
             run_id, seeds, budget_micros=cap, per_seed_micros=per_seed, settings=settings
         )
+    )
+
+
+def queue_run(
+    app: App, run_id: str, seeds: Sequence[SeedRow], *, concurrency: int | None = None
+) -> int:
+    """Open run ``run_id`` over ``seeds`` for the fleet: its RunStarted in the log, its seeds in
+    the shared queue (a seed queued before, in any run, is not queued again). Returns how many
+    were queued."""
+    from agents.fleet import start_run
+
+    budget = app.settings.budget
+    return start_run(
+        app.events,
+        app.queue(),
+        run_id,
+        seeds,
+        budget_micros=None if budget.cap_usd is None else usd_to_micros(budget.cap_usd),
+        per_seed_micros=None if budget.per_seed_usd is None else usd_to_micros(budget.per_seed_usd),
+        config=curation_config(app.settings, concurrency),
+        settings=app.settings.model_dump(mode="json", include={"generation", "models", "index"}),
     )
 
 
