@@ -204,6 +204,15 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     return calls, consumed
 
 
+def resume_seed(recorder: CallRecorder, seed_id: str, history: Sequence[AnyEvent]) -> None:
+    """Fold a seed's log into ``recorder``: its call ids go on, the calls recorded for a request
+    whose reply never came are served again, batch jobs it submitted are collected."""
+    calls, consumed = _consumed_calls(history)
+    recorder.reset_seed(seed_id, calls, consumed, history)
+    for key, waiting in _pending_batches(history).items():
+        recorder.pending_batches[(seed_id, key)] = waiting
+
+
 def _pending_batches(events: Sequence[AnyEvent]) -> dict[str, tuple[str, dict[str, Any], str]]:
     """Calls submitted in a batch job whose answer the log does not hold yet, by request key."""
     pending: dict[str, tuple[str, dict[str, Any], str]] = {}
@@ -381,6 +390,31 @@ class Curator:
         if self.progress is not None and self._budget is not None:
             self.progress.event(stream, event, self._budget)
 
+    def _machinery(
+        self, budget: Budget, recorded: RecordedCalls, mode: Mode
+    ) -> tuple[CallRecorder, Bus]:
+        """The recorder every call of this shell goes through, and the bus to its agents (a
+        generator and a verifier worker per seed in flight)."""
+        recorder = CallRecorder(
+            budget=budget,
+            prices=self.prices,
+            recorded=recorded,
+            mode=mode,
+            offline=self.config.offline,
+            traffic=self.traffic,
+            pricing=self.pricing,
+            sleep=self.sleep,
+            batcher=self.batcher,
+        )
+        runner = ModelRunner(recorder=recorder, model_for=self.model_for)
+        generator = GeneratorAgent(runner, self.config.models, self.config.limits)
+        verifier = VerifierAgent(runner, self.config.models, self.config.limits)
+        slots = max(self.config.concurrency, 1)
+        bus = Bus(append=self._append, inbox_size=slots)
+        bus.register("generator", generator.handle, workers=slots)
+        bus.register("verifier", verifier.handle, workers=slots)
+        return recorder, bus
+
     # -- a run ----------------------------------------------------------------------------------
 
     def _run_log(self, run_id: str) -> list[tuple[str, StoredEvent]]:
@@ -456,33 +490,13 @@ class Curator:
             seed_spent=spent.per_seed,
         )
         self._budget = budget
-        recorder = CallRecorder(
-            budget=budget,
-            prices=self.prices,
-            recorded=index,
-            mode=mode,
-            offline=self.config.offline,
-            traffic=self.traffic,
-            pricing=self.pricing,
-            sleep=self.sleep,
-            batcher=self.batcher,
-        )
+        recorder, bus = self._machinery(budget, index, mode)
         by_seed: dict[str, list[AnyEvent]] = {}
         for seed_id, event in events:
             by_seed.setdefault(seed_id, []).append(event)
         for seed_id, seed_events in by_seed.items():
-            calls, consumed = _consumed_calls(seed_events)
-            recorder.reset_seed(seed_id, calls, consumed, seed_events)
-            for key, waiting in _pending_batches(seed_events).items():
-                recorder.pending_batches[(seed_id, key)] = waiting
-
-        runner = ModelRunner(recorder=recorder, model_for=self.model_for)
-        generator = GeneratorAgent(runner, self.config.models, self.config.limits)
-        verifier = VerifierAgent(runner, self.config.models, self.config.limits)
-        bus = Bus(append=self._append, inbox_size=max(self.config.concurrency, 1))
+            resume_seed(recorder, seed_id, seed_events)
         workers = max(self.config.concurrency, 1)
-        bus.register("generator", generator.handle, workers=workers)
-        bus.register("verifier", verifier.handle, workers=workers)
         limiter = anyio.CapacityLimiter(workers)
         report = RunReport(run_id=run_id, outcome="completed", spent_micros=0)
 

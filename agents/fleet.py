@@ -40,12 +40,10 @@ from agents.curation import (
     Curator,
     GroupCommit,
     RunReport,
-    _consumed_calls,
-    _pending_batches,
     ledger,
+    resume_seed,
 )
 from agents.recorded import CallRecorder, RecordedCalls
-from agents.workers import GeneratorAgent, ModelRunner, VerifierAgent
 from policies.budget import SharedBudget
 from store.catalog import SeedRow
 from store.coordination import BudgetAccounts, Lease, WorkItem, WorkQueue
@@ -205,24 +203,8 @@ class FleetWorker(Curator):
             owner=fleet.owner,
         )
         self._budget = budget
-        recorder = CallRecorder(
-            budget=budget,
-            prices=self.prices,
-            recorded=RecordedCalls(),
-            mode="live",
-            offline=self.config.offline,
-            traffic=self.traffic,
-            pricing=self.pricing,
-            sleep=self.sleep,
-            batcher=self.batcher,
-        )
-        runner = ModelRunner(recorder=recorder, model_for=self.model_for)
-        generator = GeneratorAgent(runner, self.config.models, self.config.limits)
-        verifier = VerifierAgent(runner, self.config.models, self.config.limits)
+        recorder, bus = self._machinery(budget, RecordedCalls(), "live")
         slots = max(self.config.concurrency, 1)
-        bus = Bus(append=self._append, inbox_size=slots)
-        bus.register("generator", generator.handle, workers=slots)
-        bus.register("verifier", verifier.handle, workers=slots)
         stopping = False
         self.pause_requested = lambda: stopping
         self._writer = writer = GroupCommit(self.store, self._committed)
@@ -425,10 +407,7 @@ class FleetWorker(Curator):
     def _prepare(self, recorder: CallRecorder, seed_id: str, history: Sequence[AnyEvent]) -> None:
         """Fold a claimed seed's log into the shared recorder and budget."""
         recorder.recorded.add(history)
-        calls, consumed = _consumed_calls(history)
-        recorder.reset_seed(seed_id, calls, consumed, history)
-        for key, waiting in _pending_batches(history).items():
-            recorder.pending_batches[(seed_id, key)] = waiting
+        resume_seed(recorder, seed_id, history)
         spent = ledger((seed_id, event) for event in history)
         assert isinstance(recorder.budget, SharedBudget)
         recorder.budget.restore_seed(seed_id, spent.spent_micros)

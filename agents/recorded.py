@@ -335,6 +335,7 @@ class _Call:
     key: str
     shape: CallShape
     call_id: str = ""
+    in_batch: bool = False  # submitted in a batch job (CallBatched is in the log)
 
     def fields(self) -> dict[str, Any]:
         """What every event about this call says about it."""
@@ -612,6 +613,7 @@ class CallRecorder:
         assert self.batcher is not None
 
         async def submitted(batch: Batch) -> None:
+            call.in_batch = True
             await call.append(
                 CallBatched(**call.fields(), custom_id=call.call_id, batch=batch_to_json(batch))
             )
@@ -625,11 +627,14 @@ class CallRecorder:
         try:
             response, attempts = await self._attempts(call)
         except anyio.get_cancelled_exc_class():
-            # The worker is shutting down past its grace period: the request may have reached
-            # the provider and been billed, so the reservation is kept as spent, and the call
-            # is recorded as interrupted (it is made again when the seed resumes).
+            # Stopped past the grace period: the request may have reached the provider and been
+            # billed, so the reservation is kept as spent. A call out in a batch job stays open
+            # in the log (a restart collects its answer from the job); any other is recorded
+            # as interrupted, and made again when the seed resumes.
             with anyio.CancelScope(shield=True):
                 self.budget.release(reservation, reservation.micros)
+                if call.in_batch:
+                    raise
                 await call.append(
                     CallFailed(
                         **call.fields(),

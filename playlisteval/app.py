@@ -404,16 +404,7 @@ class App:
             accounts=self.accounts(),
             fleet=fleet,
             index_job=index_job,
-            store=self.events,
-            catalog=self.catalog,
-            clips=self.clips(),
-            model_for=model_factory(self.settings, self),
-            prices=self.prices(),
-            config=curation_config(self.settings, concurrency),
-            progress=progress,
-            traffic=traffic_for(self.settings, live=not self.settings.curation.offline),
-            secrets=secret_values_of(self.settings),
-            batcher=self.batcher(),
+            **self._curation_parts(progress, concurrency),
         )
 
     def prices(self) -> PriceTable:
@@ -433,19 +424,24 @@ class App:
     ) -> Curator:
         """The curation shell over this workspace (``sleep``: how retries wait; tests pass a
         clock of their own)."""
-        return Curator(
-            store=self.events,
-            catalog=self.catalog,
-            clips=self.clips(),
-            model_for=model_factory(self.settings, self),
-            prices=self.prices(),
-            config=curation_config(self.settings, concurrency),
-            progress=progress,
-            traffic=traffic_for(self.settings, live=not self.settings.curation.offline),
-            secrets=secret_values_of(self.settings),
-            batcher=self.batcher(),
-            sleep=sleep,
-        )
+        return Curator(**self._curation_parts(progress, concurrency), sleep=sleep)
+
+    def _curation_parts(
+        self, progress: CurationProgress | None, concurrency: int | None
+    ) -> dict[str, Any]:
+        """What every curation shell over this workspace is built from."""
+        return {
+            "store": self.events,
+            "catalog": self.catalog,
+            "clips": self.clips(),
+            "model_for": model_factory(self.settings, self),
+            "prices": self.prices(),
+            "config": curation_config(self.settings, concurrency),
+            "progress": progress,
+            "traffic": traffic_for(self.settings, live=not self.settings.curation.offline),
+            "secrets": secret_values_of(self.settings),
+            "batcher": self.batcher(),
+        }
 
     def batcher(self) -> Batcher | None:
         """The batch-job collector when live calls may go through batch APIs."""

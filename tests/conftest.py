@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from store.eventstore import EventStore
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,6 +25,35 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("PLAYLISTEVAL_") and name != "PLAYLISTEVAL_HOME":
             monkeypatch.delenv(name)
+
+
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"  # the machine's PostgreSQL
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema name for the test; the schema and all in it dropped after."""
+    from sqlalchemy import create_engine
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    yield name
+    engine = create_engine(PG_URL)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def event_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EventStore]:
+    """An event store on a SQLite file, or in a fresh PostgreSQL schema (dropped afterwards)."""
+    from store.eventstore import open_event_store
+
+    if request.param == "sqlite":
+        opened = open_event_store(tmp_path / "events.db")
+    else:
+        opened = open_event_store(PG_URL, schema=request.getfixturevalue("pg_schema"))
+    yield opened
+    opened.close()
 
 
 DEMO_INDEX = {

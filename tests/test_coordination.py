@@ -4,37 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 
 from store.coordination import AccountExhausted, BudgetAccounts, WorkItem, WorkQueue
 from store.errors import PlaylistEvalError
-from store.eventstore import EventStore, open_event_store
-
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+from store.eventstore import EventStore
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EventStore]:
-    """An event store (whose database the queue shares): a SQLite file or a fresh PG schema."""
-    if request.param == "sqlite":
-        opened = open_event_store(tmp_path / "events.db")
-        yield opened
-        opened.close()
-        return
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    opened = open_event_store(PG_URL, schema=schema)
-    yield opened
-    opened.close()
-    engine = create_engine(PG_URL)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    engine.dispose()
+@pytest.fixture
+def store(event_store: EventStore) -> EventStore:
+    """The event store (SQLite file or PostgreSQL schema) whose database the test uses."""
+    return event_store
 
 
 def items(n: int, kind: str = "seed", run: str = "r1") -> list[WorkItem]:

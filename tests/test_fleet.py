@@ -13,13 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 
 from agents.curation import ledger
 from agents.fleet import TOTAL_ACCOUNT, start_run
@@ -28,22 +25,11 @@ from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.catalog import SeedRow
 from store.events import seed_stream, usd_to_micros
 from store.eventstore import StoredEvent
+from tests.conftest import PG_URL
 
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REQUESTS = ("AttemptStarted", "GateRequested")
 REPLIES = ("QAProposed", "DistractorsProposed", "GatePassed", "GateRejected")
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    """A PostgreSQL schema of the test's own, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    yield name
-    engine = create_engine(PG_URL)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    engine.dispose()
 
 
 def fleet_home(workspace: Path, schema: str, *, cap_usd: float | None, latency: float) -> Path:
@@ -133,9 +119,9 @@ def find_victim(app: App, names: list[str], timeout: float) -> tuple[str, str, i
 
 
 def test_four_workers_curate_200_seeds_under_one_cap_and_survive_a_kill_9(
-    workspace: Path, schema: str, tmp_path: Path
+    workspace: Path, pg_schema: str, tmp_path: Path
 ) -> None:
-    home = fleet_home(workspace, schema, cap_usd=7.0, latency=0.3)
+    home = fleet_home(workspace, pg_schema, cap_usd=7.0, latency=0.3)
     cap = usd_to_micros(7.0)
     app = App(load_settings(home))
     seeds = many_seeds(app, 200)

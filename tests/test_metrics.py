@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -12,7 +11,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine
 
 from agents.curation import ledger
 from playlisteval.metrics import LogMetrics, LogSnapshot, MetricsServer, daemon_registry, fold_log
@@ -39,27 +37,14 @@ from store.events import (
 )
 from store.eventstore import EventStore, open_event_store
 
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 RUN = "r1"
 GEMINI, MINI, GPT, QWEN = "gemini-3-flash", "gpt-5.4-mini", "gpt-5.4", "qwen-3.7-plus"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EventStore]:
-    """An event store on a SQLite file or in a fresh PostgreSQL schema (dropped afterwards)."""
-    if request.param == "sqlite":
-        opened = open_event_store(tmp_path / "events.db")
-        yield opened
-        opened.close()
-        return
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    opened = open_event_store(PG_URL, schema=schema)
-    yield opened
-    opened.close()
-    engine = create_engine(PG_URL)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    engine.dispose()
+@pytest.fixture
+def store(event_store: EventStore) -> EventStore:
+    """The event store (SQLite file or PostgreSQL schema) whose database the test uses."""
+    return event_store
 
 
 @pytest.fixture

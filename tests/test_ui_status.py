@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import html
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, update
+from sqlalchemy import update
 
 from playlisteval.app import App
 from playlisteval.settings import load_settings
@@ -31,9 +31,9 @@ from store.events import (
     SeedStopped,
     seed_stream,
 )
+from tests.conftest import PG_URL
 from tests.test_ui import CELLS, SAMPLE, SECRET, write_benchmark
 
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 RUN = "r1"
 # Far above the few seconds between a heartbeat and the page that reads it, far below the hour
 # a stale worker's heartbeat is moved back by.
@@ -45,17 +45,11 @@ MOVED_BACK_S = 3600.0
 def opened(request: pytest.FixtureRequest, workspace: Path) -> Iterator[App]:
     """The workspace, open, its event store (and so its coordination tables) on the workspace's
     SQLite file or in a fresh PostgreSQL schema dropped afterwards."""
-    if request.param == "sqlite":
-        with App(load_settings(workspace)) as app:
-            yield app
-        return
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with App(load_settings(workspace, store={"url": PG_URL, "schema_name": schema})) as app:
+    overrides: dict[str, Any] = {}
+    if request.param == "postgres":
+        overrides["store"] = {"url": PG_URL, "schema_name": request.getfixturevalue("pg_schema")}
+    with App(load_settings(workspace, **overrides)) as app:
         yield app
-    engine = create_engine(PG_URL)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    engine.dispose()
 
 
 @pytest.fixture
