@@ -12,13 +12,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from store.errors import ConfigError
 
 SETTINGS_FILE = "playlisteval.toml"
 
@@ -29,7 +31,14 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".playlisteval"
 
 
-class IngestSettings(BaseModel):
+class Section(BaseModel):
+    """A settings section: a key it does not know is an error that names it (a misspelt
+    ``chunk_second`` must not leave ``chunk_seconds`` silently at its default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class IngestSettings(Section):
     """Taking playlists in."""
 
     max_height: int = Field(720, description="Highest video resolution downloaded (p).")
@@ -51,7 +60,7 @@ class IngestSettings(BaseModel):
     )
 
 
-class IndexSettings(BaseModel):
+class IndexSettings(Section):
     """Chunks, segments, frames, transcripts and embeddings (paper: Automatic Indexing)."""
 
     chunk_seconds: float = Field(
@@ -104,7 +113,7 @@ class IndexSettings(BaseModel):
         return self
 
 
-class VectorSettings(BaseModel):
+class VectorSettings(Section):
     """Where chunk and segment vectors live."""
 
     backend: Literal["qdrant-edge", "qdrant-local", "qdrant-server"] = Field(
@@ -119,7 +128,7 @@ class VectorSettings(BaseModel):
     )
 
 
-class SeedSettings(BaseModel):
+class SeedSettings(Section):
     """Near-duplicates and seed pairs."""
 
     duplicate_cosine: float = Field(0.95, description="Segments above this are near-duplicates.")
@@ -127,7 +136,7 @@ class SeedSettings(BaseModel):
     seed_max_cosine: float = Field(0.90, description="Seed pairs: highest segment cosine.")
 
 
-class GenerationSettings(BaseModel):
+class GenerationSettings(Section):
     """Phase I and II (paper 3.1–3.3)."""
 
     video_fps: float = Field(
@@ -180,7 +189,7 @@ class GenerationSettings(BaseModel):
     )
 
 
-class ModelRoles(BaseModel):
+class ModelRoles(Section):
     """Default model per role (DESIGN.md); ids are strings priced by the price table."""
 
     phase1_generator: str = Field(
@@ -226,7 +235,7 @@ class ModelRoles(BaseModel):
     )
 
 
-class PairSettings(BaseModel):
+class PairSettings(Section):
     """Pair selection and human validation (paper 3.3, Appendix)."""
 
     pairs_per_domain: int = Field(
@@ -240,7 +249,7 @@ class PairSettings(BaseModel):
     )
 
 
-class BudgetSettings(BaseModel):
+class BudgetSettings(Section):
     """Money bounds (the paper: 352 USD for 327 accepted questions)."""
 
     cap_usd: float | None = Field(None, description="Default cap of a run (--budget wins).")
@@ -257,7 +266,7 @@ class BudgetSettings(BaseModel):
     price_file: Path | None = Field(None, description="Another TOML price table, over ours.")
 
 
-class StoreSettings(BaseModel):
+class StoreSettings(Section):
     """Where the event log (and, for workers on several machines, the catalogue) lives."""
 
     url: str | None = Field(
@@ -277,7 +286,7 @@ class StoreSettings(BaseModel):
     )
 
 
-class DaemonSettings(BaseModel):
+class DaemonSettings(Section):
     """The curator daemon, `playlisteval serve`."""
 
     playlists_file: Path | None = Field(
@@ -311,7 +320,7 @@ class DaemonSettings(BaseModel):
     )
 
 
-class WorkerSettings(BaseModel):
+class WorkerSettings(Section):
     """Claiming work from the shared queue (`playlisteval worker`, and `serve` itself)."""
 
     name: str | None = Field(None, description="This worker's name; default HOST:PID.")
@@ -352,7 +361,7 @@ _RPM = "Requests per minute (unset: no limit)."
 ProviderFamily = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
 
 
-class ProviderLimits(BaseModel):
+class ProviderLimits(Section):
     """How one provider family is reached and how hard it may be pushed."""
 
     base_url: str | None = Field(None, description="Endpoint override (a proxy, vLLM, a fake).")
@@ -366,7 +375,7 @@ class ProviderLimits(BaseModel):
     max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
 
 
-class ModelEndpoint(BaseModel):
+class ModelEndpoint(Section):
     """How one model id is served (anything unset comes from its family)."""
 
     family: ProviderFamily | None = Field(None, description="Default: from the id's prefix.")
@@ -451,7 +460,7 @@ class TransformersLimits(ProviderLimits):
     max_concurrency: int = Field(1, ge=1, description="Calls on the GPU at once.")
 
 
-class ProviderSettings(BaseModel):
+class ProviderSettings(Section):
     """Live providers: one block per family, and per-model endpoints."""
 
     gemini: GeminiLimits = Field(default_factory=GeminiLimits)
@@ -478,7 +487,7 @@ class ProviderSettings(BaseModel):
         return limits
 
 
-class CurationSettings(BaseModel):
+class CurationSettings(Section):
     """How a curation run executes."""
 
     concurrency: int = Field(8, ge=1, description="Seeds in flight at once.")
@@ -556,5 +565,19 @@ def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
     token = _TOML_FILE.set(resolved / SETTINGS_FILE)
     try:
         return Settings(home=resolved, **overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: "
+            + (
+                "no such setting"
+                if error["type"] == "extra_forbidden"
+                else f"{error['msg']} (got {error.get('input')!r})"
+            )
+            for error in exc.errors()
+        )
+        raise ConfigError(
+            f"bad settings in {resolved / SETTINGS_FILE} or PLAYLISTEVAL_* variables: {problems}; "
+            "README.md's settings reference lists every setting"
+        ) from exc
     finally:
         _TOML_FILE.reset(token)

@@ -1,0 +1,53 @@
+"""Settings: bad input is an error that names the setting, never a silent default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from playlisteval.cli import app
+from playlisteval.settings import SETTINGS_FILE, load_settings
+from store.errors import ConfigError
+
+
+def write(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / SETTINGS_FILE).write_text(text)
+    return home
+
+
+def test_a_misspelt_key_inside_a_section_is_named(tmp_path: Path) -> None:
+    home = write(tmp_path / "h", "[index]\nchunk_second = 20\n")
+    with pytest.raises(ConfigError, match=r"index\.chunk_second: no such setting"):
+        load_settings(home)
+
+
+def test_a_bad_value_is_named_with_what_was_given(tmp_path: Path) -> None:
+    home = write(tmp_path / "h", '[worker]\nlease_s = "soon"\n')
+    with pytest.raises(ConfigError, match=r"worker\.lease_s: .*'soon'"):
+        load_settings(home)
+
+
+def test_heartbeats_must_come_within_the_lease(tmp_path: Path) -> None:
+    home = write(tmp_path / "h", "[worker]\nlease_s = 10.0\nheartbeat_s = 10.0\n")
+    with pytest.raises(ConfigError, match=r"heartbeat_s .* must be below worker\.lease_s"):
+        load_settings(home)
+
+
+def test_the_environment_overrides_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = write(tmp_path / "h", "[daemon]\ntick_s = 5.0\n[budget]\nper_day_usd = 10.0\n")
+    monkeypatch.setenv("PLAYLISTEVAL_DAEMON__TICK_S", "2.5")
+    settings = load_settings(home)
+    assert settings.daemon.tick_s == 2.5
+    assert settings.budget.per_day_usd == 10.0
+
+
+def test_the_cli_says_what_to_fix_and_exits_2(tmp_path: Path) -> None:
+    home = write(tmp_path / "h", "[store]\nurll = 'postgresql://x'\n")
+    result = CliRunner().invoke(app, ["fleet", "--home", str(home)])
+    assert result.exit_code == 2
+    assert "store.urll: no such setting" in " ".join(result.output.split())
