@@ -1003,18 +1003,15 @@ def enqueue(
 ) -> None:
     """Open a run over the active seeds never queued before, for `playlisteval worker`s."""
     with _open(home) as app_:
-        queued = {item.id for item in app_.queue().items(kind="seed")}
-        fresh = [s for s in app_.catalog.seeds() if f"seed:{s.id}" not in queued]
-        if not fresh:
+        app_.set_budget_caps()
+        opened = runs.queue_fresh_seeds(app_, max_seeds or app_.settings.curation.max_seeds)
+        if opened is None:
             err_console.print(
                 "[bold red]error:[/] no seed left to queue: every active seed is queued already "
                 "(see `playlisteval fleet`), or there are none (`playlisteval index`)"
             )
             raise typer.Exit(2)
-        chosen = runs.spread_by_domain(fresh, max_seeds or app_.settings.curation.max_seeds)
-        run_id = runs.new_run_id(salt=str(app_.workspace.root))
-        app_.set_budget_caps()
-        count = runs.queue_run(app_, run_id, chosen)
+        run_id, count = opened
         console.print(f"run {run_id}: {count} seeds queued; start `playlisteval worker`s")
 
 

@@ -40,7 +40,7 @@ from agents.fleet import (
 from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, MetricsServer, daemon_registry
-from store.catalog import INDEXED, READY, SeedRow
+from store.catalog import INDEXED, READY
 from store.errors import PlaylistEvalError
 from store.events import RunFinished, run_stream
 from tools.indexer import Indexer
@@ -262,23 +262,14 @@ class Daemon:
         summary.seeds_computed = True
 
     def _runs(self, summary: TickSummary) -> None:
-        app = self.app
-        queue = app.queue()
-        items = queue.items(kind=SEED)
-        if any(item.state in ("queued", "leased") for item in items):
+        queue = self.app.queue()
+        if any(item.state in ("queued", "leased") for item in queue.items(kind=SEED)):
             return  # one run at a time: the next opens once this one's seeds are all claimed
-        queued = {item.id for item in items}
-        fresh = [s for s in app.catalog.seeds() if f"{SEED}:{s.id}" not in queued]
-        if not fresh:
-            return
-        chosen = runs.spread_by_domain(fresh, app.settings.daemon.max_seeds_per_run)
-        run_id = runs.new_run_id(salt=str(app.workspace.root))
-        summary.seeds_queued = self.open_run(run_id, chosen)
-        summary.run_started = run_id
-
-    def open_run(self, run_id: str, seeds: list[SeedRow]) -> int:
-        """Open a run over ``seeds`` and queue them."""
-        return runs.queue_run(self.app, run_id, seeds, concurrency=self.concurrency)
+        opened = runs.queue_fresh_seeds(
+            self.app, self.app.settings.daemon.max_seeds_per_run, concurrency=self.concurrency
+        )
+        if opened is not None:
+            summary.run_started, summary.seeds_queued = opened
 
     def _export(self, summary: TickSummary) -> None:
         settings = self.app.settings.daemon

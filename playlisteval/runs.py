@@ -130,16 +130,22 @@ def curate(
     )
 
 
-def queue_run(
-    app: App, run_id: str, seeds: Sequence[SeedRow], *, concurrency: int | None = None
-) -> int:
-    """Open run ``run_id`` over ``seeds`` for the fleet: its RunStarted in the log, its seeds in
-    the shared queue (a seed queued before, in any run, is not queued again). Returns how many
-    were queued."""
-    from agents.fleet import start_run
+def queue_fresh_seeds(
+    app: App, max_seeds: int | None, *, concurrency: int | None = None
+) -> tuple[str, int] | None:
+    """Open a run for the fleet over the active seeds never queued before (in any run), spread
+    over domains, at most ``max_seeds``: its RunStarted in the log, its seeds in the shared
+    queue. Returns ``(run id, seeds queued)``, or None when no seed is left to queue."""
+    from agents.fleet import SEED, start_run
 
+    queued = {item.id for item in app.queue().items(kind=SEED)}
+    fresh = [s for s in app.catalog.seeds() if f"{SEED}:{s.id}" not in queued]
+    if not fresh:
+        return None
+    seeds = spread_by_domain(fresh, max_seeds)
+    run_id = new_run_id(salt=str(app.workspace.root))
     budget = app.settings.budget
-    return start_run(
+    count = start_run(
         app.events,
         app.queue(),
         run_id,
@@ -149,6 +155,7 @@ def queue_run(
         config=curation_config(app.settings, concurrency),
         settings=app.settings.model_dump(mode="json", include={"generation", "models", "index"}),
     )
+    return run_id, count
 
 
 def _spent(store: EventStore, run_id: str) -> int:
