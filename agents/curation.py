@@ -43,7 +43,7 @@ from agents.workers import (
     SeedCall,
     VerifierAgent,
 )
-from policies.budget import Budget, BudgetExhausted
+from policies.budget import Budget, BudgetExhausted, Campaign, make_budget
 from policies.prices import PriceTable
 from policies.ratelimits import Sleep, Traffic
 from store.catalog import Catalog, SeedRow
@@ -53,6 +53,7 @@ from store.events import (
     AttemptStarted,
     CallBatched,
     CallFailed,
+    CallId,
     CallRecorded,
     CallReserved,
     DistractorsProposed,
@@ -72,6 +73,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore, StoredEvent
+from store.ledger import spend
 from store.redact import has_secret, scrub, secret_values
 from tools.clips import ClipFetcher
 
@@ -110,6 +112,9 @@ class RunReport:
     live_calls: int = 0
     replayed_calls: int = 0
     unrecorded: list[str] = field(default_factory=list)
+    # What the calls served from another run's log cost when they were made (a replay's
+    # what-if figure: they cost nothing this time, so they are not in ``spent_micros``).
+    replayed_micros: int = 0
 
 
 class CurationProgress(Protocol):
@@ -119,35 +124,24 @@ class CurationProgress(Protocol):
         """One more event in ``stream``."""
 
 
-@dataclass(frozen=True)
-class Ledger:
-    """Money already committed in a run's log: paid calls plus reservations left open by a
-    crash (counted as spent: the provider may have charged for them)."""
-
-    spent_micros: int
-    per_seed: dict[str, int]
-    orphans_micros: int
-
-
-def ledger(events: Iterable[tuple[str, AnyEvent]]) -> Ledger:
-    """Fold ``(seed_id, event)`` pairs of a run into what it has spent."""
-    per_seed: dict[str, int] = {}
-    open_reservations: dict[str, tuple[str, int]] = {}
+def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: int) -> RunFinished:
+    """The run's end as its seeds' logs say it: how many were accepted, discarded and stopped
+    (each seed by its last state), ``budget`` when a cap stopped one, and what the ledger says it
+    spent. One rule for the single-process run, the fleet and strict replay."""
+    last: dict[str, AnyEvent] = {}
     for seed_id, event in events:
-        if isinstance(event, CallReserved):
-            open_reservations[event.call_id] = (seed_id, event.reserved_micros)
-        elif isinstance(event, CallRecorded):
-            open_reservations.pop(event.call_id, None)
-            if not event.replayed:
-                per_seed[seed_id] = per_seed.get(seed_id, 0) + event.cost_micros
-        elif isinstance(event, CallFailed):
-            open_reservations.pop(event.call_id, None)
-            per_seed[seed_id] = per_seed.get(seed_id, 0) + event.charged_micros
-    orphans = 0
-    for seed_id, micros in open_reservations.values():
-        per_seed[seed_id] = per_seed.get(seed_id, 0) + micros
-        orphans += micros
-    return Ledger(sum(per_seed.values()), per_seed, orphans)
+        if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped | SeedStarted):
+            last[seed_id] = event
+    ends = list(last.values())
+    budget = any(isinstance(e, SeedStopped) and e.reason == "budget" for e in ends)
+    return RunFinished(
+        run_id=run_id,
+        outcome="budget" if budget else "completed",
+        spent_micros=spent_micros,
+        accepted=sum(isinstance(e, ItemAccepted) for e in ends),
+        discarded=sum(isinstance(e, SeedDiscarded) for e in ends),
+        stopped=sum(isinstance(e, SeedStopped) for e in ends),
+    )
 
 
 def resumed_recorder(
@@ -157,15 +151,26 @@ def resumed_recorder(
     prices: PriceTable,
     offline: bool,
     traffic: Callable[[str], Traffic | None] | None,
+    campaign: Campaign | None = None,
+    hold_prefix: str = "",
+    lease: str | None = None,
 ) -> CallRecorder:
     """A live recorder over one stream whose calls belong to owners ``<owner>:<n>`` (a pair's
     judgments, an evaluation's): its spend and recorded answers come from ``history``, call ids go
     on from it, and every request key starts at its first recorded answer, so a call recorded
-    before a crash (its result never written) is served again rather than paid twice."""
+    before a crash (its result never written) is served again rather than paid twice. With a
+    ``campaign``, every reservation also takes from its accounts (holds of ``lease``)."""
     calls = [e for e in history if isinstance(e, CallReserved | CallRecorded | CallFailed)]
-    spent = ledger((e.call_id.rsplit(":", 1)[0], e) for e in calls)
+    spent = spend(calls)
     recorder = CallRecorder(
-        budget=Budget(budget_micros, spent_micros=spent.spent_micros, seed_spent=spent.per_seed),
+        budget=make_budget(
+            campaign,
+            cap_micros=budget_micros,
+            spent_micros=spent.spent_micros,
+            seed_spent=spent.per_owner,
+            hold_prefix=hold_prefix,
+            item=lambda _owner: lease,
+        ),
         prices=prices,
         recorded=RecordedCalls.from_events(history),
         mode="live",
@@ -174,8 +179,8 @@ def resumed_recorder(
     )
     done: dict[str, int] = {}
     for event in calls:
-        owner, number = event.call_id.rsplit(":", 1)
-        done[owner] = max(done.get(owner, 0), int(number))
+        call = CallId.parse(event.call_id)
+        done[call.owner] = max(done.get(call.owner, 0), call.n)
     for owner, count in done.items():
         recorder.reset_seed(owner, count, {})
     return recorder
@@ -192,7 +197,7 @@ def _consumed_calls(events: Sequence[AnyEvent]) -> tuple[int, dict[str, int]]:
     since_request: list[str] = []
     for event in events:
         if isinstance(event, CallReserved | CallRecorded | CallFailed):
-            calls = max(calls, int(event.call_id.rsplit(":", 1)[1]))
+            calls = max(calls, CallId.parse(event.call_id).n)
         if isinstance(event, CallRecorded):
             since_request.append(event.key)
         elif isinstance(event, AttemptStarted | GateRequested):
@@ -358,8 +363,10 @@ class Curator:
         sleep: Sleep | None = None,
         secrets: Sequence[str] = (),
         batcher: Batcher | None = None,
+        campaign: Campaign | None = None,
     ) -> None:
         self.batcher = batcher
+        self.campaign = campaign
         self.traffic = traffic
         self.pricing = pricing
         self.sleep = sleep
@@ -374,6 +381,7 @@ class Curator:
         self._budget: Budget | None = None
         self._secrets = sorted({*secret_values(), *secrets}, key=len, reverse=True)
         self._writer: GroupCommit | None = None
+        self.last_recorder: CallRecorder | None = None  # the last run's (a replay reads it)
         # Asked between a seed's steps: true makes seeds return where they are (a shutdown);
         # their logs say where to go on.
         self.pause_requested: Callable[[], bool] = lambda: False
@@ -424,6 +432,36 @@ class Curator:
             for stored in self.store.read_all(stream_prefix=prefix)
         ]
 
+    def open_run(
+        self,
+        run_id: str,
+        seeds: Sequence[SeedRow],
+        *,
+        budget_micros: int | None,
+        per_seed_micros: int | None = None,
+        parent_run: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        """Append the run's ``RunStarted`` (its stream must be new: StoreConflict otherwise)."""
+        self.store.append(
+            run_stream(run_id),
+            [
+                RunStarted(
+                    run_id=run_id,
+                    seeds=tuple(s.id for s in seeds),
+                    budget_micros=budget_micros,
+                    per_seed_micros=per_seed_micros,
+                    max_attempts=self.config.policy.max_attempts,
+                    concurrency=self.config.concurrency,
+                    offline=self.config.offline,
+                    models=dict(self.config.models.__dict__),
+                    settings=settings or {},
+                    parent_run=parent_run,
+                )
+            ],
+            expected_version=0,
+        )
+
     async def curate(
         self,
         run_id: str,
@@ -435,43 +473,48 @@ class Curator:
         recorded: RecordedCalls | None = None,
         parent_run: str | None = None,
         settings: dict[str, Any] | None = None,
+        opened: bool = False,
+        lease: str | None = None,
     ) -> RunReport:
-        """Curate ``seeds`` in run ``run_id`` (resuming it when its log already exists)."""
+        """Curate ``seeds`` in run ``run_id``: a new run (its ``RunStarted`` appended here, or
+        already by :meth:`open_run` when ``opened``), or a resumed one (``RunResumed``).
+
+        ``lease`` names the run lease this process holds: campaign holds belong to it, so
+        whoever takes it over from a dead holder writes them off. Every seed stream is fenced at
+        the version read, so a second writer (which the lease should have kept out) cannot
+        append to it unseen.
+        """
         stream = run_stream(run_id)
         log = self._run_log(run_id)
         events = [(seed_id, stored.event()) for seed_id, stored in log]
-        spent = ledger(events)
+        versions: dict[str, int] = {}
+        for seed_id, stored in log:
+            versions[seed_id] = stored.version
+        spent = spend(e for _, e in events)
         # A replay serves another run's log; a resumed run serves its own (the calls recorded
         # before it stopped whose replies never came).
         index = (
-            recorded if recorded is not None else RecordedCalls.from_events(e for _, e in events)
+            recorded
+            if recorded is not None
+            else RecordedCalls.from_stored(stored for _, stored in log)
         )
-        if self.store.stream_version(stream) == 0:
-            self.store.append(
-                stream,
-                [
-                    RunStarted(
-                        run_id=run_id,
-                        seeds=tuple(s.id for s in seeds),
-                        budget_micros=budget_micros,
-                        per_seed_micros=per_seed_micros,
-                        max_attempts=self.config.policy.max_attempts,
-                        concurrency=self.config.concurrency,
-                        offline=self.config.offline,
-                        models=dict(self.config.models.__dict__),
-                        settings=settings or {},
-                        parent_run=parent_run,
-                    )
-                ],
+        if not opened and self.store.stream_version(stream) == 0:
+            self.open_run(
+                run_id,
+                seeds,
+                budget_micros=budget_micros,
+                per_seed_micros=per_seed_micros,
+                parent_run=parent_run,
+                settings=settings,
             )
-        else:
+        elif not opened:
             self.store.append(
                 stream,
                 [
                     RunResumed(
                         run_id=run_id,
                         budget_micros=budget_micros,
-                        orphan_reservations_micros=spent.orphans_micros,
+                        orphan_reservations_micros=spent.open_micros,
                     )
                 ],
             )
@@ -483,14 +526,18 @@ class Curator:
             already_spent_micros=spent.spent_micros,
             mode=mode,
         )
-        budget = Budget(
-            budget_micros,
-            per_seed_micros,
+        budget = make_budget(
+            self.campaign if mode == "live" else None,
+            cap_micros=budget_micros,
+            per_seed_micros=per_seed_micros,
             spent_micros=spent.spent_micros,
-            seed_spent=spent.per_seed,
+            seed_spent=spent.per_owner,
+            hold_prefix=stream,
+            item=lambda _seed: lease,
         )
         self._budget = budget
         recorder, bus = self._machinery(budget, index, mode)
+        self.last_recorder = recorder
         by_seed: dict[str, list[AnyEvent]] = {}
         for seed_id, event in events:
             by_seed.setdefault(seed_id, []).append(event)
@@ -503,9 +550,16 @@ class Curator:
         async def one(seed: SeedRow, history: list[AnyEvent] | None = None) -> None:
             async with limiter:
                 past = by_seed.get(seed.id, []) if history is None else history
-                await self._seed(run_id, seed, bus, past, mode, report)
+                try:
+                    await self._seed(run_id, seed, bus, past, mode, report)
+                except StoreConflict as exc:
+                    # Another writer appended to this seed's stream since it was read (the
+                    # run's lease should have kept it out): stop working on it, write nothing.
+                    logger.warning("seed_fenced_off", seed_id=seed.id, error=str(exc))
 
         self._writer = writer = GroupCommit(self.store, self._committed)
+        for seed in seeds:
+            writer.fence(seed_stream(run_id, seed.id), versions.get(seed.id, 0))
         try:
             async with anyio.create_task_group() as outer:
                 outer.start_soon(writer.run)
@@ -540,12 +594,16 @@ class Curator:
                 report.discarded.append(seed.id)
             elif state.status == "stopped":
                 report.stopped[seed.id] = state.stop_reason
-        report.spent_micros = budget.spent_micros
+        # What the run spent is what its log says, by the one ledger every reader uses.
+        end_log = self._run_log(run_id)
+        final = spend(stored for _, stored in end_log)
+        finished = run_end(run_id, ((sid, st.event()) for sid, st in end_log), final.spent_micros)
+        report.spent_micros = final.spent_micros
+        report.replayed_micros = final.replayed_micros
         report.live_calls = recorder.live_calls
         report.replayed_calls = recorder.replayed_calls
         report.unrecorded = [f"{s}:{r}" for s, r, _ in recorder.missing]
-        if any(reason.startswith("budget") for reason in report.stopped.values()):
-            report.outcome = "budget"
+        report.outcome = finished.outcome
         logger.info(
             "run_ends",
             run_id=run_id,
@@ -555,19 +613,7 @@ class Curator:
             discarded=len(report.discarded),
             stopped=len(report.stopped),
         )
-        self.store.append(
-            stream,
-            [
-                RunFinished(
-                    run_id=run_id,
-                    outcome="budget" if report.outcome == "budget" else "completed",
-                    spent_micros=report.spent_micros,
-                    accepted=len(report.accepted),
-                    discarded=len(report.discarded),
-                    stopped=len(report.stopped),
-                )
-            ],
-        )
+        self.store.append(stream, [finished])
         return report
 
     async def _retry_parked(
@@ -656,8 +702,8 @@ class Curator:
             logger.warning("seed_parked", seed_id=seed.id, reason="evidence", error=str(exc))
             await append(SeedStopped(seed_id=seed.id, reason="error", detail=str(exc)))
         except ReplayDivergence as exc:
-            if mode == "strict":
-                raise
+            # A replay that needs a call the log does not hold stops the seed there; whether
+            # that is where the log stops too is the replayer's to judge.
             await append(SeedStopped(seed_id=seed.id, reason="unrecorded", detail=str(exc)))
 
     async def _execute(

@@ -36,14 +36,23 @@ from pydantic_ai.settings import ModelSettings
 from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.evidence import SeedEvidence, _source_key
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import BudgetExhausted
+from policies.budget import BudgetExhausted, Campaign
 from policies.judging import Judgment, RetrievalCase, Span
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
 from store.catalog import Catalog
 from store.errors import ConfigError, MediaError, ProviderError
-from store.events import AnyEvent, CallFailed, CallRecorded, CallReserved, Event
+from store.events import (
+    AnyEvent,
+    CallFailed,
+    CallId,
+    CallRecorded,
+    CallReserved,
+    CapSet,
+    Event,
+)
 from store.eventstore import EventStore
+from store.ledger import current_cap
 from tools import media
 from tools.clips import ClipFetcher
 from tools.retrieval import Retriever, build_haystack
@@ -488,6 +497,21 @@ def _benchmark(benchmark_dir: Path) -> tuple[list[dict[str, Any]], str]:
     return records, hashlib.sha256(data).hexdigest()
 
 
+def evaluation_id_of(benchmark_dir: Path, out_dir: Path) -> str:
+    """The id an evaluation of ``benchmark_dir`` into ``out_dir`` has (its stream is
+    ``eval-<id>``): the one its ``evaluation.json`` holds, else one made of the benchmark's
+    content hash and the folder."""
+    _records, sha = _benchmark(benchmark_dir)
+    path = out_dir / EVALUATION_FILE
+    old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
+    found = old.get("evaluation_id")
+    return (
+        str(found)
+        if found
+        else hashlib.sha256(f"{sha}|{out_dir.resolve()}".encode()).hexdigest()[:16]
+    )
+
+
 def _evaluation_json(
     out_dir: Path, sha: str, judges: Sequence[str], conditions: Sequence[Condition], now: datetime
 ) -> dict[str, Any]:
@@ -535,12 +559,17 @@ async def evaluate(
     traffic: Callable[[str], Traffic | None] | None = None,
     secrets: Sequence[str] = (),
     now: datetime | None = None,
+    campaign: Campaign | None = None,
+    lease: str | None = None,
 ) -> EvaluationResult:
     """Judge every benchmark pair with every judge under every condition, in both orders.
 
     ``retrievers`` maps the names conditions use (``bm25``, ``text``, ``multimodal``,
     ``hybrid``) to retrievers over the index. ``budget_micros`` caps what this evaluation's calls
-    cost, earlier calls of it included. Records already in ``<out_dir>/judgments.jsonl`` are not
+    cost, earlier calls of it included (a ``CapSet`` in its stream when it changes); with a
+    ``campaign`` every call also reserves in its accounts, as holds of the caller's ``lease``.
+    The stream is fenced at the version read, so a second writer cannot pay twice unseen.
+    Records already in ``<out_dir>/judgments.jsonl`` are not
     judged again; a call already in the stream ``eval-<evaluation id>`` is served from it.
     A pair that cannot be judged (budget, provider or media error) is left out of the file and
     its error kept in ``failures``; a later call goes on from there.
@@ -561,16 +590,24 @@ async def evaluate(
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
     recorder = resumed_recorder(
-        history, budget_micros=budget_micros, prices=prices, offline=offline, traffic=traffic
+        history,
+        budget_micros=budget_micros,
+        prices=prices,
+        offline=offline,
+        traffic=traffic,
+        campaign=campaign,
+        hold_prefix=stream,
+        lease=lease,
     )
     runner = ModelRunner(recorder=recorder, model_for=model_for)
     writer = GroupCommit(store, lambda _stream, _event: None)
+    writer.fence(stream, len(history))
     secret_list = sorted(set(secrets), key=len, reverse=True)
     keys: dict[str, str] = {}  # call owner → request key of its latest call
 
     async def append(event: Event) -> None:
         if isinstance(event, CallRecorded | CallReserved | CallFailed):
-            keys[event.call_id.rsplit(":", 1)[0]] = event.key
+            keys[CallId.owner_of(event.call_id)] = event.key
         await writer.append(stream, scrubbed(event, secret_list))
 
     views: dict[tuple[str, str], _View] = {}
@@ -614,6 +651,8 @@ async def evaluate(
     logger.info("evaluation_begin", evaluation_id=evaluation_id, jobs=len(jobs), done=len(done))
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
+        if jobs and current_cap(history) != budget_micros:
+            await writer.append(stream, CapSet(cap_micros=budget_micros, command="eval"))
         try:
             async with anyio.create_task_group() as group:
                 for job in jobs:

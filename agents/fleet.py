@@ -24,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,36 +39,28 @@ from agents.curation import (
     Curator,
     GroupCommit,
     RunReport,
-    ledger,
     resume_seed,
+    run_end,
 )
 from agents.recorded import CallRecorder, RecordedCalls
-from policies.budget import SharedBudget
+from policies.budget import TOTAL_ACCOUNT, Campaign, SharedBudget, day_account
 from store.catalog import SeedRow
 from store.coordination import BudgetAccounts, Lease, WorkItem, WorkQueue
 from store.errors import StoreConflict
 from store.events import (
     AnyEvent,
-    ItemAccepted,
-    RunFinished,
+    CallId,
     RunStarted,
-    SeedDiscarded,
-    SeedStarted,
-    SeedStopped,
     run_stream,
     seed_stream,
 )
+from store.ledger import spend, stream_spend
 
 logger = structlog.get_logger("playlisteval.fleet")
 
 SEED = "seed"
 INDEX = "index"
-TOTAL_ACCOUNT = "total"
-
-
-def day_account(now: datetime | None = None) -> str:
-    """The budget account of the current UTC day."""
-    return "day:" + (now or datetime.now(UTC)).strftime("%Y-%m-%d")
+__all__ = ["INDEX", "SEED", "TOTAL_ACCOUNT", "FleetConfig", "FleetWorker", "day_account"]
 
 
 def seconds_to_next_day(now: datetime | None = None) -> float:
@@ -174,16 +165,12 @@ class FleetWorker(Curator):
         self._run_of_seed: dict[str, str] = {}
         self._wake = anyio.Event()
         self.state = "starting"
-        self._day = ""
-
-    def _account_names(self) -> tuple[str, str]:
-        """The accounts a reservation takes from: the total and today's (made when new)."""
-        day = day_account()
-        if day != self._day:
-            self.accounts.ensure(TOTAL_ACCOUNT, self.fleet.total_cap_micros)
-            self.accounts.ensure(day, self.fleet.day_cap_micros)
-            self._day = day
-        return (TOTAL_ACCOUNT, day)
+        self.campaign = Campaign(
+            accounts,
+            total_cap_micros=fleet.total_cap_micros,
+            day_cap_micros=fleet.day_cap_micros,
+            owner=fleet.owner,
+        )
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -192,12 +179,14 @@ class FleetWorker(Curator):
         nothing left for this worker)."""
         fleet = self.fleet
         report = WorkerReport(owner=fleet.owner)
+        campaign = self.campaign
+        assert campaign is not None  # a worker always has the fleet's accounts
         budget = SharedBudget(
             self.accounts,
-            self._account_names,
+            campaign.names,
             per_seed_micros=fleet.per_seed_micros,
             hold_id=lambda call_id: (
-                f"{self._run_of_seed.get(call_id.rsplit(':', 1)[0], '')}/{call_id}"
+                f"{run_stream(self._run_of_seed.get(CallId.owner_of(call_id), ''))}/{call_id}"
             ),
             item_of=lambda seed_id: f"{SEED}:{seed_id}",
             owner=fleet.owner,
@@ -408,7 +397,7 @@ class FleetWorker(Curator):
         """Fold a claimed seed's log into the shared recorder and budget."""
         recorder.recorded.add(history)
         resume_seed(recorder, seed_id, history)
-        spent = ledger((seed_id, event) for event in history)
+        spent = spend(history)
         assert isinstance(recorder.budget, SharedBudget)
         recorder.budget.restore_seed(seed_id, spent.spent_micros)
 
@@ -474,32 +463,16 @@ class FleetWorker(Curator):
         if not stored or stored[-1].type == "RunFinished":
             return
         prefix = seed_stream(run_id, "")
-        events = [
-            (s.stream[len(prefix) :], s.event()) for s in self.store.read_all(stream_prefix=prefix)
-        ]
-        spent = ledger(events)
-        last: dict[str, AnyEvent] = {}
-        for seed_id, event in events:
-            if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped | SeedStarted):
-                last[seed_id] = event
-        counts = Counter(type(event).__name__ for event in last.values())
-        stopped = counts["SeedStopped"]
-        budget = any(isinstance(e, SeedStopped) and e.reason == "budget" for e in last.values())
+        ends = self.store.read_all(
+            stream_prefix=prefix,
+            types=["SeedStarted", "ItemAccepted", "SeedDiscarded", "SeedStopped"],
+        )
+        spent = stream_spend(self.store, prefix)
+        finished = run_end(
+            run_id, ((s.stream[len(prefix) :], s.event()) for s in ends), spent.spent_micros
+        )
         try:
-            self.store.append(
-                stream,
-                [
-                    RunFinished(
-                        run_id=run_id,
-                        outcome="budget" if budget else "completed",
-                        spent_micros=spent.spent_micros,
-                        accepted=counts["ItemAccepted"],
-                        discarded=counts["SeedDiscarded"],
-                        stopped=stopped,
-                    )
-                ],
-                expected_version=len(stored),
-            )
+            self.store.append(stream, [finished], expected_version=len(stored))
             logger.info("run_finished", run_id=run_id, spent_micros=spent.spent_micros)
         except StoreConflict:
             return  # another worker closed it

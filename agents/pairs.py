@@ -25,7 +25,7 @@ from pydantic_ai.models import Model
 from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.evidence import ClipSpec, SeedEvidence
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import BudgetExhausted
+from policies.budget import BudgetExhausted, Campaign
 from policies.pairs import (
     JudgeVerdict,
     SelectedPair,
@@ -40,8 +40,10 @@ from store.errors import ConfigError, MediaError, ProviderError
 from store.events import (
     AnyEvent,
     CallFailed,
+    CallId,
     CallRecorded,
     CallReserved,
+    CapSet,
     Event,
     ItemAccepted,
     PairCandidate,
@@ -54,6 +56,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore
+from store.ledger import current_cap
 from store.redact import secret_values
 from tools.clips import ClipFetcher
 from tools.roles import QA, DistractorSet, PairJudgeContext, PairVerdict
@@ -156,10 +159,6 @@ class PairsLog:
         )
 
 
-def _call_owner(call_id: str) -> str:
-    return call_id.rsplit(":", 1)[0]
-
-
 def fold_pairs(events: Iterable[AnyEvent], log: PairsLog | None = None) -> PairsLog:
     """Fold events of a pairs stream into a :class:`PairsLog` (a new one unless given)."""
     log = log if log is not None else PairsLog()
@@ -175,8 +174,8 @@ def fold_pairs(events: Iterable[AnyEvent], log: PairsLog | None = None) -> Pairs
         elif isinstance(event, PairsSampled):
             log.sampled = event
         elif isinstance(event, CallReserved | CallRecorded | CallFailed):
-            owner, number = event.call_id.rsplit(":", 1)
-            log.calls[owner] = max(log.calls.get(owner, 0), int(number))
+            call = CallId.parse(event.call_id)
+            log.calls[call.owner] = max(log.calls.get(call.owner, 0), call.n)
     return log
 
 
@@ -217,16 +216,22 @@ async def select_pairs(
     offline: bool = False,
     traffic: Callable[[str], Traffic | None] | None = None,
     secrets: Sequence[str] = (),
+    campaign: Campaign | None = None,
+    lease: str | None = None,
+    command: str = "pairs",
 ) -> list[SelectedPair]:
     """Build, judge, keep and sample the pairs of run ``run_id``; return the sampled pairs.
 
     ``judges`` are model ids (priced by ``prices``, made by ``model_for``); each judges every
     undecided candidate pair in both orders. ``budget_micros`` caps what the judges' calls cost
-    in this run's pair selection, earlier calls of it included. ``offline`` marks the calls as
-    made by the offline provider (priced from their shape, as a curation run's). Running it again
-    judges only what the stream does not decide yet, and appends a new ``PairsSampled`` only when
-    the sample differs from the last one. A pair decided earlier stays decided, even when
-    ``judges`` change.
+    in this run's pair selection, earlier calls of it included (recorded as a ``CapSet`` by
+    ``command`` when it changes); with a ``campaign`` every call also reserves in its accounts,
+    as holds of the ``lease`` the caller holds. Every append is fenced at the version read: a
+    second writer on the stream fails with :class:`StoreConflict` instead of paying twice.
+    ``offline`` marks the calls as made by the offline provider (priced from their shape, as a
+    curation run's). Running it again judges only what the stream does not decide yet, and
+    appends a new ``PairsSampled`` only when the sample differs from the last one. A pair decided
+    earlier stays decided, even when ``judges`` change.
 
     Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
     met) after every pair that could be judged is in the log; a later call goes on from there.
@@ -238,6 +243,7 @@ async def select_pairs(
         prices.price(judge)  # an unpriced judge is refused before anything is spent
     stream = pairs_stream(run_id)
     history = [s.event() for s in store.read_stream(stream)]
+    version = len(history)
     log = fold_pairs(history)
 
     items = accepted_items(store, run_id)
@@ -253,8 +259,15 @@ async def select_pairs(
         for pair in candidate_pairs(item.seed_id, run_id, item.domain, sorted(item.answers))
         if pair.pair_id not in log.candidates
     ]
-    if new:
-        store.append(stream, new)
+    todo_before = [pid for pid in log.candidates if not log.decided(pid)]
+    if (new or todo_before) and current_cap(history) != budget_micros:
+        new_events: list[Event] = [CapSet(cap_micros=budget_micros, command=command), *new]
+    else:
+        new_events = list(new)
+    if new_events:
+        store.append(stream, new_events, expected_version=version)
+        version += len(new_events)
+        history.extend(new_events)  # type: ignore[arg-type]  # each is one of AnyEvent
         fold_pairs(new, log)
 
     todo = [pid for pid in log.candidates if not log.decided(pid)]
@@ -270,6 +283,7 @@ async def select_pairs(
         await _judge_all(
             store,
             stream,
+            version,
             history,
             log,
             todo,
@@ -284,9 +298,12 @@ async def select_pairs(
             offline=offline,
             traffic=traffic,
             secrets=sorted({*secret_values(), *secrets}, key=len, reverse=True),
+            campaign=campaign,
+            lease=lease,
         )
 
-    log = fold_pairs(s.event() for s in store.read_stream(stream))
+    stored = store.read_stream(stream)
+    log = fold_pairs(s.event() for s in stored)
     kept = [log.selected(run_id, pid) for pid in log.candidates if pid in log.kept]
     sample = sample_pairs(kept, per_domain, sample_seed)
     ids = tuple(pair.pair_id for pair in sample)
@@ -296,7 +313,11 @@ async def select_pairs(
         sample_seed,
         ids,
     ):
-        store.append(stream, [PairsSampled(per_domain=per_domain, seed=sample_seed, pair_ids=ids)])
+        store.append(
+            stream,
+            [PairsSampled(per_domain=per_domain, seed=sample_seed, pair_ids=ids)],
+            expected_version=len(stored),
+        )
     logger.info(
         "pairs_end",
         run_id=run_id,
@@ -311,6 +332,7 @@ async def select_pairs(
 async def _judge_all(
     store: EventStore,
     stream: str,
+    version: int,
     history: list[AnyEvent],
     log: PairsLog,
     todo: list[str],
@@ -326,12 +348,22 @@ async def _judge_all(
     offline: bool,
     traffic: Callable[[str], Traffic | None] | None,
     secrets: list[str],
+    campaign: Campaign | None,
+    lease: str | None,
 ) -> None:
     """Judge the undecided pairs ``todo`` with a bounded number in flight."""
     recorder = resumed_recorder(
-        history, budget_micros=budget_micros, prices=prices, offline=offline, traffic=traffic
+        history,
+        budget_micros=budget_micros,
+        prices=prices,
+        offline=offline,
+        traffic=traffic,
+        campaign=campaign,
+        hold_prefix=stream,
+        lease=lease,
     )
     writer = GroupCommit(store, lambda _stream, _event: None)
+    writer.fence(stream, version)
 
     async def append(event: Event) -> None:
         await writer.append(stream, scrubbed(event, secrets))

@@ -66,6 +66,8 @@ from store.events import (
     CallRetried,
     Event,
 )
+from store.eventstore import StoredEvent
+from tools.providers.base import ClipInfo, clip_info, frame_times
 
 Mode = Literal["live", "strict", "counterfactual"]
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
@@ -136,16 +138,33 @@ def decode_response(data: Any) -> ModelResponse:
     return message
 
 
+def call_clips(messages: list[ModelMessage]) -> list[ClipInfo]:
+    """The video clips a call attaches, in order."""
+    out: list[ClipInfo] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            content = getattr(part, "content", "")
+            if isinstance(content, str):
+                continue
+            out.extend(info for item in content if (info := clip_info(item)) is not None)
+    return out
+
+
 def call_shape(
     model: str, messages: list[ModelMessage], settings: ModelSettings | None
 ) -> CallShape:
-    """What a call carries, for the budget's worst case and the offline usage."""
+    """What a call carries, for the budget's worst case and the offline usage. Video is counted
+    as the provider samples it natively: each clip at its own rate (frame-based providers are
+    counted by :meth:`CallRecorder._effective`, as their adapter sends them)."""
     chars = 0
     transcript_chars = 0
     video_seconds = 0.0
     audio_seconds = 0.0
+    frames = 0
     fps = 0.5
-    height = 720
+    height = 0
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
@@ -160,24 +179,24 @@ def call_shape(
                     meta = item.vendor_metadata or {}
                     seconds = float(meta.get("end_s", 0.0)) - float(meta.get("start_s", 0.0))
                     audio_seconds += max(seconds, 0.0)
-                elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
-                    meta = item.vendor_metadata or {}
-                    seconds = float(meta.get("end_s", 0.0)) - float(meta.get("start_s", 0.0))
-                    video_seconds += max(seconds, 0.0)
-                    fps = float(meta.get("fps", fps))
-                    height = int(meta.get("height", height))
-                    if meta.get("audio"):
-                        audio_seconds += max(seconds, 0.0)
+                elif (info := clip_info(item)) is not None:
+                    video_seconds += info.duration_s
+                    frames += max(1, math.ceil(info.duration_s * info.fps))
+                    fps = info.fps
+                    height = max(height, info.height)
+                    if info.audio:
+                        audio_seconds += info.duration_s
     max_output = int((settings or {}).get("max_tokens") or DEFAULT_MAX_OUTPUT_TOKENS)
     return CallShape(
         model=model,
         text_chars=chars,
         video_seconds=video_seconds,
         video_fps=fps,
-        video_height=height,
+        video_height=height or 720,
         audio_seconds=audio_seconds,
         max_output_tokens=max_output,
         transcript_chars=min(transcript_chars, chars),
+        video_frames=frames if video_seconds > 0 else None,
     )
 
 
@@ -202,24 +221,44 @@ def response_output_chars(response: ModelResponse) -> int:
     return total
 
 
+Recorded = CallRecorded | CallFailed
+
+
 @dataclass
 class RecordedCalls:
-    """Responses from earlier runs' logs, by request key, in the order they were recorded."""
+    """Responses from earlier runs' logs, by request key, in the order they were recorded
+    (with the seq each was stored at, when known: strict replay names it in what it reports)."""
 
-    by_key: dict[str, list[CallRecorded | CallFailed]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
+    by_key: dict[str, list[tuple[Recorded, int]]] = field(default_factory=lambda: defaultdict(list))
+
+    @staticmethod
+    def _answer(event: Event) -> bool:
+        # A refusal is the model's answer to that request, and a replay gives it again.
+        return isinstance(event, CallRecorded) or (
+            isinstance(event, CallFailed) and event.outcome == "refusal"
+        )
 
     @classmethod
     def from_events(cls, events: Iterable[Event]) -> RecordedCalls:
-        """Index every recorded call (first-hand or replayed) of a log, refusals included: a
-        refusal is the model's answer to that request, and a replay gives it again."""
+        """Index every recorded call (first-hand or replayed) of a log, refusals included."""
         index = cls()
         for event in events:
-            if isinstance(event, CallRecorded) or (
-                isinstance(event, CallFailed) and event.outcome == "refusal"
-            ):
-                index.by_key[event.key].append(event)
+            if cls._answer(event):
+                assert isinstance(event, CallRecorded | CallFailed)
+                index.by_key[event.key].append((event, 0))
+        return index
+
+    @classmethod
+    def from_stored(cls, stored: Iterable[StoredEvent]) -> RecordedCalls:
+        """The same from stored events, keeping their seqs."""
+        index = cls()
+        for row in stored:
+            if row.type not in ("CallRecorded", "CallFailed"):
+                continue
+            event = row.event()
+            if cls._answer(event):
+                assert isinstance(event, CallRecorded | CallFailed)
+                index.by_key[event.key].append((event, row.seq))
         return index
 
     def add(self, events: Iterable[Event]) -> None:
@@ -227,10 +266,26 @@ class RecordedCalls:
         for key, calls in RecordedCalls.from_events(events).by_key.items():
             self.by_key[key].extend(calls)
 
-    def get(self, key: str, occurrence: int) -> CallRecorded | CallFailed | None:
+    def get(self, key: str, occurrence: int) -> Recorded | None:
         """The ``occurrence``-th recorded response to this key, if the log holds one."""
+        found = self.hit(key, occurrence)
+        return None if found is None else found[0]
+
+    def hit(self, key: str, occurrence: int) -> tuple[Recorded, int] | None:
+        """That response with the seq it was stored at (0 when not known)."""
         found = self.by_key.get(key, [])
         return found[occurrence] if occurrence < len(found) else None
+
+
+@dataclass(frozen=True)
+class ServedMismatch:
+    """Strict replay served a recorded call whose record disagrees with what the call would
+    have recorded: the record's seq and what differs (a cost, a usage count)."""
+
+    seq: int
+    seed_id: str
+    key: str
+    what: str
 
 
 class ModelRefused(Exception):
@@ -391,6 +446,7 @@ class CallRecorder:
         self.replayed_calls = 0
         self.retries = 0
         self.missing: list[tuple[str, str, str]] = []  # counterfactual: (seed, role, key)
+        self.mismatches: list[ServedMismatch] = []  # strict replay: records that do not add up
 
     def _call_id(self, seed_id: str) -> str:
         self._ids[seed_id] += 1
@@ -439,10 +495,12 @@ class CallRecorder:
         key = request_key(context.role, context.model, messages, params, settings)
         occurrence = self._seen[(context.seed_id, key)]
         self._seen[(context.seed_id, key)] += 1
-        hit = self.recorded.get(key, occurrence)
-        shape = self._effective(context, call_shape(context.model, messages, settings))
-        if hit is not None:
-            return await self._serve(hit, context, append, shape)
+        found = self.recorded.hit(key, occurrence)
+        shape = self._effective(
+            context, call_shape(context.model, messages, settings), call_clips(messages)
+        )
+        if found is not None:
+            return await self._serve(found[0], found[1], context, append, shape)
         if self.mode == "strict":
             raise ReplayDivergence(
                 f"seed {context.seed_id!r} asks for a {context.role} call to {context.model!r} "
@@ -491,6 +549,7 @@ class CallRecorder:
     async def _serve(
         self,
         hit: CallRecorded | CallFailed,
+        seq: int,
         context: CallContext,
         append: Append,
         shape: CallShape,
@@ -502,6 +561,8 @@ class CallRecorder:
             # (a counterfactual policy's budget can refuse it). Live runs get it for free.
             reservation = await self._reserve(context, call_id, hit.key, shape, append)
             self.budget.settle(reservation, cost)
+            if isinstance(hit, CallRecorded) and not hit.replayed:
+                self._check_record(hit, seq, context, shape)
         self.replayed_calls += 1
         if isinstance(hit, CallFailed):
             await append(
@@ -528,6 +589,39 @@ class CallRecorder:
             )
         )
         return decode_response(hit.response)
+
+    def _check_record(
+        self, hit: CallRecorded, seq: int, context: CallContext, shape: CallShape
+    ) -> None:
+        """Strict replay: price the served answer as the live path would have for this very
+        request (its usage from the shape or the response, the run's prices) and note where the
+        record says otherwise — an edited cost or usage shows here even with its hash redone."""
+        try:
+            response = decode_response(hit.response)
+            usage, provider_cost, batch = self._usage(context, shape, response, hit.offline)
+            cost = (
+                provider_cost
+                if provider_cost is not None
+                else self.prices.cost_micros(context.model, usage, batch=batch)
+            )
+        except Exception as exc:  # an edited response may not even decode
+            self.mismatches.append(
+                ServedMismatch(seq, context.seed_id, hit.key, f"the record cannot be priced: {exc}")
+            )
+            return
+        counts = _usage_counts(usage)
+        if cost != hit.cost_micros:
+            what = f"it says it cost {hit.cost_micros} micro-USD; its usage prices at {cost}"
+        elif counts != hit.usage:
+            what = f"its usage {hit.usage!r} is not what the call carried ({counts!r})"
+        elif (usage.input_tokens, usage.output_tokens) != (hit.input_tokens, hit.output_tokens):
+            what = (
+                f"its token counts ({hit.input_tokens} in, {hit.output_tokens} out) are not the "
+                f"call's ({usage.input_tokens} in, {usage.output_tokens} out)"
+            )
+        else:
+            return
+        self.mismatches.append(ServedMismatch(seq, context.seed_id, hit.key, what))
 
     def _worst_case(self, model: str, shape: CallShape) -> int:
         needed = worst_case_micros(self.prices, shape)
@@ -672,7 +766,7 @@ class CallRecorder:
         reservation: Reservation | None,
     ) -> ModelResponse:
         context = call.context
-        usage, provider_cost, batch = self._usage(context, call.shape, response)
+        usage, provider_cost, batch = self._usage(context, call.shape, response, self.offline)
         cost = (
             provider_cost
             if provider_cost is not None
@@ -699,10 +793,11 @@ class CallRecorder:
         return response
 
     def _usage(
-        self, context: CallContext, shape: CallShape, response: ModelResponse
+        self, context: CallContext, shape: CallShape, response: ModelResponse, offline: bool
     ) -> tuple[Usage, int | None, bool]:
-        """``(usage, the provider's own cost if it sent one, batch-priced)``."""
-        if self.offline:
+        """``(usage, the provider's own cost if it sent one, batch-priced)``; ``offline``: the
+        call was answered by the offline provider (priced from its shape)."""
+        if offline:
             return self._offline_usage(context, shape, response), None, self._batch(context, shape)
         reported = response.usage
         details = reported.details or {}
@@ -740,9 +835,12 @@ class CallRecorder:
         traffic = self.traffic(context.model)
         return traffic is not None and traffic.batchable
 
-    def _effective(self, context: CallContext, shape: CallShape) -> CallShape:
-        """What the call will carry to the provider: frames capped as its adapter sends them,
-        and (offline rehearsals) segments scaled to another length."""
+    def _effective(
+        self, context: CallContext, shape: CallShape, clips: list[ClipInfo]
+    ) -> CallShape:
+        """What the call will carry to the provider: frames as its adapter samples and caps them
+        (:func:`tools.providers.base.frame_times`, the same plan the adapter sends), and
+        (offline rehearsals) segments scaled to another length."""
         scale = self.pricing.scale if self.offline else 1.0
         if scale != 1.0:
             # Longer segments carry longer transcripts; the instructions stay as they are. The
@@ -750,19 +848,24 @@ class CallRecorder:
             transcript = (
                 shape.text_chars if context.role in WINDOW_ROLES else shape.transcript_chars
             )
+            clips = [replace(c, end_s=c.start_s + c.duration_s * scale) for c in clips]
             shape = replace(
                 shape,
                 video_seconds=shape.video_seconds * scale,
                 audio_seconds=shape.audio_seconds * scale,
                 text_chars=shape.text_chars + math.ceil(transcript * (scale - 1)),
+                video_frames=(
+                    sum(max(1, math.ceil(c.duration_s * c.fps)) for c in clips) if clips else None
+                ),
             )
         traffic = self.traffic(context.model)
-        if traffic is not None and shape.video_seconds > 0:
-            if traffic.frame_height is not None:
-                shape = replace(shape, video_height=min(shape.video_height, traffic.frame_height))
-            frames = shape.video_seconds * shape.video_fps
-            if traffic.max_frames is not None and frames > traffic.max_frames:
-                shape = replace(shape, video_fps=traffic.max_frames / shape.video_seconds)
+        if traffic is not None and clips and traffic.video_fps is not None:
+            plan = frame_times(
+                clips, traffic.video_fps, traffic.max_frames or 0, traffic.min_frames_per_clip
+            )
+            shape = replace(shape, video_frames=sum(len(times) for times in plan))
+        if traffic is not None and clips and traffic.frame_height is not None:
+            shape = replace(shape, video_height=min(shape.video_height, traffic.frame_height))
         return shape
 
     def _offline_usage(

@@ -1,13 +1,14 @@
 """Event store benchmarks, each against a baseline measured in the same run.
 
 1. Append rate: 100 000 CallRecorded-sized events, 20 seed streams, batches of 5–50 with
-   expected versions (as the curation loop appends), through ``SqliteEventStore`` — against raw
-   ``sqlite3`` ``executemany`` of the same events into an identical table, one transaction per
-   batch, in the same WAL/NORMAL mode. The baseline encodes the events too (pydantic dump + JSON),
-   so the ratio is the store's own overhead; a second baseline starts from pre-encoded rows.
-   Target: store / raw ≥ 0.5.
-2. Fold rate: 1 000 000 stored events in a realistic mix folded through the projections' pure
-   ``apply`` into seed statuses and spend. Target: ≤ 10 s.
+   expected versions (as the curation loop appends), through ``SqliteEventStore`` — its hash
+   chain and stream heads included — against raw ``sqlite3`` ``executemany`` of the same events
+   into an identical table (no chain), one transaction per batch, in the same WAL/NORMAL mode.
+   The baseline encodes the events too (pydantic dump + JSON), so the ratio is the store's own
+   overhead; a second baseline starts from pre-encoded rows. Target: store / raw ≥ 0.5.
+2. Fold rate: 1 000 000 stored events in a realistic mix folded by the one ledger
+   (``store.ledger.spend``). Target: ≤ 1 s. Also: the projections' pure ``apply`` into seed
+   statuses and spend, and ``verify`` of the appended log's chains.
 
 Run: `.venv/bin/python bench/events.py [--events N] [--fold N] [--workdir DIR]`.
 """
@@ -40,6 +41,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import SqliteEventStore, StoredEvent
+from store.ledger import spend
 from store.projections import fold
 
 STREAMS = 20
@@ -153,6 +155,10 @@ def bench_append(total: int, workdir: Path) -> dict[str, float]:
         versions[stream] = stored[-1].version
     store_s = time.perf_counter() - start
     assert store.last_seq() == total
+    start = time.perf_counter()
+    problems = store.verify()
+    verify_s = time.perf_counter() - start
+    assert problems == [], problems[:3]
     store.close()
     return {
         "append_store_events_per_s": total / store_s,
@@ -161,7 +167,16 @@ def bench_append(total: int, workdir: Path) -> dict[str, float]:
         "append_ratio_store_vs_raw": raw_s / store_s,
         "append_ratio_store_vs_raw_preencoded": raw_rows_s / store_s,
         "append_batches": float(len(work)),
+        "verify_events_per_s": total / verify_s,
     }
+
+
+def _paid(
+    templates: dict[str, tuple[str, int, dict[str, Any]]], call_id: str
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """A reservation and its answer, sharing a call id (as the recorder writes them)."""
+    (rt, rs, rd), (ct, cs, cd) = templates["reserve"], templates["call"]
+    return [(rt, rs, {**rd, "call_id": call_id}), (ct, cs, {**cd, "call_id": call_id})]
 
 
 def synthetic_log(total: int, seed: int = 11) -> list[StoredEvent]:
@@ -197,14 +212,11 @@ def synthetic_log(total: int, seed: int = 11) -> list[StoredEvent]:
                 )
             )
         ]
+        ids = (f"s{n_seed}:{k}" for k in range(1, 1000))
         for _ in range(rng.randint(2, 6)):
-            body += [templates["attempt1"], templates["reserve"], templates["call"]]
-            body += [
-                templates["reserve"],
-                templates["call"],
-                templates[rng.choice(["pass", "reject"])],
-            ]
-        body += [templates["attempt2"], templates["reserve"], templates["call"]]
+            body += [templates["attempt1"], *_paid(templates, next(ids))]
+            body += [*_paid(templates, next(ids)), templates[rng.choice(["pass", "reject"])]]
+        body += [templates["attempt2"], *_paid(templates, next(ids))]
         body.append(
             encode_event(ItemAccepted(seed_id=f"s{n_seed}", qa={"q": "?"}, distractors={"4": "x"}))
         )
@@ -215,16 +227,22 @@ def synthetic_log(total: int, seed: int = 11) -> list[StoredEvent]:
 
 
 def bench_fold(total: int) -> dict[str, float]:
-    """Seconds and events/s to fold ``total`` events into statuses and spend."""
+    """Seconds to fold ``total`` events by the ledger, and into statuses and spend."""
     log = synthetic_log(total)
+    start = time.perf_counter()
+    ledger = spend(log)
+    ledger_s = time.perf_counter() - start
+    assert ledger.spent_micros > 0
     start = time.perf_counter()
     state = fold(log)
     fold_s = time.perf_counter() - start
     assert state.last_seq == total
     return {
         "fold_events": float(total),
-        "fold_seconds": fold_s,
-        "fold_events_per_s": total / fold_s,
+        "ledger_fold_seconds": ledger_s,
+        "ledger_fold_events_per_s": total / ledger_s,
+        "projection_fold_seconds": fold_s,
+        "projection_fold_events_per_s": total / fold_s,
         "fold_seeds": float(len(state.seeds)),
     }
 

@@ -18,21 +18,21 @@ from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
 from agents.fleet import (
-    TOTAL_ACCOUNT,
     FleetConfig,
     FleetWorker,
     IndexJob,
-    day_account,
     default_worker_name,
 )
+from agents.ownership import WriterLease
 from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.attempts import DEFAULT_GATES, gate_order
+from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
 from policies.prices import PriceTable
 from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
 from store.catalog import Catalog
-from store.coordination import BudgetAccounts, WorkQueue
+from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError
 from store.events import usd_to_micros
 from store.eventstore import EventStore, open_event_store
@@ -188,6 +188,16 @@ def key_env(settings: Settings, model_id: str) -> str:
 KEYLESS: frozenset[Family] = frozenset({"openai-compatible", "transformers"})
 
 
+def min_frames_per_clip(family: Family) -> int:
+    """The fewest frames a clip becomes in a request of ``family`` (DashScope's frame lists
+    need four)."""
+    if family == "dashscope":
+        from tools.providers.dashscope_model import MIN_VIDEO_FRAMES
+
+        return MIN_VIDEO_FRAMES
+    return 1
+
+
 def provider_config(
     settings: Settings, model_id: str, env: Mapping[str, str] | None = None
 ) -> ProviderConfig:
@@ -263,6 +273,8 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
             batchable=family in ("gemini", "openai"),
             frame_height=None if family == "gemini" else found.frame_height,
             max_frames=None if family == "gemini" else found.max_frames,
+            video_fps=None if family == "gemini" else found.video_fps,
+            min_frames_per_clip=min_frames_per_clip(family),
         )
         known[model_id] = result
         return result
@@ -379,16 +391,42 @@ class App:
             day_cap_micros=_micros(budget.per_day_usd),
         )
 
+    def leases(self) -> Leases:
+        """The named leases (one writer per run) in the event store's database."""
+        return Leases(self.events.engine)
+
+    def writer(self, name: str, command: str, *, wait_s: float = 0.0) -> WriterLease:
+        """Take lease ``name`` for this process (``command`` says what it does), renewed until
+        released; :class:`~store.coordination.LeaseHeld` when another live process holds it.
+        A lease taken over from a dead holder has that holder's campaign holds written off."""
+        held = WriterLease.acquire(
+            self.leases(), name, command, lease_s=self.settings.worker.lease_s, wait_s=wait_s
+        )
+        if held.took_over is not None and self.campaign() is not None:
+            self.accounts().write_off(name)
+        return held
+
+    def campaign(self) -> Campaign | None:
+        """The campaign's shared accounts when this store has them (a daemon, a worker or
+        ``enqueue`` made them from ``budget.cap_usd`` and ``budget.per_day_usd``): every paid
+        call of every command then reserves in them too. None for a plain workspace."""
+        accounts = self.accounts()
+        if accounts.account(TOTAL_ACCOUNT) is None:
+            return None
+        budget = self.settings.budget
+        return Campaign(
+            accounts,
+            total_cap_micros=cap_micros(budget.cap_usd, "budget.cap_usd"),
+            day_cap_micros=cap_micros(budget.per_day_usd, "budget.per_day_usd"),
+        )
+
     def set_budget_caps(self) -> None:
         """Make the shared accounts' caps those of the settings: ``budget.cap_usd`` for the
         campaign's total and ``budget.per_day_usd`` for today (unset: uncapped)."""
         budget = self.settings.budget
         accounts = self.accounts()
-        accounts.set_cap(
-            TOTAL_ACCOUNT, None if budget.cap_usd is None else usd_to_micros(budget.cap_usd)
-        )
-        day = None if budget.per_day_usd is None else usd_to_micros(budget.per_day_usd)
-        accounts.set_cap(day_account(), day)
+        accounts.set_cap(TOTAL_ACCOUNT, cap_micros(budget.cap_usd, "budget.cap_usd"))
+        accounts.set_cap(day_account(), cap_micros(budget.per_day_usd, "budget.per_day_usd"))
 
     def fleet_worker(
         self,
@@ -441,6 +479,7 @@ class App:
             "traffic": traffic_for(self.settings, live=not self.settings.curation.offline),
             "secrets": secret_values_of(self.settings),
             "batcher": self.batcher(),
+            "campaign": self.campaign(),
         }
 
     def batcher(self) -> Batcher | None:

@@ -36,8 +36,9 @@ from playlisteval import logs, runs
 from playlisteval.app import App
 from playlisteval.export import ExportSummary
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
-from policies.budget import Budget
+from policies.budget import Budget, cap_micros, check_concurrency
 from store.catalog import FAILED, DomainHours, VideoRow
+from store.coordination import LeaseHeld
 from store.errors import PlaylistEvalError
 from store.events import (
     Event,
@@ -85,15 +86,35 @@ segment_max_minutes = 2.0
 """
 
 
+# Exit codes: what a script can tell apart.
+EXIT_FIX = 2  # a setting, a value or the workspace needs fixing: the line says what
+EXIT_BUSY = 3  # another live process holds what this command would write to
+EXIT_TAMPERED = 4  # the log does not check out (replay or `store verify` found a difference)
+
+
+def _fail(exc: PlaylistEvalError) -> typer.Exit:
+    """Print ``exc`` as one line and return the exit that fits it."""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+    return typer.Exit(EXIT_BUSY if isinstance(exc, LeaseHeld) else EXIT_FIX)
+
+
 @contextmanager
 def _open(home: Path | None, **overrides: Any) -> Iterator[App]:
-    """An App for the workspace; project errors become a one-line message and exit code 2."""
+    """An App for the workspace; project errors become a one-line message and exit code 2
+    (3 when another process holds the run)."""
     try:
         with App(load_settings(home, **overrides)) as opened:
             yield opened
     except PlaylistEvalError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        raise _fail(exc) from exc
+
+
+def _checked(check: Callable[[], object]) -> None:
+    """Run an input check before anything is opened or written; its error is one line."""
+    try:
+        check()
+    except PlaylistEvalError as exc:
+        raise _fail(exc) from exc
 
 
 class RichIndexProgress:
@@ -423,6 +444,12 @@ def _print_report(report: RunReport) -> None:
     )
     for seed_id, reason in sorted(report.stopped.items()):
         console.print(f"[yellow]stopped[/] {seed_id}: {escape(reason)}")
+    if report.outcome == "budget":
+        console.print(
+            f"the cap stopped it: resume with `playlisteval curate --run {report.run_id} "
+            "--budget USD`, USD being the run's new total cap (above the "
+            f"{micros_to_usd(report.spent_micros):.4f} spent)"
+        )
 
 
 def _curate(
@@ -433,40 +460,74 @@ def _curate(
     concurrency: int | None,
     run: str | None,
     per_seed: float | None,
+    again: bool = False,
 ) -> RunReport:
-    total = max_seeds or len(app_.catalog.seeds())
+    if run is not None:
+        started = runs.run_started(app_.events, run)
+        total = len(started.seeds)
+    else:
+        total = max_seeds or len(app_.catalog.seeds())
     view = LiveCuration(total)
     with Live(view.render(), console=console, transient=False, auto_refresh=False) as live:
         view.live = live
-        report = runs.curate(
-            app_,
-            budget_usd=budget,
-            max_seeds=max_seeds,
-            concurrency=concurrency,
-            run_id=run,
-            per_seed_usd=per_seed,
-            progress=view,
-        )
+        if run is not None:
+            report = runs.resume(
+                app_, run, budget_usd=budget, concurrency=concurrency, progress=view
+            )
+        else:
+            report = runs.curate(
+                app_,
+                budget_usd=budget,
+                max_seeds=max_seeds,
+                concurrency=concurrency,
+                per_seed_usd=per_seed,
+                progress=view,
+                again=again,
+            )
         live.update(view.render(), refresh=True)
     console.print()
     _print_report(report)
     return report
 
 
+def _check_money(
+    budget: float | None = None, per_seed: float | None = None, concurrency: int | None = None
+) -> None:
+    _checked(lambda: cap_micros(budget, "--budget"))
+    _checked(lambda: cap_micros(per_seed, "--per-seed"))
+    _checked(lambda: check_concurrency(concurrency))
+
+
 @app.command()
 def curate(
-    budget: Annotated[float | None, typer.Option(help="Cap of the run in USD.")] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Cap of the run in USD (default budget.cap_usd). With --run: the run's new "
+            "total cap (not money added), refused below what it has spent; without it a "
+            "resumed run keeps its cap."
+        ),
+    ] = None,
     max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
     run: Annotated[
-        str | None, typer.Option(help="Resume this run (its seeds; --budget adds money).")
+        str | None,
+        typer.Option(help="Resume this run (its own seeds, its cap unless --budget gives one)."),
     ] = None,
     per_seed: Annotated[float | None, typer.Option(help="Cap per seed in USD.")] = None,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="Take seeds that earlier runs curated too (their calls are paid again); by "
+            "default a new run takes only seeds no run has taken.",
+        ),
+    ] = False,
     live: Annotated[
         bool | None,
         typer.Option(
             "--live/--offline",
-            help="Call the configured providers (keys needed) or the offline provider "
+            help="Call the configured providers (keys and a cap needed) or the offline provider "
             "(default: curation.offline, which is true).",
         ),
     ] = None,
@@ -480,14 +541,22 @@ def curate(
     ] = None,
     home: HomeOption = None,
 ) -> None:
-    """Curate seeds into benchmark items under a dollar budget (offline provider by default)."""
+    """Curate seeds into benchmark items under a dollar budget (offline provider by default).
+    One process works on a run at a time: a second `curate --run` on it is refused (exit 3)."""
+    _check_money(budget, per_seed, concurrency)
+    if run is not None and (again or max_seeds is not None or per_seed is not None):
+        err_console.print(
+            "[bold red]error:[/] --again, --max-seeds and --per-seed shape a new run; a resumed "
+            "run keeps its own seeds and per-seed cap"
+        )
+        raise typer.Exit(EXIT_FIX)
     overrides: dict[str, Any] = {}
     if live is not None:
         overrides["curation"] = {"offline": not live}
     if batch is not None:
         overrides["providers"] = {"batch": batch}
     with _open(home, **overrides) as app_:
-        cap = budget if budget is not None else app_.settings.budget.cap_usd
+        cap = budget if budget is not None or run is not None else app_.settings.budget.cap_usd
         _curate(
             app_,
             budget=cap,
@@ -495,6 +564,7 @@ def curate(
             concurrency=concurrency,
             run=run,
             per_seed=per_seed if per_seed is not None else app_.settings.budget.per_seed_usd,
+            again=again,
         )
 
 
@@ -577,14 +647,22 @@ def audit(
 def replay(
     run: Annotated[str, typer.Argument(help="The run to replay.")],
     strict: Annotated[
-        bool, typer.Option(help="No model call at all (the default unless --resume).")
+        bool,
+        typer.Option(
+            help="No model call at all; check the hash chains and compare every derived event "
+            "with the log (the default unless --resume)."
+        ),
     ] = True,
     resume: Annotated[
-        bool, typer.Option(help="Serve recorded calls free and go on live under --budget.")
+        bool,
+        typer.Option(help="Serve recorded calls free and go on live (as `curate --run`)."),
     ] = False,
     budget: Annotated[
         float | None,
-        typer.Option(help="USD: new money (--resume) or the counterfactual cap (strict)."),
+        typer.Option(
+            help="USD: the run's new total cap (--resume) or the what-if cap (a counterfactual "
+            "replay)."
+        ),
     ] = None,
     max_attempts: Annotated[
         int | None, typer.Option(help="Counterfactual attempts per seed and phase.")
@@ -592,8 +670,10 @@ def replay(
     concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
     home: HomeOption = None,
 ) -> None:
-    """Replay a run from its log: audit it strictly, ask what another policy would have done,
-    or finish its stopped seeds."""
+    """Replay a run from its log: audit it strictly (exit 4 and the first seq that differs when
+    the log is not what its answers derive), ask what another policy would have done, or finish
+    its stopped seeds."""
+    _check_money(budget, None, concurrency)
     with _open(home) as app_:
         if resume:
             if max_attempts is not None:
@@ -605,14 +685,14 @@ def replay(
         result = runs.replay_strict(
             app_, run, budget_usd=budget, max_attempts=max_attempts, concurrency=concurrency
         )
-        report = result.report
+    report = result.report
+    if result.verdict is None:
         console.print(
-            f"strict replay of {run} under {result.policy}: {result.model_calls} model calls"
-        )
-        console.print(
-            f"accepted {len(report.accepted)} (the run accepted {len(result.original_accepted)}), "
-            f"cost {micros_to_usd(report.spent_micros):.4f} USD "
-            f"(the run paid {micros_to_usd(result.original_cost_micros):.4f})"
+            f"replay of {run} under {result.policy}: {result.model_calls} model calls; "
+            f"accepted {len(report.accepted)} (the run accepted "
+            f"{len(result.original_accepted)}), cost "
+            f"{micros_to_usd(report.spent_micros + report.replayed_micros):.4f} USD (the run "
+            f"paid {micros_to_usd(result.original_cost_micros):.4f})"
         )
         missing = [s for s, why in report.stopped.items() if why.startswith("unrecorded")]
         budget_stopped = [s for s, why in report.stopped.items() if why.startswith("budget")]
@@ -623,6 +703,26 @@ def replay(
         extra = set(report.accepted) - set(result.original_accepted)
         if extra:
             console.print(f"accepted only under this policy: {', '.join(sorted(extra))}")
+        return
+    verdict = result.verdict
+    console.print(
+        f"strict replay of {run}: {result.model_calls} model calls; {verdict.seeds} seeds, "
+        f"{verdict.decisions} decisions and {verdict.served_checked} recorded answers "
+        f"re-derived; accepted {len(report.accepted)} (the log: "
+        f"{len(result.original_accepted)}); the log spent "
+        f"{micros_to_usd(result.original_cost_micros):.4f} USD"
+    )
+    if verdict.ok:
+        console.print("[green]the log replays exactly[/]: hash chains intact, nothing differs")
+        return
+    problems = verdict.problems()
+    err_console.print(
+        f"[bold red]the log does not replay[/]: {len(problems)} problem(s); the first is at "
+        f"seq {verdict.first_seq}"
+    )
+    for line in problems[:10]:
+        err_console.print(f"  {escape(line)}")
+    raise typer.Exit(EXIT_TAMPERED)
 
 
 @app.command()
@@ -707,11 +807,18 @@ def pairs(
     per_domain: Annotated[
         int | None, typer.Option(help="Pairs sampled per domain (default: pairs.pairs_per_domain).")
     ] = None,
-    budget: Annotated[float | None, typer.Option(help="Cap of the judges' calls (USD).")] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Total cap of the run's difficulty-gate calls (USD), earlier ones included "
+            "(default: the cap it was last given, else budget.pairs_usd)."
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Make preference pairs of a run's accepted items: any two answers, the higher rating
     preferred; keep a pair when a weak difficulty judge fails it; sample per domain by gap."""
+    _check_money(budget)
     with _open(home) as app_:
         run_id, chosen = runs.select_pairs(app_, run, per_domain=per_domain, budget_usd=budget)
         by_domain = Counter(p.domain for p in chosen)
@@ -731,12 +838,17 @@ def export(
     per_domain: Annotated[
         int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
     ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="Cap of the difficulty gate when the run has no selection yet (USD)."),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Export a run's benchmark: JSONL and Parquet that `datasets` loads, a manifest of videos
     and clips, a dataset card, a version and a content hash."""
+    _check_money(budget)
     with _open(home) as app_:
-        summary = runs.export(app_, directory, run, per_domain=per_domain)
+        summary = runs.export(app_, directory, run, per_domain=per_domain, budget_usd=budget)
         _print_export(summary)
         console.print(f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root}")
 
@@ -787,11 +899,18 @@ def eval_(
         ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Evaluation folder (resumable).")] = Path("evaluation"),
-    budget: Annotated[float | None, typer.Option(help="Cap of the judges' calls (USD).")] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Total cap of this evaluation's calls (USD), earlier ones included (default: "
+            "the cap it was last given, else budget.eval_usd)."
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
     sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl."""
+    _check_money(budget)
     with _open(home) as app_:
         result = runs.evaluate(app_, benchmark, judge, out, condition, budget_usd=budget)
         console.print(
@@ -1059,6 +1178,30 @@ def store_rebuild(home: HomeOption = None) -> None:
     with _open(home) as app_:
         count = app_.projections().rebuild()
         console.print(f"projections rebuilt from {count} events")
+
+
+@store_app.command("verify")
+def store_verify(home: HomeOption = None) -> None:
+    """Check every stream of the log against its hash chain and head (exit 4 at the first
+    event that is not what was written: edited, inserted, deleted or reordered)."""
+    with _open(home) as app_:
+        streams = len(app_.events.streams())
+        events = app_.events.last_seq()
+        problems = runs.verify_store(app_)
+    if not problems:
+        console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
+        return
+    err_console.print(
+        f"[bold red]the log was changed[/]: {len(problems)} problem(s); the first at seq "
+        f"{problems[0].seq}"
+    )
+    for problem in problems[:10]:
+        err_console.print(f"  {escape(str(problem))}")
+    err_console.print(
+        "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
+        "to see what differs"
+    )
+    raise typer.Exit(EXIT_TAMPERED)
 
 
 @app.callback()

@@ -34,7 +34,8 @@ from playlisteval.runs import run_started
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.catalog import ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
-from store.events import CallRecorded, ItemAccepted, micros_to_usd, pairs_stream, seed_stream
+from store.events import ItemAccepted, micros_to_usd, pairs_stream, seed_stream
+from store.ledger import spend, stream_spend
 
 BENCHMARK_VERSION = "1"
 FILES = ("pairs.jsonl", "pairs.parquet", "manifest.json", "README.md", "benchmark.json")
@@ -141,13 +142,13 @@ def _json_text(value: Any) -> str:
 def _accepted_item(app: App, run_id: str, seed_id: str) -> tuple[ItemAccepted, int]:
     """The seed's accepted item in the run and what its calls cost; ConfigError when none."""
     item: ItemAccepted | None = None
-    cost = 0
-    for stored in app.events.read_stream(seed_stream(run_id, seed_id)):
-        event = stored.event()
-        if isinstance(event, ItemAccepted):
+    stream = app.events.read_stream(seed_stream(run_id, seed_id))
+    for stored in stream:
+        if stored.type == "ItemAccepted":
+            event = stored.event()
+            assert isinstance(event, ItemAccepted)
             item = event
-        elif isinstance(event, CallRecorded) and not event.replayed:
-            cost += event.cost_micros
+    cost = spend(stream).spent_micros
     if item is None:
         raise ConfigError(
             f"seed {seed_id!r} has no accepted item in run {run_id!r}: only pairs of accepted "
@@ -295,24 +296,12 @@ def jsonl_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
 
 def _run_costs(app: App, run_ids: Iterable[str]) -> int:
     """What the runs paid for their calls, every seed included (accepted or not)."""
-    total = 0
-    for run_id in run_ids:
-        for stored in app.events.read_all(stream_prefix=seed_stream(run_id, "")):
-            event = stored.event()
-            if isinstance(event, CallRecorded) and not event.replayed:
-                total += event.cost_micros
-    return total
+    return sum(stream_spend(app.events, seed_stream(r, "")).spent_micros for r in set(run_ids))
 
 
 def _selection_costs(app: App, run_ids: Iterable[str]) -> int:
     """What the difficulty judges' calls of the runs' pair selections paid."""
-    total = 0
-    for run_id in run_ids:
-        for stored in app.events.read_stream(pairs_stream(run_id)):
-            event = stored.event()
-            if isinstance(event, CallRecorded) and not event.replayed:
-                total += event.cost_micros
-    return total
+    return sum(spend(app.events.read_stream(pairs_stream(r))).spent_micros for r in set(run_ids))
 
 
 def _manifest(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

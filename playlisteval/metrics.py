@@ -6,8 +6,8 @@ up to date from the event store, reading only what was appended since its last c
 :class:`DaemonCollector` turns it, the work queue and the budget accounts into Prometheus metric
 families, and :class:`MetricsServer` serves ``/metrics`` and ``/healthz`` from a thread.
 
-Spend follows the ledger's rule (non-replayed ``CallRecorded`` cost plus ``CallFailed`` charge);
-reservations not settled yet are reported apart, as calls in flight, not as spent.
+Spend is the one ledger's (:mod:`store.ledger`): settled costs plus reservations with no answer
+yet, which are also reported on their own (calls in flight, or left by a crash).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from store.coordination import STATES, BudgetAccounts, WorkQueue
-from store.events import MICROS_PER_USD, UPCASTERS
+from store.events import MICROS_PER_USD, UPCASTERS, upcast
 from store.eventstore import EventStore, StoredEvent
+from store.ledger import LedgerFold
 
 _log = structlog.get_logger(__name__)
 _READ_CHUNK = 5000
@@ -43,9 +44,9 @@ class LogSnapshot:
     last_seq: int
     events: int
     calls: dict[tuple[str, str, str], int]  # (model, role, outcome)
-    spend_micros: int
+    spend_micros: int  # the ledger's spent: settled plus reserved
     spend_by_model: dict[str, int]
-    reserved_micros: int  # reservations not settled: calls in flight, or left by a crash
+    reserved_micros: int  # of which reservations not settled: in flight, or left by a crash
     in_flight: int  # how many such reservations
     retries: dict[str, int]  # CallRetried by kind
     provider_errors: dict[str, int]  # CallFailed with outcome "error", by kind
@@ -76,8 +77,7 @@ class _LogFold:
         self.last_seq = 0
         self.events = 0
         self.calls: dict[tuple[str, str, str], int] = {}
-        self.spend_by_model: dict[str, int] = {}
-        self.open: dict[tuple[str, str], int] = {}  # (stream, call_id) → reserved micros
+        self.ledger = LedgerFold()
         self.retries: dict[str, int] = {}
         self.provider_errors: dict[str, int] = {}
         self.gates: dict[tuple[str, str, str], int] = {}
@@ -88,25 +88,17 @@ class _LogFold:
         self.events += 1
         self.last_seq = max(self.last_seq, ev.seq)
         data = ev.data
-        schema = ev.schema
         # Read as dicts (not validated models): cheap, and tolerant of outcomes added later.
-        while (ev.type, schema) in UPCASTERS:
-            data = UPCASTERS[(ev.type, schema)](dict(data))
-            schema += 1
+        if UPCASTERS and (ev.type, ev.schema) in UPCASTERS:
+            data = upcast(ev.type, ev.schema, data)
         kind = ev.type
-        if kind == "CallReserved":
-            self.open[(ev.stream, data["call_id"])] = int(data["reserved_micros"])
-        elif kind == "CallRecorded":
-            self.open.pop((ev.stream, data["call_id"]), None)
+        self.ledger.apply(ev.stream, kind, data)
+        if kind == "CallRecorded":
             replayed = bool(data.get("replayed", False))
             _bump(self.calls, (data["model"], data["role"], "replayed" if replayed else "recorded"))
-            if not replayed:
-                _bump(self.spend_by_model, data["model"], int(data["cost_micros"]))
         elif kind == "CallFailed":
-            self.open.pop((ev.stream, data["call_id"]), None)
             outcome = str(data.get("outcome", "error"))
             _bump(self.calls, (data["model"], data["role"], outcome))
-            _bump(self.spend_by_model, data["model"], int(data.get("charged_micros", 0)))
             if outcome == "error":
                 error = str(data.get("error", ""))
                 _bump(self.provider_errors, error.split(": ", 1)[0] if ": " in error else "other")
@@ -140,14 +132,15 @@ class _LogFold:
         seeds: dict[str, int] = {}
         for state in self.seed_state.values():
             _bump(seeds, state)
+        spent = self.ledger.ledger()
         return LogSnapshot(
             last_seq=self.last_seq,
             events=self.events,
             calls=_sorted(self.calls),
-            spend_micros=sum(self.spend_by_model.values()),
-            spend_by_model=_sorted(self.spend_by_model),
-            reserved_micros=sum(self.open.values()),
-            in_flight=len(self.open),
+            spend_micros=spent.spent_micros,
+            spend_by_model=spent.breakdown("model"),
+            reserved_micros=spent.open_micros,
+            in_flight=spent.open_calls,
             retries=_sorted(self.retries),
             provider_errors=_sorted(self.provider_errors),
             gates=_sorted(self.gates),

@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from pydantic_ai.models import Model
+from pydantic_ai.models.test import TestModel
 
-from agents.curation import CurationProgress, Curator, RunReport, ledger
-from agents.recorded import NoCallModel, Pricing, RecordedCalls
+from agents.curation import CurationProgress, Curator, RunReport
+from agents.ownership import SEEDS_LEASE, eval_lease, pairs_lease, run_lease
+from agents.recorded import NoCallModel, Pricing
+from agents.replay import Replayer, ReplayVerdict
 from playlisteval.app import (
     App,
     curation_config,
@@ -25,6 +29,7 @@ from playlisteval.app import (
     traffic_for,
 )
 from playlisteval.settings import IndexSettings
+from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
 from policies.prices import PriceTable
 from store.catalog import SeedRow
@@ -34,6 +39,7 @@ from store.events import (
     CallFailed,
     CallRecorded,
     CallRefused,
+    CapSet,
     GatePassed,
     GateRejected,
     ItemAccepted,
@@ -41,11 +47,13 @@ from store.events import (
     RunStarted,
     SeedDiscarded,
     SeedStopped,
+    micros_to_usd,
+    pairs_stream,
     run_stream,
     seed_stream,
-    usd_to_micros,
 )
-from store.eventstore import EventStore, open_event_store
+from store.eventstore import ChainProblem, EventStore, open_event_store
+from store.ledger import LedgerFold, current_cap, spend, stream_spend
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationResult
@@ -75,10 +83,23 @@ def run_started(store: EventStore, run_id: str) -> RunStarted:
     return first
 
 
-def choose_seeds(app: App, max_seeds: int | None) -> list[SeedRow]:
-    """Active seeds in their deterministic order, spread over domains (round-robin), at most
-    ``max_seeds``."""
-    return spread_by_domain(app.catalog.seeds(), max_seeds)
+def seeds_in_runs(store: EventStore) -> set[str]:
+    """Every seed some run has taken (its ``RunStarted`` lists it): single-process runs and the
+    fleet's alike."""
+    taken: set[str] = set()
+    for stored in store.read_all(types=["RunStarted"]):
+        taken.update(stored.data.get("seeds", ()))
+    return taken
+
+
+def choose_seeds(app: App, max_seeds: int | None, *, again: bool = False) -> list[SeedRow]:
+    """Active seeds that no run has taken (``again``: every active seed), in their deterministic
+    order, spread over domains (round-robin), at most ``max_seeds``."""
+    seeds = app.catalog.seeds()
+    if not again:
+        taken = seeds_in_runs(app.events)
+        seeds = [s for s in seeds if s.id not in taken]
+    return spread_by_domain(seeds, max_seeds)
 
 
 def spread_by_domain(seeds: Sequence[SeedRow], max_seeds: int | None) -> list[SeedRow]:
@@ -97,6 +118,38 @@ def spread_by_domain(seeds: Sequence[SeedRow], max_seeds: int | None) -> list[Se
     return chosen
 
 
+def run_settings(app: App, models: set[str]) -> dict[str, Any]:
+    """What a run records of how it was configured: the generation, model and index settings,
+    the price rows its models are priced by, and how each model's calls travel (frame caps,
+    cache lifetimes): enough for a replay to price every call as the run did."""
+    settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
+    traffic = traffic_for(app.settings, live=False)
+    settings["prices"] = app.prices().snapshot(models)
+    settings["traffic"] = {
+        model: found.facts() for model in sorted(models) if (found := traffic(model))
+    }
+    return settings
+
+
+def _needs_cap(app: App, cap: int | None, what: str) -> None:
+    """A live command must have a cap: its own, or a capped campaign total it reserves in."""
+    if cap is not None or app.settings.curation.offline:
+        return
+    campaign = app.campaign()
+    if campaign is None or campaign.total_cap_micros is None:
+        raise ConfigError(
+            f"a live {what} needs a cap: pass --budget USD (or set {CAP_SETTINGS[what]}); "
+            "every paid call reserves against it first"
+        )
+
+
+CAP_SETTINGS = {
+    "curation run": "budget.cap_usd",
+    "difficulty gate": "budget.pairs_usd",
+    "evaluation": "budget.eval_usd",
+}
+
+
 def curate(
     app: App,
     *,
@@ -106,63 +159,148 @@ def curate(
     run_id: str | None = None,
     per_seed_usd: float | None = None,
     progress: CurationProgress | None = None,
+    again: bool = False,
 ) -> RunReport:
-    """Start a run over the chosen seeds, or resume ``run_id`` (its own seeds, more budget)."""
+    """Start a new run over seeds that no run has taken yet (``again``: any active seed, paid
+    again), under the cap ``budget_usd`` (``None``: offline only).
+
+    The seeds are chosen, and the run opened, under the workspace's seeds lease, so two
+    commands started together take different seeds; the run is curated under its own lease.
+    """
+    cap = cap_micros(budget_usd, "--budget")
+    per_seed = cap_micros(per_seed_usd, "--per-seed")
+    check_concurrency(concurrency)
+    _needs_cap(app, cap, "curation run")
     curator = app.curator(progress, concurrency)
-    if run_id is not None and app.events.stream_version(run_stream(run_id)):
-        started = run_started(app.events, run_id)
-        seeds = app.catalog.seeds_by_id(started.seeds)
-        spent = _spent(app.events, run_id)
-        cap = None if budget_usd is None else spent + usd_to_micros(budget_usd)
-        per_seed = started.per_seed_micros
-    else:
-        seeds = choose_seeds(app, max_seeds or app.settings.curation.max_seeds)
+    with app.writer(SEEDS_LEASE, "curate (choosing seeds)", wait_s=30.0):
+        seeds = choose_seeds(app, max_seeds or app.settings.curation.max_seeds, again=again)
         if not seeds:
-            raise ConfigError("no seeds to curate: run `playlisteval index` (and `seeds`) first")
+            raise ConfigError(_no_fresh_seeds(app))
         run_id = run_id or new_run_id(salt=str(app.workspace.root))
-        cap = None if budget_usd is None else usd_to_micros(budget_usd)
-        per_seed = None if per_seed_usd is None else usd_to_micros(per_seed_usd)
-    settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
-    return anyio.run(
-        lambda: curator.curate(
-            run_id, seeds, budget_micros=cap, per_seed_micros=per_seed, settings=settings
+        if app.events.stream_version(run_stream(run_id)):
+            raise ConfigError(
+                f"run {run_id!r} exists already; resume it with `playlisteval curate --run "
+                f"{run_id}`"
+            )
+        lease = app.writer(run_lease(run_id), f"curate --run {run_id}")
+        try:
+            curator.open_run(
+                run_id,
+                seeds,
+                budget_micros=cap,
+                per_seed_micros=per_seed,
+                settings=run_settings(app, curator.config.models.all_models()),
+            )
+        except BaseException:
+            lease.release()
+            raise
+    with lease:
+        return anyio.run(
+            lambda: curator.curate(
+                run_id,
+                seeds,
+                budget_micros=cap,
+                per_seed_micros=per_seed,
+                opened=True,
+                lease=lease.name,
+            )
         )
+
+
+def _no_fresh_seeds(app: App) -> str:
+    if not app.catalog.seeds():
+        return "no seeds to curate: run `playlisteval index` (and `seeds`) first"
+    recent = ", ".join(run_ids(app.events)[-3:])
+    return (
+        "every active seed is in a run already: resume one with `playlisteval curate --run RUN` "
+        f"(recent runs: {recent}), or pass --again to curate seeds again in a new run (their "
+        "calls are paid again)"
     )
+
+
+def run_cap(store: EventStore, run_id: str) -> int | None:
+    """The run's cap now: its ``RunStarted`` budget, or the last ``RunResumed`` one."""
+    return current_cap(s.event() for s in store.read_stream(run_stream(run_id)))
+
+
+def resume(
+    app: App,
+    run_id: str,
+    *,
+    budget_usd: float | None = None,
+    concurrency: int | None = None,
+    progress: CurationProgress | None = None,
+) -> RunReport:
+    """Pick run ``run_id`` up where it stopped (a crash, ``kill -9``, its cap), its own seeds.
+
+    Without ``budget_usd`` the run keeps its cap; with it, ``budget_usd`` is the run's new
+    *total* cap, refused when below what the run has spent already. A run whose seeds are in
+    the fleet's queue belongs to its workers; another live ``curate`` on the run is refused.
+    """
+    started = run_started(app.events, run_id)
+    new_cap = cap_micros(budget_usd, "--budget")
+    check_concurrency(concurrency)
+    if app.queue().items(run_id=run_id):
+        raise ConfigError(
+            f"run {run_id!r} belongs to the fleet (its seeds are in the shared queue): start "
+            "`playlisteval worker`s to work on it, or see `playlisteval fleet`"
+        )
+    curator = app.curator(progress, concurrency)
+    with app.writer(run_lease(run_id), f"curate --run {run_id}") as lease:
+        spent = stream_spend(app.events, seed_stream(run_id, "")).spent_micros
+        cap = run_cap(app.events, run_id) if new_cap is None else new_cap
+        if new_cap is not None and new_cap < spent:
+            raise ConfigError(
+                f"run {run_id!r} has spent {micros_to_usd(spent):.4f} USD already; --budget is "
+                f"the run's total cap, so give at least that (e.g. --budget "
+                f"{_round_up_usd(spent)})"
+            )
+        _needs_cap(app, cap, "curation run")
+        seeds = app.catalog.seeds_by_id(started.seeds)
+        return anyio.run(
+            lambda: curator.curate(
+                run_id,
+                seeds,
+                budget_micros=cap,
+                per_seed_micros=started.per_seed_micros,
+                lease=lease.name,
+            )
+        )
+
+
+def _round_up_usd(micros: int) -> str:
+    """A round figure above ``micros`` for a hint (0.61 USD → 1.00)."""
+    usd = micros_to_usd(micros)
+    step = 1.0 if usd >= 1 else 0.1
+    return f"{(int(usd / step) + 1) * step:.2f}"
 
 
 def queue_fresh_seeds(
     app: App, max_seeds: int | None, *, concurrency: int | None = None
 ) -> tuple[str, int] | None:
-    """Open a run for the fleet over the active seeds never queued before (in any run), spread
-    over domains, at most ``max_seeds``: its RunStarted in the log, its seeds in the shared
-    queue. Returns ``(run id, seeds queued)``, or None when no seed is left to queue."""
-    from agents.fleet import SEED, start_run
+    """Open a run for the fleet over the active seeds no run has taken (single-process runs
+    included), spread over domains, at most ``max_seeds``: its RunStarted in the log, its seeds
+    in the shared queue. Returns ``(run id, seeds queued)``, or None when no seed is left."""
+    from agents.fleet import start_run
 
-    queued = {item.id for item in app.queue().items(kind=SEED)}
-    fresh = [s for s in app.catalog.seeds() if f"{SEED}:{s.id}" not in queued]
-    if not fresh:
-        return None
-    seeds = spread_by_domain(fresh, max_seeds)
-    run_id = new_run_id(salt=str(app.workspace.root))
-    budget = app.settings.budget
-    count = start_run(
-        app.events,
-        app.queue(),
-        run_id,
-        seeds,
-        budget_micros=None if budget.cap_usd is None else usd_to_micros(budget.cap_usd),
-        per_seed_micros=None if budget.per_seed_usd is None else usd_to_micros(budget.per_seed_usd),
-        config=curation_config(app.settings, concurrency),
-        settings=app.settings.model_dump(mode="json", include={"generation", "models", "index"}),
-    )
+    with app.writer(SEEDS_LEASE, "enqueue (choosing seeds)", wait_s=30.0):
+        seeds = choose_seeds(app, max_seeds)
+        if not seeds:
+            return None
+        run_id = new_run_id(salt=str(app.workspace.root))
+        budget = app.settings.budget
+        config = curation_config(app.settings, concurrency)
+        count = start_run(
+            app.events,
+            app.queue(),
+            run_id,
+            seeds,
+            budget_micros=cap_micros(budget.cap_usd, "budget.cap_usd"),
+            per_seed_micros=cap_micros(budget.per_seed_usd, "budget.per_seed_usd"),
+            config=config,
+            settings=run_settings(app, config.models.all_models()),
+        )
     return run_id, count
-
-
-def _spent(store: EventStore, run_id: str) -> int:
-    prefix = seed_stream(run_id, "")
-    return ledger(
-        (s.stream[len(prefix) :], s.event()) for s in store.read_all(stream_prefix=prefix)
-    ).spent_micros
 
 
 @dataclass
@@ -175,6 +313,26 @@ class ReplayReport:
     original_accepted: list[str]
     original_cost_micros: int
     model_calls: int
+    verdict: ReplayVerdict | None = None  # strict replays: what was compared, what differs
+
+
+def replayer(app: App) -> Replayer:
+    """A replayer over the workspace's log: no live adapter is built, so a strict replay needs
+    no key even where the settings say live; every model it could reach refuses to answer."""
+    config = replace(curation_config(app.settings), offline=True)
+
+    def guard(model_id: str) -> Model:
+        return NoCallModel(TestModel(custom_output_text=f"no call to {model_id}"))
+
+    return Replayer(
+        store=app.events,
+        catalog=app.catalog,
+        clips=app.clips(),
+        model_for=guard,
+        config=config,
+        prices=app.prices(),
+        traffic=traffic_for(app.settings, live=False),
+    )
 
 
 def replay_strict(
@@ -187,59 +345,24 @@ def replay_strict(
 ) -> ReplayReport:
     """Re-run ``run_id`` from its log with no model call, into a scratch log.
 
-    With the run's own policy, any call the log does not hold is a divergence (an error). Under
-    another policy (``budget_usd``, ``max_attempts``) the replay is counterfactual: it reports
-    what that policy would have accepted and paid, and which seeds would have needed a call the
-    log does not hold.
+    With the run's own policy the replay is strict: the hash chains are checked and every
+    derived event is compared with the log (see :mod:`agents.replay`). Under another policy
+    (``budget_usd``, ``max_attempts``) the replay is counterfactual: it reports what that
+    policy would have accepted and paid, and which seeds would have needed a call the log does
+    not hold.
     """
-    started = run_started(app.events, run_id)
-    seeds = app.catalog.seeds_by_id(started.seeds)
+    run_started(app.events, run_id)
+    cap = cap_micros(budget_usd, "--budget")
+    if max_attempts is not None and max_attempts < 1:
+        raise ConfigError(f"--max-attempts must be at least 1, got {max_attempts!r}")
+    check_concurrency(concurrency)
+    verdict = replayer(app).replay(
+        run_id, budget_micros=cap, max_attempts=max_attempts, concurrency=concurrency
+    )
     prefix = seed_stream(run_id, "")
-    log = [s.event() for s in app.events.read_all(stream_prefix=prefix)]
-    recorded = RecordedCalls.from_events(log)
-    counterfactual = budget_usd is not None or max_attempts is not None
-    config = app.curator().config
-    if max_attempts is not None:
-        config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
-    # A counterfactual budget is spent in the log's seed order, one seed at a time, so the
-    # yield it reports is that of a run that gets through its seeds in order, not a tie between
-    # seeds that all ran out of money halfway.
-    config = replace(
-        config, concurrency=concurrency or (1 if counterfactual else config.concurrency)
-    )
-    guard_calls: list[str] = []
-
-    def guard(model_id: str) -> NoCallModel:
-        guard_calls.append(model_id)
-        return NoCallModel(app.curator().model_for(model_id))
-
-    with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
-        store = open_event_store(Path(scratch) / "replay.db")
-        try:
-            curator = Curator(
-                store=store,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=guard,
-                prices=app.prices(),
-                config=config,
-            )
-            cap = usd_to_micros(budget_usd) if budget_usd is not None else None
-            report = anyio.run(
-                lambda: curator.curate(
-                    run_id,
-                    seeds,
-                    budget_micros=cap,
-                    mode="counterfactual" if counterfactual else "strict",
-                    recorded=recorded,
-                )
-            )
-        finally:
-            store.close()
-    original = [e.seed_id for e in log if isinstance(e, ItemAccepted)]
-    original_cost = sum(
-        e.cost_micros for e in log if isinstance(e, CallRecorded) and not e.replayed
-    )
+    log = app.events.read_all(stream_prefix=prefix, types=["ItemAccepted"])
+    original = [str(s.data["seed_id"]) for s in log]
+    counterfactual = cap is not None or max_attempts is not None
     policy = "the run's own policy"
     if counterfactual:
         parts = []
@@ -251,11 +374,17 @@ def replay_strict(
     return ReplayReport(
         run_id=run_id,
         policy=policy,
-        report=report,
+        report=verdict.report,
         original_accepted=original,
-        original_cost_micros=original_cost,
-        model_calls=report.live_calls,
+        original_cost_micros=stream_spend(app.events, prefix).spent_micros,
+        model_calls=verdict.report.live_calls,
+        verdict=None if counterfactual else verdict,
     )
+
+
+def verify_store(app: App) -> list[ChainProblem]:
+    """Every stream of the workspace's log checked against its hash chain and head."""
+    return app.events.verify()
 
 
 @dataclass
@@ -417,6 +546,7 @@ class Audit:
     rejections: dict[str, int]
     rejections_by_gate: dict[str, int]
     retries_accepted: list[str]
+    open_micros: int = 0  # reservations with no answer in the log (a crash): counted as spent
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
@@ -425,6 +555,7 @@ class Audit:
             "outcome": self.outcome,
             "budget_micros": self.budget_micros,
             "spent_micros": self.spent_micros,
+            "open_micros": self.open_micros,
             "spend": {
                 "phase": self.by_phase,
                 "gate": self.by_gate,
@@ -468,7 +599,7 @@ def audit(
         if not runs:
             raise ConfigError("no run in the log yet: run `playlisteval curate` first")
         run_id = runs[-1]
-    started = run_started(store, run_id)
+    run_started(store, run_id)
     outcome = "running"
     for stored in store.read_stream(run_stream(run_id)):
         event = stored.event()
@@ -476,13 +607,14 @@ def audit(
             outcome = event.outcome
     prefix = seed_stream(run_id, "")
     timelines: dict[str, SeedTimeline] = {}
-    spend: dict[str, Counter[str]] = {k: Counter() for k in ("phase", "gate", "role", "model")}
     rejections: Counter[str] = Counter()
     by_gate: Counter[str] = Counter()
     rejected_seeds: set[str] = set()
     accepted: set[str] = set()
+    fold = LedgerFold()
     for stored in store.read_all(stream_prefix=prefix):
         sid = stored.stream[len(prefix) :]
+        fold.apply_stored(stored)
         event = stored.event()
         line = timelines.setdefault(
             sid, SeedTimeline(seed_id=sid, status="running", spent_micros=0)
@@ -491,25 +623,21 @@ def audit(
         if isinstance(event, AttemptStarted):
             step = {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
         elif isinstance(event, CallRecorded):
-            paid = 0 if event.replayed else event.cost_micros
-            line.spent_micros += paid
-            for key, value in (
-                ("phase", str(event.phase or "-")),
-                ("gate", event.gate or "-"),
-                ("role", event.role),
-                ("model", event.model),
-            ):
-                spend[key][value] += paid
             step = {
                 "step": "call",
                 "role": event.role,
                 "model": event.model,
-                "cost_micros": paid,
+                "cost_micros": 0 if event.replayed else event.cost_micros,
                 "replayed": event.replayed,
                 "offline": event.offline,
             }
         elif isinstance(event, CallFailed):
-            step = {"step": "call failed", "role": event.role, "error": event.error}
+            step = {
+                "step": "call failed",
+                "role": event.role,
+                "error": event.error,
+                "charged_micros": event.charged_micros,
+            }
         elif isinstance(event, CallRefused):
             step = {"step": "call refused", "role": event.role, "reason": event.reason}
         elif isinstance(event, GatePassed):
@@ -538,6 +666,9 @@ def audit(
             step = {"step": "stopped", "reason": event.reason, "detail": event.detail}
         if step is not None and (seed_id is None or sid == seed_id):
             line.steps.append(step)
+    spent = fold.ledger()
+    for line in timelines.values():
+        line.spent_micros = spent.owner_spent(line.seed_id)
     seeds = list(timelines.values())
     if seed_id is not None:
         seeds = [t for t in seeds if t.seed_id == seed_id]
@@ -546,16 +677,17 @@ def audit(
     return Audit(
         run_id=run_id,
         outcome=outcome,
-        budget_micros=started.budget_micros,
-        spent_micros=sum(t.spent_micros for t in timelines.values()),
+        budget_micros=run_cap(store, run_id),
+        spent_micros=spent.spent_micros,
         seeds=seeds,
-        by_phase=dict(spend["phase"]),
-        by_gate=dict(spend["gate"]),
-        by_role=dict(spend["role"]),
-        by_model=dict(spend["model"]),
+        by_phase=spent.breakdown("phase"),
+        by_gate=spent.breakdown("gate"),
+        by_role=spent.breakdown("role"),
+        by_model=spent.breakdown("model"),
         rejections=dict(rejections.most_common()),
         rejections_by_gate=dict(by_gate.most_common()),
         retries_accepted=sorted(rejected_seeds & accepted),
+        open_micros=spent.open_micros,
     )
 
 
@@ -570,56 +702,99 @@ def latest_run(app: App) -> str:
     return found[-1]
 
 
+def stream_cap(
+    app: App, stream: str, budget_usd: float | None, setting: str, what: str
+) -> int | None:
+    """The cap a command's calls in ``stream`` (a pair selection's, an evaluation's) are made
+    under: ``--budget`` when given (the stream's new total, refused below what it has spent),
+    else the cap the stream was last given, else the setting ``setting`` (``budget.…``)."""
+    history = [s.event() for s in app.events.read_stream(stream)]
+    spent = spend(history).spent_micros
+    if budget_usd is not None:
+        cap = cap_micros(budget_usd, "--budget")
+        assert cap is not None
+        if cap < spent:
+            raise ConfigError(
+                f"the {what} has spent {micros_to_usd(spent):.4f} USD already; --budget is "
+                f"its total cap, so give at least that (e.g. --budget {_round_up_usd(spent)})"
+            )
+        return cap
+    if any(isinstance(e, CapSet) for e in history):
+        return current_cap(history)
+    name = setting.rsplit(".", 1)[-1]
+    return cap_micros(getattr(app.settings.budget, name), setting)
+
+
 def select_pairs(
     app: App,
     run_id: str | None = None,
     *,
     per_domain: int | None = None,
     budget_usd: float | None = None,
+    command: str = "pairs",
 ) -> tuple[str, list[SelectedPair]]:
     """``(run_id, sampled pairs)``: the run's accepted items as preference pairs, judged in both
     orders by the difficulty judges (``models.difficulty_judges``), kept when one fails, sampled
-    per domain by rating gap. Decisions already in the log are not made (or paid) again."""
+    per domain by rating gap. Decisions already in the log are not made (or paid) again.
+
+    The judges' calls are capped (:func:`stream_cap`, ``budget.pairs_usd``) and, in a campaign,
+    reserve in its accounts too; the selection runs under the run's pairs lease, so a second
+    ``pairs`` on the same run is refused rather than paying twice."""
     from agents.pairs import select_pairs as select
 
     run = run_id or latest_run(app)
     run_started(app.events, run)
+    if per_domain is not None and per_domain < 1:
+        raise ConfigError(f"--per-domain must be at least 1, got {per_domain!r}")
     settings = app.settings
     judges = list(settings.models.difficulty_judges)
     offline = settings.curation.offline
-    chosen = anyio.run(
-        lambda: select(
-            store=app.events,
-            catalog=app.catalog,
-            clips=app.clips(),
-            model_for=model_factory(settings, app, set(judges)),
-            prices=app.prices(),
-            run_id=run,
-            judges=judges,
-            per_domain=per_domain or settings.pairs.pairs_per_domain,
-            sample_seed=settings.pairs.sample_seed,
-            budget_micros=None if budget_usd is None else usd_to_micros(budget_usd),
-            concurrency=settings.curation.concurrency,
-            offline=offline,
-            traffic=traffic_for(settings, live=not offline),
-            secrets=secret_values_of(settings),
+    with app.writer(pairs_lease(run), f"{command} --run {run}") as lease:
+        cap = stream_cap(app, pairs_stream(run), budget_usd, "budget.pairs_usd", "difficulty gate")
+        _needs_cap(app, cap, "difficulty gate")
+        chosen = anyio.run(
+            lambda: select(
+                store=app.events,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=model_factory(settings, app, set(judges)),
+                prices=app.prices(),
+                run_id=run,
+                judges=judges,
+                per_domain=per_domain or settings.pairs.pairs_per_domain,
+                sample_seed=settings.pairs.sample_seed,
+                budget_micros=cap,
+                concurrency=settings.curation.concurrency,
+                offline=offline,
+                traffic=traffic_for(settings, live=not offline),
+                secrets=secret_values_of(settings),
+                campaign=app.campaign(),
+                lease=lease.name,
+                command=command,
+            )
         )
-    )
     return run, chosen
 
 
 def export(
-    app: App, out_dir: Path, run_id: str | None = None, *, per_domain: int | None = None
+    app: App,
+    out_dir: Path,
+    run_id: str | None = None,
+    *,
+    per_domain: int | None = None,
+    budget_usd: float | None = None,
 ) -> ExportSummary:
     """Export run ``run_id``'s benchmark to ``out_dir``: its last pair selection, made first
-    when the run has none yet."""
+    (under ``budget_usd``, as by ``pairs``) when the run has none yet."""
     from agents.pairs import load_selection
     from playlisteval.export import export_benchmark
 
     run = run_id or latest_run(app)
     pairs = load_selection(app.events, run)
     if not pairs:
-        run, pairs = select_pairs(app, run, per_domain=per_domain)
+        run, pairs = select_pairs(
+            app, run, per_domain=per_domain, budget_usd=budget_usd, command="export"
+        )
     if not pairs:
         raise ConfigError(
             f"run {run!r} has no preference pair to export: no accepted item, or the difficulty "
@@ -660,7 +835,12 @@ def evaluate(
     answer orders; records go to ``out_dir/judgments.jsonl`` (resumable: recorded calls and
     records already written are not made again). ``offline-first``, ``offline-transcript`` and
     ``offline-frames`` are offline judges of known behaviour; other ids are configured models."""
-    from agents.evaluation import OFFLINE_JUDGE_PRICES, parse_condition
+    from agents.evaluation import (
+        OFFLINE_JUDGE_PRICES,
+        eval_stream,
+        evaluation_id_of,
+        parse_condition,
+    )
     from agents.evaluation import evaluate as run_evaluation
     from tools.providers.judges import OFFLINE_JUDGES, judge_models
     from tools.retrieval import (
@@ -690,22 +870,32 @@ def evaluate(
         "hybrid": HybridRetriever(bm25, text),
     }
     offline = settings.curation.offline
-    return anyio.run(
-        lambda: run_evaluation(
-            store=app.events,
-            catalog=app.catalog,
-            clips=app.clips(),
-            model_for=model_for,
-            prices=prices,
-            benchmark_dir=benchmark,
-            judges=judges,
-            conditions=parsed,
-            out_dir=out_dir,
-            retrievers=retrievers,
-            concurrency=settings.curation.concurrency,
-            budget_micros=None if budget_usd is None else usd_to_micros(budget_usd),
-            offline=offline,
-            traffic=traffic_for(settings, live=not offline),
-            secrets=secret_values_of(settings),
+    evaluation_id = evaluation_id_of(benchmark, out_dir)
+    held = app.writer(eval_lease(str(out_dir.resolve())), f"eval --out {out_dir}")
+    with held:
+        cap = stream_cap(
+            app, eval_stream(evaluation_id), budget_usd, "budget.eval_usd", "evaluation"
         )
-    )
+        if live:
+            _needs_cap(app, cap, "evaluation")
+        return anyio.run(
+            lambda: run_evaluation(
+                store=app.events,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=model_for,
+                prices=prices,
+                benchmark_dir=benchmark,
+                judges=judges,
+                conditions=parsed,
+                out_dir=out_dir,
+                retrievers=retrievers,
+                concurrency=settings.curation.concurrency,
+                budget_micros=cap,
+                offline=offline,
+                traffic=traffic_for(settings, live=not offline),
+                secrets=secret_values_of(settings),
+                campaign=app.campaign(),
+                lease=held.name,
+            )
+        )

@@ -252,18 +252,41 @@ class PairSettings(Section):
 class BudgetSettings(Section):
     """Money bounds (the paper: 352 USD for 327 accepted questions)."""
 
-    cap_usd: float | None = Field(None, description="Default cap of a run (--budget wins).")
+    cap_usd: float | None = Field(
+        None,
+        description="Default cap of a new curation run (--budget wins; a resumed run keeps its "
+        "own). For the daemon and its workers: the campaign's total, which every paid call in "
+        "the store then reserves against (curation, difficulty gate, evaluation).",
+    )
     per_day_usd: float | None = Field(
         None,
-        description="Daemon and workers: spend per UTC day at most, across every worker "
-        "(`serve` and `worker`; cap_usd is then the campaign's total).",
+        description="Daemon and workers: spend per UTC day at most, across every worker and "
+        "command of the store (`serve` and `worker`; cap_usd is then the campaign's total).",
     )
     per_seed_usd: float | None = Field(None, description="Optional cap per seed.")
+    pairs_usd: float | None = Field(
+        None,
+        description="Default total cap of a run's difficulty-gate calls (`pairs`, `export`, "
+        "the daemon's exports; --budget wins, then the cap the selection was last given).",
+    )
+    eval_usd: float | None = Field(
+        None,
+        description="Default total cap of an evaluation's judge calls (`eval`; --budget wins, "
+        "then the cap the evaluation was last given).",
+    )
     price_overrides: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Per model: input_per_mtok, output_per_mtok, cached_input_per_mtok, … (USD).",
     )
     price_file: Path | None = Field(None, description="Another TOML price table, over ours.")
+
+    @model_validator(mode="after")
+    def _caps_are_dollars(self) -> BudgetSettings:
+        from policies.budget import cap_micros
+
+        for name in ("cap_usd", "per_day_usd", "per_seed_usd", "pairs_usd", "eval_usd"):
+            cap_micros(getattr(self, name), f"budget.{name}")
+        return self
 
 
 class StoreSettings(Section):

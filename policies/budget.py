@@ -14,9 +14,11 @@ budget through the event store (a row and a transaction), not through this objec
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Literal
 
@@ -62,6 +64,41 @@ class BudgetExhausted(PlaylistEvalError):
             f"{left_micros!r} of the {which} cap {cap_micros!r} are left (spent plus reserved); "
             f"raise the {which} cap or stop this {'run' if which == 'run' else 'seed'}"
         )
+
+
+#: A cap above this is refused as a likely typo (the paper's whole benchmark cost 352 USD).
+MAX_CAP_USD = 100_000.0
+
+
+def cap_micros(usd: float | None, what: str) -> int | None:
+    """A cap given in USD, checked, as micro-dollars (``None``: no cap).
+
+    nan, inf, negative and absurd values (above :data:`MAX_CAP_USD`) raise :class:`ConfigError`
+    naming ``what`` (the flag or setting it came from), before anything is written.
+    """
+    if usd is None:
+        return None
+    if isinstance(usd, bool) or not isinstance(usd, int | float):
+        raise ConfigError(f"{what} must be a number of US dollars, got {usd!r}")
+    if not math.isfinite(usd):
+        raise ConfigError(f"{what} must be a finite number of US dollars, got {usd!r}")
+    if usd < 0:
+        raise ConfigError(f"{what} must be 0 or more US dollars, got {usd!r}")
+    if usd > MAX_CAP_USD:
+        raise ConfigError(
+            f"{what}={usd!r} USD is above {MAX_CAP_USD:g} USD, refused as a likely typo "
+            "(a cap is dollars, not micro-dollars or cents)"
+        )
+    return round(usd * 1_000_000)
+
+
+def check_concurrency(value: int | None, what: str = "--concurrency") -> int | None:
+    """``value`` when it is a whole number of at least 1 (``None`` passes: the default)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what} must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 class ReservationError(PlaylistEvalError):
@@ -277,13 +314,15 @@ class Budget:
 
 
 class SharedBudget(Budget):
-    """One worker's budget when many workers share a campaign's money.
+    """A budget whose money is also a campaign's: local caps here, shared accounts there.
 
-    The per-seed cap is checked here (a seed has one worker at a time, and its spend so far
-    comes from its log when the worker claims it); the campaign's caps (its total, its day) are
-    accounts in the database that every worker reserves against in one transaction, so no
-    interleaving of workers can pass them. A reservation refused by an account changes nothing,
-    here or there.
+    The local caps (a run's or a command's cap, a seed's cap) are checked here, as by
+    :class:`Budget` (a seed has one worker at a time, and its spend so far comes from its log);
+    the campaign's caps (its total, its day) are accounts in the database that every process
+    reserves against in one transaction, so no interleaving of workers and commands can pass
+    them. A reservation refused by either changes nothing, here or there. ``item_of`` names
+    the lease (a queue item, a run) a hold belongs to: whoever takes that lease over from a dead
+    holder writes its holds off as spent.
     """
 
     def __init__(
@@ -291,12 +330,17 @@ class SharedBudget(Budget):
         accounts: BudgetAccounts,
         names: Callable[[], Sequence[str]],
         *,
+        cap_micros: int | None = None,
         per_seed_micros: int | None = None,
+        spent_micros: int = 0,
+        seed_spent: Mapping[str, int] | None = None,
         hold_id: Callable[[str], str] = lambda reservation_id: reservation_id,
         item_of: Callable[[str], str | None] = lambda _seed_id: None,
         owner: str | None = None,
     ) -> None:
-        super().__init__(None, per_seed_micros)
+        super().__init__(
+            cap_micros, per_seed_micros, spent_micros=spent_micros, seed_spent=seed_spent
+        )
         self.accounts = accounts
         self._names = names
         self._hold_id = hold_id
@@ -355,3 +399,83 @@ class SharedBudget(Budget):
             # Written off by a worker that took the seed over while this one looked dead: the
             # reservation was counted as spent there, and this seed's appends are fenced off.
             _log.warning("budget_hold_written_off", hold=hold, actual_micros=micros)
+
+
+TOTAL_ACCOUNT = "total"
+
+
+def day_account(now: datetime | None = None) -> str:
+    """The budget account of the current UTC day."""
+    return "day:" + (now or datetime.now(UTC)).strftime("%Y-%m-%d")
+
+
+@dataclass
+class Campaign:
+    """A campaign's shared money: the accounts every paid call of its store also reserves
+    against — the total (``budget.cap_usd`` of the daemon and its workers) and the current UTC
+    day's (``budget.per_day_usd``) — whatever command makes the call (curation, the difficulty
+    gate, an evaluation). A new day's account is made on first use with ``day_cap_micros``."""
+
+    accounts: BudgetAccounts
+    total_cap_micros: int | None = None
+    day_cap_micros: int | None = None
+    owner: str | None = None
+    _day: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def names(self) -> tuple[str, str]:
+        """The accounts a reservation takes from: the total and today's (made when new)."""
+        day = day_account()
+        with self._lock:
+            if day != self._day:
+                self.accounts.ensure(TOTAL_ACCOUNT, self.total_cap_micros)
+                self.accounts.ensure(day, self.day_cap_micros)
+                self._day = day
+        return (TOTAL_ACCOUNT, day)
+
+    def budget(
+        self,
+        *,
+        cap_micros: int | None = None,
+        per_seed_micros: int | None = None,
+        spent_micros: int = 0,
+        seed_spent: Mapping[str, int] | None = None,
+        hold_prefix: str,
+        item: Callable[[str], str | None],
+    ) -> SharedBudget:
+        """A budget with local caps that also reserves in the campaign's accounts; holds are
+        named ``<hold_prefix>/<call id>`` and belong to the lease ``item(seed)`` names."""
+        return SharedBudget(
+            self.accounts,
+            self.names,
+            cap_micros=cap_micros,
+            per_seed_micros=per_seed_micros,
+            spent_micros=spent_micros,
+            seed_spent=seed_spent,
+            hold_id=lambda call_id: f"{hold_prefix}/{call_id}",
+            item_of=item,
+            owner=self.owner,
+        )
+
+
+def make_budget(
+    campaign: Campaign | None,
+    *,
+    cap_micros: int | None,
+    per_seed_micros: int | None = None,
+    spent_micros: int = 0,
+    seed_spent: Mapping[str, int] | None = None,
+    hold_prefix: str,
+    item: Callable[[str], str | None],
+) -> Budget:
+    """The budget of one command: its local caps, and the campaign's accounts when there is one."""
+    if campaign is None:
+        return Budget(cap_micros, per_seed_micros, spent_micros=spent_micros, seed_spent=seed_spent)
+    return campaign.budget(
+        cap_micros=cap_micros,
+        per_seed_micros=per_seed_micros,
+        spent_micros=spent_micros,
+        seed_spent=seed_spent,
+        hold_prefix=hold_prefix,
+        item=item,
+    )

@@ -15,7 +15,7 @@ ledger never under-counts.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -261,6 +261,33 @@ class PriceTable:
             cached_audio_tokens=counts.get("cached_audio", 0),
             cache_write_audio_tokens=counts.get("cache_write_audio", 0),
         )
+
+    def snapshot(self, models: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The rows ``models`` are priced by, as plain data (rates as decimal strings) for a
+        run's log: a replay prices its calls as the run did, whatever the table says later.
+        Models with no known price are left out (the recorder refuses their calls anyway)."""
+        out: dict[str, dict[str, Any]] = {}
+        for model in sorted(set(models)):
+            row = self._lookup(model)
+            if row is None:
+                continue
+            values: dict[str, Any] = {}
+            for f in fields(ModelPrice):
+                value = getattr(row, f.name)
+                if f.name in ("model", "source") or value is None:
+                    continue
+                values[f.name] = str(value) if isinstance(value, Decimal) else value
+            out[model] = values
+        return out
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Mapping[str, Mapping[str, Any]]) -> PriceTable:
+        """The table a :meth:`snapshot` recorded (nothing else: no file, no genai-prices)."""
+        rows = {
+            model: _price_from_mapping(model, values, "the run's log", None)
+            for model, values in snapshot.items()
+        }
+        return cls(rows, use_genai_prices=False)
 
     def _lookup(self, model: str) -> ModelPrice | None:
         if model in self._rows:

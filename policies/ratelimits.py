@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -134,3 +135,23 @@ class Traffic:
     # adapter sends (the call is counted as what is sent, not as the clip).
     frame_height: int | None = None
     max_frames: int | None = None
+    # ... the highest rate a clip is sampled at, and the fewest frames a clip becomes.
+    video_fps: float | None = None
+    min_frames_per_clip: int = 1
+
+    def facts(self) -> dict[str, Any]:
+        """What shapes a call's price (no limiter, no retries), as plain data for a run's log."""
+        return {
+            "cache_ttl_s": self.cache_ttl_s,
+            "batchable": self.batchable,
+            "frame_height": self.frame_height,
+            "max_frames": self.max_frames,
+            "video_fps": self.video_fps,
+            "min_frames_per_clip": self.min_frames_per_clip,
+        }
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> Traffic:
+        """A replay's traffic from a run's recorded :meth:`facts` (never retries, no limiter)."""
+        known = {k: facts[k] for k in cls().facts() if k in facts}
+        return cls(retry=RetryPolicy(max_retries=0), **known)

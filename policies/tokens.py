@@ -82,6 +82,9 @@ class CallShape:
     max_output_tokens: int = 4096
     media_resolution: Literal["default", "low", "high"] = "default"
     transcript_chars: int = 0  # the part of text_chars that is segment transcript
+    # The frames the request carries, when known exactly (each clip's own rate and the
+    # adapter's caps); None: ``video_seconds * video_fps``.
+    video_frames: int | None = None
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, bool]] = [
@@ -208,7 +211,11 @@ _IMAGE_RULES = {
 def _count(shape: CallShape, family: Family, expected: bool = False) -> Usage:
     image_rule = _IMAGE_RULES[family]
     images = sum(image_rule(w, h) for w, h in shape.images)
-    frames = math.ceil(shape.video_seconds * shape.video_fps)
+    frames = (
+        shape.video_frames
+        if shape.video_frames is not None
+        else math.ceil(shape.video_seconds * shape.video_fps)
+    )
     if family == "gemini":
         per_frame = gemini_frame_tokens(shape.model, shape.media_resolution, expected=expected)
         video = frames * per_frame

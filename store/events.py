@@ -12,7 +12,8 @@ never changes shape without a new ``schema`` number and an upcaster in :data:`UP
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -28,6 +29,31 @@ def usd_to_micros(usd: float) -> int:
 def micros_to_usd(micros: int) -> float:
     """Integer micro-dollars → dollars, for display only."""
     return micros / MICROS_PER_USD
+
+
+@dataclass(frozen=True, slots=True)
+class CallId:
+    """A model call's id: ``<owner>:<n>``, the ``n``-th call of its owner (a seed, a pair, one
+    judgment of an evaluation). Owners may contain ``:``; the number is after the last one."""
+
+    owner: str
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.owner}:{self.n}"
+
+    @classmethod
+    def parse(cls, text: str) -> CallId:
+        """``"seed-1:7"`` → ``CallId("seed-1", 7)``; ValueError for text of another form."""
+        owner, sep, number = text.rpartition(":")
+        if not sep or not number.isdigit():
+            raise ValueError(f"call id {text!r} is not of the form OWNER:N")
+        return cls(owner, int(number))
+
+    @staticmethod
+    def owner_of(text: str) -> str:
+        """The owner part of a call id (a fold's hot path: no object made)."""
+        return text.rpartition(":")[0]
 
 
 class Event(BaseModel):
@@ -276,6 +302,16 @@ class SeedStopped(Event):
     detail: str = ""
 
 
+class CapSet(Event):
+    """A command set the cap its calls in this stream are made under from here on (a pair
+    selection's, an evaluation's): ``cap_micros`` is the stream's total, earlier calls included
+    (None: no cap); ``command`` says who set it."""
+
+    type: Literal["CapSet"] = "CapSet"
+    cap_micros: int | None
+    command: str
+
+
 # -- pairs --------------------------------------------------------------------------------------
 
 
@@ -356,7 +392,8 @@ AnyEvent = Annotated[
     | PairJudged
     | PairKept
     | PairDropped
-    | PairsSampled,
+    | PairsSampled
+    | CapSet,
     Field(discriminator="type"),
 ]
 
@@ -377,13 +414,26 @@ def encode_event(event: Event) -> tuple[str, int, dict[str, Any]]:
     return event_type(event), event.schema_version, data
 
 
-def decode_event(type_: str, schema: int, data: dict[str, Any]) -> AnyEvent:
-    """Stored ``(type, schema, data)`` → the current event class, upcasting old schemas."""
+def upcast(type_: str, schema: int, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored data of ``(type_, schema)`` brought to the current schema (a copy)."""
     payload = dict(data)
-    current = schema
-    while (type_, current) in UPCASTERS:
-        payload = UPCASTERS[(type_, current)](payload)
-        current += 1
+    while (type_, schema) in UPCASTERS:
+        payload = UPCASTERS[(type_, schema)](payload)
+        schema += 1
+    return payload
+
+
+def current_schema(type_: str, schema: int) -> int:
+    """The schema number stored data of ``(type_, schema)`` has after upcasting."""
+    while (type_, schema) in UPCASTERS:
+        schema += 1
+    return schema
+
+
+def decode_event(type_: str, schema: int, data: Mapping[str, Any]) -> AnyEvent:
+    """Stored ``(type, schema, data)`` → the current event class, upcasting old schemas."""
+    payload = upcast(type_, schema, data)
+    current = current_schema(type_, schema)
     return EVENT_ADAPTER.validate_python({**payload, "type": type_, "schema_version": current})
 
 

@@ -8,10 +8,19 @@ is a batch over several streams.
 SQLite (WAL) is the embedded default and may share the workspace's ``playlisteval.db`` with the
 catalogue; PostgreSQL holds the same schema when many workers share one log. Writes go through
 SQLAlchemy Core ``executemany`` (DESIGN.md measured the ORM about ten times slower).
+
+**Tamper evidence.** Every event carries ``hash``, a SHA-256 chained over its stream:
+``sha256(previous hash, stream, version, type, schema, canonical JSON of data)``. The table
+``stream_heads`` holds each stream's last version and hash, written in the same transaction as
+the events, so cutting events off a stream's end shows as well as editing, inserting, deleting
+or reordering them in the middle. :meth:`EventStore.verify` checks every stream against both
+(``playlisteval store verify``). A log written before the chain existed is migrated when it is
+opened: its rows get their hashes and its streams their heads (evidence from then on).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -32,14 +41,19 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Integer,
+    MetaData,
+    String,
     Table,
     UniqueConstraint,
     bindparam,
     event,
     func,
     insert,
+    inspect,
     select,
+    update,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
@@ -73,20 +87,65 @@ class EventRow(SQLModel, table=True):
         sa_column=Column(JSON().with_variant(JSONB(), "postgresql"), nullable=False)
     )
     recorded_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    # The stream's hash chain up to and including this event (see the module docstring).
+    hash: str | None = Field(default=None, sa_column=Column("hash", String(64), nullable=True))
 
 
 EVENTS: Table = cast(Table, EventRow.__table__)  # type: ignore[attr-defined]
 _C = EVENTS.c
+_META = MetaData()
+HEADS = Table(
+    "stream_heads",
+    _META,
+    Column("stream", String, primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("hash", String(64), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+)
+STORE_META = Table(
+    "store_meta",
+    _META,
+    Column("key", String, primary_key=True),
+    Column("value", String, nullable=False),
+)
+_H = HEADS.c
+CHAIN_VERSION = "1"  # store_meta["chain"] once every row has its hash and every stream its head
 # Statements built once: SQLAlchemy then only looks them up in its compiled cache per append.
 _INSERT = insert(EVENTS)
-_KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at"]
+_KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at", "hash"]
 _MAX_SEQ = select(func.coalesce(func.max(_C.seq), 0))
-_STREAM_VERSIONS = (
-    select(_C.stream, func.max(_C.version))
-    .where(_C.stream.in_(bindparam("names", expanding=True)))
-    .group_by(_C.stream)
+_COLUMNS = (
+    _C.seq,
+    _C.stream,
+    _C.version,
+    _C.type,
+    _C.schema_no,
+    _C.data,
+    _C.recorded_at,
+    _C.hash,
 )
-_COLUMNS = (_C.seq, _C.stream, _C.version, _C.type, _C.schema_no, _C.data, _C.recorded_at)
+_UPSERT_HEAD = (
+    "INSERT INTO stream_heads (stream, version, hash, seq) VALUES ({}) "
+    "ON CONFLICT (stream) DO UPDATE SET version = excluded.version, hash = excluded.hash, "
+    "seq = excluded.seq"
+)
+
+
+_SQLITE_HEAD = "SELECT stream, version, hash FROM stream_heads WHERE stream = ?"
+_SQLITE_HEADS = "SELECT stream, version, hash FROM stream_heads WHERE stream IN ({})"
+
+
+def canonical_json(data: Any) -> str:
+    """The one text form of an event's data that its hash is taken over: sorted keys, compact
+    separators, no ASCII escaping (PostgreSQL's JSONB reorders keys; this does not care)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def chain_hash(previous: str, stream: str, version: int, type_: str, schema: int, data: str) -> str:
+    """The hash of one event in its stream's chain (``previous`` is "" for version 1;
+    ``data`` is its :func:`canonical_json`)."""
+    blob = f"{previous}\n{stream}\n{version}\n{type_}\n{schema}\n{data}"
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +159,7 @@ class StoredEvent:
     schema: int
     data: dict[str, Any]
     recorded_at: datetime  # UTC, set by the store
+    hash: str | None = None  # the stream's chain up to this event (None: not read or not set)
 
     def event(self) -> AnyEvent:
         """The typed event, upcast to the current schema."""
@@ -124,6 +184,7 @@ def _stored(row: Any) -> StoredEvent:
         schema=row[4],
         data=row[5],
         recorded_at=_as_utc(row[6]),
+        hash=row[7],
     )
 
 
@@ -135,6 +196,95 @@ def _check_stream(stream: str, expected_version: int | None) -> None:
             f"expected_version for stream {stream!r} must be 0 (new stream) or more, "
             f"got {expected_version!r}"
         )
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    """One place where the log is not what was written: the seq (and stream, version) of the
+    first event that does not check out, and what is wrong there."""
+
+    seq: int
+    stream: str
+    version: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"seq {self.seq} ({self.stream!r} v{self.version}): {self.what}"
+
+
+class _ChainWalk:
+    """One stream's events checked in version order against its chain and head."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.version = 0
+        self.seq = 0
+        self.hash = ""
+        self.broken = False
+
+    def step(self, stored: StoredEvent) -> list[ChainProblem]:
+        out: list[ChainProblem] = []
+
+        def problem(what: str) -> None:
+            out.append(ChainProblem(stored.seq, stored.stream, stored.version, what))
+
+        if stored.version != self.version + 1:
+            missing = stored.version - self.version - 1
+            problem(
+                f"versions jump from {self.version} to {stored.version}: "
+                + (f"{missing} event(s) deleted before it" if missing > 0 else "reordered")
+            )
+        if stored.seq <= self.seq:
+            problem(f"seq {stored.seq} is not after the previous event's seq {self.seq}")
+        expected = chain_hash(
+            self.hash,
+            stored.stream,
+            stored.version,
+            stored.type,
+            stored.schema,
+            canonical_json(stored.data),
+        )
+        if stored.hash is None:
+            problem("it has no hash: written around the store (inserted, or its hash removed)")
+        elif stored.hash != expected and not self.broken:
+            problem(
+                "its content does not match its hash chain: it (or an event before it in the "
+                "stream) was edited, inserted, deleted or reordered"
+            )
+            self.broken = True
+        try:
+            stored.event()
+        except Exception as exc:  # pydantic's ValidationError, or an unknown type
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            problem(f"it does not decode as a {stored.type!r} event: {first}")
+        self.version, self.seq = stored.version, stored.seq
+        self.hash = stored.hash or expected
+        return out
+
+    def finish(self, head: tuple[int, str, int] | None) -> list[ChainProblem]:
+        where = (self.seq, self.stream, self.version)
+        if head is None:
+            return [ChainProblem(*where, "the stream has no head: written around the store")]
+        version, hash_, seq = head
+        if version > self.version:
+            return [
+                ChainProblem(
+                    *where,
+                    f"the stream ends at version {self.version} but its head says {version}: "
+                    f"{version - self.version} event(s) cut off its end",
+                )
+            ]
+        if version < self.version or hash_ != self.hash:
+            return [
+                ChainProblem(
+                    seq if version <= self.version else self.seq,
+                    self.stream,
+                    version,
+                    f"events past its head (version {version}) or a head that does not match: "
+                    "events were added or changed at the stream's end around the store",
+                )
+            ]
+        return []
 
 
 class EventStore(ABC):
@@ -210,20 +360,16 @@ class EventStore(ABC):
         conn: Connection,
         batch: list[tuple[str, list[tuple[str, int, dict[str, Any]]], int | None]],
     ) -> list[StoredEvent]:
-        names = list({stream for stream, _e, _v in batch})
-        current: dict[str, int] = dict.fromkeys(names, 0)
-        found = conn.execute(
-            select(_C.stream, func.max(_C.version)).where(_C.stream.in_(names)).group_by(_C.stream)
-        )
-        for name, version in found:
-            current[name] = int(version)
+        names = list(dict.fromkeys(stream for stream, _e, _v in batch))
+        heads = self._heads(conn, names)
         # seq is assigned here, under the write lock, rather than by the database's sequence:
         # appenders are serialised, so max + 1 is both gap-free and in commit order.
         seq = int(conn.execute(_MAX_SEQ).scalar_one())
         now = self._clock()
         stored: list[StoredEvent] = []
+        texts: list[str] = []  # each event's canonical JSON: hashed, and stored as is
         for stream, events, expected in batch:
-            version = current[stream]
+            version, previous = heads.get(stream, (0, ""))
             if expected is not None and expected != version:
                 raise StoreConflict(
                     f"stream {stream!r} is at version {version!r}, the writer expected "
@@ -232,14 +378,36 @@ class EventStore(ABC):
             for type_, schema, data in events:
                 seq += 1
                 version += 1
-                stored.append(StoredEvent(seq, stream, version, type_, schema, data, now))
-            current[stream] = version
+                text = canonical_json(data)
+                previous = chain_hash(previous, stream, version, type_, schema, text)
+                stored.append(StoredEvent(seq, stream, version, type_, schema, data, now, previous))
+                texts.append(text)
+            heads[stream] = (version, previous)
         if stored:
-            self._insert_rows(conn, stored)
+            self._insert_rows(conn, stored, texts)
+            last = {e.stream: e for e in stored}
+            self._write_heads(conn, list(last.values()))
         return stored
 
-    def _insert_rows(self, conn: Connection, stored: list[StoredEvent]) -> None:
-        """Insert the rows in one executemany."""
+    def _heads(self, conn: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``stream → (version, hash)`` of the streams' last events (absent: a new stream)."""
+        query = select(_H.stream, _H.version, _H.hash).where(_H.stream.in_(list(names)))
+        return {
+            str(name): (int(version), str(hash_)) for name, version, hash_ in conn.execute(query)
+        }
+
+    def _write_heads(self, conn: Connection, last: Sequence[StoredEvent]) -> None:
+        """Move each stream's head to its last appended event (one upsert per stream)."""
+        conn.execute(
+            sql_text(_UPSERT_HEAD.format(":stream, :version, :hash, :seq")),
+            [
+                {"stream": e.stream, "version": e.version, "hash": e.hash, "seq": e.seq}
+                for e in last
+            ],
+        )
+
+    def _insert_rows(self, conn: Connection, stored: list[StoredEvent], texts: list[str]) -> None:
+        """Insert the rows in one executemany (``texts``: each event's canonical JSON)."""
         conn.execute(
             _INSERT,
             [
@@ -251,10 +419,112 @@ class EventStore(ABC):
                     "schema_no": e.schema,
                     "data": e.data,
                     "recorded_at": e.recorded_at,
+                    "hash": e.hash,
                 }
                 for e in stored
             ],
         )
+
+    # -- the schema and its migration ------------------------------------------------------
+
+    def _ensure_schema(self) -> None:
+        """Create the tables, and bring a log written before the hash chain up to it: add the
+        ``hash`` column, hash every row in stream order, write every stream's head (once, under
+        the write lock, so two processes opening an old log migrate it once)."""
+        engine = self._engine
+        SQLModel.metadata.create_all(engine, tables=[EVENTS])
+        _META.create_all(engine)
+        with engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("events")}
+        if "hash" not in columns:
+            with engine.begin() as conn:
+                conn.exec_driver_sql("ALTER TABLE events ADD COLUMN hash VARCHAR(64)")
+        with engine.connect() as conn:
+            done = conn.execute(
+                select(STORE_META.c.value).where(STORE_META.c.key == "chain")
+            ).scalar_one_or_none()
+        if done == CHAIN_VERSION:
+            return
+        with self._write_connection() as conn:
+            try:
+                self._begin_write(conn)
+                done = conn.execute(
+                    select(STORE_META.c.value).where(STORE_META.c.key == "chain")
+                ).scalar_one_or_none()
+                if done != CHAIN_VERSION:
+                    self._backfill(conn)
+                    conn.execute(STORE_META.delete().where(STORE_META.c.key == "chain"))
+                    conn.execute(insert(STORE_META).values(key="chain", value=CHAIN_VERSION))
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+
+    @staticmethod
+    def _backfill(conn: Connection) -> None:
+        """Hash every row of an old log in stream order and write the streams' heads."""
+        query = select(_C.seq, _C.stream, _C.version, _C.type, _C.schema_no, _C.data).order_by(
+            _C.stream, _C.version
+        )
+        previous, current, heads = "", None, {}
+        updates: list[dict[str, Any]] = []
+        for seq, stream, version, type_, schema, data in conn.execute(query):
+            if stream != current:
+                previous, current = "", stream
+            previous = chain_hash(previous, stream, version, type_, schema, canonical_json(data))
+            updates.append({"s": seq, "h": previous})
+            heads[stream] = {"stream": stream, "version": version, "hash": previous, "seq": seq}
+        if updates:
+            conn.execute(
+                update(EVENTS).where(_C.seq == bindparam("s")).values(hash=bindparam("h")),
+                updates,
+            )
+        conn.execute(HEADS.delete())
+        if heads:
+            conn.execute(insert(HEADS), list(heads.values()))
+
+    # -- verifying -------------------------------------------------------------------------
+
+    def verify(self, stream_prefix: str | None = None) -> list[ChainProblem]:
+        """Check the log against its hash chains and heads; ``[]`` when nothing was changed.
+
+        Every stream (starting with ``stream_prefix`` when given) is read in version order: its
+        versions must run 1, 2, 3 … with seq rising, each row's hash must be the chain's, each
+        event must decode into its class, and its last event must be its head. Problems come
+        sorted by seq, so the first one is where the log stops being what was written.
+        """
+        problems: list[ChainProblem] = []
+        with self._engine.connect() as conn:
+            query = select(*_COLUMNS).order_by(_C.stream, _C.version)
+            heads_query = select(_H.stream, _H.version, _H.hash, _H.seq)
+            if stream_prefix:
+                query = query.where(_C.stream.startswith(stream_prefix, autoescape=True))
+                heads_query = heads_query.where(
+                    _H.stream.startswith(stream_prefix, autoescape=True)
+                )
+            heads = {
+                str(r[0]): (int(r[1]), str(r[2]), int(r[3])) for r in conn.execute(heads_query)
+            }
+            seen: set[str] = set()
+            state: _ChainWalk | None = None
+            for row in conn.execution_options(yield_per=2000).execute(query):
+                stored = _stored(row)
+                if state is None or state.stream != stored.stream:
+                    if state is not None:
+                        problems.extend(state.finish(heads.get(state.stream)))
+                    state = _ChainWalk(stored.stream)
+                    seen.add(stored.stream)
+                problems.extend(state.step(stored))
+            if state is not None:
+                problems.extend(state.finish(heads.get(state.stream)))
+        for stream, (version, _hash, seq) in heads.items():
+            if stream not in seen:
+                problems.append(
+                    ChainProblem(
+                        seq, stream, version, f"the stream's {version} events are all missing"
+                    )
+                )
+        return sorted(problems, key=lambda p: (p.seq, p.stream))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -364,14 +634,6 @@ class SqliteEventStore(EventStore):
         # Connections move between threads through the pool, never used by two at once.
         engine = create_engine(f"sqlite:///{file}", connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
-        try:
-            SQLModel.metadata.create_all(engine, tables=[EVENTS])
-        except OperationalError as exc:
-            engine.dispose()
-            raise ConfigError(
-                f"cannot open the event store at {str(file)!r}: {exc.orig}; "
-                "check the path is a writable SQLite file"
-            ) from exc
         super().__init__(engine, clock=clock)
         self.path = file
         # Threads of one process queue here instead of spinning in SQLite's busy handler (other
@@ -380,16 +642,39 @@ class SqliteEventStore(EventStore):
         self._lock = threading.Lock()
         self._writer: Connection | None = None
         self._insert_sql = str(_INSERT.compile(dialect=engine.dialect, column_keys=_KEYS))
+        try:
+            self._ensure_schema()
+        except OperationalError as exc:
+            self.close()
+            raise ConfigError(
+                f"cannot open the event store at {str(file)!r}: {exc.orig}; "
+                "check the path is a writable SQLite file"
+            ) from exc
 
-    def _insert_rows(self, conn: Connection, stored: list[StoredEvent]) -> None:
+    def _insert_rows(self, conn: Connection, stored: list[StoredEvent], texts: list[str]) -> None:
         # Still one Core executemany, but of plain tuples in the exact text form SQLAlchemy's
         # JSON and DateTime types store on SQLite (and read back): skipping their per-row bind
         # processing is most of the store's overhead over raw sqlite3 (bench/events.py).
         when = stored[0].recorded_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-        dumps = json.dumps
         conn.exec_driver_sql(
             self._insert_sql,
-            [(e.seq, e.stream, e.version, e.type, e.schema, dumps(e.data), when) for e in stored],
+            [
+                (e.seq, e.stream, e.version, e.type, e.schema, text, when, e.hash)
+                for e, text in zip(stored, texts, strict=True)
+            ],
+        )
+
+    def _heads(self, conn: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+        if len(names) == 1:
+            rows = conn.exec_driver_sql(_SQLITE_HEAD, (names[0],)).fetchall()
+        else:
+            marks = ", ".join("?" * len(names))
+            rows = conn.exec_driver_sql(_SQLITE_HEADS.format(marks), tuple(names)).fetchall()
+        return {str(name): (int(version), str(hash_)) for name, version, hash_ in rows}
+
+    def _write_heads(self, conn: Connection, last: Sequence[StoredEvent]) -> None:
+        conn.exec_driver_sql(
+            _UPSERT_HEAD.format("?, ?, ?, ?"), [(e.stream, e.version, e.hash, e.seq) for e in last]
         )
 
     @contextmanager
@@ -442,14 +727,14 @@ class PostgresEventStore(EventStore):
             with engine.begin() as conn:
                 if schema is not None:
                     conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            SQLModel.metadata.create_all(engine, tables=[EVENTS])
+            super().__init__(engine, clock=clock)
+            self._ensure_schema()
         except OperationalError as exc:
             engine.dispose()
             raise ConfigError(
                 f"cannot reach PostgreSQL at {engine.url.render_as_string()!r}: {exc.orig}; "
                 f"start it with `{PG_START_HINT}`"
             ) from exc
-        super().__init__(engine, clock=clock)
         self.schema = schema
 
     def _begin_write(self, conn: Connection) -> None:

@@ -5,8 +5,9 @@ event and updates the state, with no I/O, so a test (or the benchmark) folds a l
 with no database. :class:`Projections` is the shell: it reads the log after its checkpoint, folds,
 and writes the changed rows and the new checkpoint in one transaction.
 
-Spend is integer micro-dollars: ``CallRecorded.cost_micros`` plus ``CallFailed.charged_micros``,
-kept per run along five dimensions (run, phase, gate, role, model).
+Spend is the one ledger's (:mod:`store.ledger`), per run along five dimensions (run, phase, gate,
+role, model): the pure fold keeps a ledger per run in memory; the shell does not persist spend
+but folds it from the log when asked, so no table can hold a second opinion on money.
 """
 
 from __future__ import annotations
@@ -15,12 +16,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from sqlalchemy import JSON, Column, Connection, Engine, Table, bindparam, delete, select, update
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    Engine,
+    Table,
+    bindparam,
+    delete,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
-from store.events import UPCASTERS
+from store.events import UPCASTERS, seed_stream, upcast
 from store.eventstore import EventStore, StoredEvent
+from store.ledger import Ledger, LedgerFold, stream_spend
 
 SeedState = Literal["running", "accepted", "discarded", "stopped"]
 SpendBy = Literal["run", "phase", "gate", "role", "model"]
@@ -44,17 +57,6 @@ class SeedStatusRow(SQLModel, table=True):
     attempts_phase1: int = 0
     attempts_phase2: int = 0
     last_reason: str | None = None
-    spent_micros: int = 0
-
-
-class SpendRow(SQLModel, table=True):
-    """Micro-dollars spent in a run, per value of one dimension."""
-
-    __tablename__ = "proj_spend"
-    run_id: str = Field(primary_key=True)
-    dimension: str = Field(primary_key=True)
-    key: str = Field(primary_key=True)
-    micros: int = 0
 
 
 class AcceptedRow(SQLModel, table=True):
@@ -82,13 +84,12 @@ def _table(model: type[SQLModel]) -> Table:
     return cast(Table, model.__table__)  # type: ignore[attr-defined]
 
 
-SEED_STATUS, SPEND, ACCEPTED, CHECKPOINT = (
+SEED_STATUS, ACCEPTED, CHECKPOINT = (
     _table(SeedStatusRow),
-    _table(SpendRow),
     _table(AcceptedRow),
     _table(CheckpointRow),
 )
-TABLES = [SEED_STATUS, SPEND, ACCEPTED, CHECKPOINT]
+TABLES = [SEED_STATUS, ACCEPTED, CHECKPOINT]
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ class AcceptedItem:
 class _Seed:
     """Mutable fold state of one seed (slots: a million-event fold touches these a lot)."""
 
-    __slots__ = ("p1", "p2", "reason", "run_id", "seed_id", "spent", "state", "stream")
+    __slots__ = ("p1", "p2", "reason", "run_id", "seed_id", "state", "stream")
 
     def __init__(self, run_id: str, seed_id: str, stream: str) -> None:
         self.run_id = run_id
@@ -133,11 +134,10 @@ class _Seed:
         self.p1 = 0
         self.p2 = 0
         self.reason: str | None = None
-        self.spent = 0
 
-    def status(self) -> SeedStatus:
+    def status(self, spent_micros: int) -> SeedStatus:
         return SeedStatus(
-            self.run_id, self.seed_id, self.state, self.p1, self.p2, self.reason, self.spent
+            self.run_id, self.seed_id, self.state, self.p1, self.p2, self.reason, spent_micros
         )
 
 
@@ -150,37 +150,47 @@ class ProjectionState:
 
     seeds: dict[tuple[str, str], _Seed] = field(default_factory=dict)
     by_stream: dict[str, _Seed] = field(default_factory=dict)
-    spend: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    ledgers: dict[str, LedgerFold] = field(default_factory=dict)  # run id → its ledger
     accepted: dict[tuple[str, str], tuple[int, dict[str, Any], dict[str, Any]]] = field(
         default_factory=dict
     )
     runs: set[str] = field(default_factory=set)
     last_seq: int = 0
     dirty_seeds: set[tuple[str, str]] = field(default_factory=set)
-    dirty_spend: set[tuple[str, str, str]] = field(default_factory=set)
     dirty_accepted: set[tuple[str, str]] = field(default_factory=set)
 
     def clear_dirty(self) -> None:
         """Forget what changed (after it has been written)."""
         self.dirty_seeds.clear()
-        self.dirty_spend.clear()
         self.dirty_accepted.clear()
 
     def seed_statuses(self, run_id: str | None = None) -> list[SeedStatus]:
         """Seed statuses, sorted by run and seed."""
-        return [
-            self.seeds[key].status()
-            for key in sorted(self.seeds)
-            if run_id is None or key[0] == run_id
-        ]
+        ledgers = {run: fold.ledger() for run, fold in self.ledgers.items()}
+        out = []
+        for key in sorted(self.seeds):
+            if run_id is None or key[0] == run_id:
+                found = ledgers.get(key[0])
+                out.append(self.seeds[key].status(found.owner_spent(key[1]) if found else 0))
+        return out
 
     def spend_by(self, run_id: str | None = None, by: SpendBy = "run") -> dict[str, int]:
         """Micro-dollars per key of one dimension (summed over runs when ``run_id`` is None)."""
-        out: dict[str, int] = {}
-        for (run, dimension, key), micros in self.spend.items():
-            if dimension == by and (run_id is None or run == run_id):
-                out[key] = out.get(key, 0) + micros
-        return dict(sorted(out.items()))
+        return spend_by(
+            {r: f.ledger() for r, f in self.ledgers.items() if run_id is None or r == run_id}, by
+        )
+
+
+def spend_by(ledgers: dict[str, Ledger], by: SpendBy) -> dict[str, int]:
+    """Micro-dollars per key of one dimension over runs' ledgers."""
+    if by not in SPEND_DIMENSIONS:
+        raise ValueError(f"spend by {by!r} is not one of {SPEND_DIMENSIONS!r}")
+    out: dict[str, int] = {}
+    for run, found in ledgers.items():
+        parts = {run: found.spent_micros} if by == "run" else found.breakdown(by)
+        for key, micros in parts.items():
+            out[key] = out.get(key, 0) + micros
+    return dict(sorted(out.items()))
 
 
 def _seed_of(state: ProjectionState, stream: str) -> _Seed | None:
@@ -236,26 +246,11 @@ def _on_attempt(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -
 
 
 def _on_call(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
-    micros = int(data.get("cost_micros", 0)) + int(data.get("charged_micros", 0))
-    seed = _seed_of(state, ev.stream)
-    if seed is not None:
-        run_id = seed.run_id
-        seed.spent += micros
-        state.dirty_seeds.add((run_id, seed.seed_id))
-    else:
-        run_id = _run_of(state, ev.stream)
-    phase = data.get("phase")
-    gate = data.get("gate")
-    spend, dirty = state.spend, state.dirty_spend
-    for key in (
-        (run_id, "run", run_id),
-        (run_id, "phase", _NONE_KEY if phase is None else str(phase)),
-        (run_id, "gate", gate or _NONE_KEY),
-        (run_id, "role", data["role"]),
-        (run_id, "model", data["model"]),
-    ):
-        spend[key] = spend.get(key, 0) + micros
-        dirty.add(key)
+    run_id = _run_of(state, ev.stream)
+    fold = state.ledgers.get(run_id)
+    if fold is None:
+        fold = state.ledgers[run_id] = LedgerFold()
+    fold.apply(ev.stream, ev.type, data)
 
 
 def _on_rejected(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
@@ -304,6 +299,7 @@ def _on_run_started(state: ProjectionState, _ev: StoredEvent, data: dict[str, An
 _HANDLERS = {
     "SeedStarted": _on_seed_started,
     "AttemptStarted": _on_attempt,
+    "CallReserved": _on_call,
     "CallRecorded": _on_call,
     "CallFailed": _on_call,
     "GateRejected": _on_rejected,
@@ -312,14 +308,6 @@ _HANDLERS = {
     "SeedStopped": _on_stopped,
     "RunStarted": _on_run_started,
 }
-
-
-def _upcast(type_: str, schema: int, data: dict[str, Any]) -> dict[str, Any]:
-    payload = dict(data)
-    while (type_, schema) in UPCASTERS:
-        payload = UPCASTERS[(type_, schema)](payload)
-        schema += 1
-    return payload
 
 
 def apply(state: ProjectionState, ev: StoredEvent) -> ProjectionState:
@@ -332,7 +320,7 @@ def apply(state: ProjectionState, ev: StoredEvent) -> ProjectionState:
     if handler is not None:
         data = ev.data
         if UPCASTERS and (ev.type, ev.schema) in UPCASTERS:
-            data = _upcast(ev.type, ev.schema, data)
+            data = upcast(ev.type, ev.schema, data)
         handler(state, ev, data)
     if ev.seq > state.last_seq:
         state.last_seq = ev.seq
@@ -356,8 +344,25 @@ class Projections:
     def __init__(self, store: EventStore, engine: Engine) -> None:
         self.store = store
         self.engine = engine
+        self._drop_old_shape()
         SQLModel.metadata.create_all(engine, tables=TABLES)
         self._state: ProjectionState | None = None
+
+    def _drop_old_shape(self) -> None:
+        """Projection tables of the shape before spend left them (a ``spent_micros`` column, a
+        ``proj_spend`` table) are dropped: they are read models, rebuilt from the log."""
+        names = set(inspect(self.engine).get_table_names())
+        columns = (
+            {c["name"] for c in inspect(self.engine).get_columns("proj_seed_status")}
+            if "proj_seed_status" in names
+            else set()
+        )
+        if "proj_spend" not in names and "spent_micros" not in columns:
+            return
+        with self.engine.begin() as conn:
+            for name in ("proj_spend", "proj_seed_status", "proj_accepted", "proj_checkpoint"):
+                if name in names:
+                    conn.exec_driver_sql(f"DROP TABLE {name}")
 
     def catch_up(self) -> int:
         """Fold the events after the checkpoint into the tables; returns how many were read."""
@@ -409,31 +414,37 @@ class Projections:
         # "s1" differently from SQLite.
         with self.engine.connect() as conn:
             rows = sorted(conn.execute(query), key=lambda row: (row.run_id, row.seed_id))
-            return [
-                SeedStatus(
-                    run_id=row.run_id,
-                    seed_id=row.seed_id,
-                    state=row.state,
-                    attempts_phase1=row.attempts_phase1,
-                    attempts_phase2=row.attempts_phase2,
-                    last_reason=row.last_reason,
-                    spent_micros=row.spent_micros,
-                )
-                for row in rows
-            ]
+        ledgers = self._ledgers({row.run_id for row in rows})
+        return [
+            SeedStatus(
+                run_id=row.run_id,
+                seed_id=row.seed_id,
+                state=row.state,
+                attempts_phase1=row.attempts_phase1,
+                attempts_phase2=row.attempts_phase2,
+                last_reason=row.last_reason,
+                spent_micros=ledgers[row.run_id].owner_spent(row.seed_id),
+            )
+            for row in rows
+        ]
 
     def spend(self, run_id: str | None = None, by: SpendBy = "run") -> dict[str, int]:
-        """Micro-dollars spent per run, phase ("1", "2", "-"), gate, role or model."""
+        """Micro-dollars spent per run, phase ("1", "2", "-"), gate, role or model: the one
+        ledger over the runs' seed streams, folded from the log now."""
         if by not in SPEND_DIMENSIONS:
             raise ValueError(f"spend by {by!r} is not one of {SPEND_DIMENSIONS!r}")
-        query = select(SPEND.c.run_id, SPEND.c.key, SPEND.c.micros).where(SPEND.c.dimension == by)
         if run_id is not None:
-            query = query.where(SPEND.c.run_id == run_id)
-        out: dict[str, int] = {}
-        with self.engine.connect() as conn:
-            for _run, key, micros in conn.execute(query):
-                out[key] = out.get(key, 0) + int(micros)
-        return dict(sorted(out.items()))
+            runs = {run_id}
+        else:
+            with self.engine.connect() as conn:
+                known = conn.execute(select(SEED_STATUS.c.run_id).distinct()).scalars()
+                runs = {str(r) for r in known}
+            runs |= {s[len("run-") :] for s in self.store.streams("run-")}
+        found = {run: ledger for run, ledger in self._ledgers(runs).items() if ledger.has_calls}
+        return spend_by(found, by)
+
+    def _ledgers(self, runs: Iterable[str]) -> dict[str, Ledger]:
+        return {run: stream_spend(self.store, seed_stream(run, "")) for run in runs}
 
     def accepted(self, run_id: str | None = None) -> list[AcceptedItem]:
         """Accepted items in the order they were accepted."""
@@ -463,15 +474,10 @@ class Projections:
             seed = _Seed(row.run_id, row.seed_id, row.stream)
             seed.state = row.state
             seed.p1, seed.p2 = row.attempts_phase1, row.attempts_phase2
-            seed.reason, seed.spent = row.last_reason, row.spent_micros
+            seed.reason = row.last_reason
             state.seeds[(row.run_id, row.seed_id)] = seed
             state.by_stream[row.stream] = seed
             state.runs.add(row.run_id)
-        for run_id, dimension, key, micros in conn.execute(
-            select(SPEND.c.run_id, SPEND.c.dimension, SPEND.c.key, SPEND.c.micros)
-        ):
-            state.spend[(run_id, dimension, key)] = int(micros)
-            state.runs.add(run_id)
         for row in conn.execute(select(ACCEPTED)):
             state.accepted[(row.run_id, row.seed_id)] = (row.seq, row.qa, row.distractors)
         return state
@@ -492,18 +498,8 @@ class Projections:
                         "attempts_phase1": s.p1,
                         "attempts_phase2": s.p2,
                         "last_reason": s.reason,
-                        "spent_micros": s.spent,
                     }
                     for s in seeds
-                ],
-            )
-        if state.dirty_spend:
-            _delete_keys(conn, SPEND, ("run_id", "dimension", "key"), state.dirty_spend)
-            conn.execute(
-                SPEND.insert(),
-                [
-                    {"run_id": r, "dimension": d, "key": k, "micros": state.spend[(r, d, k)]}
-                    for r, d, k in state.dirty_spend
                 ],
             )
         if state.dirty_accepted:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.workspaces import copy_workspace
+
 if TYPE_CHECKING:
     from store.eventstore import EventStore
 
@@ -92,8 +94,7 @@ def demo_home(demo_playlist: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture
 def workspace(demo_home: Path, tmp_path: Path) -> Path:
     """A private copy of the indexed demo workspace."""
-    import shutil
 
     copy = tmp_path / "ws"
-    shutil.copytree(demo_home, copy)
+    copy_workspace(demo_home, copy)
     return copy

@@ -21,8 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from agents.fleet import start_run
 from playlisteval.app import App, curation_config
 from playlisteval.settings import SETTINGS_FILE, load_settings
+from policies.budget import TOTAL_ACCOUNT
+from store.events import usd_to_micros
 from store.eventstore import StoredEvent, open_event_store
+from store.ledger import spend
 from tests.test_fleet import many_seeds
+from tests.workspaces import copy_workspace
 
 
 def free_port() -> int:
@@ -108,6 +112,10 @@ def final_state(home: Path) -> dict[str, Any]:
     return seeds
 
 
+CAP_USD = 3.0
+DAY_USD = 2.5
+
+
 def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
     demo_playlist: Path, tmp_path: Path
 ) -> None:
@@ -120,7 +128,8 @@ def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
         "segment_max_minutes = 2.0\n"
         f'[daemon]\nplaylists_file = "{demo_playlist}"\ntick_s = 0.5\nmax_seeds_per_run = 6\n'
         f"export_every_s = 1\nmetrics_port = {port}\n"
-        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\n",
+        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\n"
+        f"[budget]\ncap_usd = {CAP_USD}\nper_day_usd = {DAY_USD}\n",
     )
     log = tmp_path / "serve.log"
     process = serve(home, log)
@@ -151,6 +160,18 @@ def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
         # Runs of at most six seeds, one at a time, each seed queued once; the first run's
         # benchmark exported.
         log_events = app.events.read_all()
+        accounts = {a.name: a for a in app.accounts().accounts()}
+    # The judges of the scheduled export paid out of the same accounts as the curation: what
+    # the accounts hold is what the whole log (seeds and pair selections) spent, within caps.
+    judges = spend(s for s in log_events if s.stream.startswith("pairs-"))
+    assert judges.paid_calls > 0
+    everything = spend(log_events)
+    total = accounts[TOTAL_ACCOUNT]
+    days = [a for name, a in accounts.items() if name.startswith("day:")]
+    assert total.spent_micros + total.reserved_micros == everything.spent_micros
+    assert sum(d.spent_micros + d.reserved_micros for d in days) == everything.spent_micros
+    assert total.spent_micros + total.reserved_micros <= usd_to_micros(CAP_USD)
+    assert all(d.spent_micros + d.reserved_micros <= usd_to_micros(DAY_USD) for d in days)
     finished = [s.data["run_id"] for s in log_events if s.type == "RunFinished"]
     first = finished[0]
     by_run = Counter(i.run_id for i in seed_items)
@@ -171,7 +192,6 @@ def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
 def test_sigterm_mid_curation_then_restart_ends_as_an_uninterrupted_run(
     workspace: Path, tmp_path: Path
 ) -> None:
-    import shutil
 
     settings = (
         "[daemon]\ntick_s = 0.5\nmax_seeds_per_run = 12\nexport_every_s = 0\nmetrics_port = 0\n"
@@ -184,8 +204,8 @@ def test_sigterm_mid_curation_then_restart_ends_as_an_uninterrupted_run(
         indexed = sorted(v.id for v in app.catalog.videos(statuses=["indexed"]))
     (workspace / "daemon.json").write_text(json.dumps({"seeded_videos": indexed}))
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    shutil.copytree(workspace, straight)
-    shutil.copytree(workspace, interrupted)
+    copy_workspace(workspace, straight)
+    copy_workspace(workspace, interrupted)
     for home in (straight, interrupted):
         configure(home, settings)
 
@@ -321,17 +341,14 @@ def test_a_bounded_soak_keeps_memory_flat_and_metrics_equal_to_the_log(
             if sample.labels["outcome"] == "recorded" and sample.name.endswith("_total"):
                 scraped[sample.labels["model"]] += int(sample.value)
         assert scraped == calls
-        paid = sum(
-            s.data["cost_micros"]
-            for s in upto
-            if s.type == "CallRecorded" and not s.data["replayed"]
-        ) + sum(s.data["charged_micros"] for s in upto if s.type == "CallFailed")
-        spend = sum(
+        # Spend is the one ledger's: paid answers, charged failures and calls still in flight.
+        paid = spend(upto).spent_micros
+        scraped_usd = sum(
             sample.value
             for sample in by_name["playlisteval_spend_usd"].samples
             if sample.name.endswith("_total")
         )
-        assert spend == pytest.approx(paid / 1e6, abs=1e-6)
+        assert scraped_usd == pytest.approx(paid / 1e6, abs=1e-6)
         accepted = {s.stream for s in upto if s.type == "ItemAccepted"}
         seeds = {s.labels["state"]: s.value for s in by_name["playlisteval_seeds"].samples}
         assert seeds.get("accepted", 0) == len(accepted)

@@ -36,6 +36,7 @@ from playlisteval.settings import load_settings
 from policies.judging import JudgeMetrics, judge_metrics, retrieval_metrics, split_runs
 from policies.prices import PriceTable
 from store.errors import ConfigError
+from tests.workspaces import copy_workspace
 from tools.providers.judges import OFFLINE_JUDGES, judge_models
 from tools.retrieval import BM25Retriever
 
@@ -100,7 +101,7 @@ def evaluated(
     """The demo curated (six seeds), exported through the difficulty gate, evaluated once."""
     root = tmp_path_factory.mktemp("evaluation")
     home = root / "ws"
-    shutil.copytree(demo_home, home)
+    copy_workspace(demo_home, home)
     with App(load_settings(home)) as app:
         report = runs.curate(app, budget_usd=None, max_seeds=6)
         runs.export(app, root / "bench", report.run_id)

@@ -366,7 +366,7 @@ class TestSqliteEventStore(EventStoreContract):
                 for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type='table'")
             }
         engine.dispose()
-        assert tables == {"videos", "events"}
+        assert tables == {"videos", "events", "stream_heads", "store_meta"}
 
 
 @pytest.mark.postgres

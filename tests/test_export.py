@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,6 +22,7 @@ from playlisteval.settings import load_settings
 from policies.pairs import JudgeVerdict, SelectedPair
 from store.errors import ConfigError
 from store.events import CallRecorded, ItemAccepted, pairs_stream, seed_stream
+from tests.workspaces import copy_workspace
 
 JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
 SELECTION = {"difficulty_judges": list(JUDGES), "pairs_per_domain": 90, "seed": 7}
@@ -122,7 +122,7 @@ def all_pairs(app: App, run_id: str, accepted: list[str]) -> list[SelectedPair]:
 def curated(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A copy of the indexed demo with one small offline run (four seeds)."""
     home = tmp_path_factory.mktemp("export-run") / "ws"
-    shutil.copytree(demo_home, home)
+    copy_workspace(demo_home, home)
     with App(load_settings(home)) as app:
         report = runs.curate(app, budget_usd=None, max_seeds=4)
         assert len(report.accepted) >= 2, "the offline demo run should accept most seeds"

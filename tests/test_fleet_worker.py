@@ -10,7 +10,6 @@ import anyio.to_thread
 import pytest
 from sqlalchemy import update
 
-from agents.curation import ledger
 from agents.fleet import (
     TOTAL_ACCOUNT,
     FleetWorker,
@@ -24,6 +23,7 @@ from playlisteval.app import App, curation_config
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.coordination import WORK_ITEMS
 from store.events import CallFailed, CallReserved, SeedStarted, seed_stream, usd_to_micros
+from store.ledger import spend
 from tests.test_fleet import many_seeds
 
 
@@ -110,12 +110,10 @@ def test_a_stop_past_the_grace_records_calls_in_flight_as_interrupted_and_a_rest
     assert len(report.seeds_finished) == 2
     everything = app.events.read_all()
     prefix = seed_stream("r", "")
-    spent = ledger(
-        (s.stream[len(prefix) :], s.event()) for s in everything if s.stream.startswith(prefix)
-    )
+    spent = spend(s for s in everything if s.stream.startswith(prefix))
     total = app.accounts().account(TOTAL_ACCOUNT)
     assert total is not None
-    assert spent.orphans_micros == 0
+    assert spent.open_micros == 0
     assert total.spent_micros == spent.spent_micros
     # Each seed started once: the restart went on from its log.
     assert sum(isinstance(s.event(), SeedStarted) for s in everything) == 2

@@ -12,11 +12,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.curation import ledger
 from playlisteval.metrics import LogMetrics, LogSnapshot, MetricsServer, daemon_registry, fold_log
 from store.coordination import BudgetAccounts, WorkItem, WorkQueue
 from store.events import (
-    AnyEvent,
     AttemptStarted,
     CallFailed,
     CallRecorded,
@@ -36,6 +34,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore, open_event_store
+from store.ledger import stream_spend
 
 RUN = "r1"
 GEMINI, MINI, GPT, QWEN = "gemini-3-flash", "gpt-5.4-mini", "gpt-5.4", "qwen-3.7-plus"
@@ -200,8 +199,8 @@ EXPECTED = {
         (MINI, "matcher", "recorded"): 1,
         (GPT, "answerer", "error"): 1,
     },
-    "spend_micros": 850_000,
-    "spend_by_model": {GEMINI: 800_000, MINI: 40_000, GPT: 10_000},
+    "spend_micros": 1_050_000,  # the 200_000 reserved with no answer is spent, and shown apart
+    "spend_by_model": {GEMINI: 800_000, MINI: 40_000, GPT: 10_000, QWEN: 200_000},
     "reserved_micros": 200_000,
     "in_flight": 1,
     "retries": {"rate_limit": 1, "server": 1, "timeout": 1},
@@ -292,20 +291,17 @@ def test_concurrent_catch_ups_fold_each_event_once(sqlite_store: EventStore) -> 
     assert metrics.snapshot().events == len(everything)
 
 
-def test_spend_is_the_ledger_without_its_orphan_reservations(sqlite_store: EventStore) -> None:
+def test_spend_is_the_ledger_with_its_orphan_reservations_shown_apart(
+    sqlite_store: EventStore,
+) -> None:
     append(sqlite_store, seed_log())
-    prefix = seed_stream(RUN, "")
-    pairs: list[tuple[str, AnyEvent]] = [
-        (ev.stream.removeprefix(prefix), ev.event())
-        for ev in sqlite_store.read_all(stream_prefix=prefix)
-    ]
-    spent = ledger(pairs)
+    spent = stream_spend(sqlite_store, seed_stream(RUN, ""))
     metrics = LogMetrics(sqlite_store)
     metrics.catch_up()
     snap = metrics.snapshot()
-    assert spent.orphans_micros == 200_000
-    assert snap.spend_micros == spent.spent_micros - spent.orphans_micros
-    assert snap.reserved_micros == spent.orphans_micros
+    assert spent.open_micros == 200_000
+    assert snap.spend_micros == spent.spent_micros
+    assert snap.reserved_micros == spent.open_micros
     assert sum(snap.spend_by_model.values()) == snap.spend_micros
 
 

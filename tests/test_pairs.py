@@ -3,7 +3,6 @@ end to end on the demo workspace (real SQLite log, real clips, the offline weak 
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from store.events import (
     PairsSampled,
     pairs_stream,
 )
+from tests.workspaces import copy_workspace
 
 RUN = "r1"
 JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
@@ -170,7 +170,7 @@ def _events(app: App) -> list[Any]:
 
 
 def _copy(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target)
+    copy_workspace(source, target)
     return target
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -31,7 +32,6 @@ from store.events import (
 from store.eventstore import EventStore, SqliteEventStore, StoredEvent, open_event_store
 from store.projections import (
     SEED_STATUS,
-    SPEND,
     AcceptedItem,
     Projections,
     SeedStatus,
@@ -47,12 +47,20 @@ def started(run: str, seed: str) -> SeedStarted:
     return SeedStarted(run_id=run, seed_id=seed, domain="cooking", segment_a="a", segment_b="b")
 
 
+_CALLS = itertools.count(1)
+
+
 def recorded(
-    cost: int, *, phase: int | None = 1, gate: str | None = "blind", role: str = "judge"
+    owner: str,
+    cost: int,
+    *,
+    phase: int | None = 1,
+    gate: str | None = "blind",
+    role: str = "judge",
 ) -> CallRecorded:
-    """A settled model call."""
+    """A settled model call of seed ``owner`` (its call ids are ``<seed>:<n>``)."""
     return CallRecorded(
-        call_id=uuid.uuid4().hex,
+        call_id=f"{owner}:{next(_CALLS)}",
         key="k",
         role=role,
         model="gemini-3-flash" if role == "judge" else "qwen-vl",
@@ -64,10 +72,10 @@ def recorded(
     )
 
 
-def failed(charged: int) -> CallFailed:
+def failed(owner: str, charged: int) -> CallFailed:
     """A call that failed for good but may have been charged."""
     return CallFailed(
-        call_id="f",
+        call_id=f"{owner}:{next(_CALLS)}",
         key="k",
         role="gen",
         model="qwen-vl",
@@ -103,26 +111,25 @@ LOG: list[tuple[str, Event]] = [
     (S1, started("r1", "s1")),
     (S2, started("r1", "s2")),
     (S1, AttemptStarted(phase=1, attempt=1)),
-    (S1, recorded(300, gate="generator", role="gen")),
+    (S1, recorded("s1", 300, gate="generator", role="gen")),
     (S2, AttemptStarted(phase=1, attempt=1)),
-    (S1, recorded(50, gate="blind")),
+    (S1, recorded("s1", 50, gate="blind")),
     (S1, GatePassed(phase=1, gate="blind", attempt=1)),
-    (S2, recorded(40, gate="blind")),
+    (S2, recorded("s2", 40, gate="blind")),
     (S2, rejected(1, "blind", 1, "answerable without the video")),
     (S1, AttemptStarted(phase=2, attempt=1)),
-    (S1, recorded(500, phase=2, gate="native_video")),
+    (S1, recorded("s1", 500, phase=2, gate="native_video")),
     (S2, AttemptStarted(phase=1, attempt=2)),
-    (S2, failed(25)),
+    (S2, failed("s2", 25)),
     (S1, ItemAccepted(seed_id="s1", qa={"q": "why"}, distractors={"4": "w"})),
     (S2, SeedDiscarded(seed_id="s2", reasons=("blind: too easy", "blind: still too easy"))),
     (S3, started("r1", "s3")),
-    (S3, recorded(10, phase=None, gate=None)),
+    (S3, recorded("s3", 10, phase=None, gate=None)),
     (S3, SeedStopped(seed_id="s3", reason="budget", detail="cap")),
     (S4, started("r1", "s-with-dash")),
     (S4, AttemptStarted(phase=1, attempt=1)),
     (R2, started("r2", "s1")),
-    (R2, recorded(7, phase=None, gate=None)),
-    (run_stream("r2"), recorded(1000, phase=None, gate=None, role="planner")),
+    (R2, recorded("s1", 7, phase=None, gate=None)),
 ]
 
 EXPECTED_STATUSES = [
@@ -134,14 +141,14 @@ EXPECTED_STATUSES = [
 ]
 
 SPEND_CASES = [
-    (None, "run", {"r1": 925, "r2": 1007}),
+    (None, "run", {"r1": 925, "r2": 7}),
     ("r1", "run", {"r1": 925}),
     ("r1", "phase", {"1": 390, "2": 525, "-": 10}),
     ("r1", "gate", {"generator": 300, "blind": 90, "native_video": 500, "-": 35}),
     ("r1", "role", {"gen": 325, "judge": 600}),
     ("r1", "model", {"qwen-vl": 325, "gemini-3-flash": 600}),
-    (None, "phase", {"1": 390, "2": 525, "-": 1017}),
-    ("r2", "role", {"judge": 7, "planner": 1000}),
+    (None, "phase", {"1": 390, "2": 525, "-": 17}),
+    ("r2", "role", {"judge": 7}),
     ("nobody", "run", {}),
 ]
 
@@ -212,7 +219,7 @@ def test_the_fold_upcasts_old_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setitem(UPCASTERS, ("CallRecorded", 0), cost_was_in_cents)
     stored = as_stored([(S1, started("r1", "s1"))])
-    old = {"call_id": "c", "key": "k", "role": "judge", "model": "m", "response": {}}
+    old = {"call_id": "s1:1", "key": "k", "role": "judge", "model": "m", "response": {}}
     stored.append(
         StoredEvent(2, S1, 2, "CallRecorded", 0, {**old, "cost_cents": 3, "offline": True}, T0)
     )
@@ -271,11 +278,10 @@ class ProjectionsContract:
         projections.catch_up()
         with store.engine.begin() as conn:
             conn.execute(delete(SEED_STATUS))
-            conn.execute(delete(SPEND))
         assert projections.seed_statuses() == []
         assert projections.rebuild() == len(LOG)
         assert projections.seed_statuses() == EXPECTED_STATUSES
-        assert projections.spend() == {"r1": 925, "r2": 1007}
+        assert projections.spend() == {"r1": 925, "r2": 7}
 
 
 class TestSqliteProjections(ProjectionsContract):

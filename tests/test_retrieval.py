@@ -5,7 +5,6 @@ haystacks that always hold the evidence."""
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from playlisteval.app import App
 from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, INDEXED, Catalog, ChunkRow, PlaylistRow, VideoRow
 from store.errors import ConfigError
+from tests.workspaces import copy_workspace
 from tools.retrieval import (
     BM25Index,
     BM25Retriever,
@@ -145,7 +145,7 @@ def test_spans_of_no_hits_or_k_zero_are_empty() -> None:
 def demo_app(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     """One private copy of the indexed demo workspace for this module (the retrievers only read)."""
     copy = tmp_path_factory.mktemp("retrieval") / "ws"
-    shutil.copytree(demo_home, copy)
+    copy_workspace(demo_home, copy)
     with App(load_settings(copy)) as app:
         yield app
 

@@ -125,13 +125,22 @@ class TimedFrame:
         return f"({self.video_id} @ {timestamp(self.t_s)})"
 
 
-def frame_times(clips: Sequence[ClipInfo], fps: float, max_frames: int) -> list[list[float]]:
-    """Per clip, the clip-relative times to sample: ``fps`` over each clip, thinned uniformly
-    (over all clips together) when the total would pass ``max_frames``."""
-    wanted = [max(1, math.ceil(c.duration_s * fps)) for c in clips]
+def frame_times(
+    clips: Sequence[ClipInfo], fps: float, max_frames: int, min_per_clip: int = 1
+) -> list[list[float]]:
+    """Per clip, the clip-relative times to sample: each clip at its own rate (what the caller
+    asked to show), never above ``fps`` (the model's setting), at least ``min_per_clip``, thinned
+    uniformly (over all clips together) when the total would pass ``max_frames``.
+
+    The one plan of what a frame-based request carries: the adapters send exactly these frames
+    and the budget reserves for exactly these (``agents.recorded``).
+    """
+    floor = max(min_per_clip, 1)
+    rates = [min(c.fps, fps) if c.fps > 0 else fps for c in clips]
+    wanted = [max(floor, math.ceil(c.duration_s * r)) for c, r in zip(clips, rates, strict=True)]
     total = sum(wanted)
     if total > max_frames > 0:
-        wanted = [max(1, math.floor(n * max_frames / total)) for n in wanted]
+        wanted = [max(floor, math.floor(n * max_frames / total)) for n in wanted]
     out: list[list[float]] = []
     for clip, n in zip(clips, wanted, strict=True):
         step = clip.duration_s / n if n else 0.0

@@ -352,13 +352,13 @@ class DashScopeModel(Model):
     def _clips(self, items: Sequence[object]) -> dict[int, _Clip]:
         found = [(item, info) for item in items if (info := clip_info(item)) is not None]
         wanted = frame_times(
-            [info for _, info in found], self.config.video_fps, self.config.max_frames
+            [info for _, info in found],
+            self.config.video_fps,
+            self.config.max_frames,
+            MIN_VIDEO_FRAMES,
         )
         out: dict[int, _Clip] = {}
         for (item, info), times in zip(found, wanted, strict=True):
-            if len(times) < MIN_VIDEO_FRAMES:
-                step = info.duration_s / MIN_VIDEO_FRAMES
-                times = [round(i * step, 3) for i in range(MIN_VIDEO_FRAMES)]
             assert isinstance(item, BinaryContent)
             frames = clip_frames(item, info, times, self.config.frame_height)
             if len(frames) < MIN_VIDEO_FRAMES:

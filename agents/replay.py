@@ -1,0 +1,347 @@
+"""Strict replay: re-derive a run from its recorded answers and compare it with its log.
+
+The model's answers are the only inputs a run takes from outside; everything else in the log is
+derived from them — every attempt and the feedback it was given, every proposal, gate verdict
+and rejection reason, every accepted item with its text, every call's cost, the run's end. The
+:class:`Replayer` re-runs the run through the real curation loop with no model behind it (a
+call the log does not hold stops its seed, it is never made), each recorded answer served
+once more and priced again as the live path would have priced it, with the prices the run
+recorded. Then it compares:
+
+- the hash chains and heads of the run's streams (:meth:`store.eventstore.EventStore.verify`);
+- each seed's decisions, event by event and field by field, with the seed's log (a seed the
+  log leaves unfinished — its cap, a crash — may be replayed as far as its log goes);
+- each served record's cost, usage and token counts with what its answer prices at;
+- each ``RunFinished`` (and ``RunResumed``) with what the log before it says.
+
+Any difference is reported with the seq of the first event in the log that disagrees: a log
+edited in the database — its text, a cost, a verdict, an event deleted or inserted — does not
+replay. Modelled on Temporal's ``Replayer``, which re-runs a workflow history with no
+activities and raises on nondeterminism.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic_ai.models import Model
+
+from agents.curation import CurationConfig, Curator, RunReport, run_end
+from agents.recorded import RecordedCalls
+from policies.prices import PriceTable
+from policies.ratelimits import Traffic
+from store.catalog import Catalog, SeedRow
+from store.errors import ConfigError
+from store.events import (
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    pairs_stream,
+    run_stream,
+    seed_stream,
+)
+from store.eventstore import ChainProblem, EventStore, StoredEvent, open_event_store
+from store.ledger import LedgerFold
+from tools.clips import ClipFetcher
+
+#: The events of a seed stream that the loop derives from the answers it was given.
+DECISIONS = frozenset(
+    {
+        "AttemptStarted",
+        "QAProposed",
+        "DistractorsProposed",
+        "GateRequested",
+        "GatePassed",
+        "GateRejected",
+        "ItemAccepted",
+        "SeedDiscarded",
+    }
+)
+TERMINAL = frozenset({"ItemAccepted", "SeedDiscarded"})
+_RUN_END_FIELDS = ("outcome", "spent_micros", "accepted", "discarded", "stopped")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where the log and its replay part: the log's seq (and stream), and how."""
+
+    seq: int
+    stream: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"seq {self.seq} ({self.stream!r}): {self.what}"
+
+
+@dataclass
+class ReplayVerdict:
+    """What a strict replay found: chain problems, differences, and the replayed run."""
+
+    run_id: str
+    report: RunReport
+    chain: list[ChainProblem] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    seeds: int = 0
+    decisions: int = 0
+    served_checked: int = 0
+    replayed_beyond: dict[str, int] = field(default_factory=dict)  # seed → decisions past log
+
+    @property
+    def ok(self) -> bool:
+        """Nothing differs."""
+        return not self.chain and not self.differences
+
+    def problems(self) -> list[str]:
+        """Every problem, first seq first."""
+        found: list[tuple[int, str]] = [(p.seq, str(p)) for p in self.chain]
+        found += [(d.seq, str(d)) for d in self.differences]
+        return [text for _, text in sorted(found)]
+
+    @property
+    def first_seq(self) -> int | None:
+        """The seq of the first event that is not what it should be."""
+        seqs = [p.seq for p in self.chain] + [d.seq for d in self.differences]
+        return min(seqs) if seqs else None
+
+
+def run_prices(started: RunStarted, fallback: PriceTable) -> PriceTable:
+    """The prices the run recorded (a run before prices were recorded: ``fallback``)."""
+    snapshot = started.settings.get("prices")
+    return PriceTable.from_snapshot(snapshot) if snapshot else fallback
+
+
+def run_traffic(
+    started: RunStarted, fallback: Callable[[str], Traffic | None]
+) -> Callable[[str], Traffic | None]:
+    """How the run's calls travelled, as it recorded it (else ``fallback``)."""
+    facts: dict[str, Any] = started.settings.get("traffic") or {}
+    if not facts:
+        return fallback
+    known = {model: Traffic.from_facts(values) for model, values in facts.items()}
+    return lambda model: known.get(model)
+
+
+@dataclass
+class Replayer:
+    """Re-runs runs of ``store`` from their recorded answers, with no model call."""
+
+    store: EventStore
+    catalog: Catalog
+    clips: ClipFetcher
+    model_for: Callable[[str], Model]  # models that refuse every request (never reached)
+    config: CurationConfig
+    prices: PriceTable
+    traffic: Callable[[str], Traffic | None]
+
+    def replay(
+        self,
+        run_id: str,
+        *,
+        budget_micros: int | None = None,
+        max_attempts: int | None = None,
+        concurrency: int | None = None,
+    ) -> ReplayVerdict:
+        """Replay ``run_id``; with ``budget_micros`` or ``max_attempts`` the replay is a what-if
+        under that policy (its report is the answer, nothing is compared)."""
+        run_log = self.store.read_stream(run_stream(run_id))
+        if not run_log:
+            raise ConfigError(f"no run {run_id!r} in the log")
+        started = run_log[0].event()
+        if not isinstance(started, RunStarted):
+            raise ConfigError(f"run {run_id!r} does not begin with RunStarted: see store verify")
+        prefix = seed_stream(run_id, "")
+        seed_log = self.store.read_all(stream_prefix=prefix)
+        counterfactual = budget_micros is not None or max_attempts is not None
+        config = self.config
+        if max_attempts is not None:
+            config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
+        # A what-if budget is spent in the log's seed order, one seed at a time, so the yield it
+        # reports is that of a run that gets through its seeds in order.
+        config = replace(config, concurrency=concurrency or (1 if counterfactual else 8))
+        seeds = self.catalog.seeds_by_id(started.seeds)
+        scratch_log, report, mismatches = self._rerun(
+            run_id, seeds, seed_log, config, started, budget_micros, counterfactual
+        )
+        verdict = ReplayVerdict(run_id=run_id, report=report, seeds=len(seeds))
+        if counterfactual:
+            return verdict
+        verdict.chain = self._chain(run_id)
+        verdict.served_checked = report.replayed_calls
+        verdict.differences += [
+            Difference(m.seq, seed_stream(run_id, m.seed_id), f"call record: {m.what}")
+            for m in mismatches
+        ]
+        self._compare_seeds(verdict, prefix, seed_log, scratch_log)
+        verdict.differences += _check_run_stream(run_id, run_log, seed_log)
+        verdict.differences.sort(key=lambda d: d.seq)
+        return verdict
+
+    def _chain(self, run_id: str) -> list[ChainProblem]:
+        own = {run_stream(run_id), pairs_stream(run_id)}
+        prefix = seed_stream(run_id, "")
+        problems = [p for p in self.store.verify(prefix)]
+        for name in own:
+            problems += [p for p in self.store.verify(name) if p.stream == name]
+        return sorted(problems, key=lambda p: p.seq)
+
+    def _rerun(
+        self,
+        run_id: str,
+        seeds: Sequence[SeedRow],
+        seed_log: list[StoredEvent],
+        config: CurationConfig,
+        started: RunStarted,
+        budget_micros: int | None,
+        counterfactual: bool,
+    ) -> tuple[list[StoredEvent], RunReport, list[Any]]:
+        recorded = RecordedCalls.from_stored(seed_log)
+        with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
+            store = open_event_store(Path(scratch) / "replay.db")
+            try:
+                curator = Curator(
+                    store=store,
+                    catalog=self.catalog,
+                    clips=self.clips,
+                    model_for=self.model_for,
+                    prices=run_prices(started, self.prices),
+                    config=config,
+                    traffic=run_traffic(started, self.traffic),
+                )
+                report = anyio.run(
+                    lambda: curator.curate(
+                        run_id,
+                        seeds,
+                        budget_micros=budget_micros,
+                        per_seed_micros=None if counterfactual else started.per_seed_micros,
+                        mode="counterfactual" if counterfactual else "strict",
+                        recorded=recorded,
+                    )
+                )
+                replayed = store.read_all(stream_prefix=seed_stream(run_id, ""))
+                assert curator.last_recorder is not None
+                mismatches = list(curator.last_recorder.mismatches)
+            finally:
+                store.close()
+        return replayed, report, mismatches
+
+    @staticmethod
+    def _compare_seeds(
+        verdict: ReplayVerdict,
+        prefix: str,
+        seed_log: list[StoredEvent],
+        scratch_log: list[StoredEvent],
+    ) -> None:
+        original = _by_stream(seed_log)
+        again = _by_stream(scratch_log)
+        for stream in sorted(set(original) | set(again)):
+            logged = [e for e in original.get(stream, []) if e.type in DECISIONS]
+            derived = [e for e in again.get(stream, []) if e.type in DECISIONS]
+            verdict.decisions += len(logged)
+            for position, event in enumerate(logged):
+                if position >= len(derived):
+                    verdict.differences.append(
+                        Difference(
+                            event.seq,
+                            stream,
+                            f"the log goes on with a {event.type} the replay never reaches "
+                            f"(it stops after {len(derived)} decisions)",
+                        )
+                    )
+                    break
+                mine = derived[position]
+                if (event.type, event.data) != (mine.type, mine.data):
+                    verdict.differences.append(
+                        Difference(event.seq, stream, _describe(event, mine))
+                    )
+                    break
+            else:
+                extra = len(derived) - len(logged)
+                if extra > 0:
+                    if logged and logged[-1].type in TERMINAL:
+                        verdict.differences.append(
+                            Difference(
+                                logged[-1].seq,
+                                stream,
+                                f"the seed ended here, yet the replay goes on with "
+                                f"{derived[len(logged)].type}",
+                            )
+                        )
+                    else:
+                        # The log stops early (a crash between an answer and the decision
+                        # it led to): the replay may finish what the run did not get to.
+                        verdict.replayed_beyond[stream[len(prefix) :]] = extra
+
+
+def _by_stream(events: Iterable[StoredEvent]) -> dict[str, list[StoredEvent]]:
+    out: dict[str, list[StoredEvent]] = {}
+    for event in events:
+        out.setdefault(event.stream, []).append(event)
+    return out
+
+
+def _describe(logged: StoredEvent, derived: StoredEvent) -> str:
+    if logged.type != derived.type:
+        return f"the log has {logged.type} where the replay derives {derived.type}"
+    for key in sorted(set(logged.data) | set(derived.data)):
+        if logged.data.get(key) != derived.data.get(key):
+            was, now = repr(logged.data.get(key)), repr(derived.data.get(key))
+            return (
+                f"{logged.type}.{key} in the log is {_short(was)}; the recorded answers "
+                f"derive {_short(now)}"
+            )
+    return f"{logged.type} differs"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_run_stream(
+    run_id: str, run_log: list[StoredEvent], seed_log: list[StoredEvent]
+) -> list[Difference]:
+    """Each RunFinished and RunResumed against what the seeds' log before it says."""
+    out: list[Difference] = []
+    stream = run_stream(run_id)
+    prefix = seed_stream(run_id, "")
+    fold = LedgerFold()
+    ends: list[tuple[str, Any]] = []
+    position = 0
+    for stored in run_log:
+        while position < len(seed_log) and seed_log[position].seq < stored.seq:
+            row = seed_log[position]
+            fold.apply_stored(row)
+            if row.type in ("SeedStarted", "ItemAccepted", "SeedDiscarded", "SeedStopped"):
+                ends.append((row.stream[len(prefix) :], row.event()))
+            position += 1
+        event = stored.event()
+        if isinstance(event, RunFinished):
+            expected = run_end(run_id, ends, fold.spent_micros)
+            for name in _RUN_END_FIELDS:
+                if getattr(event, name) != getattr(expected, name):
+                    out.append(
+                        Difference(
+                            stored.seq,
+                            stream,
+                            f"RunFinished.{name} is {getattr(event, name)!r}; the log before "
+                            f"it says {getattr(expected, name)!r}",
+                        )
+                    )
+                    break
+        elif isinstance(event, RunResumed):
+            orphans = fold.ledger().open_micros
+            if event.orphan_reservations_micros != orphans:
+                out.append(
+                    Difference(
+                        stored.seq,
+                        stream,
+                        f"RunResumed.orphan_reservations_micros is "
+                        f"{event.orphan_reservations_micros!r}; the log before it leaves "
+                        f"{orphans!r} reserved with no answer",
+                    )
+                )
+    return out

@@ -1,0 +1,218 @@
+"""The one ledger: what a log says was spent, as one pure fold every reader uses.
+
+Every number about money that the project reports or enforces — a run's reservations on resume,
+``audit``, ``RunFinished``, strict replay, the daemon's metrics, the UI, the exports, the
+projections — comes from :func:`spend` (or :class:`LedgerFold`, its incremental form), so they
+cannot disagree. The rules, one per kind of call event:
+
+- ``CallReserved`` opens a reservation for its call id.
+- ``CallRecorded`` closes it. A first-hand answer costs its ``cost_micros``; an answer served
+  again from the log (``replayed``) costs nothing this time (its recorded cost is kept apart, in
+  ``replayed_micros``, for what-if reports).
+- ``CallFailed`` closes it and costs its ``charged_micros`` (what the provider may have billed
+  for a failed or interrupted call), once.
+- A reservation that nothing closes is money in flight — or, after a crash, money the provider
+  may have billed with no answer in the log. It counts as spent, once, until (if ever) its call
+  is closed.
+
+So ``spent = settled + open``: the most this log can have cost. The fold reads events as
+``(type, data)`` with ``data`` a plain mapping — a stored event's JSON or a typed event's fields —
+so a million stored events fold without being validated into models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from store.events import (
+    UPCASTERS,
+    CallId,
+    CapSet,
+    Event,
+    RunResumed,
+    RunStarted,
+    event_type,
+    upcast,
+)
+from store.eventstore import EventStore, StoredEvent
+
+#: The dimensions a ledger breaks spend down by (what every call event says about its call).
+DIMENSIONS = ("phase", "gate", "role", "model")
+NONE_KEY = "-"  # the phase or gate of a call that has none
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What a log has spent, in micro-dollars.
+
+    ``per_owner`` is keyed by the call id's owner (a seed, a pair, a judgment); ``by`` maps each
+    of :data:`DIMENSIONS` to its keys (phase ``"1"``/``"2"``/``"-"``, gate, role, model).
+    """
+
+    settled_micros: int = 0
+    open_micros: int = 0
+    replayed_micros: int = 0
+    per_owner: Mapping[str, int] = field(default_factory=dict)
+    by: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    paid_calls: int = 0
+    replayed_calls: int = 0
+    failed_calls: int = 0
+    open_calls: int = 0
+
+    @property
+    def spent_micros(self) -> int:
+        """Settled costs plus open reservations: the most this log can have cost."""
+        return self.settled_micros + self.open_micros
+
+    @property
+    def has_calls(self) -> bool:
+        """Whether the log holds any call at all."""
+        return bool(self.paid_calls or self.replayed_calls or self.failed_calls or self.open_calls)
+
+    def owner_spent(self, owner: str) -> int:
+        """What one owner's calls spent (open reservations included)."""
+        return self.per_owner.get(owner, 0)
+
+    def breakdown(self, dimension: str) -> dict[str, int]:
+        """Spend by one dimension's keys (``phase``, ``gate``, ``role`` or ``model``)."""
+        if dimension not in DIMENSIONS:
+            raise ValueError(f"spend by {dimension!r} is not one of {DIMENSIONS!r}")
+        return dict(self.by.get(dimension, {}))
+
+
+class LedgerFold:
+    """The ledger kept up to date one event at a time (metrics, projections, a live run).
+
+    ``apply`` takes the stream (an open reservation is keyed by stream and call id, so two
+    streams whose owners share a name cannot close each other's), the event type and its data.
+    """
+
+    __slots__ = ("_cells", "_open", "failed", "paid", "replayed", "replayed_micros")
+
+    def __init__(self) -> None:
+        # (owner, phase, gate, role, model) → settled micros: one dict update per call event;
+        # every breakdown is summed from these cells when asked for.
+        self._cells: dict[tuple[str, str, str, str, str], int] = {}
+        self._open: dict[tuple[str, str], tuple[int, tuple[str, str, str, str, str]]] = {}
+        self.replayed_micros = 0
+        self.paid = 0
+        self.replayed = 0
+        self.failed = 0
+
+    def apply(self, stream: str, type_: str, data: Mapping[str, Any]) -> None:
+        """Fold one event in; events that are not about calls are ignored."""
+        if type_ == "CallReserved":
+            call_id = data["call_id"]
+            self._open[(stream, call_id)] = (int(data["reserved_micros"]), _cell(data))
+        elif type_ == "CallRecorded":
+            self._open.pop((stream, data["call_id"]), None)
+            cost = int(data["cost_micros"])
+            if data.get("replayed", False):
+                self.replayed += 1
+                self.replayed_micros += cost
+                return
+            self.paid += 1
+            self._add(_cell(data), cost)
+        elif type_ == "CallFailed":
+            self._open.pop((stream, data["call_id"]), None)
+            self.failed += 1
+            charged = int(data.get("charged_micros", 0))
+            if charged:
+                self._add(_cell(data), charged)
+
+    def apply_stored(self, stored: StoredEvent) -> None:
+        """Fold one stored event in (its JSON, not validated into a model; old schemas go
+        through the upcasters first)."""
+        data = stored.data
+        if UPCASTERS and (stored.type, stored.schema) in UPCASTERS:
+            data = upcast(stored.type, stored.schema, data)
+        self.apply(stored.stream, stored.type, data)
+
+    def apply_event(self, event: Event, stream: str = "") -> None:
+        """Fold one typed event in (its fields are read as they are)."""
+        self.apply(stream, event_type(event), event.__dict__)
+
+    def _add(self, cell: tuple[str, str, str, str, str], micros: int) -> None:
+        self._cells[cell] = self._cells.get(cell, 0) + micros
+
+    @property
+    def spent_micros(self) -> int:
+        """Settled plus open, now."""
+        return sum(self._cells.values()) + sum(m for m, _ in self._open.values())
+
+    def ledger(self) -> Ledger:
+        """The ledger as of the events folded so far."""
+        per_owner: dict[str, int] = {}
+        by: dict[str, dict[str, int]] = {d: {} for d in DIMENSIONS}
+        settled = 0
+        cells = list(self._cells.items())
+        open_micros = 0
+        for micros, cell in self._open.values():
+            open_micros += micros
+            cells.append((cell, micros))
+        for (owner, phase, gate, role, model), micros in cells:
+            per_owner[owner] = per_owner.get(owner, 0) + micros
+            for dimension, key in zip(DIMENSIONS, (phase, gate, role, model), strict=True):
+                into = by[dimension]
+                into[key] = into.get(key, 0) + micros
+        settled = sum(self._cells.values())
+        return Ledger(
+            settled_micros=settled,
+            open_micros=open_micros,
+            replayed_micros=self.replayed_micros,
+            per_owner=per_owner,
+            by={d: dict(sorted(v.items())) for d, v in by.items()},
+            paid_calls=self.paid,
+            replayed_calls=self.replayed,
+            failed_calls=self.failed,
+            open_calls=len(self._open),
+        )
+
+
+def _cell(data: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    phase = data.get("phase")
+    return (
+        CallId.owner_of(data["call_id"]),
+        NONE_KEY if phase is None else str(phase),
+        data.get("gate") or NONE_KEY,
+        str(data["role"]),
+        str(data["model"]),
+    )
+
+
+def spend(events: Iterable[StoredEvent | Event]) -> Ledger:
+    """Fold a log (stored events, or typed events of one stream) into its :class:`Ledger`."""
+    fold = LedgerFold()
+    for event in events:
+        if isinstance(event, StoredEvent):
+            fold.apply_stored(event)
+        else:
+            fold.apply("", event_type(event), event.__dict__)
+    return fold.ledger()
+
+
+def stream_spend(store: EventStore, prefix: str) -> Ledger:
+    """The ledger of every stream starting with ``prefix`` (a run's seeds: ``seed-<run>-``)."""
+    fold = LedgerFold()
+    for stored in store.read_all(stream_prefix=prefix, types=CALL_TYPES):
+        fold.apply_stored(stored)
+    return fold.ledger()
+
+
+#: The event types the ledger reads (a reader may fetch only these).
+CALL_TYPES = ("CallReserved", "CallRecorded", "CallFailed")
+
+
+def current_cap(events: Iterable[Event]) -> int | None:
+    """The cap a stream's calls are made under now: the last ``RunStarted``/``RunResumed``
+    budget of a run's stream, or the last ``CapSet`` of a pairs or evaluation stream (None: no
+    cap was ever set, or the last one set none)."""
+    cap: int | None = None
+    for event in events:
+        if isinstance(event, RunStarted | RunResumed):
+            cap = event.budget_micros
+        elif isinstance(event, CapSet):
+            cap = event.cap_micros
+    return cap

@@ -1,0 +1,125 @@
+"""Money that cannot leak, checked the way a week-long campaign breaks it: seeded random
+interleavings of real commands, ``kill -9`` at random moments, resumes with and without
+``--budget``, two resumes at once, two ``pairs`` at once and an evaluation, on SQLite and on the
+real PostgreSQL (``tests/money_harness.py``; ``bench/money.py`` runs more trials). And every
+reader of the log — the ledger, ``audit``, ``RunFinished``, strict replay, the metrics, the
+projections, the export — reports the same spend after a crash and a resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.metrics import LogMetrics
+from playlisteval.settings import load_settings
+from store.events import RunFinished, run_stream, seed_stream
+from store.ledger import stream_spend
+from tests.money_harness import PG_URL, Harness, prepare_base
+from tests.workspaces import copy_workspace
+
+# Trials the suite runs per backend; bench/money.py runs the rest of the 200+ (its default).
+TRIALS = {"sqlite": 8, "postgres": 6}
+
+
+@pytest.fixture(scope="module")
+def base(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_base(demo_home, tmp_path_factory.mktemp("money") / "base", 3)
+
+
+def _drop(schema: str) -> None:
+    engine = create_engine(PG_URL)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_random_kills_resumes_and_concurrent_commands_keep_every_money_invariant(
+    base: Path, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    harness = Harness(base, tmp_path)
+    trials = []
+    for number in range(TRIALS[backend]):
+        schema = f"t_{uuid.uuid4().hex[:16]}" if backend == "postgres" else None
+        try:
+            trials.append(harness.trial(number, backend, schema=schema))
+        finally:
+            if schema is not None:
+                _drop(schema)
+            shutil.rmtree(tmp_path / f"trial-{backend}-{number}", ignore_errors=True)
+    violations = [(t.number, v) for t in trials for v in t.violations]
+    with capsys.disabled():
+        print(
+            f"\nmoney invariants ({backend}): {len(trials)} trials, "
+            f"{sum(t.kills for t in trials)} kills, {sum(t.refusals for t in trials)} refused "
+            f"second writers, {len(violations)} violations"
+        )
+    assert not violations, violations[:5]
+    assert sum(t.kills for t in trials) > 0, "the trials should kill some commands"
+
+
+def test_every_reader_reports_the_same_spend_after_a_crash_and_a_resume(
+    base: Path, tmp_path: Path
+) -> None:
+    home = copy_workspace(base, tmp_path / "ws")
+    (home / "playlisteval.toml").write_text(
+        (home / "playlisteval.toml").read_text()
+        + "\n[curation]\nconcurrency = 3\noffline_latency_s = 0.05\n"
+    )
+    harness = Harness(base, tmp_path)
+    child = harness.start(home, "curate", "--budget", "5", "--max-seeds", "3")
+    # Kill it mid-call: once its first reservations are in the log.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.process.is_alive():
+        with App(load_settings(home)) as app:
+            found = app.events.read_all(types=["CallReserved"])
+        if len(found) >= 6:
+            break
+        time.sleep(0.05)
+    child.kill()
+    with App(load_settings(home)) as app:
+        (run_id,) = [s[len("run-") :] for s in app.events.streams("run-")]
+        crashed = stream_spend(app.events, seed_stream(run_id, ""))
+        assert crashed.open_micros > 0, "the kill should leave reservations with no answer"
+        runs.resume(app, run_id)
+        ledger = stream_spend(app.events, seed_stream(run_id, ""))
+        assert ledger.open_micros >= crashed.open_micros  # the orphans stay counted, once
+        finished = [
+            e
+            for e in (s.event() for s in app.events.read_stream(run_stream(run_id)))
+            if isinstance(e, RunFinished)
+        ]
+        audit = runs.audit(app, run_id)
+        replay = runs.replay_strict(app, run_id)
+        assert replay.verdict is not None
+        assert replay.verdict.ok, replay.verdict.problems()
+        exported = runs.export(app, tmp_path / "bench", run_id)
+        card = json.loads((exported.path / "benchmark.json").read_text())
+        metrics = LogMetrics(app.events)
+        metrics.catch_up()
+        projections = app.projections()
+        projections.catch_up()
+        pairs = stream_spend(app.events, f"pairs-{run_id}")
+        readers = {
+            "ledger": ledger.spent_micros,
+            "RunFinished": finished[-1].spent_micros,
+            "audit": audit.spent_micros,
+            "audit by model": sum(audit.by_model.values()),
+            "replay (what the run paid)": replay.original_cost_micros,
+            "metrics (curation + judges)": metrics.snapshot().spend_micros - pairs.spent_micros,
+            "projections": projections.spend(run_id)[run_id],
+            "projections by seed": sum(s.spent_micros for s in projections.seed_statuses(run_id)),
+            "benchmark.json": card["cost_micros"],
+        }
+    assert len(set(readers.values())) == 1, readers

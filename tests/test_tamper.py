@@ -1,0 +1,395 @@
+"""A log that cannot lie: every kind of edit to the database is caught.
+
+Two forgers. The careless one edits rows with ``sqlite3`` and leaves the hash chain alone:
+``store verify`` (and so ``replay``, which verifies first) names the first event that no longer
+checks out. The careful one also recomputes every hash and head afterwards, so the chain is
+whole again: strict replay still re-derives every decision, cost and run end from the recorded
+answers and names the first seq where the log says otherwise. An untouched log replays with
+exit 0, and a log written before the chain existed is migrated when opened and replays too.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.cli import EXIT_TAMPERED
+from playlisteval.cli import app as cli_app
+from playlisteval.settings import load_settings
+from store.eventstore import canonical_json, chain_hash, open_event_store
+from tests.workspaces import copy_workspace
+
+SEEDS = 4
+
+
+@pytest.fixture(scope="module")
+def curated(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A small run with a pair selection, made once; each test tampers with its own copy."""
+    home = tmp_path_factory.mktemp("tamper") / "ws"
+    copy_workspace(demo_home, home)
+    with App(load_settings(home)) as app:
+        report = runs.curate(app, budget_usd=5.0, max_seeds=SEEDS)
+        assert report.accepted, "the run should accept an item to tamper with"
+        runs.select_pairs(app, report.run_id, per_domain=5)
+    return home, report.run_id
+
+
+@pytest.fixture
+def copy(curated: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    home, run_id = curated
+    return copy_workspace(home, tmp_path / "ws"), run_id
+
+
+# -- forging ---------------------------------------------------------------------------------------
+
+
+class Db:
+    """The workspace's database as a forger sees it: rows, no store in between."""
+
+    def __init__(self, home: Path, run_id: str) -> None:
+        self.path = home / "playlisteval.db"
+        self.run_id = run_id
+
+    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.path) as conn:
+            return list(conn.execute(sql, args))
+
+    def run(self, sql: str, *args: Any) -> None:
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(sql, args)
+
+    def first(self, type_: str, where: str = "") -> tuple[int, str, int, dict[str, Any]]:
+        """``(seq, stream, version, data)`` of the first event of ``type_`` in the run."""
+        rows = self.query(
+            "SELECT seq, stream, version, data FROM events WHERE type = ? AND "
+            "(stream LIKE ? OR stream = ? OR stream = ?) " + where + " ORDER BY seq LIMIT 1",
+            type_,
+            f"seed-{self.run_id}-%",
+            f"run-{self.run_id}",
+            f"pairs-{self.run_id}",
+        )
+        assert rows, f"no {type_} to tamper with"
+        seq, stream, version, data = rows[0]
+        return seq, stream, version, json.loads(data)
+
+    def set_data(self, seq: int, data: dict[str, Any]) -> None:
+        self.run("UPDATE events SET data = ? WHERE seq = ?", json.dumps(data), seq)
+
+    def edit(self, type_: str, change: Callable[[dict[str, Any]], None], where: str = "") -> int:
+        seq, _stream, _version, data = self.first(type_, where)
+        change(data)
+        self.set_data(seq, data)
+        return seq
+
+    def shift_versions(self, stream: str, after: int, by: int) -> None:
+        """Renumber a stream's versions after ``after`` (highest first: (stream, version) is
+        unique)."""
+        order = "DESC" if by > 0 else "ASC"
+        rows = self.query(
+            f"SELECT seq, version FROM events WHERE stream = ? AND version > ? ORDER BY version "
+            f"{order}",
+            stream,
+            after,
+        )
+        for seq, version in rows:
+            self.run("UPDATE events SET version = ? WHERE seq = ?", version + by, seq)
+
+    def rechain(self) -> None:
+        """What a careful forger does next: every stream's versions renumbered 1, 2, 3 … and
+        every hash and head recomputed, so the chain is whole again."""
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("UPDATE events SET version = -version")
+            streams = [r[0] for r in conn.execute("SELECT DISTINCT stream FROM events")]
+            for stream in streams:
+                seqs = conn.execute(
+                    "SELECT seq FROM events WHERE stream = ? ORDER BY -version", (stream,)
+                ).fetchall()
+                for version, (seq,) in enumerate(seqs, start=1):
+                    conn.execute("UPDATE events SET version = ? WHERE seq = ?", (version, seq))
+        rows = self.query(
+            "SELECT seq, stream, version, type, schema, data FROM events ORDER BY stream, version"
+        )
+        previous, current, heads = "", None, {}
+        with sqlite3.connect(self.path) as conn:
+            for seq, stream, version, type_, schema, data in rows:
+                if stream != current:
+                    previous, current = "", stream
+                previous = chain_hash(
+                    previous, stream, version, type_, schema, canonical_json(json.loads(data))
+                )
+                conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (previous, seq))
+                heads[stream] = (stream, version, previous, seq)
+            conn.execute("DELETE FROM stream_heads")
+            conn.executemany("INSERT INTO stream_heads VALUES (?, ?, ?, ?)", list(heads.values()))
+
+
+def _gold(data: dict[str, Any]) -> None:
+    data["qa"]["gold_answer"] = data["qa"]["gold_answer"].replace(" ", " forged ", 1)
+
+
+def _cost(data: dict[str, Any]) -> None:
+    data["cost_micros"] = data["cost_micros"] // 2
+
+
+def _response(data: dict[str, Any]) -> None:
+    part = data["response"]["parts"][0]
+    args = part["args"] if isinstance(part.get("args"), dict) else json.loads(part["args"])
+    for key, value in args.items():
+        if isinstance(value, str):
+            args[key] = value + " (forged)"
+            break
+        if isinstance(value, bool):
+            args[key] = not value
+            break
+    part["args"] = args if isinstance(part.get("args"), dict) else json.dumps(args)
+
+
+def edited_text(db: Db) -> int:
+    return db.edit("ItemAccepted", _gold)
+
+
+def edited_cost(db: Db) -> int:
+    return db.edit("CallRecorded", _cost, "AND json_extract(data, '$.replayed') = 0")
+
+
+def edited_answer(db: Db) -> int:
+    return db.edit("CallRecorded", _response, "AND json_extract(data, '$.role') = 'sufficiency'")
+
+
+def edited_verdict(db: Db) -> int:
+    """A pass turned into a rejection (its type changed, its fields made to fit)."""
+    seq, _stream, _version, data = db.first("GatePassed")
+    data.pop("detail", None)
+    data.update(reason="forged", rejected_output="")
+    db.set_data(seq, data)
+    db.run("UPDATE events SET type = 'GateRejected' WHERE seq = ?", seq)
+    return seq
+
+
+def edited_reason(db: Db) -> int:
+    return db.edit("GateRejected", lambda d: d.update(reason="a reason nobody gave"))
+
+
+def edited_proposal(db: Db) -> int:
+    return db.edit("QAProposed", lambda d: d["qa"].update(question="A forged question?"))
+
+
+def edited_run_end(db: Db) -> int:
+    return db.edit("RunFinished", lambda d: d.update(spent_micros=d["spent_micros"] + 1))
+
+
+def edited_cap(db: Db) -> int:
+    return db.edit("RunStarted", lambda d: d.update(budget_micros=999_000_000))
+
+
+def edited_reservation(db: Db) -> int:
+    return db.edit("CallReserved", lambda d: d.update(reserved_micros=1))
+
+
+def edited_pair_verdict(db: Db) -> int:
+    return db.edit("PairJudged", lambda d: d.update(choice="B" if d["choice"] == "A" else "A"))
+
+
+def _seq_at(db: Db, stream: str, version: int) -> int:
+    ((seq,),) = db.query("SELECT seq FROM events WHERE stream = ? AND version = ?", stream, version)
+    return int(seq)
+
+
+def deleted_middle(db: Db) -> int | None:
+    """The event after it is where the stream stops checking out."""
+    seq, stream, version, _data = db.first("GatePassed")
+    db.run("DELETE FROM events WHERE seq = ?", seq)
+    return _seq_at(db, stream, version + 1)
+
+
+def _deleted_last(db: Db, type_: str) -> int | None:
+    """The stream's new last event is where its head no longer matches."""
+    seq, stream, version, _data = db.first(type_)
+    db.run("DELETE FROM events WHERE seq = ?", seq)
+    return _seq_at(db, stream, version - 1)
+
+
+def deleted_run_end(db: Db) -> int | None:
+    return _deleted_last(db, "RunFinished")
+
+
+def deleted_item(db: Db) -> int | None:
+    return _deleted_last(db, "ItemAccepted")
+
+
+def deleted_seed_stream(db: Db) -> int | None:
+    _seq, stream, _version, _data = db.first("ItemAccepted")
+    db.run("DELETE FROM events WHERE stream = ?", stream)
+    return None
+
+
+def truncated_log(db: Db) -> int | None:
+    (last,) = db.query("SELECT max(seq) FROM events")[0]
+    db.run("DELETE FROM events WHERE seq > ?", last - 5)
+    return None
+
+
+def inserted_middle(db: Db) -> int | None:
+    """A forged rejection slipped in after the first GatePassed, later versions moved up."""
+    _seq, stream, version, data = db.first("GatePassed")
+    db.shift_versions(stream, version, +1)
+    (top,) = db.query("SELECT max(seq) FROM events")[0]
+    forged = {**data, "reason": "forged", "rejected_output": ""}
+    forged.pop("detail", None)
+    db.run(
+        "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
+        "(?, ?, ?, 'GateRejected', 1, ?, '2026-01-01 00:00:00.000000')",
+        top + 1,
+        stream,
+        version + 1,
+        json.dumps(forged),
+    )
+    return None  # the moved events (older seqs) break first
+
+
+def inserted_at_end(db: Db) -> int | None:
+    """Its head still names the old last event: that is where the stream stops matching."""
+    _seq, stream, _version, data = db.first("ItemAccepted")
+    (top,) = db.query("SELECT max(seq) FROM events")[0]
+    (last,) = db.query("SELECT max(version) FROM events WHERE stream = ?", stream)[0]
+    db.run(
+        "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
+        "(?, ?, ?, 'ItemAccepted', 1, ?, '2026-01-01 00:00:00.000000')",
+        top + 1,
+        stream,
+        last + 1,
+        json.dumps(data),
+    )
+    return _seq_at(db, stream, last)
+
+
+def reordered(db: Db) -> int:
+    """Two neighbouring decisions of a seed swapped (their types and data)."""
+    seq, stream, version, data = db.first("GatePassed")
+    ((other, other_type, other_data),) = db.query(
+        "SELECT seq, type, data FROM events WHERE stream = ? AND version = ?", stream, version + 1
+    )
+    db.run("UPDATE events SET type = ?, data = ? WHERE seq = ?", other_type, other_data, seq)
+    db.run("UPDATE events SET type = 'GatePassed', data = ? WHERE seq = ?", json.dumps(data), other)
+    return seq
+
+
+def unknown_schema(db: Db) -> int:
+    seq, _stream, _version, _data = db.first("AttemptStarted")
+    db.run("UPDATE events SET type = 'AttemptForged' WHERE seq = ?", seq)
+    return seq
+
+
+# A tampering returns the seq verify should name first (None: wherever it lands first).
+Tamper = Callable[[Db], int | None]
+
+# Each kind of tampering, and whether a careful forger (one who recomputes the chain) is still
+# caught: by strict replay, re-deriving the log from its recorded answers. Rows the replay cannot
+# see once rechained (a cap, a reservation, a pair verdict: inputs, not derived from answers)
+# rely on the chain alone.
+CASES: list[tuple[str, Tamper, bool]] = [
+    ("edited accepted text", edited_text, True),
+    ("edited cost", edited_cost, True),
+    ("edited model answer", edited_answer, True),
+    ("edited verdict (type changed)", edited_verdict, True),
+    ("edited rejection reason", edited_reason, True),
+    ("edited proposal", edited_proposal, True),
+    ("edited run end", edited_run_end, True),
+    ("reordered events", reordered, True),
+    ("edited cap", edited_cap, False),
+    ("edited reservation", edited_reservation, False),
+    ("edited pair verdict", edited_pair_verdict, False),
+    ("deleted event in the middle", deleted_middle, True),
+    ("deleted run end", deleted_run_end, False),
+    ("deleted accepted item", deleted_item, False),
+    ("deleted seed stream", deleted_seed_stream, False),
+    ("truncated log", truncated_log, False),
+    ("inserted event in the middle", inserted_middle, True),
+    ("inserted event at the end", inserted_at_end, True),
+    ("unknown event type", unknown_schema, False),
+]
+
+
+def _cli(home: Path, *args: str) -> Any:
+    return CliRunner().invoke(cli_app, [*args, "--home", str(home)])
+
+
+def test_an_untouched_log_verifies_and_replays_with_exit_0(copy: tuple[Path, str]) -> None:
+    home, run_id = copy
+    verified = _cli(home, "store", "verify")
+    assert verified.exit_code == 0, verified.output
+    assert "every chain intact" in verified.output
+    replayed = _cli(home, "replay", run_id)
+    assert replayed.exit_code == 0, replayed.output
+    assert "replays exactly" in replayed.output
+
+
+@pytest.mark.parametrize(("name", "tamper", "_replay_sees_it"), CASES, ids=[c[0] for c in CASES])
+def test_tampering_fails_store_verify_and_strict_replay(
+    copy: tuple[Path, str], name: str, tamper: Tamper, _replay_sees_it: bool
+) -> None:
+    home, run_id = copy
+    seq = tamper(Db(home, run_id))
+    verified = _cli(home, "store", "verify")
+    assert verified.exit_code == EXIT_TAMPERED, verified.output
+    assert "the log was changed" in verified.output
+    assert "seq " in verified.output
+    replayed = _cli(home, "replay", run_id)
+    assert replayed.exit_code == EXIT_TAMPERED, replayed.output
+    assert "does not replay" in replayed.output
+    assert "Traceback" not in verified.output + replayed.output
+    with App(load_settings(home)) as app:
+        problems = app.events.verify()
+    assert problems, name
+    if seq is not None:
+        assert problems[0].seq == seq, (name, [str(p) for p in problems[:3]])
+        assert f"seq {seq}" in verified.output
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper"), [(n, t) for n, t, sees in CASES if sees], ids=[n for n, _, s in CASES if s]
+)
+def test_a_rechained_forgery_passes_verify_but_not_strict_replay(
+    copy: tuple[Path, str], name: str, tamper: Tamper
+) -> None:
+    home, run_id = copy
+    db = Db(home, run_id)
+    tamper(db)
+    db.rechain()
+    verified = _cli(home, "store", "verify")
+    if name != "inserted event in the middle":  # its forged seq is out of order: still caught
+        assert verified.exit_code == 0, verified.output  # the chain is whole again
+    replayed = _cli(home, "replay", run_id)
+    assert replayed.exit_code == EXIT_TAMPERED, (name, replayed.output)
+    assert "does not replay" in replayed.output
+
+
+def test_a_log_from_before_the_chain_is_migrated_and_still_replays(
+    copy: tuple[Path, str],
+) -> None:
+    home, run_id = copy
+    db = home / "playlisteval.db"
+    with sqlite3.connect(db) as conn:  # the shape of the events table before hash chains
+        conn.executescript(
+            """
+            DROP TABLE stream_heads; DROP TABLE store_meta;
+            ALTER TABLE events DROP COLUMN hash;
+            """
+        )
+        assert "hash" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    store = open_event_store(db)  # migrates: hashes and heads written
+    assert store.verify() == []
+    store.close()
+    replayed = _cli(home, "replay", run_id)
+    assert replayed.exit_code == 0, replayed.output
+    with sqlite3.connect(db) as conn:
+        (missing,) = conn.execute("SELECT count(*) FROM events WHERE hash IS NULL").fetchone()
+    assert missing == 0
