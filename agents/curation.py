@@ -144,6 +144,39 @@ def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: i
     )
 
 
+def open_run(
+    store: EventStore,
+    run_id: str,
+    seeds: Sequence[SeedRow],
+    config: CurationConfig,
+    *,
+    budget_micros: int | None,
+    per_seed_micros: int | None = None,
+    parent_run: str | None = None,
+    settings: dict[str, Any] | None = None,
+) -> None:
+    """Append run ``run_id``'s ``RunStarted``: its seeds, caps and policy (its stream must be
+    new, else StoreConflict). One way to open a run, for a single process and the fleet."""
+    store.append(
+        run_stream(run_id),
+        [
+            RunStarted(
+                run_id=run_id,
+                seeds=tuple(s.id for s in seeds),
+                budget_micros=budget_micros,
+                per_seed_micros=per_seed_micros,
+                max_attempts=config.policy.max_attempts,
+                concurrency=config.concurrency,
+                offline=config.offline,
+                models=dict(config.models.__dict__),
+                settings=settings or {},
+                parent_run=parent_run,
+            )
+        ],
+        expected_version=0,
+    )
+
+
 def resumed_recorder(
     history: Sequence[AnyEvent],
     *,
@@ -443,23 +476,15 @@ class Curator:
         settings: dict[str, Any] | None = None,
     ) -> None:
         """Append the run's ``RunStarted`` (its stream must be new: StoreConflict otherwise)."""
-        self.store.append(
-            run_stream(run_id),
-            [
-                RunStarted(
-                    run_id=run_id,
-                    seeds=tuple(s.id for s in seeds),
-                    budget_micros=budget_micros,
-                    per_seed_micros=per_seed_micros,
-                    max_attempts=self.config.policy.max_attempts,
-                    concurrency=self.config.concurrency,
-                    offline=self.config.offline,
-                    models=dict(self.config.models.__dict__),
-                    settings=settings or {},
-                    parent_run=parent_run,
-                )
-            ],
-            expected_version=0,
+        open_run(
+            self.store,
+            run_id,
+            seeds,
+            self.config,
+            budget_micros=budget_micros,
+            per_seed_micros=per_seed_micros,
+            parent_run=parent_run,
+            settings=settings,
         )
 
     async def curate(

@@ -39,6 +39,7 @@ from agents.curation import (
     Curator,
     GroupCommit,
     RunReport,
+    open_run,
     resume_seed,
     run_end,
 )
@@ -50,7 +51,6 @@ from store.errors import StoreConflict
 from store.events import (
     AnyEvent,
     CallId,
-    RunStarted,
     run_stream,
     seed_stream,
 )
@@ -508,22 +508,13 @@ def start_run(
 ) -> int:
     """Open run ``run_id`` over ``seeds`` in the log and queue its seeds; returns how many were
     new to the queue (a seed already queued in an earlier run is not curated again)."""
-    store.append(
-        run_stream(run_id),
-        [
-            RunStarted(
-                run_id=run_id,
-                seeds=tuple(s.id for s in seeds),
-                budget_micros=budget_micros,
-                per_seed_micros=per_seed_micros,
-                max_attempts=config.policy.max_attempts,
-                concurrency=config.concurrency,
-                offline=config.offline,
-                models=dict(config.models.__dict__),
-                settings=settings or {},
-                parent_run=None,
-            )
-        ],
-        expected_version=0,
+    open_run(
+        store,
+        run_id,
+        seeds,
+        config,
+        budget_micros=budget_micros,
+        per_seed_micros=per_seed_micros,
+        settings=settings,
     )
     return queue.enqueue([seed_item(run_id, seed, priority=n) for n, seed in enumerate(seeds)])

@@ -5,6 +5,7 @@ and an evaluation — and, after each trial, the invariants read back from the l
 - every run, pair selection and evaluation spent at most its cap (the one ledger);
 - no request key was answered and paid twice (a first-hand ``CallRecorded``), per stream;
 - no seed was accepted twice, in any run; no judgment made twice;
+- nothing written is ever lost: the log after each command begins with the log before it;
 - the log still verifies (hash chains and heads intact after every kill).
 
 Commands run as child processes forked from a server that has imported the project once
@@ -106,6 +107,7 @@ class Harness:
         self.base = base
         self.workdir = workdir
         self.max_seeds = max_seeds
+        self._where: dict[Path, tuple[str, str | None]] = {}  # trial home → its store
 
     # -- running commands ---------------------------------------------------------------------
 
@@ -116,8 +118,11 @@ class Harness:
         process.start()
         return Command(args, process, log)
 
-    def run_or_kill(self, rng: random.Random, trial: Trial, commands: Sequence[Command]) -> None:
-        """Let the commands run; with some probability kill one at a random moment."""
+    def wave(self, rng: random.Random, trial: Trial, home: Path, *argvs: Sequence[str]) -> None:
+        """Start the commands together and let them run; with some probability kill one at a
+        random moment. Then the log must begin with everything it held before."""
+        before = self._rows(home)
+        commands = [self.start(home, *argv) for argv in argvs]
         if rng.random() < 0.55:
             time.sleep(rng.uniform(0.2, 4.0))
             victim = rng.choice(list(commands))
@@ -134,6 +139,18 @@ class Harness:
                     f"{' '.join(command.argv[:4])} exited {code}: "
                     + command.log.read_text(errors="replace")[-600:]
                 )
+        after = self._rows(home)
+        if after[: len(before)] != before:
+            trial.violations.append(f"events were lost after {commands[0].argv[0]}")
+
+    def _rows(self, home: Path) -> list[tuple[Any, ...]]:
+        """``(seq, stream, version, hash)`` of every event, in seq order."""
+        backend, schema = self._where[home]
+        store = self._store(home, backend, schema)
+        try:
+            return [(e.seq, e.stream, e.version, e.hash) for e in store.read_all()]
+        finally:
+            store.close()
 
     # -- a trial ------------------------------------------------------------------------------
 
@@ -146,6 +163,7 @@ class Harness:
         trial = Trial(number, backend)
         home = self.workdir / f"trial-{backend}-{number}"
         copy_workspace(self.base, home)
+        self._where[home] = (backend, schema)
         settings = (home / "playlisteval.toml").read_text()
         settings += f"\n[curation]\nconcurrency = {rng.randint(1, 4)}\noffline_latency_s = 0.02\n"
         settings += "\n[pairs]\npairs_per_domain = 3\n"
@@ -156,8 +174,7 @@ class Harness:
         cap = round(rng.uniform(0.02, 0.5), 4)
         seeds = rng.randint(1, self.max_seeds)
         trial.ops.append(f"curate --budget {cap} --max-seeds {seeds}")
-        first = self.start(home, "curate", "--budget", str(cap), "--max-seeds", str(seeds))
-        self.run_or_kill(rng, trial, [first])
+        self.wave(rng, trial, home, ["curate", "--budget", str(cap), "--max-seeds", str(seeds)])
         run_id = self._run_id(home, backend, schema)
         if run_id is None:
             trial.seconds = time.monotonic() - started
@@ -166,19 +183,17 @@ class Harness:
             spent = self._spent(home, run_id, backend, schema)
             budgets = [self._budget_flag(rng, spent) for _ in range(rng.choice((1, 1, 2)))]
             trial.ops.append("resume " + " & ".join(b or "(its cap)" for b in budgets))
-            commands = [
-                self.start(home, "curate", "--run", run_id, *(["--budget", b] if b else []))
-                for b in budgets
-            ]
-            self.run_or_kill(rng, trial, commands)
+            self.wave(
+                rng,
+                trial,
+                home,
+                *(["curate", "--run", run_id, *(["--budget", b] if b else [])] for b in budgets),
+            )
         if rng.random() < 0.6:
             pairs_cap = str(round(rng.uniform(0.01, 0.4), 4))
             trial.ops.append(f"pairs & pairs --budget {pairs_cap}")
-            both = [
-                self.start(home, "pairs", "--run", run_id, "--budget", pairs_cap),
-                self.start(home, "pairs", "--run", run_id, "--budget", pairs_cap),
-            ]
-            self.run_or_kill(rng, trial, both)
+            pairs = ["pairs", "--run", run_id, "--budget", pairs_cap]
+            self.wave(rng, trial, home, pairs, pairs)
             if rng.random() < 0.5:
                 self._evaluate(rng, trial, home, run_id, pairs_cap)
         self.check(trial, home, backend, schema)
@@ -197,8 +212,8 @@ class Harness:
         args = ["eval", "--benchmark", str(bench), "--judge", JUDGE, "--condition", CONDITION]
         args += ["--out", str(home / "eval"), "--budget", eval_cap]
         trial.ops.append(f"eval --budget {eval_cap}, then again")
-        self.run_or_kill(rng, trial, [self.start(home, *args)])
-        self.run_or_kill(rng, trial, [self.start(home, *args)])
+        self.wave(rng, trial, home, args)
+        self.wave(rng, trial, home, args)
 
     @staticmethod
     def _budget_flag(rng: random.Random, spent: int) -> str | None:

@@ -104,7 +104,8 @@ def test_provider_errors_quoting_the_key_are_scrubbed_from_events(
     workspace: Path, keys: dict[str, str]
 ) -> None:
     secret = keys["DASHSCOPE_API_KEY"]
-    with App(load_settings(workspace)) as app:
+    # No second round for the parked seed: its minute-long pause is not what this tests.
+    with App(load_settings(workspace, curation={"provider_retry_rounds": 0})) as app:
         curator = app.curator()
         curator.model_for = lambda model_id: _leaky_model(secret)
         seed = app.catalog.seeds()[0]
