@@ -104,23 +104,26 @@ class LedgerFold:
     def apply(self, stream: str, type_: str, data: Mapping[str, Any]) -> None:
         """Fold one event in; events that are not about calls are ignored."""
         if type_ == "CallReserved":
-            call_id = data["call_id"]
-            self._open[(stream, call_id)] = (int(data["reserved_micros"]), _cell(data))
+            cell = _cell(data)
+            self._open[(stream, data["call_id"])] = (int(data["reserved_micros"]), cell)
         elif type_ == "CallRecorded":
-            self._open.pop((stream, data["call_id"]), None)
+            opened = self._open.pop((stream, data["call_id"]), None)
             cost = int(data["cost_micros"])
             if data.get("replayed", False):
                 self.replayed += 1
                 self.replayed_micros += cost
                 return
             self.paid += 1
-            self._add(_cell(data), cost)
+            cell = opened[1] if opened is not None else _cell(data)
+            cells = self._cells
+            cells[cell] = cells.get(cell, 0) + cost
         elif type_ == "CallFailed":
-            self._open.pop((stream, data["call_id"]), None)
+            opened = self._open.pop((stream, data["call_id"]), None)
             self.failed += 1
             charged = int(data.get("charged_micros", 0))
             if charged:
-                self._add(_cell(data), charged)
+                cell = opened[1] if opened is not None else _cell(data)
+                self._cells[cell] = self._cells.get(cell, 0) + charged
 
     def apply_stored(self, stored: StoredEvent) -> None:
         """Fold one stored event in (its JSON, not validated into a model; old schemas go
@@ -133,9 +136,6 @@ class LedgerFold:
     def apply_event(self, event: Event, stream: str = "") -> None:
         """Fold one typed event in (its fields are read as they are)."""
         self.apply(stream, event_type(event), event.__dict__)
-
-    def _add(self, cell: tuple[str, str, str, str, str], micros: int) -> None:
-        self._cells[cell] = self._cells.get(cell, 0) + micros
 
     @property
     def spent_micros(self) -> int:
@@ -177,32 +177,34 @@ def _cell(data: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
         CallId.owner_of(data["call_id"]),
         NONE_KEY if phase is None else str(phase),
         data.get("gate") or NONE_KEY,
-        str(data["role"]),
-        str(data["model"]),
+        data["role"],
+        data["model"],
     )
 
 
 def spend(events: Iterable[StoredEvent | Event]) -> Ledger:
     """Fold a log (stored events, or typed events of one stream) into its :class:`Ledger`."""
     fold = LedgerFold()
+    apply = fold.apply
     for event in events:
         if isinstance(event, StoredEvent):
-            fold.apply_stored(event)
+            if event.type in CALL_TYPES:
+                fold.apply_stored(event)
         else:
-            fold.apply("", event_type(event), event.__dict__)
+            apply("", event_type(event), event.__dict__)
     return fold.ledger()
 
 
 def stream_spend(store: EventStore, prefix: str) -> Ledger:
     """The ledger of every stream starting with ``prefix`` (a run's seeds: ``seed-<run>-``)."""
     fold = LedgerFold()
-    for stored in store.read_all(stream_prefix=prefix, types=CALL_TYPES):
+    for stored in store.read_all(stream_prefix=prefix, types=sorted(CALL_TYPES)):
         fold.apply_stored(stored)
     return fold.ledger()
 
 
 #: The event types the ledger reads (a reader may fetch only these).
-CALL_TYPES = ("CallReserved", "CallRecorded", "CallFailed")
+CALL_TYPES = frozenset({"CallReserved", "CallRecorded", "CallFailed"})
 
 
 def current_cap(events: Iterable[Event]) -> int | None:
