@@ -34,7 +34,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agents.curation import GroupCommit, resumed_recorder, scrubbed
-from agents.evidence import SeedEvidence, _source_key
+from agents.evidence import SeedEvidence, source_key
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
 from policies.budget import BudgetExhausted, Campaign
 from policies.judging import Judgment, RetrievalCase, Span
@@ -279,7 +279,7 @@ def _clip(
         frames=False,
     )
     video = catalog.video(shown.video_id)
-    source = _source_key(Path(video.path)) if video and video.path else "?"
+    source = source_key(Path(video.path)) if video and video.path else "?"
     identifier = f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}@{fps:g}fps@{height}p"
     return BinaryContent(
         data=clip.read_bytes(),
@@ -327,7 +327,7 @@ def _audio(catalog: Catalog, shown: _Shown) -> BinaryContent | None:
             "start_s": shown.start_s,
             "end_s": shown.end_s,
             "video_id": shown.video_id,
-            "source": _source_key(Path(video.path)),
+            "source": source_key(Path(video.path)),
             "modality": "audio",
         },
     )

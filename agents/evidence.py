@@ -26,7 +26,7 @@ class ClipSpec:
     audio: bool = True
 
 
-def _source_key(path: Path) -> str:
+def source_key(path: Path) -> str:
     stat = path.stat()
     return _content_key(str(path), stat.st_size, stat.st_mtime_ns)
 
@@ -107,7 +107,7 @@ class SeedEvidence:
                     frames=False,
                 )
                 video = self.catalog.video(row.video_id)
-                source = _source_key(Path(video.path)) if video and video.path else "?"
+                source = source_key(Path(video.path)) if video and video.path else "?"
                 cached = BinaryContent(
                     data=clip.read_bytes(),
                     media_type="video/mp4",

@@ -48,6 +48,7 @@ from store.events import (
     SeedStopped,
     micros_to_usd,
 )
+from store.runlog import run_started
 from tools.indexer import AddSummary, IndexSummary
 
 if TYPE_CHECKING:
@@ -463,7 +464,7 @@ def _curate(
     again: bool = False,
 ) -> RunReport:
     if run is not None:
-        started = runs.run_started(app_.events, run)
+        started = run_started(app_.events, run)
         total = len(started.seeds)
     else:
         total = max_seeds or len(app_.catalog.seeds())

@@ -30,12 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from playlisteval.app import App
-from playlisteval.runs import run_started
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.catalog import ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
 from store.events import ItemAccepted, micros_to_usd, pairs_stream, seed_stream
 from store.ledger import spend, stream_spend
+from store.runlog import run_started
 
 BENCHMARK_VERSION = "1"
 FILES = ("pairs.jsonl", "pairs.parquet", "manifest.json", "README.md", "benchmark.json")

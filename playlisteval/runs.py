@@ -28,6 +28,7 @@ from playlisteval.app import (
     secret_values_of,
     traffic_for,
 )
+from playlisteval.export import ExportSummary, export_benchmark
 from playlisteval.settings import IndexSettings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
@@ -44,7 +45,6 @@ from store.events import (
     GateRejected,
     ItemAccepted,
     RunFinished,
-    RunStarted,
     SeedDiscarded,
     SeedStopped,
     micros_to_usd,
@@ -54,10 +54,10 @@ from store.events import (
 )
 from store.eventstore import ChainProblem, EventStore, open_event_store
 from store.ledger import LedgerFold, current_cap, spend, stream_spend
+from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationResult
-    from playlisteval.export import ExportSummary
 
 
 def new_run_id(now: datetime | None = None, salt: str = "") -> str:
@@ -65,31 +65,6 @@ def new_run_id(now: datetime | None = None, salt: str = "") -> str:
     moment = now or datetime.now(UTC)
     tail = hashlib.sha1(f"{moment.isoformat()}|{salt}".encode()).hexdigest()[:6]
     return f"{moment:%Y%m%d-%H%M%S}-{tail}"
-
-
-def run_ids(store: EventStore) -> list[str]:
-    """Every run in the log, oldest first."""
-    return sorted(s[len("run-") :] for s in store.streams("run-"))
-
-
-def run_started(store: EventStore, run_id: str) -> RunStarted:
-    """The run's first event; ConfigError when there is no such run."""
-    stored = store.read_stream(run_stream(run_id))
-    if not stored:
-        known = ", ".join(run_ids(store)[-5:]) or "none yet"
-        raise ConfigError(f"no run {run_id!r} in the log (recent runs: {known})")
-    first = stored[0].event()
-    assert isinstance(first, RunStarted)
-    return first
-
-
-def seeds_in_runs(store: EventStore) -> set[str]:
-    """Every seed some run has taken (its ``RunStarted`` lists it): single-process runs and the
-    fleet's alike."""
-    taken: set[str] = set()
-    for stored in store.read_all(types=["RunStarted"]):
-        taken.update(stored.data.get("seeds", ()))
-    return taken
 
 
 def choose_seeds(app: App, max_seeds: int | None, *, again: bool = False) -> list[SeedRow]:
@@ -216,11 +191,6 @@ def _no_fresh_seeds(app: App) -> str:
         f"(recent runs: {recent}), or pass --again to curate seeds again in a new run (their "
         "calls are paid again)"
     )
-
-
-def run_cap(store: EventStore, run_id: str) -> int | None:
-    """The run's cap now: its ``RunStarted`` budget, or the last ``RunResumed`` one."""
-    return current_cap(s.event() for s in store.read_stream(run_stream(run_id)))
 
 
 def resume(
@@ -787,7 +757,6 @@ def export(
     """Export run ``run_id``'s benchmark to ``out_dir``: its last pair selection, made first
     (under ``budget_usd``, as by ``pairs``) when the run has none yet."""
     from agents.pairs import load_selection
-    from playlisteval.export import export_benchmark
 
     run = run_id or latest_run(app)
     pairs = load_selection(app.events, run)

@@ -29,6 +29,25 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+@pytest.fixture(autouse=True)
+def _no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test can reach a real model API: pydantic-ai's guard is off, as its docs advise for
+    test suites. The offline provider and FunctionModel never ask; the adapters (theirs and
+    ours) do, so a test that drives them against the local fake servers opts in with
+    ``allow_model_requests``."""
+    import pydantic_ai.models
+
+    monkeypatch.setattr(pydantic_ai.models, "ALLOW_MODEL_REQUESTS", False)
+
+
+@pytest.fixture
+def allow_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opt in to model requests: the test's adapters talk to the fake servers on loopback."""
+    import pydantic_ai.models
+
+    monkeypatch.setattr(pydantic_ai.models, "ALLOW_MODEL_REQUESTS", True)
+
+
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"  # the machine's PostgreSQL
 
 

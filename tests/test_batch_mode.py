@@ -21,6 +21,9 @@ from store.events import CallBatched, CallRecorded, Event, seed_stream
 from store.eventstore import StoredEvent
 from tests.live_fakes import Fakes, running_fakes
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 KEYS = {
     "GEMINI_API_KEY": "gem-batch-key-000001",
     "OPENAI_API_KEY": "oai-batch-key-000002",

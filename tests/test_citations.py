@@ -166,3 +166,13 @@ def test_chunks_covered_cuts_a_chunkless_segment_into_steps() -> None:
     segment = _segment(n_chunks=0).model_copy(update={"end_s": 180.0})
     assert chunks_covered(parse_citations("(vid @ 01:00–02:00)"), segment) == {0, 1}
     assert chunks_covered(parse_citations("(vid @ 01:00–02:00)"), segment, chunk_s=60.0) == {0}
+
+
+@pytest.mark.parametrize("seconds", [0.0, 29.4, 59.5, 59.6, 61.0, 3599.6, 5400.2])
+def test_frame_labels_and_citations_write_a_time_alike(seconds: float) -> None:
+    """One MM:SS formatter: a frame labelled at 59.6 s and a citation of it say the same."""
+    from tools.providers.base import TimedFrame, timestamp
+    from tools.roles import format_timestamp
+
+    assert timestamp(seconds) == format_timestamp(seconds)
+    assert TimedFrame("v", seconds, b"").label() == f"(v @ {format_timestamp(seconds)})"

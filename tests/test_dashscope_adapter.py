@@ -47,6 +47,9 @@ from tools.roles import (
 )
 from tools.synthetic import make_demo_playlist
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 MODEL = "qwen3.7-plus"
 CLIP_FPS = 0.5
 HEIGHT = 360

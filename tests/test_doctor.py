@@ -12,6 +12,9 @@ from playlisteval.cli import app as cli_app
 from playlisteval.doctor import run_checks
 from playlisteval.settings import load_settings
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 
 def test_a_ready_workspace_passes_every_check(workspace: Path) -> None:
     result = CliRunner().invoke(cli_app, ["doctor", "--home", str(workspace)])

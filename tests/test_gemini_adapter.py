@@ -47,7 +47,8 @@ MODEL = "gemini-3-flash-preview"
 SETTINGS = ModelSettings(max_tokens=4096, temperature=0.0)
 SPANS = ((0.0, 60.0), (30.0, 60.0))  # the second segment starts mid-video: offsets matter
 
-pytestmark = pytest.mark.anyio
+# These tests drive the adapter against a local fake server (see conftest's guard).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("allow_model_requests")]
 
 
 @pytest.fixture

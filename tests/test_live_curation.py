@@ -37,6 +37,9 @@ from store.events import (
 )
 from tests.live_fakes import Fakes, running_fakes
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 KEYS = {
     "GEMINI_API_KEY": "gem-SECRET-4f1d9a7c2e8b",
     "OPENAI_API_KEY": "oai-SECRET-9b3e5d1f7a2c",

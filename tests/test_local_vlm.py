@@ -36,6 +36,9 @@ from tools.providers.base import ProviderConfig
 from tools.providers.local_vlm import LocalVLMModel, transformers_model
 from tools.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 MAX_TOKENS = 8
 # A 64x48 frame under max_pixels=64*64 becomes a 64x64 image: 4x4 patches of 16 px, merged 2x2.
 TOKENS_PER_IMAGE = 4

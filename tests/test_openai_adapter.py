@@ -55,6 +55,9 @@ from tools.roles import (
 )
 from tools.synthetic import make_demo_playlist
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 CLIP_FPS = 1.0
 FRAME_FPS = 0.5
 SETTINGS = ModelSettings(max_tokens=4096, temperature=0.0)

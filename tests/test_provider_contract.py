@@ -49,6 +49,9 @@ from tools.roles import (
     SufficiencyVerdict,
 )
 
+# These tests drive the adapters against local fake servers (see conftest).
+pytestmark = pytest.mark.usefixtures("allow_model_requests")
+
 PROVIDERS: dict[str, tuple[Callable[..., AbstractContextManager[Any]], str]] = {
     "gemini": (gemini_harness, "gemini-3-flash"),
     "openai": (openai_harness, "gpt-5.4-mini"),

@@ -50,6 +50,7 @@ from policies.agreement import AgreementSummary, Annotation, ValidationItem, sum
 from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError
 from store.events import micros_to_usd
+from store.runlog import run_ids
 
 COOKIE = "playlisteval_annotator"
 SECRET_FILE = "ui_secret"
@@ -430,7 +431,7 @@ def create_app(
     @web.get("/audit", response_class=HTMLResponse)
     def audit_runs() -> Response:
         views = []
-        for run_id in runs.run_ids(app.events):
+        for run_id in run_ids(app.events):
             report = runs.audit(app, run_id)
             statuses = Counter(line.status for line in report.seeds)
             views.append(

@@ -21,6 +21,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic_ai.messages import BinaryContent
 
+from tools.roles import format_timestamp
+
 Family = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
 
 
@@ -92,9 +94,9 @@ def clip_info(part: object) -> ClipInfo | None:
 
 
 def timestamp(seconds: float) -> str:
-    """``MM:SS`` (minutes may pass 59), the citation format of the prompts."""
-    whole = max(int(seconds), 0)
-    return f"{whole // 60:02d}:{whole % 60:02d}"
+    """``MM:SS`` (minutes may pass 59), the citation format of the prompts: the one formatter
+    (:func:`tools.roles.format_timestamp`), so a frame's label and a citation of it agree."""
+    return format_timestamp(max(seconds, 0.0))
 
 
 def clip_label(info: ClipInfo, *, source_timeline: bool) -> str:

@@ -33,10 +33,10 @@ from store.errors import ConfigError
 from tools.providers.offline import (
     DEFAULT_CLIP_FPS,
     TOKENS_PER_FRAME,
-    _claims,
-    _content_words,
-    _prompt,
-    _visual_words,
+    cited_claims,
+    content_words,
+    latest_prompt,
+    visual_words,
 )
 from tools.roles import PairJudgeContext, PairVerdict, parse_context
 from tools.vision import VisualFact, decode_clip, describe_frames
@@ -57,9 +57,9 @@ def _transcript(context: PairJudgeContext) -> PairVerdict:
     spoken: set[str] = set()
     for segment in context.segments:
         for chunk in segment.chunks:
-            spoken |= _content_words(chunk.text)
-    found_a = len(_content_words(context.answer_a) & spoken)
-    found_b = len(_content_words(context.answer_b) & spoken)
+            spoken |= content_words(chunk.text)
+    found_a = len(content_words(context.answer_a) & spoken)
+    found_b = len(content_words(context.answer_b) & spoken)
     summary = f"A: {found_a} content words found in the transcripts; B: {found_b}"
     if found_a == found_b:
         return PairVerdict(choice="tie", reason=f"{summary}: the transcripts do not separate them")
@@ -70,7 +70,7 @@ def _transcript(context: PairJudgeContext) -> PairVerdict:
 def _contradicted(text: str, seen: Seen) -> tuple[int, int]:
     """(claim details the frames contradict, claims checked) over the claims of ``text``."""
     wrong = checked = 0
-    for sentence, (video_id, start, end) in _claims(text):
+    for sentence, (video_id, start, end) in cited_claims(text):
         facts = [f for f in seen.get(video_id, ()) if start <= f.t_s < end]
         if not facts:
             continue  # no frame of the cited span was shown: nothing to check it against
@@ -80,7 +80,7 @@ def _contradicted(text: str, seen: Seen) -> tuple[int, int]:
             "shape": {f.shape for f in facts if f.shape},
             "position": {f.position for f in facts if f.position},
         }
-        wrong += sum(1 for a, v, _, _ in _visual_words(sentence) if v not in values.get(a, set()))
+        wrong += sum(1 for a, v, _, _ in visual_words(sentence) if v not in values.get(a, set()))
     return wrong, checked
 
 
@@ -140,7 +140,7 @@ def judge_model(model_id: str) -> FunctionModel:
     cache = _FrameCache()
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        text, clips = _prompt(messages)
+        text, clips = latest_prompt(messages)
         context = parse_context(text)
         if not isinstance(context, PairJudgeContext):
             raise ConfigError(f"offline judge {model_id!r} answers pair_judge prompts only")

@@ -147,12 +147,13 @@ def _without_citations(text: str) -> str:
     return _CITATION_RE.sub(lambda m: " " * len(m.group(0)), text)
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that carry content (3+ letters, no stop words), citations aside."""
     words = _WORD_RE.findall(_without_citations(text).lower())
     return {w for w in words if len(w) >= 3 and w not in _STOP_WORDS}
 
 
-def _visual_words(text: str) -> list[tuple[str, str, int, int]]:
+def visual_words(text: str) -> list[tuple[str, str, int, int]]:
     """(attribute, value, start, end) of each colour, shape and position word, citations aside."""
     found: list[tuple[str, str, int, int]] = []
     for m in _VISUAL_RE.finditer(_without_citations(text)):
@@ -285,7 +286,7 @@ class _Footage:
 # -- claims and their checks ---------------------------------------------------------------------
 
 
-def _claims(text: str) -> list[tuple[str, _Span]]:
+def cited_claims(text: str) -> list[tuple[str, _Span]]:
     """Each sentence that cites a span, with the span it cites (its last citation)."""
     claims: list[tuple[str, _Span]] = []
     for paragraph in _paragraphs(text):
@@ -299,7 +300,7 @@ def _claims(text: str) -> list[tuple[str, _Span]]:
 def _contradictions(sentence: str, span: _Span, footage: _Footage) -> list[str]:
     """The visual words of a claim that its span's frames do not show (all, if off the footage)."""
     seen = footage.seen(span)
-    words = _visual_words(sentence)
+    words = visual_words(sentence)
     if seen is None:
         return [f"cites {cite(*span)}, outside both segments"]
     return [f"{a} {v!r}" for a, v, _, _ in words if not seen.allows(a, v)]
@@ -373,7 +374,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
                 said = texts[index][0].rstrip(".!? ")
                 said = said[:1].lower() + said[1:]
                 body = f"{when} the {ordinal} segment, the narration explains that {said}"
-                rare = sorted(_content_words(said), key=lambda w: (-len(w), w))
+                rare = sorted(content_words(said), key=lambda w: (-len(w), w))
                 words.extend(rare[:1])
                 claims.append((body, citation, []))
                 continue
@@ -494,7 +495,7 @@ class _Change:
 def _elements(text: str) -> list[list[tuple[str, str, int, int]]]:
     """Visual words grouped by element: a colour starts one ("red circle … top-left")."""
     groups: list[list[tuple[str, str, int, int]]] = []
-    for word in _visual_words(text):
+    for word in visual_words(text):
         if word[0] == "colour" or not groups:
             groups.append([word])
         else:
@@ -562,7 +563,7 @@ def _with_tells(text: str, count: int) -> str:
         for sentence in _sentences(paragraph):
             if done < count:
                 head, sep, rest = sentence.partition(", ")
-                if sep and not _visual_words(head) and not _citations(head):
+                if sep and not visual_words(head) and not _citations(head):
                     sentence = rest  # shorter: the time opener goes
                 hedge = hedges[done % len(hedges)]
                 sentence = f"{hedge}, {sentence[:1].lower()}{sentence[1:]}"
@@ -603,11 +604,11 @@ def _phase2(
 
 
 def _transcript_answer(context: TranscriptTestContext) -> FreeAnswer:
-    wanted = _content_words(context.question)
+    wanted = content_words(context.question)
     scored: list[tuple[int, int, int, str]] = []
     for w, window in enumerate(context.windows):
         for s, sentence in enumerate(_sentences(window.text)):
-            overlap = len(_content_words(sentence) & wanted)
+            overlap = len(content_words(sentence) & wanted)
             if overlap:
                 scored.append((-overlap, w, s, sentence))
     best = sorted(sorted(scored)[:20], key=lambda item: (item[1], item[2]))
@@ -617,7 +618,7 @@ def _transcript_answer(context: TranscriptTestContext) -> FreeAnswer:
 
 
 def _parametric_answer(context: ParametricContext) -> FreeAnswer:
-    words = sorted(_content_words(context.question), key=context.question.lower().find)
+    words = sorted(content_words(context.question), key=context.question.lower().find)
     topic = ", ".join(words[:6]) or "the subject"
     return FreeAnswer(
         answer=(
@@ -629,11 +630,11 @@ def _parametric_answer(context: ParametricContext) -> FreeAnswer:
 
 
 def _match(context: MatchContext) -> MatchVerdict:
-    gold = _content_words(context.gold_answer)
-    candidate = _content_words(context.candidate)
+    gold = content_words(context.gold_answer)
+    candidate = content_words(context.candidate)
     share = len(gold & candidate) / len(gold) if gold else 0.0
-    gold_visual = {v for _, v, _, _ in _visual_words(context.gold_answer)}
-    candidate_visual = {v for _, v, _, _ in _visual_words(context.candidate)}
+    gold_visual = {v for _, v, _, _ in visual_words(context.gold_answer)}
+    candidate_visual = {v for _, v, _, _ in visual_words(context.candidate)}
     all_visual = bool(gold_visual) and gold_visual <= candidate_visual
     matches = share >= MATCH_THRESHOLD or all_visual
     reason = (
@@ -645,7 +646,7 @@ def _match(context: MatchContext) -> MatchVerdict:
 
 
 def _sufficiency(context: SufficiencyContext, footage: _Footage) -> SufficiencyVerdict:
-    claims = _claims(context.gold_answer)
+    claims = cited_claims(context.gold_answer)
     if not claims:
         return SufficiencyVerdict(
             answerable=False, reason="the gold answer cites no span, so nothing can be checked"
@@ -679,7 +680,7 @@ def _textual_rank(context: RankingContext, key: str) -> Ranking:
 
 def _visual_rank(context: RankingContext, footage: _Footage) -> Ranking:
     counts = {
-        a.label: sum(len(_contradictions(s, span, footage)) for s, span in _claims(a.text))
+        a.label: sum(len(_contradictions(s, span, footage)) for s, span in cited_claims(a.text))
         for a in context.answers
     }
     ranked = sorted(context.answers, key=lambda a: (counts[a.label], a.label))
@@ -716,7 +717,7 @@ def _noticed(text: str, footage: _Footage, traits: _JudgeTraits, key: str) -> li
     better than it, but two answers that differ by a few details may look the same.
     """
     noticed: list[str] = []
-    for sentence, span in _claims(text):
+    for sentence, span in cited_claims(text):
         for wrong in _contradictions(sentence, span, footage):
             if _draw(key, "notice", cite(*span), wrong) < traits.acuity:
                 noticed.append(f"{wrong} at {cite(*span)}")
@@ -791,7 +792,7 @@ def answer(
     return _textual_rank(context, key)
 
 
-def _prompt(messages: Sequence[ModelMessage]) -> tuple[str, list[BinaryContent]]:
+def latest_prompt(messages: Sequence[ModelMessage]) -> tuple[str, list[BinaryContent]]:
     """The text and the clips of the latest user prompt."""
     for message in reversed(messages):
         if not isinstance(message, ModelRequest):
@@ -862,7 +863,7 @@ class OfflineProvider:
     def _respond(
         self, messages: Sequence[ModelMessage], info: AgentInfo, model_id: str
     ) -> ModelResponse:
-        text, clips = _prompt(messages)
+        text, clips = latest_prompt(messages)
         try:
             context = parse_context(text)
         except ValueError as exc:
