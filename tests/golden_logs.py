@@ -1,0 +1,121 @@
+"""Golden logs: curation runs recorded once, kept beside the tests, replayed strictly by every
+run of the suite — Temporal keeps workflow histories the same way, one of them deliberately
+divergent. A change to request keys, prompts or event shapes that would stop old logs from
+replaying fails ``tests/test_golden_logs.py``; when such a change is meant, regenerate them:
+
+    .venv/bin/python -m tests.golden_logs
+
+which indexes the demo playlist into a scratch workspace (as the tests' ``demo_home``), curates
+two seeds offline and writes ``tests/golden/small-run.jsonl`` and its divergent twin, whose one
+recorded answer (a sufficiency verdict) was changed after the fact.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from store.events import decode_event
+from store.eventstore import EventStore
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SMALL = GOLDEN / "small-run.jsonl"
+DIVERGENT = GOLDEN / "divergent-run.jsonl"
+
+
+def dump(store: EventStore, path: Path) -> int:
+    """Write every event of ``store`` as JSON lines (stream, type, schema, data), in seq order."""
+    rows = store.read_all()
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            record = {
+                "stream": row.stream,
+                "type": row.type,
+                "schema": row.schema,
+                "data": row.data,
+            }
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+    return len(rows)
+
+
+def records(path: Path) -> Iterator[dict[str, Any]]:
+    """The lines of a golden log."""
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load(store: EventStore, path: Path) -> str:
+    """Append a golden log to ``store`` through the store itself (so its chains are its own);
+    returns the run id it holds."""
+    run_id = ""
+    for record in records(path):
+        event = decode_event(record["type"], record["schema"], record["data"])
+        store.append(record["stream"], [event])
+        if record["type"] == "RunStarted":
+            run_id = str(record["data"]["run_id"])
+    return run_id
+
+
+def diverge(source: Path, target: Path) -> int:
+    """Copy ``source`` with the first sufficiency answer's verdict turned around; returns the
+    position (0-based line) of the changed record."""
+    changed = -1
+    with target.open("w", encoding="utf-8") as out:
+        for position, record in enumerate(records(source)):
+            data = record["data"]
+            if changed < 0 and record["type"] == "CallRecorded" and data["role"] == "sufficiency":
+                for part in data["response"]["parts"]:
+                    if part.get("part_kind") == "tool-call":
+                        args = part["args"]
+                        parsed = json.loads(args) if isinstance(args, str) else args
+                        parsed["answerable"] = not parsed.get("answerable", True)
+                        parsed["unsupported_claims"] = []
+                        part["args"] = json.dumps(parsed) if isinstance(args, str) else parsed
+                        changed = position
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+    if changed < 0:
+        raise SystemExit("the golden run has no sufficiency call to make divergent")
+    return changed
+
+
+def main() -> None:
+    """Record the golden logs anew (see the module docstring)."""
+    from playlisteval import runs
+    from playlisteval.app import App
+    from playlisteval.settings import SETTINGS_FILE, load_settings
+    from tools.synthetic import make_demo_playlist
+
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        folder = Path(tmp)
+        playlist = make_demo_playlist(folder / "playlist")
+        home = folder / "home"
+        home.mkdir()
+        (home / SETTINGS_FILE).write_text(
+            "[index]\nsegment_min_minutes = 1.0\nsegment_target_minutes = 1.0\n"
+            "segment_max_minutes = 2.0\n"
+        )
+        with App(load_settings(home)) as app:
+            indexer = app.indexer()
+            indexer.add(str(playlist), domain=None)
+            indexer.prepare_media()
+            indexer.run()
+            report = runs.curate(app, budget_usd=5.0, max_seeds=2, run_id="golden")
+            GOLDEN.mkdir(exist_ok=True)
+            count = dump(app.events, SMALL)
+    where = diverge(SMALL, DIVERGENT)
+    print(
+        f"{SMALL}: {count} events of run {report.run_id!r} "
+        f"({len(report.accepted)} accepted, {len(report.discarded)} discarded); "
+        f"{DIVERGENT}: line {where + 1} changed",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
