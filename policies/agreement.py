@@ -10,19 +10,25 @@ to one of three labels: ``"intended"`` (the answer the rating marks as better), 
   any number of annotators with missing values;
 * the same numbers per stratum (domain, rating gap) via :func:`stratified` and :func:`summary`.
 
-Counts are kept as integers and fractions until the last step, so a degenerate table is detected
-exactly rather than by a float that happens to round to 1.0. Pure functions over plain data.
+The statistics come from reference implementations (statsmodels for Cohen's kappa and the Wilson
+interval, ``krippendorff`` for alpha): published benchmark numbers should. A degenerate table
+(one label throughout) is detected on the labels themselves, before any float. Pure functions
+over plain data.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from statistics import NormalDist
 from typing import TypeVar
+
+import krippendorff
+import numpy as np
+from statsmodels.stats.inter_rater import cohens_kappa
+from statsmodels.stats.proportion import proportion_confint
 
 from store.errors import PlaylistEvalError
 
@@ -56,22 +62,19 @@ class Proportion:
 
 
 def wilson_interval(k: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval for ``k`` successes in ``n`` trials.
+    """The Wilson score interval for ``k`` successes in ``n`` trials (statsmodels'
+    ``proportion_confint(method="wilson")``; ``z`` the two-sided normal quantile).
 
-    The bounds are the two roots ``pi`` of ``(k/n - pi)**2 == z**2 * pi * (1 - pi) / n``; unlike
-    the Wald interval it stays inside [0, 1] and is not empty at ``k == 0`` or ``k == n``.
+    Unlike the Wald interval it stays inside [0, 1] and is not empty at ``k == 0`` or ``k == n``.
     """
     if n <= 0:
         raise AgreementError(f"a proportion needs at least one trial, got n={n!r}")
     if not 0 <= k <= n:
         raise AgreementError(f"successes must lie in 0..n, got k={k!r} for n={n!r}")
-    p = k / n
-    z2 = z * z
-    denominator = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # At k == 0 or k == n one root is exactly 0 or 1; rounding may land a hair outside.
-    return max(0.0, centre - half), min(1.0, centre + half)
+    alpha = 2 * (1 - NormalDist().cdf(z))
+    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    # At k == 0 or k == n one bound is exactly 0 or 1; rounding may land a hair outside.
+    return max(0.0, float(low)), min(1.0, float(high))
 
 
 def proportion(k: int, n: int, z: float = Z_95) -> Proportion:
@@ -140,72 +143,62 @@ def intended_label(choice: str, intended: str, other: str) -> str:
 
 
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
-    """Cohen's kappa for two annotators who labelled the same items, ``a[i]`` and ``b[i]`` paired.
+    """Cohen's kappa for two annotators who labelled the same items, ``a[i]`` and ``b[i]`` paired
+    (statsmodels' ``cohens_kappa`` over their contingency table).
 
     Labels are nominal and may be anything hashable (``"cant_tell"`` is a category like any
-    other). ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_e`` from each annotator's own marginals.
-    When ``p_e == 1`` the formula is 0/0: both annotators used one and the same label throughout.
-    Then 1.0 is returned if the observed agreement is perfect, else 0.0 (with nominal labels and
-    ``p_e == 1`` the agreement is always perfect, so in practice this returns 1.0).
+    other). When both annotators used one and the same label throughout, chance agreement is 1
+    and kappa is 0/0: 1.0 is returned then (the observed agreement is perfect).
     """
     if len(a) != len(b):
         raise AgreementError(
             f"kappa pairs the two annotators item by item, got {len(a)!r} and {len(b)!r} labels"
         )
-    n = len(a)
-    if n == 0:
+    if not a:
         raise AgreementError("cohen_kappa needs at least one item labelled by both annotators")
-    agreed = sum(1 for x, y in zip(a, b, strict=True) if x == y)
-    margins_a, margins_b = Counter(a), Counter(b)
-    # In counts: p_o = agreed / n, p_e = chance / n**2.
-    chance = sum(count * margins_b[label] for label, count in margins_a.items())
-    if chance == n * n:
-        return 1.0 if agreed == n else 0.0
-    return float(Fraction(n * agreed - chance, n * n - chance))
+    categories = {label: i for i, label in enumerate(dict.fromkeys([*a, *b]))}
+    if len(categories) == 1:
+        return 1.0
+    table = np.zeros((len(categories), len(categories)))
+    for x, y in zip(a, b, strict=True):
+        table[categories[x], categories[y]] += 1
+    with warnings.catch_warnings():  # its z statistic divides by 0 at perfect agreement
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(cohens_kappa(table).kappa)
 
 
 def krippendorff_alpha(units: Mapping[_Unit, Sequence[_Label | None]]) -> float:
-    """Krippendorff's alpha for nominal labels, any number of annotators, missing values allowed.
+    """Krippendorff's alpha for nominal labels, any number of annotators, missing values allowed
+    (the ``krippendorff`` package).
 
-    ``units`` maps each item to the labels it received; ``None`` marks a missing value and is
-    dropped. Items left with fewer than two labels cannot be paired and are ignored. With the
-    coincidence matrix ``o[c][k] = sum over units of (pairs c-k within the unit) / (m_u - 1)``,
-    its margins ``n_c`` and total ``n``, ``alpha = 1 - (n - 1) * D_o / D_e`` where
-    ``D_o = sum_{c != k} o[c][k]`` and ``D_e = sum_{c != k} n_c * n_k``.
-
-    When every pairable value is the same label ``D_e`` is 0 and alpha is 0/0; like
+    ``units`` maps each item to the labels it received; ``None`` marks a missing value. Items
+    with fewer than two labels cannot be paired and are ignored (:class:`AgreementError` when
+    none is left). When every pairable value is the same label alpha is 0/0; like
     :func:`cohen_kappa` this returns 1.0 then (the observed agreement is perfect).
     """
-    coincidences: dict[tuple[_Label, _Label], Fraction] = {}
-    for values in units.values():
-        present = [v for v in values if v is not None]
-        m = len(present)
-        if m < 2:
-            continue
-        counts = Counter(present)
-        for c, n_c in counts.items():
-            for k, n_k in counts.items():
-                pairs = n_c * (n_c - 1) if c == k else n_c * n_k
-                if pairs:
-                    coincidences[c, k] = coincidences.get((c, k), Fraction(0)) + Fraction(
-                        pairs, m - 1
-                    )
-    if not coincidences:
+    rows = [[v for v in values if v is not None] for values in units.values()]
+    pairable = [row for row in rows if len(row) >= 2]
+    if not pairable:
         raise AgreementError(
             f"krippendorff_alpha needs at least one item with two or more labels; "
             f"got {len(units)!r} items, none pairable"
         )
-    margins: dict[_Label, Fraction] = {}
-    for (c, _), o in coincidences.items():
-        margins[c] = margins.get(c, Fraction(0)) + o
-    n = sum(margins.values(), Fraction(0))
-    observed = sum((o for (c, k), o in coincidences.items() if c != k), Fraction(0))
-    expected = sum(
-        (margins[c] * margins[k] for c in margins for k in margins if c != k), Fraction(0)
-    )
-    if expected == 0:
+    labels = {label: i for i, label in enumerate(dict.fromkeys(v for row in pairable for v in row))}
+    if len(labels) == 1:
         return 1.0
-    return float(1 - (n - 1) * observed / expected)
+    # Nominal alpha depends on each unit's counts of each label, not on who gave which: the
+    # reliability matrix puts a unit's labels in its first rows and leaves the rest missing.
+    data = np.full((max(len(row) for row in pairable), len(pairable)), np.nan)
+    for column, row in enumerate(pairable):
+        for position, label in enumerate(row):
+            data[position, column] = labels[label]
+    return float(
+        krippendorff.alpha(
+            reliability_data=data,
+            level_of_measurement="nominal",
+            value_domain=list(range(len(labels))),
+        )
+    )
 
 
 def stratified(

@@ -21,15 +21,14 @@ function over plain data; the retrievers only read the catalogue and the vector 
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import statistics
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+import bm25s
 import numpy as np
 import numpy.typing as npt
 
@@ -116,12 +115,15 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25Index:
-    """Okapi BM25 over tokenized documents, held as an inverted index.
+    """Okapi BM25 over tokenized documents: ``bm25s`` with Lucene's variant.
 
-    ``score(d, q) = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avgdl))`` summed over the
-    distinct terms ``t`` of the query, with Lucene's ``idf(t) = ln(1 + (N − n_t + 0.5) /
-    (n_t + 0.5))``, which stays positive for terms in more than half of the documents (the classic
-    Robertson idf goes negative there and would punish a chunk for containing a common word).
+    ``score(d, q) = Σ_t idf(t) · tf / (tf + k1·(1 − b + b·|d| / avgdl))`` summed over the distinct
+    terms ``t`` of the query, with Lucene's ``idf(t) = ln(1 + (N − n_t + 0.5) / (n_t + 0.5))``,
+    which stays positive for terms in more than half of the documents (the classic Robertson idf
+    goes negative there and would punish a chunk for containing a common word). This is
+    Lucene 8's form, without the constant ``(k1 + 1)`` of the numerator: the ranking is the
+    textbook one (our own implementation, checked against this one before it was removed,
+    differed only by that factor and float32 rounding).
     """
 
     def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75):
@@ -130,39 +132,18 @@ class BM25Index:
             raise ConfigError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1!r}, b={b!r}")
         self.k1, self.b = k1, b
         self.size = len(documents)
-        lengths = np.array([len(doc) for doc in documents], dtype=np.float64)
-        mean_length = float(lengths.mean()) if self.size else 0.0
-        relative = lengths / mean_length if mean_length > 0 else np.ones_like(lengths)
-        self._norm: FloatArray = k1 * (1.0 - b + b * relative)
-        rows: dict[str, list[int]] = {}
-        freqs: dict[str, list[int]] = {}
-        for row, doc in enumerate(documents):
-            for term, tf in Counter(doc).items():
-                rows.setdefault(term, []).append(row)
-                freqs.setdefault(term, []).append(tf)
-        self._postings: dict[str, tuple[npt.NDArray[np.intp], FloatArray]] = {
-            term: (np.array(rows[term], dtype=np.intp), np.array(freqs[term], dtype=np.float64))
-            for term in rows
-        }
-
-    def idf(self, term: str) -> float:
-        """Lucene's idf of ``term`` (0 for a term no document holds)."""
-        posting = self._postings.get(term)
-        if posting is None:
-            return 0.0
-        holding = len(posting[0])
-        return math.log(1.0 + (self.size - holding + 0.5) / (holding + 0.5))
+        self._terms: set[str] = {term for doc in documents for term in doc}
+        self._bm25: bm25s.BM25 | None = None
+        if self._terms:
+            self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+            self._bm25.index([list(doc) for doc in documents], show_progress=False)
 
     def scores(self, query: Sequence[str]) -> FloatArray:
         """One score per document, in document order (0 where no query term occurs)."""
-        total = np.zeros(self.size, dtype=np.float64)
-        for term in dict.fromkeys(query):
-            posting = self._postings.get(term)
-            if posting is None:
-                continue
-            rows, tf = posting
-            total[rows] += self.idf(term) * tf * (self.k1 + 1.0) / (tf + self._norm[rows])
-        return total
+        terms = [t for t in dict.fromkeys(query) if t in self._terms]
+        if self._bm25 is None or not terms:
+            return np.zeros(self.size, dtype=np.float64)
+        return np.asarray(self._bm25.get_scores(terms), dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
