@@ -30,6 +30,7 @@ from rich.progress import (
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
+from agents.audit import Audit
 from agents.curation import RunReport
 from agents.fleet import WorkerReport
 from playlisteval import logs, runs
@@ -569,7 +570,7 @@ def curate(
         )
 
 
-def _print_audit(report: runs.Audit, show_outputs: bool) -> None:
+def _print_audit(report: Audit, show_outputs: bool) -> None:
     cap = f" of {micros_to_usd(report.budget_micros):.4f}" if report.budget_micros else ""
     console.print(
         f"run [bold]{report.run_id}[/] ({report.outcome}): spent "

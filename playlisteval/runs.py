@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import tempfile
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +13,7 @@ import anyio
 from pydantic_ai.models import Model
 from pydantic_ai.models.test import TestModel
 
+from agents.audit import Audit, audit_run
 from agents.curation import CurationProgress, Curator, RunReport
 from agents.ownership import SEEDS_LEASE, eval_lease, pairs_lease, run_lease
 from agents.recorded import NoCallModel, Pricing
@@ -33,27 +31,19 @@ from playlisteval.settings import IndexSettings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
 from policies.prices import PriceTable
+from policies.selection import spread_by_domain
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
-    AttemptStarted,
-    CallFailed,
     CallRecorded,
-    CallRefused,
     CapSet,
-    GatePassed,
-    GateRejected,
-    ItemAccepted,
-    RunFinished,
-    SeedDiscarded,
-    SeedStopped,
     micros_to_usd,
     pairs_stream,
     run_stream,
     seed_stream,
 )
 from store.eventstore import ChainProblem, EventStore, open_event_store
-from store.ledger import LedgerFold, current_cap, spend, stream_spend
+from store.ledger import current_cap, spend, stream_spend
 from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
 
 if TYPE_CHECKING:
@@ -75,22 +65,6 @@ def choose_seeds(app: App, max_seeds: int | None, *, again: bool = False) -> lis
         taken = seeds_in_runs(app.events)
         seeds = [s for s in seeds if s.id not in taken]
     return spread_by_domain(seeds, max_seeds)
-
-
-def spread_by_domain(seeds: Sequence[SeedRow], max_seeds: int | None) -> list[SeedRow]:
-    """``seeds`` in round-robin order over their domains (each domain's own order kept), at
-    most ``max_seeds``."""
-    by_domain: dict[str, list[SeedRow]] = {}
-    for seed in seeds:
-        by_domain.setdefault(seed.domain, []).append(seed)
-    chosen: list[SeedRow] = []
-    queues = [list(v) for _, v in sorted(by_domain.items())]
-    while queues and (max_seeds is None or len(chosen) < max_seeds):
-        for queue in queues:
-            if queue and (max_seeds is None or len(chosen) < max_seeds):
-                chosen.append(queue.pop(0))
-        queues = [q for q in queues if q]
-    return chosen
 
 
 def run_settings(app: App, models: set[str]) -> dict[str, Any]:
@@ -456,7 +430,10 @@ def rehearse(
         ("without batch", True, False),
         ("neither", False, False),
     ):
-        scenarios[name] = sum(_repriced(prices, e, cache=cache, batch=batch_on) for e in calls)
+        scenarios[name] = sum(
+            prices.repriced(e.model, e.usage, batch=batch_on and e.batch, cache=cache)
+            for e in calls
+        )
     video = sum(e.cost_micros for e in calls if e.usage.get("video") or e.usage.get("image"))
     return Rehearsal(
         audit=result,
@@ -472,87 +449,7 @@ def rehearse(
     )
 
 
-def _repriced(prices: PriceTable, event: CallRecorded, *, cache: bool, batch: bool) -> int:
-    """A recorded call's cost under other rules: without its cache savings and/or batch rate."""
-    usage = prices.as_usage(event.usage)
-    if not cache:
-        usage = replace(
-            usage,
-            cached_input_tokens=0,
-            cache_write_tokens=0,
-            cache_storage_token_s=0,
-            cached_audio_tokens=0,
-            cache_write_audio_tokens=0,
-        )
-    return prices.cost_micros(event.model, usage, batch=batch and event.batch)
-
-
 # -- audit ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class SeedTimeline:
-    """One seed's attempts, gates, reasons and costs, in order."""
-
-    seed_id: str
-    status: str
-    spent_micros: int
-    steps: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class Audit:
-    """A run's audit: timelines, totals and the reasons it rejected."""
-
-    run_id: str
-    outcome: str
-    budget_micros: int | None
-    spent_micros: int
-    seeds: list[SeedTimeline]
-    by_phase: dict[str, int]
-    by_gate: dict[str, int]
-    by_role: dict[str, int]
-    by_model: dict[str, int]
-    rejections: dict[str, int]
-    rejections_by_gate: dict[str, int]
-    retries_accepted: list[str]
-    open_micros: int = 0  # reservations with no answer in the log (a crash): counted as spent
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for ``--json``."""
-        return {
-            "run_id": self.run_id,
-            "outcome": self.outcome,
-            "budget_micros": self.budget_micros,
-            "spent_micros": self.spent_micros,
-            "open_micros": self.open_micros,
-            "spend": {
-                "phase": self.by_phase,
-                "gate": self.by_gate,
-                "role": self.by_role,
-                "model": self.by_model,
-            },
-            "rejections": self.rejections,
-            "rejections_by_gate": self.rejections_by_gate,
-            "accepted_after_rejection": self.retries_accepted,
-            "seeds": [
-                {
-                    "seed_id": t.seed_id,
-                    "status": t.status,
-                    "spent_micros": t.spent_micros,
-                    "steps": t.steps,
-                }
-                for t in self.seeds
-            ],
-        }
-
-
-def _reason_kind(reason: str) -> str:
-    """A rejection reason's first clause, for the histogram (numbering and quotes dropped)."""
-    text = re.sub(r"^\(\d+\)\s*", "", reason.strip())
-    text = re.sub(r"'[^']*'|\"[^\"]*\"|\([^)]*\)|\d+:\d\d(?:\s*[–-]\s*\d+:\d\d)?", "…", text)
-    cut = min((i for i in (text.find(c) for c in ":;.") if i > 0), default=len(text))
-    return text[:cut].strip()[:60] or "(no reason given)"
 
 
 def audit(
@@ -562,103 +459,15 @@ def audit(
     *,
     store: EventStore | None = None,
 ) -> Audit:
-    """Read a run's log back as an audit (from the workspace's log unless ``store`` is given)."""
+    """Run ``run_id``'s audit (the newest run's when None) from the workspace's log, unless
+    ``store`` is given (a rehearsal's scratch log)."""
     store = store or app.events
     if run_id is None:
-        runs = run_ids(store)
-        if not runs:
+        found = run_ids(store)
+        if not found:
             raise ConfigError("no run in the log yet: run `playlisteval curate` first")
-        run_id = runs[-1]
-    run_started(store, run_id)
-    outcome = "running"
-    for stored in store.read_stream(run_stream(run_id)):
-        event = stored.event()
-        if isinstance(event, RunFinished):
-            outcome = event.outcome
-    prefix = seed_stream(run_id, "")
-    timelines: dict[str, SeedTimeline] = {}
-    rejections: Counter[str] = Counter()
-    by_gate: Counter[str] = Counter()
-    rejected_seeds: set[str] = set()
-    accepted: set[str] = set()
-    fold = LedgerFold()
-    for stored in store.read_all(stream_prefix=prefix):
-        sid = stored.stream[len(prefix) :]
-        fold.apply_stored(stored)
-        event = stored.event()
-        line = timelines.setdefault(
-            sid, SeedTimeline(seed_id=sid, status="running", spent_micros=0)
-        )
-        step: dict[str, Any] | None = None
-        if isinstance(event, AttemptStarted):
-            step = {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
-        elif isinstance(event, CallRecorded):
-            step = {
-                "step": "call",
-                "role": event.role,
-                "model": event.model,
-                "cost_micros": 0 if event.replayed else event.cost_micros,
-                "replayed": event.replayed,
-                "offline": event.offline,
-            }
-        elif isinstance(event, CallFailed):
-            step = {
-                "step": "call failed",
-                "role": event.role,
-                "error": event.error,
-                "charged_micros": event.charged_micros,
-            }
-        elif isinstance(event, CallRefused):
-            step = {"step": "call refused", "role": event.role, "reason": event.reason}
-        elif isinstance(event, GatePassed):
-            step = {"step": "pass", "phase": event.phase, "gate": event.gate}
-        elif isinstance(event, GateRejected):
-            rejections[f"{event.gate}: {_reason_kind(event.reason)}"] += 1
-            by_gate[f"phase {event.phase} {event.gate}"] += 1
-            rejected_seeds.add(sid)
-            step = {
-                "step": "reject",
-                "phase": event.phase,
-                "gate": event.gate,
-                "attempt": event.attempt,
-                "reason": event.reason,
-                "rejected_output": event.rejected_output,
-            }
-        elif isinstance(event, ItemAccepted):
-            line.status = "accepted"
-            accepted.add(sid)
-            step = {"step": "accepted"}
-        elif isinstance(event, SeedDiscarded):
-            line.status = "discarded"
-            step = {"step": "discarded", "reasons": list(event.reasons)}
-        elif isinstance(event, SeedStopped):
-            line.status = f"stopped ({event.reason})"
-            step = {"step": "stopped", "reason": event.reason, "detail": event.detail}
-        if step is not None and (seed_id is None or sid == seed_id):
-            line.steps.append(step)
-    spent = fold.ledger()
-    for line in timelines.values():
-        line.spent_micros = spent.owner_spent(line.seed_id)
-    seeds = list(timelines.values())
-    if seed_id is not None:
-        seeds = [t for t in seeds if t.seed_id == seed_id]
-        if not seeds:
-            raise ConfigError(f"no seed {seed_id!r} in run {run_id!r}")
-    return Audit(
-        run_id=run_id,
-        outcome=outcome,
-        budget_micros=run_cap(store, run_id),
-        spent_micros=spent.spent_micros,
-        seeds=seeds,
-        by_phase=spent.breakdown("phase"),
-        by_gate=spent.breakdown("gate"),
-        by_role=spent.breakdown("role"),
-        by_model=spent.breakdown("model"),
-        rejections=dict(rejections.most_common()),
-        rejections_by_gate=dict(by_gate.most_common()),
-        retries_accepted=sorted(rejected_seeds & accepted),
-        open_micros=spent.open_micros,
-    )
+        run_id = found[-1]
+    return audit_run(store, run_id, seed_id)
 
 
 # -- pairs and export -----------------------------------------------------------------------------

@@ -262,6 +262,24 @@ class PriceTable:
             cache_write_audio_tokens=counts.get("cache_write_audio", 0),
         )
 
+    def repriced(
+        self, model: str, counts: Mapping[str, int], *, batch: bool, cache: bool = True
+    ) -> int:
+        """A recorded call's cost again from its usage ``counts`` (``CallRecorded.usage``):
+        under other rules — without its context-cache savings (``cache=False``: every cached
+        or cache-written token paid at the input rate, no storage), or at or off batch rates."""
+        usage = self.as_usage(counts)
+        if not cache:
+            usage = replace(
+                usage,
+                cached_input_tokens=0,
+                cache_write_tokens=0,
+                cache_storage_token_s=0,
+                cached_audio_tokens=0,
+                cache_write_audio_tokens=0,
+            )
+        return self.cost_micros(model, usage, batch=batch)
+
     def snapshot(self, models: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The rows ``models`` are priced by, as plain data (rates as decimal strings) for a
         run's log: a replay prices its calls as the run did, whatever the table says later.

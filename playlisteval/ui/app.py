@@ -33,6 +33,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agents.audit import Audit
 from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, LogSnapshot
@@ -173,7 +174,7 @@ def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary |
     )
 
 
-def _gate_rates(audit: runs.Audit) -> list[dict[str, Any]]:
+def _gate_rates(audit: Audit) -> list[dict[str, Any]]:
     """GatePassed against GateRejected per (phase, gate), from the audit's timelines."""
     passed: Counter[tuple[int, str]] = Counter()
     rejected: Counter[tuple[int, str]] = Counter()
