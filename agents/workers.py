@@ -303,8 +303,24 @@ def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str
     return out
 
 
+GateCheck = Callable[["SeedCall", GateRequested], Awaitable[tuple[bool, str, str]]]
+
+
 class VerifierAgent(_RoleAgent):
     """Answers ``GateRequested`` with ``GatePassed`` or ``GateRejected``, for every gate."""
+
+    def checks(self) -> dict[tuple[str, int], GateCheck]:
+        """Each gate's check by ``(name, phase)``: the names of ``policies.attempts``'s gates,
+        looked up in one table rather than found by method name."""
+        return {
+            ("structural", 1): self._gate_structural_1,
+            ("transcript_test", 1): self._gate_transcript_test_1,
+            ("parametric_test", 1): self._gate_parametric_test_1,
+            ("sufficiency", 1): self._gate_sufficiency_1,
+            ("structural", 2): self._gate_structural_2,
+            ("textual_undetectability", 2): self._gate_textual_undetectability_2,
+            ("visual_detectability", 2): self._gate_visual_detectability_2,
+        }
 
     async def handle(self, envelope: Envelope) -> Event:
         """Run one gate on the seed's current output."""
@@ -312,7 +328,7 @@ class VerifierAgent(_RoleAgent):
         assert isinstance(request, GateRequested)
         seed: SeedCall = envelope.context
         gate = request.gate
-        check = getattr(self, f"_gate_{gate}_{request.phase}", None)
+        check = self.checks().get((gate, request.phase))
         if check is None:
             raise ValueError(f"no gate {gate!r} in phase {request.phase}")
         try:

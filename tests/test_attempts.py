@@ -129,3 +129,17 @@ def test_duplicate_gate_in_one_phase_is_a_config_error() -> None:
 def test_gate_order_rejects_an_unknown_phase() -> None:
     with pytest.raises(ConfigError, match="phase=3"):
         gate_order(DEFAULT_GATES, 3)  # type: ignore[arg-type]
+
+
+def test_every_gate_of_the_policy_has_exactly_one_check() -> None:
+    """The verifier looks gates up in one table (no method found by its name): the table and
+    the policy's gates name the same (gate, phase) pairs."""
+    from agents.workers import GenerationLimits, ModelRunner, RoleModels, VerifierAgent
+    from policies.attempts import DEFAULT_GATES
+
+    verifier = VerifierAgent(
+        ModelRunner(recorder=None, model_for=lambda _m: None),  # type: ignore[arg-type]
+        RoleModels(),
+        GenerationLimits(),
+    )
+    assert set(verifier.checks()) == {(g.name, g.phase) for g in DEFAULT_GATES}
