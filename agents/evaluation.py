@@ -5,13 +5,14 @@ sees — a haystack of videos around the pair's evidence (:func:`tools.retrieval
 frames sampled uniformly over it or inside the spans a retriever finds, and the modalities the
 condition names — asks the judge through the recorded-call path (:class:`ModelRunner` and
 :class:`CallRecorder`, events in the store stream ``eval-<evaluation id>``), and appends one
-record per judgment to ``<out>/judgments.jsonl``. Running it again skips the judgments already in
-the file, and a call recorded in the stream is served from it for free, so an evaluation is
-resumable and cached.
+record per judgment (a :class:`policies.judging.JudgmentRecord`) to ``<out>/judgments.jsonl``.
+Running it again skips the judgments already in the file, and a call recorded in the stream is
+served from it for free, so an evaluation is resumable and cached.
 
 A condition is written compactly as ``frames:retriever:modality:hours:n_frames`` with optional
 ``:think=N`` and ``:res=N`` after it, e.g. ``retrieved:bm25:frames+transcript:1h:32`` or
-``uniform::none:1h:32`` (see :func:`parse_condition`).
+``uniform::none:1h:32`` (see :func:`policies.judging.parse_condition`); a condition's one name
+is :meth:`policies.judging.Condition.label`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import anyio
 import numpy as np
@@ -37,7 +38,19 @@ from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.evidence import SeedEvidence, source_key
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
 from policies.budget import BudgetExhausted, Campaign
-from policies.judging import Judgment, RetrievalCase, Span
+from policies.judging import (
+    ORDERS,
+    PICKED_BY_VERDICT,
+    Condition,
+    JudgingError,
+    Judgment,
+    JudgmentRecord,
+    Order,
+    RetrievalCase,
+    SpanRecord,
+    Verdict,
+    parse_condition,
+)
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
 from store.catalog import Catalog
@@ -62,6 +75,7 @@ __all__ = [
     "OFFLINE_JUDGE_PRICES",
     "Condition",
     "EvaluationResult",
+    "JudgmentRecord",
     "eval_stream",
     "evaluate",
     "judgments_of",
@@ -70,14 +84,9 @@ __all__ = [
     "retrieval_cases",
 ]
 
-FrameSampling = Literal["uniform", "retrieved"]
-Modality = Literal["frames+transcript", "frames", "transcript", "audio", "none"]
-Order = Literal["chosen_first", "rejected_first"]
-ORDERS: tuple[Order, Order] = ("chosen_first", "rejected_first")
 JUDGE_ROLE = "pair_judge"
 GATE = "evaluation"
 RETRIEVED_K = 5  # segments a retriever hands the judge
-DEFAULT_RESOLUTION = 360
 JUDGMENTS_FILE = "judgments.jsonl"
 EVALUATION_FILE = "evaluation.json"
 
@@ -94,116 +103,6 @@ logger = structlog.get_logger("playlisteval.evaluation")
 def eval_stream(evaluation_id: str) -> str:
     """Stream of one evaluation's model calls."""
     return f"eval-{evaluation_id}"
-
-
-# -- conditions ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Condition:
-    """What a judge is shown: how frames are sampled, from where, which modalities, how much.
-
-    ``hours`` is the haystack asked for; ``n_frames`` the frames spread over the haystack
-    (uniform) or over the retrieved spans; ``resolution`` the clips' height in pixels;
-    ``thinking_budget`` is recorded with each judgment (None: the provider's default).
-    """
-
-    frames: FrameSampling
-    retriever: str | None
-    modality: Modality
-    hours: float
-    n_frames: int
-    thinking_budget: int | None = None
-    resolution: int = DEFAULT_RESOLUTION
-
-    def __post_init__(self) -> None:
-        if self.frames not in get_args(FrameSampling):
-            raise ConfigError(f"frame sampling {self.frames!r} is not uniform or retrieved")
-        if self.modality not in get_args(Modality):
-            raise ConfigError(f"modality {self.modality!r} is not one of {get_args(Modality)!r}")
-        if (self.frames == "retrieved") != bool(self.retriever):
-            raise ConfigError(
-                f"a retriever goes with retrieved frames only (frames={self.frames!r}, "
-                f"retriever={self.retriever!r})"
-            )
-        if not self.hours > 0 or self.n_frames < 0 or self.resolution <= 0:
-            raise ConfigError(
-                f"hours={self.hours!r} must be > 0, n_frames={self.n_frames!r} >= 0 and "
-                f"resolution={self.resolution!r} > 0"
-            )
-
-    @property
-    def shows_frames(self) -> bool:
-        """Whether clips are attached (frames, or the audio of clips)."""
-        return self.modality in ("frames+transcript", "frames", "audio") and self.n_frames > 0
-
-    @property
-    def shows_transcript(self) -> bool:
-        """Whether the shown spans' transcripts go into the prompt."""
-        return self.modality in ("frames+transcript", "transcript")
-
-    @property
-    def condition_id(self) -> str:
-        """A short stable id, e.g. ``retrieved-bm25-frames+transcript-1h-32f``."""
-        parts = [self.frames] + ([self.retriever] if self.retriever else [])
-        parts += [self.modality, f"{self.hours:g}h", f"{self.n_frames}f"]
-        if self.thinking_budget is not None:
-            parts.append(f"think{self.thinking_budget}")
-        if self.resolution != DEFAULT_RESOLUTION:
-            parts.append(f"{self.resolution}p")
-        return "-".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        """The condition as each judgment record holds it."""
-        return {
-            "frames": self.frames,
-            "retriever": self.retriever,
-            "modality": self.modality,
-            "hours": self.hours,
-            "n_frames": self.n_frames,
-            "thinking_budget": self.thinking_budget,
-            "resolution": self.resolution,
-        }
-
-
-def parse_condition(text: str) -> Condition:
-    """``frames:retriever:modality:hours:n_frames[:think=N][:res=N]`` → a :class:`Condition`.
-
-    ``hours`` may end in ``h`` (``1h``, ``0.5``); the retriever is empty for uniform frames.
-    Raises ConfigError naming what is wrong.
-    """
-    parts = text.strip().split(":")
-    if len(parts) < 5:
-        raise ConfigError(
-            f"condition {text!r} needs frames:retriever:modality:hours:n_frames, e.g. "
-            "'retrieved:bm25:frames+transcript:1h:32' or 'uniform::none:1h:32'"
-        )
-    frames, retriever, modality, hours, n_frames = parts[:5]
-    options: dict[str, int] = {}
-    for extra in parts[5:]:
-        name, _, value = extra.partition("=")
-        if name not in ("think", "res") or not value.isdigit():
-            raise ConfigError(f"condition {text!r}: unknown option {extra!r} (think=N or res=N)")
-        options[name] = int(value)
-    try:
-        hours_value = float(hours.removesuffix("h"))
-        frames_value = int(n_frames.removesuffix("f"))
-    except ValueError as exc:
-        raise ConfigError(f"condition {text!r}: hours and n_frames must be numbers") from exc
-    if frames not in get_args(FrameSampling) or modality not in get_args(Modality):
-        raise ConfigError(
-            f"condition {text!r}: frames must be one of {get_args(FrameSampling)!r} and "
-            f"modality one of {get_args(Modality)!r}"
-        )
-    return Condition(
-        frames=frames,  # type: ignore[arg-type]  # checked just above
-        retriever=retriever or None,
-        modality=modality,  # type: ignore[arg-type]
-        hours=hours_value,
-        n_frames=frames_value,
-        thinking_budget=options.get("think"),
-        resolution=options.get("res", DEFAULT_RESOLUTION),
-    )
 
 
 # -- what a judge sees ---------------------------------------------------------------------------
@@ -227,7 +126,7 @@ class _View:
     clips: tuple[BinaryContent, ...]
     hours: float
     seed: int
-    retrieved: tuple[dict[str, Any], ...]
+    retrieved: tuple[SpanRecord, ...]
 
 
 def pair_seed(pair_id: str) -> int:
@@ -365,7 +264,7 @@ def build_view(
     seed = pair_seed(str(record["id"]))
     evidence = {str(e["video_id"]) for e in record["evidence"]}
     haystack = build_haystack(catalog, evidence, condition.hours, seed)
-    retrieved: tuple[dict[str, Any], ...] = ()
+    retrieved: tuple[SpanRecord, ...] = ()
     if condition.frames == "retrieved":
         name = condition.retriever or ""
         retriever = retrievers.get(name)
@@ -375,10 +274,7 @@ def build_view(
                 f"available: {sorted(retrievers)!r}"
             )
         spans = retriever.retrieve(str(record["prompt"]), haystack.video_ids, k=RETRIEVED_K)
-        retrieved = tuple(
-            {"video_id": s.video_id, "start_s": s.start_s, "end_s": s.end_s, "score": s.score}
-            for s in spans
-        )
+        retrieved = tuple(SpanRecord(s.video_id, s.start_s, s.end_s, s.score) for s in spans)
         seconds = sum(s.end_s - s.start_s for s in spans)
         fps = condition.n_frames / seconds if seconds > 0 else 0.0
         shown = [_Shown(s.video_id, s.start_s, s.end_s, fps) for s in spans if s.end_s > s.start_s]
@@ -409,66 +305,38 @@ def build_view(
 # -- records -------------------------------------------------------------------------------------
 
 
-RecordKey = tuple[str, str, str, str]  # (pair id, judge, condition id, order)
+def read_judgments(path: Path) -> list[JudgmentRecord]:
+    """The records of a ``judgments.jsonl`` (a torn line, from a crash, is left out).
 
-
-def _record_key(record: Mapping[str, Any]) -> RecordKey:
-    return (
-        str(record["pair_id"]),
-        str(record["judge"]),
-        str(record["condition_id"]),
-        str(record["order"]),
-    )
-
-
-def read_judgments(path: Path) -> list[dict[str, Any]]:
-    """The records of a ``judgments.jsonl`` (a torn last line, from a crash, is left out)."""
+    A line that is JSON but not a judgment record raises :class:`store.errors.ConfigError`.
+    """
     if not path.exists():
         return []
-    out: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    out: list[JudgmentRecord] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            out.append(json.loads(line))
+            raw = json.loads(line)
         except json.JSONDecodeError:
             continue
+        try:
+            out.append(JudgmentRecord.from_json(raw))
+        except JudgingError as error:
+            raise ConfigError(f"{path}:{number}: {error}; fix or delete the line") from error
     return out
 
 
-def judgments_of(records: Iterable[Mapping[str, Any]]) -> list[Judgment]:
+def judgments_of(records: Iterable[JudgmentRecord]) -> list[Judgment]:
     """Judgment records as :class:`policies.judging.Judgment` (condition = its condition id)."""
-    return [
-        Judgment(
-            pair_id=str(r["pair_id"]),
-            judge=str(r["judge"]),
-            condition=str(r["condition_id"]),
-            order=r["order"],
-            picked=r["picked"],
-            domain=str(r["domain"]),
-            gap=int(r["gap"]),
-            length_hours=float(r["length_hours"]),
-            playlist_id=str(r["playlist_id"]),
-        )
-        for r in records
-    ]
+    return [r.judgment for r in records]
 
 
-def retrieval_cases(records: Iterable[Mapping[str, Any]]) -> list[RetrievalCase]:
+def retrieval_cases(records: Iterable[JudgmentRecord]) -> list[RetrievalCase]:
     """One retrieval case per (pair, condition, haystack) of retrieved-frame records."""
     cases: dict[tuple[str, str, float], RetrievalCase] = {}
     for r in records:
-        if r["condition"]["frames"] != "retrieved":
+        if r.condition.frames != "retrieved":
             continue
-        key = (str(r["pair_id"]), str(r["condition_id"]), float(r["length_hours"]))
-        if key in cases:
-            continue
-        cases[key] = RetrievalCase(
-            pair_id=str(r["pair_id"]),
-            playlist_id=str(r["playlist_id"]),
-            gold=tuple(Span(g["start_s"], g["end_s"], g["video_id"]) for g in r["gold_spans"]),
-            retrieved=tuple(
-                Span(s["start_s"], s["end_s"], s["video_id"]) for s in r["retrieved_spans"]
-            ),
-        )
+        cases.setdefault((r.pair_id, r.condition_id, r.length_hours), r.retrieval_case())
     return list(cases.values())
 
 
@@ -481,7 +349,7 @@ class EvaluationResult:
 
     evaluation_id: str
     out_dir: Path
-    records: list[dict[str, Any]]
+    records: list[JudgmentRecord]
     new_records: int
     live_calls: int
     replayed_calls: int
@@ -585,7 +453,7 @@ async def evaluate(
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     evaluation_id = str(meta["evaluation_id"])
     judgments_path = out_dir / JUDGMENTS_FILE
-    done = {_record_key(r) for r in read_judgments(judgments_path)}
+    done = {r.key for r in read_judgments(judgments_path)}
 
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
@@ -619,7 +487,7 @@ async def evaluate(
                     if (str(record["id"]), judge, condition.condition_id, order) not in done:
                         jobs.append((record, judge, condition, order))
     failures: list[Exception] = []
-    new: list[dict[str, Any]] = []
+    new: list[JudgmentRecord] = []
     limiter = anyio.CapacityLimiter(max(concurrency, 1))
     file_lock = anyio.Lock()
 
@@ -645,10 +513,16 @@ async def evaluate(
                 return
             async with file_lock:
                 with judgments_path.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(out, sort_keys=True) + "\n")
+                    handle.write(out.to_line() + "\n")
                 new.append(out)
 
-    logger.info("evaluation_begin", evaluation_id=evaluation_id, jobs=len(jobs), done=len(done))
+    logger.info(
+        "evaluation_begin",
+        evaluation_id=evaluation_id,
+        conditions=[c.label() for c in conditions],
+        jobs=len(jobs),
+        done=len(done),
+    )
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
         if jobs and current_cap(history) != budget_micros:
@@ -660,7 +534,7 @@ async def evaluate(
         finally:
             writer.close()
     every = read_judgments(judgments_path)
-    every.sort(key=_record_key)
+    every.sort(key=lambda r: r.key)
     logger.info(
         "evaluation_end",
         evaluation_id=evaluation_id,
@@ -697,9 +571,6 @@ def thinking_settings(budget: int | None) -> ModelSettings | None:
     return settings
 
 
-_PICKED: dict[str, Literal["first", "second", "tie"]] = {"A": "first", "B": "second", "tie": "tie"}
-
-
 async def _judge_once(
     runner: ModelRunner,
     evidence: SeedEvidence,
@@ -710,7 +581,7 @@ async def _judge_once(
     condition: Condition,
     order: Order,
     view: _View,
-) -> dict[str, Any]:
+) -> JudgmentRecord:
     """One judge on one pair under one condition in one order: the judgment record."""
     chosen, rejected = str(record["chosen"]), str(record["rejected"])
     first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
@@ -721,7 +592,7 @@ async def _judge_once(
     owner = f"{pair_id}/{judge}/{condition.condition_id}/{order}"
     # ModelRunner reads only the call's id and where its events go; the evidence stays unread.
     call = SeedCall(seed_id=owner, evidence=evidence, append=append)
-    verdict: Literal["A", "B", "tie"] | None
+    verdict: Verdict
     try:
         out = await runner.run(
             call,
@@ -737,24 +608,23 @@ async def _judge_once(
         raw, verdict = out.model_dump_json(), out.choice
     except MalformedOutput as exc:
         raw, verdict = exc.raw or str(exc), None
-    return {
-        "pair_id": pair_id,
-        "judge": judge,
-        "condition_id": condition.condition_id,
-        "condition": condition.to_json(),
-        "order": order,
-        "raw_output": raw,
-        "verdict": verdict,
-        "picked": None if verdict is None else _PICKED[verdict],
-        "retrieved_spans": [dict(s) for s in view.retrieved],
-        "gold_spans": [
-            {"video_id": e["video_id"], "start_s": e["start_s"], "end_s": e["end_s"]}
+    return JudgmentRecord(
+        pair_id=pair_id,
+        judge=judge,
+        condition=condition,
+        order=order,
+        verdict=verdict,
+        picked=None if verdict is None else PICKED_BY_VERDICT[verdict],
+        raw_output=raw,
+        domain=str(record["domain"]),
+        gap=int(record["gap"]),
+        playlist_id=str(record["playlist_id"]),
+        length_hours=view.hours,
+        seed=view.seed,
+        call_key=keys.get(owner, ""),
+        retrieved_spans=view.retrieved,
+        gold_spans=tuple(
+            SpanRecord(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
             for e in record["evidence"]
-        ],
-        "seed": view.seed,
-        "domain": str(record["domain"]),
-        "gap": int(record["gap"]),
-        "playlist_id": str(record["playlist_id"]),
-        "length_hours": view.hours,
-        "call_key": keys.get(owner, ""),
-    }
+        ),
+    )

@@ -2,8 +2,10 @@
 
 An evaluation directory holds ``judgments.jsonl`` (one verdict per line: judge, condition, pair,
 answer order, what it picked, retrieved and gold spans) and ``evaluation.json``. This module reads
-those records, turns them into :class:`policies.judging.Judgment` and
-:class:`policies.judging.RetrievalCase` and lets :mod:`policies.judging` compute every number. It
+those records with the strict parse of :class:`policies.judging.JudgmentRecord` (the one shape
+evaluation writes), turns them into :class:`policies.judging.Judgment` and
+:class:`policies.judging.RetrievalCase` and lets :mod:`policies.judging` compute every number;
+a condition is named by :meth:`policies.judging.Condition.label` here as in the evaluation. It
 then writes, in the spirit of the paper's Table 1 and figures:
 
 * a table per judge × condition (accuracy, swap-averaged and consistent accuracy, position
@@ -17,26 +19,24 @@ then writes, in the spirit of the paper's Table 1 and figures:
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from policies.judging import (
     DEFAULT_KS,
     IOU_THRESHOLDS,
-    ORDERS,
-    PICKS,
+    Condition,
     Estimate,
     JudgeMetrics,
     JudgingError,
     Judgment,
+    JudgmentRecord,
     PairedTest,
     RetrievalCase,
     RetrievalMetrics,
-    Span,
     judge_metrics,
     paired_test,
     retrieval_metrics,
@@ -66,62 +66,6 @@ class ReportError(PlaylistEvalError):
 
 
 @dataclass(frozen=True)
-class Condition:
-    """What a judge saw: frame sampling, retriever, modality, haystack hours and the knobs."""
-
-    frames: str
-    retriever: str | None
-    modality: str
-    hours: float
-    n_frames: int
-    thinking_budget: int | None
-    resolution: int
-
-    def without(self, *names: str) -> tuple[Any, ...]:
-        """The condition's fields except ``names``: runs equal on it differ only there."""
-        return tuple(
-            (name, getattr(self, name))
-            for name in (
-                "frames",
-                "retriever",
-                "modality",
-                "hours",
-                "n_frames",
-                "thinking_budget",
-                "resolution",
-            )
-            if name not in names
-        )
-
-    def label(self, *names: str) -> str:
-        """A short readable name of the condition without the fields ``names``."""
-        parts: list[str] = []
-        if "frames" not in names:
-            parts.append(self.frames)
-        if "retriever" not in names and self.retriever:
-            parts.append(self.retriever)
-        if "modality" not in names:
-            parts.append(self.modality)
-        if "hours" not in names:
-            parts.append(f"{self.hours:g}h")
-        if "n_frames" not in names:
-            parts.append(f"{self.n_frames}f")
-        if "thinking_budget" not in names and self.thinking_budget is not None:
-            parts.append(f"think{self.thinking_budget}")
-        if "resolution" not in names:
-            parts.append(f"{self.resolution}px")
-        return "-".join(parts)
-
-
-@dataclass(frozen=True)
-class _Record:
-    judgment: Judgment
-    condition: Condition
-    retrieved: tuple[Span, ...]
-    gold: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
 class ReportSummary:
     """What :func:`write_report` wrote and from what.
 
@@ -137,89 +81,25 @@ class ReportSummary:
     omitted: tuple[str, ...]
 
 
-def _require(record: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in record:
-        raise ReportError(f"{where}: the record has no {key!r} field; was it written by `eval`?")
-    return record[key]
-
-
-def _spans(raw: Any, where: str, ranked: bool) -> tuple[Span, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ReportError(f"{where}: spans must be a list, got {raw!r}")
-    items = list(raw)
-    if ranked:
-        # The retriever's ranking: highest score first; equal scores keep their recorded order.
-        items.sort(key=lambda s: -float(s.get("score") or 0.0))
+def _parse(line: str, where: str) -> JudgmentRecord:
     try:
-        return tuple(
-            Span(float(s["start_s"]), float(s["end_s"]), str(s.get("video_id", ""))) for s in items
-        )
-    except (KeyError, TypeError, ValueError, JudgingError) as error:
-        raise ReportError(f"{where}: bad span in {raw!r}: {error}") from error
-
-
-def _parse(line: str, where: str) -> _Record:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ReportError(f"{where}: not JSON ({error}); fix or delete the line") from error
-    if not isinstance(record, dict):
-        raise ReportError(f"{where}: expected a JSON object, got {record!r}")
-    raw = _require(record, "condition", where)
-    if not isinstance(raw, dict):
-        raise ReportError(f"{where}: condition must be an object, got {raw!r}")
-    try:
-        condition = Condition(
-            frames=str(_require(raw, "frames", where)),
-            retriever=None if raw.get("retriever") is None else str(raw["retriever"]),
-            modality=str(_require(raw, "modality", where)),
-            hours=float(_require(raw, "hours", where)),
-            n_frames=int(_require(raw, "n_frames", where)),
-            thinking_budget=(
-                None if raw.get("thinking_budget") is None else int(raw["thinking_budget"])
-            ),
-            resolution=int(_require(raw, "resolution", where)),
-        )
-    except (TypeError, ValueError) as error:
-        raise ReportError(f"{where}: bad condition {raw!r}: {error}") from error
-    picked = record.get("picked")
-    order = _require(record, "order", where)
-    if picked not in PICKS or order not in ORDERS:
-        raise ReportError(
-            f"{where}: order {order!r} / picked {picked!r}; expected one of {ORDERS!r} and "
-            f"{PICKS!r}"
-        )
-    try:
-        judgment = Judgment(
-            pair_id=str(_require(record, "pair_id", where)),
-            judge=str(_require(record, "judge", where)),
-            condition=str(_require(record, "condition_id", where)),
-            order=order,
-            picked=picked,
-            domain=str(_require(record, "domain", where)),
-            gap=int(_require(record, "gap", where)),
-            length_hours=float(_require(record, "length_hours", where)),
-            playlist_id=str(_require(record, "playlist_id", where)),
-        )
-    except (TypeError, ValueError) as error:
+        return JudgmentRecord.from_line(line)
+    except JudgingError as error:
         raise ReportError(f"{where}: {error}") from error
-    return _Record(
-        judgment=judgment,
-        condition=condition,
-        retrieved=_spans(record.get("retrieved_spans"), where, ranked=True),
-        gold=_spans(record.get("gold_spans"), where, ranked=False),
-    )
 
 
-def load_records(eval_dirs: Sequence[Path]) -> list[_Record]:
+def _said(record: JudgmentRecord) -> tuple[Any, ...]:
+    """What a record says, not the call that made it: equal for a verdict recorded twice."""
+    return (record.judgment, record.condition, record.ranked, record.gold)
+
+
+def load_records(eval_dirs: Sequence[Path]) -> list[JudgmentRecord]:
     """Every judgment of the evaluation directories, in file order, one per verdict.
 
     A verdict recorded twice (a resumed run, or a directory given twice) counts once; two
     different verdicts for the same judge, condition, pair, length and order raise.
     """
-    seen: dict[tuple[str, str, str, float, str], tuple[_Record, str]] = {}
+    seen: dict[tuple[str, str, str, float, str], tuple[JudgmentRecord, str]] = {}
     for directory in eval_dirs:
         path = Path(directory) / JUDGMENTS_FILE
         if not path.is_file():
@@ -235,7 +115,7 @@ def load_records(eval_dirs: Sequence[Path]) -> list[_Record]:
             key = (j.judge, j.condition, j.pair_id, j.length_hours, j.order)
             if key in seen:
                 first, first_where = seen[key]
-                if first != item:
+                if _said(first) != _said(item):
                     raise ReportError(
                         f"{where}: {j.judge!r} under {j.condition!r} judged pair {j.pair_id!r} "
                         f"({j.order}, {j.length_hours:g} h) differently at {first_where}; keep one"
@@ -253,7 +133,7 @@ class _Run:
     judge: str
     condition_id: str
     condition: Condition
-    records: list[_Record] = field(default_factory=list)
+    records: list[JudgmentRecord] = field(default_factory=list)
 
     @property
     def judgments(self) -> list[Judgment]:
@@ -275,7 +155,7 @@ class _RecallRow:
     metrics: RetrievalMetrics
 
 
-def _runs(records: Iterable[_Record]) -> list[_Run]:
+def _runs(records: Iterable[JudgmentRecord]) -> list[_Run]:
     runs: dict[tuple[str, str], _Run] = {}
     for item in records:
         j = item.judgment
@@ -329,7 +209,7 @@ def _comparisons(runs: Sequence[_Run]) -> list[_Comparison]:
     return found
 
 
-def _recall_rows(records: Iterable[_Record]) -> list[_RecallRow]:
+def _recall_rows(records: Iterable[JudgmentRecord]) -> list[_RecallRow]:
     """Retriever quality per (retriever, hours), one case per pair (judges and orders share it)."""
     cases: dict[tuple[str, float], dict[str, RetrievalCase]] = {}
     for item in records:
@@ -337,41 +217,20 @@ def _recall_rows(records: Iterable[_Record]) -> list[_RecallRow]:
         if c.frames != "retrieved" or not item.gold:
             continue
         per = cases.setdefault((c.retriever or "?", item.judgment.length_hours), {})
-        per.setdefault(
-            item.judgment.pair_id,
-            RetrievalCase(
-                pair_id=item.judgment.pair_id,
-                playlist_id=item.judgment.playlist_id,
-                gold=item.gold,
-                retrieved=item.retrieved,
-            ),
-        )
+        per.setdefault(item.pair_id, item.retrieval_case())
     return [
         _RecallRow(retriever, hours, retrieval_metrics(per.values()))
         for (retriever, hours), per in sorted(cases.items())
     ]
 
 
-def _relabelled(records: Iterable[_Record], condition: str) -> list[Judgment]:
-    return [
-        Judgment(
-            pair_id=r.judgment.pair_id,
-            judge=r.judgment.judge,
-            condition=condition,
-            order=r.judgment.order,
-            picked=r.judgment.picked,
-            domain=r.judgment.domain,
-            gap=r.judgment.gap,
-            length_hours=r.judgment.length_hours,
-            playlist_id=r.judgment.playlist_id,
-        )
-        for r in records
-    ]
+def _relabelled(records: Iterable[JudgmentRecord], condition: str) -> list[Judgment]:
+    return [replace(r.judgment, condition=condition) for r in records]
 
 
 def _hours_series(runs: Sequence[_Run]) -> list[tuple[str, list[tuple[float, float]]]]:
     """Accuracy against haystack hours, one line per judge and condition apart from its hours."""
-    families: dict[tuple[str, tuple[Any, ...]], tuple[str, list[_Record]]] = {}
+    families: dict[tuple[str, tuple[Any, ...]], tuple[str, list[JudgmentRecord]]] = {}
     for run in runs:
         key = (run.judge, run.condition.without("hours"))
         label = f"{run.judge} · {run.condition.label('hours')}"

@@ -613,13 +613,9 @@ def evaluate(
     answer orders; records go to ``out_dir/judgments.jsonl`` (resumable: recorded calls and
     records already written are not made again). ``offline-first``, ``offline-transcript`` and
     ``offline-frames`` are offline judges of known behaviour; other ids are configured models."""
-    from agents.evaluation import (
-        OFFLINE_JUDGE_PRICES,
-        eval_stream,
-        evaluation_id_of,
-        parse_condition,
-    )
+    from agents.evaluation import OFFLINE_JUDGE_PRICES, eval_stream, evaluation_id_of
     from agents.evaluation import evaluate as run_evaluation
+    from policies.judging import parse_condition
     from tools.providers.judges import OFFLINE_JUDGES, judge_models
     from tools.retrieval import (
         BM25Retriever,

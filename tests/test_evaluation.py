@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+from structlog.testing import capture_logs
 
 from agents.evaluation import (
     JUDGMENTS_FILE,
@@ -32,8 +33,15 @@ from agents.evaluation import (
 )
 from playlisteval import runs
 from playlisteval.app import App, offline_models
+from playlisteval.report import load_records, write_report
 from playlisteval.settings import load_settings
-from policies.judging import JudgeMetrics, judge_metrics, retrieval_metrics, split_runs
+from policies.judging import (
+    JudgeMetrics,
+    JudgmentRecord,
+    judge_metrics,
+    retrieval_metrics,
+    split_runs,
+)
 from policies.prices import PriceTable
 from store.errors import ConfigError
 from tests.workspaces import copy_workspace
@@ -127,16 +135,16 @@ def test_every_pair_is_judged_by_every_judge_under_every_condition_in_both_order
     harness, result = evaluated
     bench = [json.loads(line) for line in (harness.bench / "pairs.jsonl").read_text().splitlines()]
     evidence = {p["id"]: p["evidence"] for p in bench}
-    pairs = {r["pair_id"] for r in result.records}
+    pairs = {r.pair_id for r in result.records}
     assert pairs == set(evidence)
     assert len(pairs) >= 4, "the demo benchmark should hold several pairs"
     assert len(result.records) == len(pairs) * len(OFFLINE_JUDGES) * len(CONDITIONS) * 2
     assert result.new_records == len(result.records) == harness.requests[0]
     for record in result.records:
-        assert record["verdict"] in ("A", "B", "tie")
-        assert record["call_key"]
-        assert record["length_hours"] > 0  # the hours the demo allows, recorded
-        assert record["gold_spans"] == evidence[record["pair_id"]]
+        assert record.verdict in ("A", "B", "tie")
+        assert record.call_key
+        assert record.length_hours > 0  # the hours the demo allows, recorded
+        assert [s.to_json() for s in record.gold_spans] == evidence[record.pair_id]
     assert (harness.out / "evaluation.json").exists()
 
 
@@ -176,12 +184,12 @@ def test_a_blind_condition_shows_no_frames_and_no_transcript(
 ) -> None:
     """Under modality none the frame reader has nothing to check: every verdict is a tie."""
     blind = parse_condition(BLIND).condition_id
-    records = [r for r in evaluated[1].records if r["condition_id"] == blind]
+    records = [r for r in evaluated[1].records if r.condition_id == blind]
     assert records
     for record in records:
-        assert record["retrieved_spans"] == []
-        if record["judge"] != "offline-first":
-            assert record["verdict"] == "tie", record["raw_output"]
+        assert record.retrieved_spans == ()
+        if record.judge != "offline-first":
+            assert record.verdict == "tie", record.raw_output
 
 
 def test_uniform_frames_without_transcript_separate_the_readers(
@@ -191,12 +199,12 @@ def test_uniform_frames_without_transcript_separate_the_readers(
     frame reader still catches the changed details, while the transcript reader, given no
     transcript, can only say tie."""
     uniform = parse_condition(UNIFORM).condition_id
-    records = [r for r in evaluated[1].records if r["condition_id"] == uniform]
+    records = [r for r in evaluated[1].records if r.condition_id == uniform]
     assert records
-    assert all(r["retrieved_spans"] == [] for r in records)
-    transcript = [r for r in records if r["judge"] == "offline-transcript"]
+    assert all(r.retrieved_spans == () for r in records)
+    transcript = [r for r in records if r.judge == "offline-transcript"]
     assert transcript
-    assert all(r["verdict"] == "tie" for r in transcript)
+    assert all(r.verdict == "tie" for r in transcript)
     frames = micro(metrics(evaluated[1])[("offline-frames", uniform)], "accuracy")
     assert frames is not None
     assert frames > 0.8
@@ -206,14 +214,14 @@ def test_retrieved_conditions_record_spans_and_retrieval_metrics_run(
     evaluated: tuple[Evaluated, EvaluationResult],
 ) -> None:
     result = evaluated[1]
-    retrieved = [r for r in result.records if r["condition"]["frames"] == "retrieved"]
+    retrieved = [r for r in result.records if r.condition.frames == "retrieved"]
     for record in retrieved:
-        assert 1 <= len(record["retrieved_spans"]) <= RETRIEVED_K
-        for span in record["retrieved_spans"]:
-            assert span["end_s"] > span["start_s"]
-            assert isinstance(span["score"], float)
+        assert 1 <= len(record.retrieved_spans) <= RETRIEVED_K
+        for span in record.retrieved_spans:
+            assert span.end_s > span.start_s
+            assert isinstance(span.score, float)
     cases = retrieval_cases(result.records)
-    assert len(cases) == len({r["pair_id"] for r in retrieved})
+    assert len(cases) == len({r.pair_id for r in retrieved})
     found = retrieval_metrics(cases)
     assert found.cases == len(cases)
     coverage = found.coverage.value
@@ -267,7 +275,7 @@ def test_without_the_records_file_every_call_is_served_from_the_stream(
 )
 def test_compact_conditions_parse_to_stable_ids(text: str, expected: str) -> None:
     condition = parse_condition(text)
-    assert condition.condition_id == expected
+    assert condition.condition_id == condition.label() == expected
     assert isinstance(condition, Condition)
     assert set(condition.to_json()) == {
         "frames",
@@ -296,6 +304,44 @@ def test_compact_conditions_parse_to_stable_ids(text: str, expected: str) -> Non
 def test_bad_conditions_are_refused_with_a_reason(text: str) -> None:
     with pytest.raises(ConfigError):
         parse_condition(text)
+
+
+def test_the_written_records_are_the_ones_the_report_reads(
+    evaluated: tuple[Evaluated, EvaluationResult],
+) -> None:
+    """Every line evaluation wrote parses with the report's reader into the same record, and
+    writing it back gives the line again."""
+    harness, result = evaluated
+    read = sorted(load_records([harness.out]), key=lambda r: r.key)
+    assert read == result.records
+    lines = (harness.out / JUDGMENTS_FILE).read_text(encoding="utf-8").splitlines()
+    assert sorted(lines) == sorted(r.to_line() for r in result.records)
+    assert all(JudgmentRecord.from_line(line).to_line() == line for line in lines)
+
+
+def test_a_condition_at_360p_has_one_name_in_the_log_the_summary_and_the_report(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """360 is the default resolution: the condition's label leaves it out everywhere, so the
+    evaluation's log, its ``evaluation.json`` and the report's tables name the run alike."""
+    harness, _ = evaluated
+    condition = parse_condition(f"{BLIND}:res=360")
+    assert condition.resolution == 360
+    label = condition.label()
+    assert label == "uniform-none-1h-32f"
+    with capture_logs() as logs:
+        again = harness.run((f"{BLIND}:res=360",))
+    assert again.new_records == 0  # the same condition as BLIND: nothing to judge again
+    begin = [e for e in logs if e["event"] == "evaluation_begin"]
+    assert [e["conditions"] for e in begin] == [[label]]
+    summary = json.loads((harness.out / "evaluation.json").read_text())
+    assert label in {c["condition_id"] for c in summary["conditions"]}
+    report = write_report([harness.out], tmp_path / "report").markdown.read_text()
+    table = report[report.index("## Judges by condition") :]
+    table = table[: table.index("\n## ", 1)]
+    rows = {line.split("|")[2].strip() for line in table.splitlines() if line.startswith("| ")}
+    assert label in rows
+    assert not any("360" in row for row in rows)
 
 
 ZERO_PRICE = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
@@ -422,4 +468,4 @@ def test_an_audio_condition_lets_the_judge_hear_but_not_see(
     if sh.which("espeak-ng"):  # the demo is narrated: its videos have sound
         assert seen
     # The frame reader has nothing to look at: every verdict is a tie.
-    assert {r["picked"] for r in result.records} == {"tie"}
+    assert {r.picked for r in result.records} == {"tie"}

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from statistics import NormalDist
 
 import pytest
 
 from policies.judging import (
+    DEFAULT_RESOLUTION,
     METRICS,
+    Condition,
     Estimate,
     JudgingError,
     Judgment,
+    JudgmentRecord,
     Order,
     Picked,
     RetrievalCase,
     Span,
+    SpanRecord,
     accuracy,
     answered_accuracy,
     best_iou,
@@ -29,6 +34,7 @@ from policies.judging import (
     metric_table,
     normal_cdf,
     paired_test,
+    parse_condition,
     plain_se,
     position_bias,
     position_consistency,
@@ -41,7 +47,7 @@ from policies.judging import (
     temporal_iou,
     two_sided_normal_p,
 )
-from store.errors import PlaylistEvalError
+from store.errors import ConfigError, PlaylistEvalError
 
 CF: Order = "chosen_first"
 RF: Order = "rejected_first"
@@ -644,3 +650,120 @@ def test_retrieval_metrics_default_to_the_papers_thresholds_and_refuse_goldless_
     assert {t for _, t in metrics.recall} == {0.3, 0.5, 0.7}
     with pytest.raises(JudgingError, match="'p9' has no gold spans"):
         retrieval_metrics([RetrievalCase("p9", "L1", gold=(), retrieved=RANKED)])
+
+
+# --- conditions and judgment records ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "without", "label"),
+    [
+        ("uniform::frames+transcript:1h:32", (), "uniform-frames+transcript-1h-32f"),
+        ("uniform::frames+transcript:1h:32:res=360", (), "uniform-frames+transcript-1h-32f"),
+        ("uniform::frames:10h:32:res=448", (), "uniform-frames-10h-32f-448p"),
+        ("uniform::frames:10h:32:res=448", ("hours",), "uniform-frames-32f-448p"),
+        ("retrieved:bm25:audio:0.5:8:think=0", ("frames", "retriever"), "audio-0.5h-8f-think0"),
+        ("retrieved:bm25:frames:1h:32:res=720", ("modality",), "retrieved-bm25-1h-32f-720p"),
+    ],
+)
+def test_a_condition_has_one_label_and_the_default_resolution_is_left_out(
+    text: str, without: tuple[str, ...], label: str
+) -> None:
+    condition = parse_condition(text)
+    assert condition.label(*without) == label
+    assert condition.condition_id == condition.label()
+    assert DEFAULT_RESOLUTION == 360
+
+
+def test_conditions_equal_but_for_some_fields_share_their_without() -> None:
+    one, ten = parse_condition("uniform::frames:1h:32"), parse_condition("uniform::frames:10h:32")
+    assert one.without("hours") == ten.without("hours")
+    assert one.without() != ten.without()
+    with pytest.raises(JudgingError, match="unknown condition fields"):
+        one.label("speed")
+
+
+def test_a_condition_round_trips_through_its_json_and_a_bad_one_is_refused() -> None:
+    condition = parse_condition("retrieved:hybrid:frames:2h:16:think=512:res=480")
+    assert Condition.from_json(condition.to_json()) == condition
+    with pytest.raises(ConfigError, match="retriever goes with retrieved frames only"):
+        Condition("uniform", "bm25", "frames", 1.0, 32)
+    with pytest.raises(JudgingError, match="has no 'resolution' field"):
+        Condition.from_json({k: v for k, v in condition.to_json().items() if k != "resolution"})
+    with pytest.raises(JudgingError, match="modality 'smell'"):
+        Condition.from_json({**condition.to_json(), "modality": "smell"})
+
+
+def _record(**changes: object) -> JudgmentRecord:
+    fields: dict[str, object] = {
+        "pair_id": "p1",
+        "judge": "judge-a",
+        "condition": parse_condition("retrieved:bm25:frames+transcript:1h:32"),
+        "order": CF,
+        "verdict": "B",
+        "picked": "second",
+        "raw_output": "B",
+        "domain": "cooking",
+        "gap": 2,
+        "playlist_id": "P1",
+        "length_hours": 1.5,
+        "seed": 7,
+        "call_key": "k",
+        "retrieved_spans": (SpanRecord("v", 0.0, 5.0, 0.1), SpanRecord("v", 5.0, 9.0, 0.9)),
+        "gold_spans": (SpanRecord("v", 4.0, 9.0),),
+    }
+    fields.update(changes)
+    return JudgmentRecord(**fields)  # type: ignore[arg-type]
+
+
+def test_a_judgment_record_round_trips_and_gives_the_metrics_their_inputs() -> None:
+    record = _record()
+    assert JudgmentRecord.from_line(record.to_line()) == record
+    assert record.to_json()["condition_id"] == "retrieved-bm25-frames+transcript-1h-32f"
+    assert "score" not in record.to_json()["gold_spans"][0]
+    assert record.key == ("p1", "judge-a", "retrieved-bm25-frames+transcript-1h-32f", CF)
+    assert record.judgment == _j(
+        "p1", CF, "second", gap=2, hours=1.5, condition="retrieved-bm25-frames+transcript-1h-32f"
+    )
+    case = record.retrieval_case()
+    assert case.retrieved == (Span(5.0, 9.0, "v"), Span(0.0, 5.0, "v"))  # best score first
+    assert case.gold == (Span(4.0, 9.0, "v"),)
+
+
+def test_an_older_record_without_its_optional_fields_still_parses() -> None:
+    raw = _record().to_json()
+    for key in ("verdict", "raw_output", "seed", "call_key", "retrieved_spans", "gold_spans"):
+        del raw[key]
+    record = JudgmentRecord.from_json(raw)
+    assert (record.verdict, record.picked) == ("B", "second")  # the verdict picked implies
+    assert (record.raw_output, record.seed, record.call_key) == ("", 0, "")
+    assert record.retrieved_spans == record.gold_spans == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"order": "first_chosen"}, "order 'first_chosen'"),
+        ({"picked": "A"}, "picked 'A'"),
+        ({"verdict": "C", "picked": None}, "verdict 'C'"),
+        ({"pair_id": 3}, "'pair_id' must be a string, got 3"),
+        ({"gap": True}, "'gap' must be an integer, got True"),
+        ({"condition_id": "uniform"}, "filed under condition 'uniform'"),
+        ({"condition": "uniform"}, "condition must be an object"),
+        ({"retrieved_spans": {"start_s": 0}}, "must be a list of spans"),
+        ({"gold_spans": [{"video_id": "v", "start_s": 3.0}]}, "has no 'end_s' field"),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_what_is_wrong(
+    change: dict[str, object], message: str
+) -> None:
+    raw = {**_record().to_json(), **change}
+    with pytest.raises(JudgingError, match=re.escape(message)):
+        JudgmentRecord.from_json(raw)
+
+
+def test_a_line_that_is_not_json_or_not_an_object_is_refused() -> None:
+    with pytest.raises(JudgingError, match="not JSON"):
+        JudgmentRecord.from_line('{"pair_id": "p1"')
+    with pytest.raises(JudgingError, match="expected a JSON object"):
+        JudgmentRecord.from_line("[1, 2]")

@@ -75,7 +75,7 @@ def _condition(frames: str, modality: str, hours: float) -> dict[str, Any]:
 def _records(judge: str, frames: str, modality: str, hours: float, pick: Picker) -> list[str]:
     condition = _condition(frames, modality, hours)
     retriever = "-bm25" if frames == "retrieved" else ""
-    condition_id = f"{frames}{retriever}-{modality}-{hours:g}h-32f"
+    condition_id = f"{frames}{retriever}-{modality}-{hours:g}h-32f-448p"
     lines = []
     for pair, (domain, gap, playlist) in PAIRS.items():
         for order in ("chosen_first", "rejected_first"):
@@ -155,7 +155,8 @@ def _clustered_se(values: list[float], clusters: list[str]) -> float:
     return math.sqrt(groups / (groups - 1) * sum(s * s for s in sums.values())) / len(values)
 
 
-U1 = "uniform-frames+transcript-1h-32f"
+U1 = "uniform-frames+transcript-1h-32f-448p"
+R1 = "retrieved-bm25-frames+transcript-1h-32f-448p"
 
 
 def test_table1_gives_the_hand_computed_metrics(full_eval: list[Path], tmp_path: Path) -> None:
@@ -175,12 +176,12 @@ def test_table1_gives_the_hand_computed_metrics(full_eval: list[Path], tmp_path:
     assert _row(table, "mixed", U1) == [
         "0.750", "0.750", "0.500", "0.750", f"{4 / 6 - 0.5:+.3f}", "8", "4", f"{se:.3f}"
     ]  # fmt: skip
-    assert _row(table, "mixed", "retrieved-bm25-frames+transcript-1h-32f") == [
+    assert _row(table, "mixed", R1) == [
         "1.000", "1.000", "1.000", "1.000", "+0.000", "8", "4", "0.000"
     ]  # fmt: skip
     # Always tie: accuracy 0.5, both orders tie so the pair is position-consistent, and no
     # decisive verdict leaves the position bias undefined.
-    assert _row(table, "mixed", "uniform-transcript-1h-32f") == [
+    assert _row(table, "mixed", "uniform-transcript-1h-32f-448p") == [
         "0.500", "0.500", "0.000", "1.000", "—", "8", "4", "0.000"
     ]  # fmt: skip
 
@@ -198,7 +199,7 @@ def test_strata_modality_paired_test_and_recall(full_eval: list[Path], tmp_path:
     assert _row(gaps, "mixed", U1) == ["1.000 (N=2)", "0.667 (N=6)", f"{(1 + 4 / 6) / 2:.3f}"]
 
     modality = _section(markdown, "Modality ablation")
-    setting = "uniform-1h-32f-448px"
+    setting = "uniform-1h-32f-448p"  # the one label, as the evaluation names it
     assert _row(modality, "mixed", setting, "frames") == ["1.000", "1.000", "8"]
     assert _row(modality, "mixed", setting, "frames+transcript") == ["0.750", "0.750", "8"]
     assert _row(modality, "mixed", setting, "transcript") == ["0.500", "0.500", "8"]
@@ -212,7 +213,7 @@ def test_strata_modality_paired_test_and_recall(full_eval: list[Path], tmp_path:
     # p3 and p4 are consistently right with retrieval only: sign test 2 * (1/2)**2.
     assert _row(paired, "mixed", "bm25") == [
         U1,
-        "retrieved-bm25-frames+transcript-1h-32f",
+        R1,
         "4",
         "+0.250",
         f"{se:.3f}",
@@ -293,7 +294,7 @@ def test_a_verdict_recorded_twice_counts_once_and_a_clash_raises(
 
     lines = _records("first", "uniform", "frames+transcript", 1, _first)
     clash = json.loads(lines[0])
-    clash["picked"] = "second"
+    clash["picked"], clash["verdict"] = "second", "B"
     directory = _write_eval(tmp_path / "clash", [*lines, json.dumps(clash)])
     with pytest.raises(ReportError, match=r"judged pair 'p1' .* differently at .*:1"):
         write_report([directory], tmp_path / "out2")
@@ -309,6 +310,63 @@ def test_missing_and_malformed_judgments_raise_report_errors(tmp_path: Path) -> 
     del record["condition_id"]
     directory = _write_eval(tmp_path / "missing", [json.dumps(record)])
     with pytest.raises(ReportError, match="no 'condition_id' field"):
+        write_report([directory], tmp_path / "out")
+
+
+# A line exactly as `eval` wrote it before the record had one type (keys sorted, the default
+# resolution of 360 left out of the condition id): the report must go on reading such files.
+OLD_LINE = (
+    '{"call_key": "8f3c", "condition": {"frames": "retrieved", "hours": 1.0, "modality": '
+    '"frames+transcript", "n_frames": 32, "resolution": 360, "retriever": "bm25", '
+    '"thinking_budget": null}, "condition_id": "retrieved-bm25-frames+transcript-1h-32f", '
+    '"domain": "cooking", "gap": 1, "gold_spans": [{"end_s": 10.0, "start_s": 0.0, "video_id": '
+    '"v1"}], "judge": "offline-frames", "length_hours": 0.052, "order": "chosen_first", '
+    '"pair_id": "p1", "picked": "first", "playlist_id": "PL-A", "raw_output": '
+    '"{\\"choice\\":\\"A\\",\\"reason\\":\\"same\\"}", "retrieved_spans": '
+    '[{"end_s": 12.0, "score": 0.25, "start_s": 2.0, "video_id": "v1"}, {"end_s": 5.0, '
+    '"score": 0.75, "start_s": 0.0, "video_id": "v2"}], "seed": 1234, "verdict": "A"}'
+)
+
+
+def test_a_judgments_file_written_before_is_read_and_named_by_the_one_label(
+    tmp_path: Path,
+) -> None:
+    from policies.judging import JudgmentRecord, Span
+
+    record = JudgmentRecord.from_line(OLD_LINE)
+    assert record.to_line() == OLD_LINE  # nothing lost or renamed
+    assert record.condition.resolution == 360
+    assert record.condition_id == record.condition.label()
+    assert record.ranked == (Span(0.0, 5.0, "v2"), Span(2.0, 12.0, "v1"))  # best score first
+    assert record.judgment.correct
+    summary = write_report([_write_eval(tmp_path / "old", [OLD_LINE])], tmp_path / "out")
+    table = _section(summary.markdown.read_text(), "Judges by condition")
+    assert _row(table, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")[-3:] == [
+        "1",
+        "0",
+        "—",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"condition_id": "uniform-frames+transcript-1h-32f"}, r"labelled 'retrieved-bm25-"),
+        ({"gap": "1"}, r"'gap' must be an integer, got '1'"),
+        ({"verdict": "B"}, r"verdict 'B' but picked 'first'"),
+        ({"condition": {"frames": "sparse"}}, r"has no 'retriever'|frame sampling 'sparse'"),
+        ({"gold_spans": [{"video_id": "v1", "start_s": 5.0, "end_s": 5.0}]}, r"bad span"),
+        ({"length_hours": float("nan")}, r"'length_hours' must be a finite number"),
+    ],
+)
+def test_a_record_that_breaks_the_shape_is_refused_with_its_line_and_field(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    record = json.loads(OLD_LINE)
+    for key, value in change.items():
+        record[key] = {**record[key], **value} if key == "condition" else value
+    directory = _write_eval(tmp_path / "bad", [json.dumps(record)])
+    with pytest.raises(ReportError, match=r"judgments\.jsonl:1: .*" + message):
         write_report([directory], tmp_path / "out")
 
 
