@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from policies.attempts import LoopPolicy as LoopPolicy  # the loop's policy, handed on
 from store.events import (
     AnyEvent,
     AttemptStarted,
@@ -27,24 +28,7 @@ from store.events import (
     SeedStopped,
 )
 
-PHASE1_GATES = ("structural", "transcript_test", "parametric_test", "sufficiency")
-PHASE2_GATES = ("structural", "textual_undetectability", "visual_detectability")
-
 Status = Literal["new", "running", "accepted", "discarded", "stopped"]
-
-
-@dataclass(frozen=True)
-class LoopPolicy:
-    """The loop's numbers and each phase's gates in the order they run (cheap first)."""
-
-    max_attempts: int = 6
-    phase2_rejections_before_restart: int = 3
-    phase1_gates: tuple[str, ...] = PHASE1_GATES
-    phase2_gates: tuple[str, ...] = PHASE2_GATES
-
-    def gates(self, phase: int) -> tuple[str, ...]:
-        """The gates of a phase."""
-        return self.phase1_gates if phase == 1 else self.phase2_gates
 
 
 @dataclass(frozen=True)
@@ -230,7 +214,7 @@ def decide(state: SeedState, policy: LoopPolicy) -> list[Command]:
             # The QA itself seems to be the problem: a new one, same segments, whole history.
             return [_next_attempt(state, 1, policy)]
         return [_next_attempt(state, 2, policy)]
-    for gate in policy.gates(phase):
+    for gate in policy.gate_names(phase):
         if gate not in state.gates_passed:
             return [Verify(phase=phase, gate=gate, attempt=state.attempts[phase - 1])]
     if phase == 1:

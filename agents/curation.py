@@ -34,15 +34,9 @@ from agents.coordinator import (
     pending,
 )
 from agents.evidence import SeedEvidence
+from agents.gates import VerifierAgent, registered_gates
 from agents.recorded import CallRecorder, Mode, Pricing, RecordedCalls
-from agents.workers import (
-    GenerationLimits,
-    GeneratorAgent,
-    ModelRunner,
-    RoleModels,
-    SeedCall,
-    VerifierAgent,
-)
+from agents.workers import GenerationLimits, GeneratorAgent, ModelRunner, RoleModels, SeedCall
 from policies.budget import Budget, BudgetExhausted, Campaign, make_budget
 from policies.prices import PriceTable
 from policies.ratelimits import Sleep, Traffic
@@ -83,9 +77,10 @@ logger = structlog.get_logger("playlisteval.curation")
 
 @dataclass(frozen=True)
 class CurationConfig:
-    """How a run curates: the loop's policy, the model per role, the generators' limits."""
+    """How a run curates: the loop's policy (by default with every registered gate), the model per
+    role, the generators' limits."""
 
-    policy: LoopPolicy = field(default_factory=LoopPolicy)
+    policy: LoopPolicy = field(default_factory=lambda: LoopPolicy(gates=registered_gates()))
     models: RoleModels = field(default_factory=RoleModels)
     limits: GenerationLimits = field(default_factory=GenerationLimits)
     concurrency: int = 8
@@ -449,7 +444,9 @@ class Curator:
         )
         runner = ModelRunner(recorder=recorder, model_for=self.model_for)
         generator = GeneratorAgent(runner, self.config.models, self.config.limits)
-        verifier = VerifierAgent(runner, self.config.models, self.config.limits)
+        verifier = VerifierAgent(
+            runner, self.config.models, self.config.limits, gates=self.config.policy.gates
+        )
         slots = max(self.config.concurrency, 1)
         bus = Bus(append=self._append, inbox_size=slots)
         bus.register("generator", generator.handle, workers=slots)

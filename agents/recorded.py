@@ -839,8 +839,9 @@ class CallRecorder:
         self, context: CallContext, shape: CallShape, clips: list[ClipInfo]
     ) -> CallShape:
         """What the call will carry to the provider: frames as its adapter samples and caps them
-        (:func:`tools.providers.base.frame_times`, the same plan the adapter sends), and
-        (offline rehearsals) segments scaled to another length."""
+        (:func:`tools.providers.base.frame_times`, the same plan the adapter sends), counted
+        by its family's token rule, and (offline rehearsals) segments scaled to another
+        length."""
         scale = self.pricing.scale if self.offline else 1.0
         if scale != 1.0:
             # Longer segments carry longer transcripts; the instructions stay as they are. The
@@ -859,6 +860,8 @@ class CallRecorder:
                 ),
             )
         traffic = self.traffic(context.model)
+        if traffic is not None and traffic.token_rule is not None:
+            shape = replace(shape, token_rule=traffic.token_rule)
         if traffic is not None and clips and traffic.video_fps is not None:
             plan = frame_times(
                 clips, traffic.video_fps, traffic.max_frames or 0, traffic.min_frames_per_clip

@@ -1,10 +1,9 @@
-"""The agents behind the bus: generators (Phase I QA, Phase II distractors) and the verifier
-that runs every gate of DESIGN.md. Each model call goes through the recorded-call wrapper."""
+"""The generators behind the bus (Phase I QA, Phase II distractors) and what every agent uses: the
+model runner, through which each model call goes (the recorded-call wrapper), the model of each
+role and the paper's limits. The verifier and its gates are in :mod:`agents.gates`."""
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,49 +20,20 @@ from agents.coordinator import FeedbackItem
 from agents.evidence import ClipSpec, SeedEvidence
 from agents.prompts import render_prompt
 from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
-from agents.structural import phase1_structural, phase2_structural
-from store.events import (
-    AttemptStarted,
-    DistractorsProposed,
-    Event,
-    GatePassed,
-    GateRejected,
-    GateRequested,
-    QAProposed,
-)
+from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
 from tools.roles import (
+    PHASE1_GENERATOR,
+    PHASE2_GENERATOR,
     QA,
     AnyContext,
-    DistractorSet,
     Feedback,
-    FreeAnswer,
-    LabelledAnswer,
-    MatchContext,
-    MatchVerdict,
-    ParametricContext,
     Phase1Context,
     Phase2Context,
-    Ranking,
-    RankingContext,
-    SufficiencyContext,
-    SufficiencyVerdict,
-    TranscriptTestContext,
+    role_spec,
 )
 
 T = TypeVar("T", bound=BaseModel)
 
-MAX_OUTPUT_TOKENS = {
-    "phase1_generator": 4096,
-    "phase2_generator": 8192,
-    "transcript_answerer": 2048,
-    "transcript_matcher": 512,
-    "parametric_answerer": 2048,
-    "parametric_verifier": 512,
-    "sufficiency": 2048,
-    "textual_ranker": 512,
-    "visual_ranker": 512,
-    "pair_judge": 512,
-}
 REJECTED_OUTPUT_CHARS = 4000  # what of a rejected output goes back into the next prompt
 
 
@@ -155,8 +125,17 @@ class ModelRunner:
         attachments: Sequence[BinaryContent] = (),
         extra_settings: ModelSettings | None = None,
     ) -> T:
-        """One structured call; malformed output raises :class:`MalformedOutput`.
-        ``extra_settings`` join the role's (e.g. a thinking budget)."""
+        """One structured call of ``role`` (its row in ``tools.roles.ROLES`` gives the output type
+        ``output_type`` must be, whether it may take clips, and its output-token cap); malformed
+        output raises :class:`MalformedOutput`. ``extra_settings`` join the role's (e.g. a
+        thinking budget)."""
+        spec = role_spec(role)
+        if output_type is not spec.output:
+            raise ValueError(
+                f"role {role!r} answers with {spec.output.__name__}, not {output_type.__name__}"
+            )
+        if attachments and not spec.video:
+            raise ValueError(f"role {role!r} is not a video role: it takes no attachments")
         recorded = RecordedModel(
             self.model_for(model_id),
             self.recorder,
@@ -167,7 +146,7 @@ class ModelRunner:
         if agent is None:
             agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
         prompt: list[Any] = [render_prompt(context), *attachments]
-        settings = ModelSettings(max_tokens=MAX_OUTPUT_TOKENS.get(role, 2048), temperature=0.0)
+        settings = ModelSettings(max_tokens=spec.max_output_tokens, temperature=0.0)
         if extra_settings:
             settings = ModelSettings(**{**settings, **extra_settings})
         try:
@@ -200,11 +179,14 @@ def _feedback(items: Sequence[FeedbackItem]) -> tuple[Feedback, ...]:
     )
 
 
-def _qa_text(qa: QA) -> str:
+def qa_text(qa: QA) -> str:
+    """A QA as a rejected output is fed back: its question and gold answer."""
     return f"Question: {qa.question}\n\nGold answer:\n{qa.gold_answer}"
 
 
-def _clip(text: str) -> str:
+def clip_output(text: str) -> str:
+    """What of a rejected output goes back into the next prompt (the first few thousand
+    characters: a 100 kB answer is not echoed whole)."""
     if len(text) <= REJECTED_OUTPUT_CHARS:
         return text
     return (
@@ -226,7 +208,7 @@ class GenerationLimits:
 
 
 @dataclass
-class _RoleAgent:
+class RoleAgent:
     """What every agent holds: how to call models, who plays each role, the paper's limits."""
 
     runner: ModelRunner
@@ -234,7 +216,7 @@ class _RoleAgent:
     limits: GenerationLimits
 
 
-class GeneratorAgent(_RoleAgent):
+class GeneratorAgent(RoleAgent):
     """Answers ``AttemptStarted`` with a proposal, or a rejection when the output is malformed."""
 
     async def handle(self, envelope: Envelope) -> Event:
@@ -250,7 +232,7 @@ class GeneratorAgent(_RoleAgent):
             if phase == 1:
                 qa = await self.runner.run(
                     seed,
-                    "phase1_generator",
+                    PHASE1_GENERATOR.name,
                     self.models.phase1_generator,
                     Phase1Context(
                         segments=segments,
@@ -260,7 +242,7 @@ class GeneratorAgent(_RoleAgent):
                         max_cited_chunks=self.limits.max_cited_chunks,
                         feedback=_feedback(items),
                     ),
-                    QA,
+                    PHASE1_GENERATOR.output,
                     phase=1,
                     gate="generator",
                     attachments=videos,
@@ -269,7 +251,7 @@ class GeneratorAgent(_RoleAgent):
             qa = QA.model_validate(seed.qa)
             distractors = await self.runner.run(
                 seed,
-                "phase2_generator",
+                PHASE2_GENERATOR.name,
                 self.models.phase2_generator,
                 Phase2Context(
                     question=qa.question,
@@ -277,7 +259,7 @@ class GeneratorAgent(_RoleAgent):
                     segments=segments,
                     feedback=_feedback(items),
                 ),
-                DistractorSet,
+                PHASE2_GENERATOR.output,
                 phase=2,
                 gate="generator",
                 attachments=videos,
@@ -291,275 +273,5 @@ class GeneratorAgent(_RoleAgent):
                 gate="output",
                 attempt=attempt,
                 reason=str(exc),
-                rejected_output=_clip(exc.raw),
+                rejected_output=clip_output(exc.raw),
             )
-
-
-def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]:
-    """Deterministic shuffle (replay must see the same order)."""
-    rng = random.Random(hashlib.sha256(salt.encode()).hexdigest())
-    out = list(labelled)
-    rng.shuffle(out)
-    return out
-
-
-GateCheck = Callable[["SeedCall", GateRequested], Awaitable[tuple[bool, str, str]]]
-
-
-class VerifierAgent(_RoleAgent):
-    """Answers ``GateRequested`` with ``GatePassed`` or ``GateRejected``, for every gate."""
-
-    def checks(self) -> dict[tuple[str, int], GateCheck]:
-        """Each gate's check by ``(name, phase)``: the names of ``policies.attempts``'s gates,
-        looked up in one table rather than found by method name."""
-        return {
-            ("structural", 1): self._gate_structural_1,
-            ("transcript_test", 1): self._gate_transcript_test_1,
-            ("parametric_test", 1): self._gate_parametric_test_1,
-            ("sufficiency", 1): self._gate_sufficiency_1,
-            ("structural", 2): self._gate_structural_2,
-            ("textual_undetectability", 2): self._gate_textual_undetectability_2,
-            ("visual_detectability", 2): self._gate_visual_detectability_2,
-        }
-
-    async def handle(self, envelope: Envelope) -> Event:
-        """Run one gate on the seed's current output."""
-        request = envelope.message
-        assert isinstance(request, GateRequested)
-        seed: SeedCall = envelope.context
-        gate = request.gate
-        check = self.checks().get((gate, request.phase))
-        if check is None:
-            raise ValueError(f"no gate {gate!r} in phase {request.phase}")
-        try:
-            passed, detail, output = await check(seed, request)
-        except MalformedOutput as exc:
-            # A verifier that cannot answer in form cannot vouch for the output.
-            passed, detail, output = False, f"verifier output unusable: {exc}", ""
-        if passed:
-            return GatePassed(
-                phase=request.phase, gate=gate, attempt=request.attempt, detail=detail
-            )
-        return GateRejected(
-            phase=request.phase,
-            gate=gate,
-            attempt=request.attempt,
-            reason=detail,
-            rejected_output=_clip(output),
-        )
-
-    # -- Phase I ----------------------------------------------------------------------------
-
-    @staticmethod
-    def _qa(seed: SeedCall) -> QA:
-        return QA.model_validate(seed.qa)
-
-    async def _gate_structural_1(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa = self._qa(seed)
-        result = phase1_structural(
-            qa,
-            seed.evidence.segments,
-            min_paragraphs=self.limits.min_paragraphs,
-            min_chunks=self.limits.min_cited_chunks,
-            max_chunks=self.limits.max_cited_chunks,
-        )
-        return result.passed, result.reason, _qa_text(qa)
-
-    async def _gate_transcript_test_1(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa = self._qa(seed)
-        answer = await self.runner.run(
-            seed,
-            "transcript_answerer",
-            self.models.transcript_answerer,
-            TranscriptTestContext(question=qa.question, windows=seed.evidence.transcript_windows()),
-            FreeAnswer,
-            phase=1,
-            gate="transcript_test",
-        )
-        verdict = await self.runner.run(
-            seed,
-            "transcript_matcher",
-            self.models.transcript_matcher,
-            MatchContext(
-                role="transcript_matcher",
-                question=qa.question,
-                gold_answer=qa.gold_answer,
-                candidate=answer.answer,
-            ),
-            MatchVerdict,
-            phase=1,
-            gate="transcript_test",
-        )
-        if verdict.matches_gold:
-            return (
-                False,
-                "answerable from the transcripts alone: an answer written from the narration "
-                f"matched the gold ({verdict.reason}). Ground the answer in what is seen, "
-                "not said.",
-                _qa_text(qa),
-            )
-        return True, f"transcript-only answer does not match: {verdict.reason}", ""
-
-    async def _gate_parametric_test_1(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa = self._qa(seed)
-        recovered: list[str] = []
-        for answerer, verifier in self.models.parametric_pairs:
-            answer = await self.runner.run(
-                seed,
-                "parametric_answerer",
-                answerer,
-                ParametricContext(question=qa.question),
-                FreeAnswer,
-                phase=1,
-                gate="parametric_test",
-            )
-            verdict = await self.runner.run(
-                seed,
-                "parametric_verifier",
-                verifier,
-                MatchContext(
-                    role="parametric_verifier",
-                    question=qa.question,
-                    gold_answer=qa.gold_answer,
-                    candidate=answer.answer,
-                ),
-                MatchVerdict,
-                phase=1,
-                gate="parametric_test",
-            )
-            if not verdict.matches_gold:
-                # Rejected only if every pair recovers the gold: one miss settles it (and saves
-                # the remaining calls).
-                return True, f"{answerer}→{verifier} did not recover the gold: {verdict.reason}", ""
-            recovered.append(f"{answerer}→{verifier}: {verdict.reason}")
-        return (
-            False,
-            "answerable from model memory alone (every generator–verifier pair recovered the "
-            "gold): " + "; ".join(recovered),
-            _qa_text(qa),
-        )
-
-    async def _gate_sufficiency_1(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa = self._qa(seed)
-        verdict = await self.runner.run(
-            seed,
-            "sufficiency",
-            self.models.sufficiency,
-            SufficiencyContext(
-                question=qa.question, gold_answer=qa.gold_answer, segments=seed.evidence.segments
-            ),
-            SufficiencyVerdict,
-            phase=1,
-            gate="sufficiency",
-            attachments=seed.evidence.videos(self.limits.verifier_clip),
-        )
-        if verdict.answerable and not verdict.unsupported_claims:
-            return True, verdict.reason, ""
-        unsupported = "; ".join(repr(c) for c in verdict.unsupported_claims[:5])
-        why = "not answerable from the video" if not verdict.answerable else "claims not supported"
-        return (
-            False,
-            f"{why}: {verdict.reason}" + (f" Unsupported: {unsupported}" if unsupported else ""),
-            _qa_text(qa),
-        )
-
-    # -- Phase II ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def _set(seed: SeedCall) -> DistractorSet:
-        return DistractorSet.model_validate(seed.distractors)
-
-    @staticmethod
-    def _set_text(distractors: DistractorSet) -> str:
-        return "\n\n".join(f"[rated {a.rating}] {a.answer}" for a in distractors.answers)
-
-    async def _gate_structural_2(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        distractors = self._set(seed)
-        result = phase2_structural(distractors, self._qa(seed).gold_answer)
-        return result.passed, result.reason, self._set_text(distractors)
-
-    async def _gate_textual_undetectability_2(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa, distractors = self._qa(seed), self._set(seed)
-        graded = [("5", qa.gold_answer), *((str(a.rating), a.answer) for a in distractors.answers)]
-        order = _shuffled(graded, f"{seed.seed_id}|text|{request.attempt}")
-        labels = {rating: chr(ord("A") + i) for i, (rating, _) in enumerate(order)}
-        intended = tuple(labels[r] for r in ("5", "4", "3", "2", "1"))
-        rubric = tuple(sorted({d.attribute for a in distractors.answers for d in a.causal_record}))
-        context = RankingContext(
-            role="textual_ranker",
-            question=qa.question,
-            answers=tuple(LabelledAnswer(label=labels[r], text=text) for r, text in order),
-            rubric=rubric,
-        )
-        recovered: list[str] = []
-        for model in self.models.textual_rankers:
-            ranking = await self.runner.run(
-                seed,
-                "textual_ranker",
-                model,
-                context,
-                Ranking,
-                phase=2,
-                gate="textual_undetectability",
-            )
-            if tuple(ranking.order) != intended:
-                return True, f"{model} could not recover the order from text alone", ""
-            recovered.append(model)
-        return (
-            False,
-            "the intended order gold ≻ 4 ≻ 3 ≻ 2 ≻ 1 is recoverable from the text alone (by "
-            + ", ".join(recovered)
-            + "): make the errors visual only and keep length, tone and structure identical",
-            self._set_text(distractors),
-        )
-
-    async def _gate_visual_detectability_2(
-        self, seed: SeedCall, request: GateRequested
-    ) -> tuple[bool, str, str]:
-        qa, distractors = self._qa(seed), self._set(seed)
-        by_rating = {str(a.rating): a for a in distractors.answers}
-        order = _shuffled(
-            [(r, by_rating[r].answer) for r in sorted(by_rating)],
-            f"{seed.seed_id}|video|{request.attempt}",
-        )
-        labels = {rating: chr(ord("A") + i) for i, (rating, _) in enumerate(order)}
-        intended = tuple(labels[r] for r in ("4", "3", "2", "1") if r in labels)
-        context = RankingContext(
-            role="visual_ranker",
-            question=qa.question,
-            answers=tuple(
-                LabelledAnswer(label=labels[r], text=text, causal_record=by_rating[r].causal_record)
-                for r, text in order
-            ),
-            segments=seed.evidence.segments,
-        )
-        ranking = await self.runner.run(
-            seed,
-            "visual_ranker",
-            self.models.visual_ranker,
-            context,
-            Ranking,
-            phase=2,
-            gate="visual_detectability",
-            attachments=seed.evidence.videos(self.limits.verifier_clip),
-        )
-        if tuple(ranking.order) == intended:
-            return True, "the video ranks the four answers in the intended order", ""
-        return (
-            False,
-            f"with the video the order is {'>'.join(ranking.order)!r}, not the intended "
-            f"{'>'.join(intended)!r} (4 ≻ 3 ≻ 2 ≻ 1): make each severity step visibly larger",
-            self._set_text(distractors),
-        )

@@ -23,14 +23,15 @@ from agents.fleet import (
     IndexJob,
     default_worker_name,
 )
+from agents.gates import registered_gates
 from agents.ownership import WriterLease
 from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
-from policies.attempts import DEFAULT_GATES, gate_order
 from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
 from policies.prices import PriceTable
 from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
+from policies.tokens import provider_family
 from store.catalog import Catalog
 from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError
@@ -40,8 +41,9 @@ from store.projections import Projections
 from tools.clips import ClipFetcher
 from tools.embeddings import Embedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
-from tools.providers.base import Family, ProviderConfig
-from tools.providers.registry import ProviderRegistry, family_of
+from tools.providers.base import ProviderConfig
+from tools.providers.family import ProviderFamily
+from tools.providers.registry import ProviderRegistry, families, family_named, family_of
 from tools.search import ChunkSearch
 from tools.transcripts import Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
@@ -114,8 +116,7 @@ def loop_policy(settings: Settings) -> LoopPolicy:
     return LoopPolicy(
         max_attempts=gen.max_attempts,
         phase2_rejections_before_restart=gen.phase2_rejections_before_restart,
-        phase1_gates=tuple(g.name for g in gate_order(DEFAULT_GATES, 1)),
-        phase2_gates=tuple(g.name for g in gate_order(DEFAULT_GATES, 2)),
+        gates=registered_gates(),
     )
 
 
@@ -165,16 +166,16 @@ def offline_models(latency_s: float = 0.0) -> Callable[[str], Model]:
     return lambda model_id: LatencyModel(provider.model(model_id), latency_s)
 
 
-def endpoint(settings: Settings, model_id: str) -> tuple[Family, ModelEndpoint]:
+def endpoint(settings: Settings, model_id: str) -> tuple[ProviderFamily, ModelEndpoint]:
     """How ``model_id`` is served: the settings' entry (or our default one), and its family."""
     configured = settings.providers.models.get(model_id)
     found = configured or default_endpoints().get(model_id) or ModelEndpoint()
-    family = found.family or family_of(model_id)
+    family = family_named(found.family) if found.family else family_of(model_id)
     if family is None:
         raise ConfigError(
             f"model {model_id!r}: its provider is not known from the id; set "
-            f"providers.models.{model_id!r}.family (gemini, openai, dashscope, "
-            "openai-compatible or transformers) in playlisteval.toml"
+            f"providers.models.{model_id!r}.family ({', '.join(sorted(families()))}) in "
+            "playlisteval.toml"
         )
     return family, found
 
@@ -182,20 +183,24 @@ def endpoint(settings: Settings, model_id: str) -> tuple[Family, ModelEndpoint]:
 def key_env(settings: Settings, model_id: str) -> str:
     """The environment variable that holds ``model_id``'s API key."""
     family, found = endpoint(settings, model_id)
-    return found.api_key_env or settings.providers.family(family).api_key_env
+    return found.api_key_env or settings.providers.family(family.name).api_key_env
 
 
-KEYLESS: frozenset[Family] = frozenset({"openai-compatible", "transformers"})
-
-
-def min_frames_per_clip(family: Family) -> int:
-    """The fewest frames a clip becomes in a request of ``family`` (DashScope's frame lists
-    need four)."""
-    if family == "dashscope":
-        from tools.providers.dashscope_model import MIN_VIDEO_FRAMES
-
-        return MIN_VIDEO_FRAMES
-    return 1
+def _check_required(
+    family: ProviderFamily, model_id: str, base_url: str | None, found: ModelEndpoint
+) -> None:
+    """ConfigError when a setting ``family`` cannot do without is unset for ``model_id``."""
+    if "base_url" in family.requires and not base_url:
+        raise ConfigError(
+            f"model {model_id!r} ({family.name}) needs an endpoint: set "
+            f"providers.models.{model_id!r}.base_url or "
+            f"providers.{family.settings_key}.base_url (a vLLM server's …/v1)"
+        )
+    if "local_path" in family.requires and not found.local_path:
+        raise ConfigError(
+            f"model {model_id!r} ({family.name}) runs on this machine: set "
+            f"providers.models.{model_id!r}.local_path to its model folder"
+        )
 
 
 def provider_config(
@@ -204,27 +209,18 @@ def provider_config(
     """The live adapter configuration of one model id, its key read from the environment."""
     source = os.environ if env is None else env
     family, found = endpoint(settings, model_id)
-    limits = settings.providers.family(family)
+    limits = settings.providers.family(family.name)
     key_name = found.api_key_env or limits.api_key_env
     key = source.get(key_name) or None
-    if key is None and family not in KEYLESS:
+    if key is None and not family.keyless:
         raise ConfigError(
-            f"model {model_id!r} ({family}) needs an API key: export {key_name}=… "
+            f"model {model_id!r} ({family.name}) needs an API key: export {key_name}=… "
             "(or set curation.offline = true to rehearse with the offline provider)"
         )
     base_url = found.base_url or limits.base_url
-    if family == "openai-compatible" and not base_url:
-        raise ConfigError(
-            f"model {model_id!r} is served by an OpenAI-compatible endpoint (vLLM): set "
-            f"providers.models.{model_id!r}.base_url or providers.openai_compatible.base_url"
-        )
-    if family == "transformers" and not found.local_path:
-        raise ConfigError(
-            f"model {model_id!r} runs with local transformers: set "
-            f"providers.models.{model_id!r}.local_path to its model folder"
-        )
+    _check_required(family, model_id, base_url, found)
     return ProviderConfig(
-        family=family,
+        family=family.name,
         model_name=found.model_name or model_id,
         base_url=base_url,
         api_key=key,
@@ -240,10 +236,18 @@ def provider_config(
     )
 
 
+def _token_rule(family: ProviderFamily, model_id: str) -> str | None:
+    """The token rule ``model_id``'s calls are counted by, where its id alone would pick
+    another (None: the id's prefix picks the family's): so the run facts of the models whose
+    ids name their rule stay as they were, and old logs replay as recorded."""
+    return None if provider_family(model_id) == family.token_rule else family.token_rule
+
+
 def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | None]:
     """Model id → how its calls travel: retries and one rate limiter per provider family (live
-    only), its context cache lifetime, whether batch APIs may answer its text-only calls."""
-    limiters: dict[Family, RateLimiter] = {}
+    only), its context cache lifetime, whether batch APIs may answer its text-only calls, the
+    frames its adapter sends and the token rule its family counts by."""
+    limiters: dict[str, RateLimiter] = {}
     known: dict[str, Traffic | None] = {}
 
     def traffic(model_id: str) -> Traffic | None:
@@ -254,14 +258,15 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
         except ConfigError:
             known[model_id] = None
             return None
-        limits = settings.providers.family(family)
+        limits = settings.providers.family(family.name)
         limiter = None
         if live:
-            limiter = limiters.get(family)
+            limiter = limiters.get(family.name)
             if limiter is None:
-                limiter = limiters[family] = RateLimiter(
+                limiter = limiters[family.name] = RateLimiter(
                     rpm=limits.rpm, tpm=limits.tpm, max_concurrency=limits.max_concurrency
                 )
+        frames = family.video == "frames"
         result = Traffic(
             retry=RetryPolicy(
                 max_retries=limits.max_retries if live else 0,
@@ -269,12 +274,13 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
                 max_backoff_s=limits.max_backoff_s,
             ),
             limiter=limiter,
-            cache_ttl_s=found.cache_ttl_s if family == "gemini" and found.context_cache else None,
-            batchable=family in ("gemini", "openai"),
-            frame_height=None if family == "gemini" else found.frame_height,
-            max_frames=None if family == "gemini" else found.max_frames,
-            video_fps=None if family == "gemini" else found.video_fps,
-            min_frames_per_clip=min_frames_per_clip(family),
+            cache_ttl_s=found.cache_ttl_s if family.context_cache and found.context_cache else None,
+            batchable=family.batchable,
+            frame_height=found.frame_height if frames else None,
+            max_frames=found.max_frames if frames else None,
+            video_fps=found.video_fps if frames else None,
+            min_frames_per_clip=family.min_frames_per_clip,
+            token_rule=_token_rule(family, model_id),
         )
         known[model_id] = result
         return result
@@ -301,10 +307,7 @@ def model_factory(
 
 def secret_names(settings: Settings) -> list[str]:
     """Every environment variable the settings read keys from (scrubbed from logs and events)."""
-    names = {
-        settings.providers.family(f).api_key_env
-        for f in ("gemini", "openai", "dashscope", "openai-compatible", "transformers")
-    }
+    names = {settings.providers.family(name).api_key_env for name in families()}
     names |= {e.api_key_env for e in settings.providers.models.values() if e.api_key_env}
     names.add(settings.vectors.api_key_env)
     return sorted(names)

@@ -18,13 +18,7 @@ import httpx
 from playlisteval.app import App, endpoint, key_env, role_models
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
-from tools.providers.base import Family
 
-# Where each family is reached when the settings name no base URL (the SDKs' own defaults).
-DEFAULT_ENDPOINTS: dict[Family, str] = {
-    "gemini": "https://generativelanguage.googleapis.com",
-    "openai": "https://api.openai.com/v1",
-}
 PROBE_TIMEOUT_S = 5.0
 
 Probe = Callable[[str], str | None]
@@ -80,7 +74,8 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
             family, found = endpoint(settings, model)
         except ConfigError:
             continue
-        if family == "gemini" and found.context_cache and price.cache_storage_per_mtok_hour is None:
+        caching = family.context_cache and found.context_cache
+        if caching and price.cache_storage_per_mtok_hour is None:
             checks.append(
                 Check(
                     f"cache price of {model}",
@@ -121,7 +116,7 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
         except ConfigError as exc:
             checks.append(Check(f"provider of {model}", False, str(exc), "see the message"))
             continue
-        if family == "transformers":
+        if family.local:
             path = found.local_path
             ok = bool(path) and Path(path or "").is_dir()
             checks.append(
@@ -133,10 +128,11 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
                 )
             )
             continue
-        if family not in ("openai-compatible",):
+        if not family.keyless:
             keys.setdefault(key_env(settings, model), []).append(model)
-        limits = settings.providers.family(family)
-        url = found.base_url or limits.base_url or DEFAULT_ENDPOINTS.get(family)
+        limits = settings.providers.family(family.name)
+        # The family's default endpoint (its SDK's own) when the settings name none.
+        url = found.base_url or limits.base_url or family.default_endpoint
         if url is None:
             needed = model in curation_models and not offline
             checks.append(

@@ -8,11 +8,21 @@ environment variables (nested fields with ``__``: ``PLAYLISTEVAL_INDEX__CHUNK_SE
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +31,8 @@ from pydantic_settings import (
 )
 
 from store.errors import ConfigError
+from tools.providers.family import ProviderFamily
+from tools.providers.registry import families, family_named
 
 SETTINGS_FILE = "playlisteval.toml"
 
@@ -377,15 +389,16 @@ class WorkerSettings(Section):
         return self
 
 
-# Subclasses that change a default restate the field, and with it its description.
 _API_KEY_ENV = "Environment variable holding the API key."
 _RPM = "Requests per minute (unset: no limit)."
 
-ProviderFamily = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
-
 
 class ProviderLimits(Section):
-    """How one provider family is reached and how hard it may be pushed."""
+    """How one provider family is reached and how hard it may be pushed.
+
+    Each family's block is a subclass made from its spec (:func:`family_limits`): the spec
+    sets the defaults of ``api_key_env``, ``base_url``, ``rpm`` and ``max_concurrency``.
+    """
 
     base_url: str | None = Field(None, description="Endpoint override (a proxy, vLLM, a fake).")
     api_key_env: str = Field("", description=_API_KEY_ENV)
@@ -398,10 +411,54 @@ class ProviderLimits(Section):
     max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
 
 
+_LIMITS: dict[ProviderFamily, type[ProviderLimits]] = {}
+
+
+def family_limits(spec: ProviderFamily) -> type[ProviderLimits]:
+    """The settings block of one provider family: :class:`ProviderLimits` with the spec's
+    defaults (and, where the spec has a note for a key, that key's description)."""
+    found = _LIMITS.get(spec)
+    if found is not None:
+        return found
+    defaults: dict[str, Any] = {
+        "api_key_env": spec.key_env,
+        "base_url": spec.base_url,
+        "rpm": spec.rpm,
+        "max_concurrency": spec.max_concurrency,
+    }
+    fields: dict[str, Any] = {}
+    for key, base in ProviderLimits.model_fields.items():
+        if key not in defaults and key not in spec.notes:
+            continue
+        description = spec.notes.get(key, base.description)
+        default = defaults.get(key, base.default)
+        merged = FieldInfo.merge_field_infos(base, default=default, description=description)
+        fields[key] = (base.annotation, merged)
+    title = "".join(part.title() for part in spec.settings_key.split("_"))
+    made = create_model(
+        f"{title}Limits",
+        __base__=ProviderLimits,
+        __doc__=spec.about,
+        __module__=__name__,
+        **fields,
+    )
+    _LIMITS[spec] = made
+    return made
+
+
+def family_tables() -> dict[str, type[ProviderLimits]]:
+    """TOML key under ``[providers]`` → the settings block of each known provider family."""
+    return {spec.settings_key: family_limits(spec) for spec in families().values()}
+
+
 class ModelEndpoint(Section):
     """How one model id is served (anything unset comes from its family)."""
 
-    family: ProviderFamily | None = Field(None, description="Default: from the id's prefix.")
+    family: str | None = Field(
+        None,
+        description="Default: from the id's prefix. Any family a module of `tools/providers` "
+        "declares; an unknown one is an error that lists the known ones.",
+    )
     model_name: str | None = Field(None, description="The provider's id (default: ours).")
     base_url: str | None = Field(None, description="Endpoint (default: the family's base_url).")
     api_key_env: str | None = Field(
@@ -431,6 +488,16 @@ class ModelEndpoint(Section):
         "auto", description="transformers: device_map for the weights (used only with CUDA)."
     )
 
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                family_named(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
+
 
 def default_endpoints() -> dict[str, ModelEndpoint]:
     """Where the DESIGN.md models that are not named after their provider are served."""
@@ -445,52 +512,28 @@ def default_endpoints() -> dict[str, ModelEndpoint]:
     }
 
 
-class GeminiLimits(ProviderLimits):
-    """Gemini (google-genai)."""
-
-    api_key_env: str = Field("GEMINI_API_KEY", description=_API_KEY_ENV)
-    rpm: int | None = Field(1000, gt=0, description=_RPM)
-
-
-class OpenAILimits(ProviderLimits):
-    """OpenAI (Responses API)."""
-
-    api_key_env: str = Field("OPENAI_API_KEY", description=_API_KEY_ENV)
-    rpm: int | None = Field(500, gt=0, description=_RPM)
-
-
-class DashScopeLimits(ProviderLimits):
-    """DashScope (Qwen, native multimodal API)."""
-
-    api_key_env: str = Field("DASHSCOPE_API_KEY", description=_API_KEY_ENV)
-    base_url: str | None = Field(
-        "https://dashscope-intl.aliyuncs.com/api/v1",
-        description="Endpoint (default: the international region; a proxy or a fake).",
-    )
-    rpm: int | None = Field(600, gt=0, description=_RPM)
-
-
-class OpenWeightLimits(ProviderLimits):
-    """Any OpenAI-compatible endpoint (vLLM serving the open-weight judges)."""
-
-    api_key_env: str = Field("OPENWEIGHT_API_KEY", description=_API_KEY_ENV)
-
-
-class TransformersLimits(ProviderLimits):
-    """Local transformers on this machine's GPU."""
-
-    api_key_env: str = Field("HF_TOKEN", description="Environment variable holding the hub token.")
-    max_concurrency: int = Field(1, ge=1, description="Calls on the GPU at once.")
+def _block(key: str, table: type[ProviderLimits], value: Any) -> ProviderLimits:
+    """``value`` validated as family block ``key``; its errors keep ``key`` in their place."""
+    try:
+        return table.model_validate(value)
+    except ValidationError as exc:
+        errors: list[Any] = [
+            {**error, "loc": (key, *error["loc"])} for error in exc.errors(include_url=False)
+        ]
+        raise ValidationError.from_exception_data(exc.title, errors) from exc
 
 
 class ProviderSettings(Section):
-    """Live providers: one block per family, and per-model endpoints."""
+    """Live providers: one block per family, and per-model endpoints.
 
-    gemini: GeminiLimits = Field(default_factory=GeminiLimits)
-    openai: OpenAILimits = Field(default_factory=OpenAILimits)
-    dashscope: DashScopeLimits = Field(default_factory=DashScopeLimits)
-    openai_compatible: OpenWeightLimits = Field(default_factory=OpenWeightLimits)
-    transformers: TransformersLimits = Field(default_factory=TransformersLimits)
+    The family blocks (``[providers.gemini]``, ``[providers.openai_compatible]``, …) are not
+    fields: there is one for every family ``tools.providers`` declares (:func:`family_tables`),
+    each filled in from its spec's defaults, and a block of no known family is an error.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, ProviderLimits] = Field(init=False)
+
     models: dict[str, ModelEndpoint] = Field(
         default_factory=default_endpoints,
         description="One table per model id; a model without one is served by the family its "
@@ -504,10 +547,27 @@ class ProviderSettings(Section):
     )
     batch_poll_s: float = Field(60.0, gt=0, description="First wait between batch status checks.")
 
-    def family(self, name: ProviderFamily) -> ProviderLimits:
-        """The block of one family."""
-        limits: ProviderLimits = getattr(self, name.replace("-", "_"))
-        return limits
+    @model_validator(mode="before")
+    @classmethod
+    def _family_blocks(cls, data: Any) -> Any:
+        """Every family's block, validated with its own defaults; unknown blocks refused."""
+        if not isinstance(data, Mapping):
+            return data
+        tables = family_tables()
+        unknown = sorted(k for k in data if k not in cls.model_fields and k not in tables)
+        if unknown:
+            raise ValueError(
+                f"no provider family {unknown[0]!r} for a [providers.{unknown[0]}] block: the "
+                f"known ones are {', '.join(sorted(tables))} (and the keys "
+                f"{', '.join(cls.model_fields)})"
+            )
+        blocks = {key: _block(key, table, data.get(key, {})) for key, table in tables.items()}
+        return {**data, **blocks}
+
+    def family(self, name: str) -> ProviderLimits:
+        """The block of the family called ``name`` (ConfigError when there is no such family)."""
+        key = family_named(name).settings_key
+        return (self.__pydantic_extra__ or {})[key]
 
 
 class CurationSettings(Section):

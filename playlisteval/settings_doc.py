@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
-from playlisteval.settings import Settings
+from playlisteval.settings import ProviderSettings, Settings, family_tables
 from store.errors import ConfigError
 
 BEGIN = "<!-- settings-reference:begin -->"
@@ -55,6 +55,10 @@ def sections(model: type[BaseModel] = Settings, name: str = "", about: str = "")
     """The sections of ``model`` in declaration order, each followed by its nested sections."""
     leaves: list[tuple[str, FieldInfo]] = []
     nested: list[Section] = []
+    if issubclass(model, ProviderSettings):
+        # Its family blocks are not fields: one per family tools.providers declares.
+        for key, block in family_tables().items():
+            nested += sections(block, f"{name}.{key}", _first_paragraph(block))
     for key, field in model.model_fields.items():
         if not name and key in _NOT_IN_FILE:
             continue

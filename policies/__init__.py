@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from policies.attempts import (
     DEFAULT_GATES,
-    AttemptPolicy,
     GateSpec,
+    LoopPolicy,
     gate_order,
     gates_from_mapping,
 )
@@ -25,12 +25,12 @@ from policies.tokens import CallShape, estimate_input_tokens, provider_family, w
 
 __all__ = [
     "DEFAULT_GATES",
-    "AttemptPolicy",
     "Budget",
     "BudgetExhausted",
     "BudgetSnapshot",
     "CallShape",
     "GateSpec",
+    "LoopPolicy",
     "ModelPrice",
     "PriceTable",
     "Reservation",

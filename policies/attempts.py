@@ -1,4 +1,4 @@
-"""The self-correcting loop's limits and the gates' order, as data.
+"""The self-correcting loop's policy — its limits and its gates, cheapest first — as data.
 
 Defaults are the paper's (DESIGN.md, "loop" and "Phase I/II gates"): at most T = 6 attempts per
 seed and phase; after a Phase II rejection the distractors are regenerated up to 2 more times
@@ -23,32 +23,6 @@ GateKind = Literal["rule", "text", "video"]
 RejectRule = Literal["any", "all"]
 
 _KIND_COST_RANK: dict[str, int] = {"rule": 0, "text": 1, "video": 2}
-
-
-@dataclass(frozen=True)
-class AttemptPolicy:
-    """How many tries a seed gets (per phase) before it is discarded."""
-
-    max_attempts: int = 6
-    phase2_regenerations: int = 2
-    phase2_rejections_before_restart: int = 3
-
-    def __post_init__(self) -> None:
-        _require_int("max_attempts", self.max_attempts, minimum=1)
-        _require_int("phase2_regenerations", self.phase2_regenerations, minimum=0)
-        _require_int(
-            "phase2_rejections_before_restart", self.phase2_rejections_before_restart, minimum=1
-        )
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> AttemptPolicy:
-        """Build from a mapping (e.g. a TOML table); missing keys keep the paper's defaults."""
-        _reject_unknown("attempt policy", data, {f.name for f in fields(cls)})
-        return cls(**dict(data))
-
-    def to_mapping(self) -> dict[str, Any]:
-        """The plain-data form, as :meth:`from_mapping` reads it."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -124,13 +98,17 @@ DEFAULT_GATES: tuple[GateSpec, ...] = (
 def gates_from_mapping(items: Iterable[Mapping[str, Any]]) -> tuple[GateSpec, ...]:
     """Gates from a list of mappings (a TOML array of tables); (phase, name) must be unique."""
     gates = tuple(GateSpec.from_mapping(item) for item in items)
+    _require_unique(gates)
+    return gates
+
+
+def _require_unique(gates: Iterable[GateSpec]) -> None:
     seen: set[tuple[int, str]] = set()
     for gate in gates:
         key = (gate.phase, gate.name)
         if key in seen:
             raise ConfigError(f"gate {gate.name!r} appears twice in phase {gate.phase!r}")
         seen.add(key)
-    return gates
 
 
 def gate_order(gates: Iterable[GateSpec], phase: Phase) -> list[GateSpec]:
@@ -141,10 +119,67 @@ def gate_order(gates: Iterable[GateSpec], phase: Phase) -> list[GateSpec]:
     return sorted((g for g in gates if g.phase == phase), key=lambda g: _KIND_COST_RANK[g.kind])
 
 
+def default_gate(name: str, phase: Phase) -> GateSpec:
+    """The paper's gate ``name`` of ``phase`` (one of :data:`DEFAULT_GATES`)."""
+    for gate in DEFAULT_GATES:
+        if (gate.name, gate.phase) == (name, phase):
+            return gate
+    raise ConfigError(f"the paper has no gate {name!r} in phase {phase!r}")
+
+
+@dataclass(frozen=True)
+class LoopPolicy:
+    """The self-correcting loop's one policy: how many tries a seed gets and which gates judge
+    its outputs, each phase's run cheapest first (:func:`gate_order`).
+
+    ``gates`` are specs; what runs each one is the gate of that name and phase in the verifier's
+    table (``agents.gates``).
+    """
+
+    max_attempts: int = 6
+    phase2_rejections_before_restart: int = 3
+    gates: tuple[GateSpec, ...] = DEFAULT_GATES
+
+    def __post_init__(self) -> None:
+        _require_int("max_attempts", self.max_attempts, minimum=1)
+        _require_int(
+            "phase2_rejections_before_restart", self.phase2_rejections_before_restart, minimum=1
+        )
+        if not isinstance(self.gates, tuple) or not all(
+            isinstance(g, GateSpec) for g in self.gates
+        ):
+            raise ConfigError(f"loop policy gates={self.gates!r} must be a tuple of GateSpec")
+        _require_unique(self.gates)
+
+    def gate_names(self, phase: int) -> tuple[str, ...]:
+        """The names of the gates of ``phase``, in the order they run (cheap first)."""
+        return tuple(g.name for g in gate_order(self.gates, cast(Phase, phase)))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> LoopPolicy:
+        """Build from a mapping (e.g. a TOML table); missing keys keep the paper's defaults, and
+        ``gates`` is a list of gate tables (:func:`gates_from_mapping`)."""
+        _reject_unknown(
+            "loop policy", data, {"max_attempts", "phase2_rejections_before_restart", "gates"}
+        )
+        values = dict(data)
+        if "gates" in values:
+            values["gates"] = gates_from_mapping(values["gates"])
+        return cls(**values)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The plain-data form, as :meth:`from_mapping` reads it."""
+        return {
+            "max_attempts": self.max_attempts,
+            "phase2_rejections_before_restart": self.phase2_rejections_before_restart,
+            "gates": [g.to_mapping() for g in self.gates],
+        }
+
+
 def _require_int(name: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(
-            f"attempt policy {name}={value!r} must be an integer >= {minimum!r}; "
+            f"loop policy {name}={value!r} must be an integer >= {minimum!r}; "
             "fix it in the settings (generation section)"
         )
 

@@ -138,10 +138,16 @@ class Traffic:
     # ... the highest rate a clip is sampled at, and the fewest frames a clip becomes.
     video_fps: float | None = None
     min_frames_per_clip: int = 1
+    # The token rule its family counts by (``policies.tokens``), where the model id alone would
+    # not pick it; None: the id's prefix does.
+    token_rule: str | None = None
 
     def facts(self) -> dict[str, Any]:
-        """What shapes a call's price (no limiter, no retries), as plain data for a run's log."""
-        return {
+        """What shapes a call's price (no limiter, no retries), as plain data for a run's log.
+
+        ``token_rule`` appears only when set, so the facts of a model whose id names its rule
+        are what they were before families carried one (old logs replay unchanged)."""
+        facts: dict[str, Any] = {
             "cache_ttl_s": self.cache_ttl_s,
             "batchable": self.batchable,
             "frame_height": self.frame_height,
@@ -149,9 +155,12 @@ class Traffic:
             "video_fps": self.video_fps,
             "min_frames_per_clip": self.min_frames_per_clip,
         }
+        if self.token_rule is not None:
+            facts["token_rule"] = self.token_rule
+        return facts
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Traffic:
         """A replay's traffic from a run's recorded :meth:`facts` (never retries, no limiter)."""
-        known = {k: facts[k] for k in cls().facts() if k in facts}
+        known = {k: facts[k] for k in (*cls().facts(), "token_rule") if k in facts}
         return cls(retry=RetryPolicy(max_retries=0), **known)

@@ -30,14 +30,17 @@ Sources (checked when written; the provider pages are the authority):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from policies.prices import PriceTable, Usage
 from store.errors import ConfigError
 
-Family = Literal["gemini", "openai", "qwen"]
+# The counting rules, by the name a provider family's spec gives (``ProviderFamily.token_rule``
+# in ``tools.providers``, which this package cannot import).
+TokenRule = Literal["gemini", "openai", "qwen"]
+TOKEN_RULES: tuple[TokenRule, ...] = ("gemini", "openai", "qwen")
 
 TEXT_CHARS_PER_TOKEN = 4
 TEXT_MARGIN = 1.25
@@ -69,7 +72,9 @@ class CallShape:
 
     ``audio_seconds`` is counted on its own: a Gemini video with its audio track sets both
     ``video_seconds`` and ``audio_seconds``. Video attached to a non-Gemini model is counted as
-    frames at ``video_fps`` of a 16:9 picture ``video_height`` high.
+    frames at ``video_fps`` of a 16:9 picture ``video_height`` high. ``token_rule`` names the
+    rule the model's provider family counts by (one of :data:`TOKEN_RULES`); unset, the model
+    id's prefix picks it (:func:`provider_family`).
     """
 
     model: str
@@ -85,8 +90,14 @@ class CallShape:
     # The frames the request carries, when known exactly (each clip's own rate and the
     # adapter's caps); None: ``video_seconds * video_fps``.
     video_frames: int | None = None
+    token_rule: str | None = None
 
     def __post_init__(self) -> None:
+        if self.token_rule is not None and self.token_rule not in TOKEN_RULES:
+            raise ConfigError(
+                f"call shape for {self.model!r}: no token rule {self.token_rule!r}; the rules "
+                f"are {', '.join(TOKEN_RULES)} (a provider family's token_rule names one)"
+            )
         checks: list[tuple[str, float, bool]] = [
             ("text_chars", self.text_chars, self.text_chars >= 0),
             ("video_seconds", self.video_seconds, self.video_seconds >= 0),
@@ -109,8 +120,9 @@ class CallShape:
                 )
 
 
-def provider_family(model: str) -> Family | None:
-    """The tokenizer family of a model id, or ``None`` when the id says nothing we know."""
+def provider_family(model: str) -> TokenRule | None:
+    """The token rule a model id's prefix implies, or ``None`` when the id says nothing we
+    know: the fallback for calls whose provider family names no rule."""
     name = model.lower().rsplit("/", 1)[-1]
     if name.startswith("gemini"):
         return "gemini"
@@ -126,14 +138,20 @@ def estimate_input_tokens(shape: CallShape, *, expected: bool = False) -> Usage:
     with ``expected``, what it will most likely cost (the published default behaviour rather
     than the dearest reading of each rule: for rehearsals, never for reservations).
 
-    A model of no known family is counted under every family's rules and the largest count
-    kept: an override may price any id, and the worst case must still hold.
+    The rule is the shape's ``token_rule``, else the one the model id implies; a model with
+    neither is counted under every rule and the largest count kept: an override may price any
+    id, and the worst case must still hold.
     """
-    family = provider_family(shape.model)
-    if family is not None:
-        return _count(shape, family, expected)
-    counts = [_count(shape, f, expected) for f in ("gemini", "openai", "qwen")]
+    rule = _rule(shape.token_rule) or provider_family(shape.model)
+    if rule is not None:
+        return _count(shape, rule, expected)
+    counts = [_count(shape, r, expected) for r in TOKEN_RULES]
     return max(counts, key=lambda u: u.input_tokens)
+
+
+def _rule(name: str | None) -> TokenRule | None:
+    """``name`` as a rule (``CallShape`` has checked it is one)."""
+    return next((rule for rule in TOKEN_RULES if rule == name), None)
 
 
 def _gemini_generation(model: str) -> int:
@@ -201,28 +219,28 @@ def qwen_image_tokens(width: int, height: int) -> int:
     return max(patches, QWEN_MIN_TOKENS_PER_IMAGE)
 
 
-_IMAGE_RULES = {
+_IMAGE_RULES: dict[TokenRule, Callable[[int, int], int]] = {
     "gemini": gemini_image_tokens,
     "openai": openai_image_tokens,
     "qwen": qwen_image_tokens,
 }
 
 
-def _count(shape: CallShape, family: Family, expected: bool = False) -> Usage:
-    image_rule = _IMAGE_RULES[family]
+def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
+    image_rule = _IMAGE_RULES[rule]
     images = sum(image_rule(w, h) for w, h in shape.images)
     frames = (
         shape.video_frames
         if shape.video_frames is not None
         else math.ceil(shape.video_seconds * shape.video_fps)
     )
-    if family == "gemini":
+    if rule == "gemini":
         per_frame = gemini_frame_tokens(shape.model, shape.media_resolution, expected=expected)
         video = frames * per_frame
         audio = math.ceil(shape.audio_seconds * GEMINI_AUDIO_TOKENS_PER_SECOND)
     else:
         width = math.ceil(shape.video_height * 16 / 9)
-        if family == "qwen" and expected:
+        if rule == "qwen" and expected:
             grid = math.ceil(shape.video_height / QWEN3_PATCH) * math.ceil(width / QWEN3_PATCH)
             video = math.ceil(frames / QWEN_TEMPORAL_MERGE) * max(grid, QWEN_MIN_TOKENS_PER_IMAGE)
         else:

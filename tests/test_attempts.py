@@ -1,4 +1,4 @@
-"""The attempt policy and the gate order, as data with the paper's defaults."""
+"""The loop policy and the gate order, as data with the paper's defaults."""
 
 from __future__ import annotations
 
@@ -10,21 +10,18 @@ import pytest
 
 from policies.attempts import (
     DEFAULT_GATES,
-    AttemptPolicy,
     GateSpec,
+    LoopPolicy,
     gate_order,
     gates_from_mapping,
 )
 from store.errors import ConfigError
 
 
-def test_defaults_are_the_papers_numbers() -> None:
-    policy = AttemptPolicy()
-    assert (
-        policy.max_attempts,
-        policy.phase2_regenerations,
-        policy.phase2_rejections_before_restart,
-    ) == (6, 2, 3)
+def test_defaults_are_the_papers_numbers_and_gates() -> None:
+    policy = LoopPolicy()
+    assert (policy.max_attempts, policy.phase2_rejections_before_restart) == (6, 3)
+    assert policy.gates == DEFAULT_GATES
 
 
 @pytest.mark.parametrize(
@@ -36,6 +33,7 @@ def test_defaults_are_the_papers_numbers() -> None:
 )
 def test_default_gates_run_in_the_papers_order(phase: int, names: list[str]) -> None:
     assert [g.name for g in gate_order(DEFAULT_GATES, phase)] == names  # type: ignore[arg-type]
+    assert LoopPolicy().gate_names(phase) == tuple(names)
 
 
 @pytest.mark.parametrize(
@@ -73,14 +71,18 @@ def test_policy_loads_from_a_toml_table(tmp_path: Path) -> None:
         '[[gates]]\nname = "sufficiency"\nphase = 1\nkind = "video"\nroles = ["sufficiency"]\n'
     )
     data = tomllib.loads(path.read_text())
-    assert AttemptPolicy.from_mapping(data["attempts"]) == AttemptPolicy(max_attempts=4)
+    assert LoopPolicy.from_mapping(data["attempts"]) == LoopPolicy(max_attempts=4)
     gates = gates_from_mapping(data["gates"])
     assert gates[1] == GateSpec("sufficiency", 1, "video", ("sufficiency",), "any")
+    policy = LoopPolicy.from_mapping({**data["attempts"], "gates": data["gates"]})
+    assert policy.gates == gates
+    assert policy.gate_names(1) == ("structural", "sufficiency")
+    assert policy.gate_names(2) == ()
 
 
 def test_policy_and_gates_round_trip_through_plain_data() -> None:
-    policy = AttemptPolicy(max_attempts=3, phase2_regenerations=0)
-    assert AttemptPolicy.from_mapping(policy.to_mapping()) == policy
+    policy = LoopPolicy(max_attempts=3, phase2_rejections_before_restart=1)
+    assert LoopPolicy.from_mapping(policy.to_mapping()) == policy
     assert gates_from_mapping(g.to_mapping() for g in DEFAULT_GATES) == DEFAULT_GATES
 
 
@@ -91,14 +93,14 @@ def test_policy_and_gates_round_trip_through_plain_data() -> None:
         ({"max_attempts": -3}, "max_attempts=-3"),
         ({"max_attempts": "6"}, "'6'"),
         ({"max_attempts": True}, "True"),
-        ({"phase2_regenerations": -1}, "phase2_regenerations=-1"),
         ({"phase2_rejections_before_restart": 0}, "phase2_rejections_before_restart=0"),
         ({"max_tries": 5}, "max_tries"),
+        ({"gates": [{"name": "g", "phase": 1, "kind": "rule"}] * 2}, "twice"),
     ],
 )
-def test_invalid_attempt_policy_is_a_config_error(data: dict[str, Any], fragment: str) -> None:
+def test_invalid_loop_policy_is_a_config_error(data: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
-        AttemptPolicy.from_mapping(data)
+        LoopPolicy.from_mapping(data)
 
 
 @pytest.mark.parametrize(
@@ -131,15 +133,38 @@ def test_gate_order_rejects_an_unknown_phase() -> None:
         gate_order(DEFAULT_GATES, 3)  # type: ignore[arg-type]
 
 
-def test_every_gate_of_the_policy_has_exactly_one_check() -> None:
-    """The verifier looks gates up in one table (no method found by its name): the table and
-    the policy's gates name the same (gate, phase) pairs."""
-    from agents.workers import GenerationLimits, ModelRunner, RoleModels, VerifierAgent
-    from policies.attempts import DEFAULT_GATES
+def test_every_gate_of_the_paper_is_registered_with_its_spec() -> None:
+    """The verifier's table and the policy's gates are one table: the registered gates are the
+    paper's, in its order, and a verifier built on them has one check per (gate, phase)."""
+    from agents.gates import VerifierAgent, registered_gates
+    from agents.workers import GenerationLimits, ModelRunner, RoleModels
 
+    assert registered_gates() == DEFAULT_GATES
     verifier = VerifierAgent(
         ModelRunner(recorder=None, model_for=lambda _m: None),  # type: ignore[arg-type]
         RoleModels(),
         GenerationLimits(),
     )
     assert set(verifier.checks()) == {(g.name, g.phase) for g in DEFAULT_GATES}
+
+
+@pytest.mark.parametrize(
+    ("gate", "fragment"),
+    [
+        (GateSpec("nowhere", 1, "rule"), "no registered check"),
+        (GateSpec("structural", 1, "text", ("a",)), "differs from the registered"),
+    ],
+)
+def test_a_policy_gate_the_table_cannot_run_is_a_config_error(
+    gate: GateSpec, fragment: str
+) -> None:
+    from agents.gates import VerifierAgent
+    from agents.workers import GenerationLimits, ModelRunner, RoleModels
+
+    with pytest.raises(ConfigError, match=fragment):
+        VerifierAgent(
+            ModelRunner(recorder=None, model_for=lambda _m: None),  # type: ignore[arg-type]
+            RoleModels(),
+            GenerationLimits(),
+            gates=(gate,),
+        )

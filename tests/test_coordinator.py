@@ -14,8 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.coordinator import (
-    PHASE1_GATES,
-    PHASE2_GATES,
     Accept,
     Command,
     Discard,
@@ -29,6 +27,7 @@ from agents.coordinator import (
     fold,
     pending,
 )
+from policies.attempts import GateSpec
 from store.events import (
     AnyEvent,
     AttemptStarted,
@@ -46,6 +45,8 @@ from store.events import (
 
 DEFAULT = LoopPolicy()
 T = DEFAULT.max_attempts
+PHASE1_GATES = DEFAULT.gate_names(1)
+PHASE2_GATES = DEFAULT.gate_names(2)
 
 # -- event builders (what the shell appends) -----------------------------------------------------
 
@@ -122,7 +123,7 @@ def _phase(phase: int) -> Any:
 
 def phase1_passed(attempt: int = 1, policy: LoopPolicy = DEFAULT) -> list[AnyEvent]:
     """Phase I attempt ``attempt`` proposed and through every gate."""
-    return [*proposed(1, attempt), *passed(1, policy.phase1_gates, attempt)]
+    return [*proposed(1, attempt), *passed(1, policy.gate_names(1), attempt)]
 
 
 # -- the happy path -------------------------------------------------------------------------------
@@ -513,11 +514,14 @@ def test_seed_stopped_between_requests_resumes_with_the_next_decision() -> None:
 
 
 def test_custom_policy_gate_order_and_attempts_are_honoured() -> None:
-    """max_attempts=2 and a reordered gate list: gates run in that order, two tries then Discard."""
+    """max_attempts=2 and a gate list of its own: its gates run, cheapest first, then Discard."""
     policy = LoopPolicy(
         max_attempts=2,
-        phase1_gates=("sufficiency", "structural"),
-        phase2_gates=("visual_detectability",),
+        gates=(
+            GateSpec("sufficiency", 1, "video", ("sufficiency",)),
+            GateSpec("visual_detectability", 2, "video", ("visual_detectability",)),
+            GateSpec("structural", 1, "rule"),
+        ),
     )
     seen: list[tuple[int, str]] = []
 
@@ -528,9 +532,10 @@ def test_custom_policy_gate_order_and_attempts_are_honoured() -> None:
 
     commands, _ = simulate(policy, rejects_sufficiency)
     assert seen == [
-        (1, "sufficiency"),
+        (1, "structural"),
         (1, "sufficiency"),
         (1, "structural"),
+        (1, "sufficiency"),
         (2, "visual_detectability"),
     ]
     assert commands[-1] == Accept(qa=qa_of(2), distractors=distractors_of(1))

@@ -29,6 +29,7 @@ from tests.conftest import PG_URL
 
 REQUESTS = ("AttemptStarted", "GateRequested")
 REPLIES = ("QAProposed", "DistractorsProposed", "GatePassed", "GateRejected")
+SEEDS = 80  # the four-worker test's seeds (bench/workers.py measures larger fleets)
 pytestmark = pytest.mark.postgres
 
 
@@ -118,13 +119,15 @@ def find_victim(app: App, names: list[str], timeout: float) -> tuple[str, str, i
     raise AssertionError(f"no worker was mid-request with a recorded call within {timeout} s")
 
 
-def test_four_workers_curate_200_seeds_under_one_cap_and_survive_a_kill_9(
+def test_four_workers_curate_80_seeds_under_one_cap_and_survive_a_kill_9(
     workspace: Path, pg_schema: str, tmp_path: Path
 ) -> None:
-    home = fleet_home(workspace, pg_schema, cap_usd=7.0, latency=0.3)
-    cap = usd_to_micros(7.0)
+    # Eighty seeds and a cap of about half what they cost: enough for four workers to contend
+    # for the queue and the account, for a kill -9 mid-request, and for the cap to park some.
+    home = fleet_home(workspace, pg_schema, cap_usd=2.8, latency=0.3)
+    cap = usd_to_micros(2.8)
     app = App(load_settings(home))
-    seeds = many_seeds(app, 200)
+    seeds = many_seeds(app, SEEDS)
     app.set_budget_caps()
     queued = start_run(
         app.events,
@@ -135,7 +138,7 @@ def test_four_workers_curate_200_seeds_under_one_cap_and_survive_a_kill_9(
         per_seed_micros=None,
         config=curation_config(app.settings),
     )
-    assert queued == 200
+    assert queued == SEEDS
     logs = tmp_path / "logs"
     logs.mkdir()
     names = [f"w{i}" for i in range(4)]
@@ -174,7 +177,7 @@ def test_four_workers_curate_200_seeds_under_one_cap_and_survive_a_kill_9(
     streams = by_stream(everything)
 
     # Every seed ended exactly once: done (accepted or discarded) or parked by the budget.
-    assert len(items) == 200
+    assert len(items) == SEEDS
     assert Counter(item.state for item in items.values()).keys() <= {"done", "parked"}
     for item in items.values():
         stream = streams[seed_stream(run_id, item.id.removeprefix("seed:"))]
@@ -188,7 +191,7 @@ def test_four_workers_curate_200_seeds_under_one_cap_and_survive_a_kill_9(
             assert endings == []
             assert str(item.result).startswith("stopped:budget")
             assert "'total'" in str(item.result)
-    assert sum(1 for s in everything if s.type == "SeedStarted") == 200
+    assert sum(1 for s in everything if s.type == "SeedStarted") == SEEDS
     # The cap bound: some seeds were parked by it, and neither the log nor the accounts passed it.
     assert any(item.state == "parked" for item in items.values())
 

@@ -26,7 +26,7 @@ from tests.money_harness import PG_URL, Harness, prepare_base
 from tests.workspaces import copy_workspace
 
 # Trials the suite runs per backend; bench/money.py runs the rest of the 200+ (its default).
-TRIALS = {"sqlite": 6, "postgres": 4}
+TRIALS = {"sqlite": 3, "postgres": 2}
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from store.errors import ConfigError, MediaError
 from tools import media
 from tools.providers import Fallibility, OfflineProvider, answer
 from tools.roles import (
-    OUTPUT_TYPES,
     QA,
+    ROLES,
     AnyContext,
     ChunkText,
     DistractorSet,
@@ -114,9 +114,9 @@ def ask(
 ) -> Any:
     """One call through a real pydantic-ai Agent, clips attached for video roles."""
     provider = OfflineProvider(fallibility)
-    agent = Agent(model=provider.model(model_id), output_type=OUTPUT_TYPES[context.role])
-    video_roles = {"phase1_generator", "phase2_generator", "sufficiency", "visual_ranker"}
-    clips = demo.clips if context.role in video_roles else []
+    role = ROLES[context.role]
+    agent = Agent(model=provider.model(model_id), output_type=role.output)
+    clips = demo.clips if role.video else []
     return agent.run_sync([render_prompt(context), *clips]).output
 
 

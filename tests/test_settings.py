@@ -30,6 +30,34 @@ def test_a_bad_value_is_named_with_what_was_given(tmp_path: Path) -> None:
         load_settings(home)
 
 
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[providers.gemini]\nrpmm = 5\n", r"providers\.gemini\.rpmm: no such setting"),
+        ("[providers.dashscope]\nrpm = -1\n", r"providers\.dashscope\.rpm: .*-1"),
+        ("[providers.gemni]\nrpm = 5\n", r"no provider family 'gemni'.*gemini, openai"),
+        (
+            '[providers.models."m-1"]\nfamily = "vertex"\n',
+            r"providers\.models\.m-1\.family: .*no provider family 'vertex'.*dashscope",
+        ),
+    ],
+)
+def test_a_family_block_or_family_name_that_is_wrong_is_named(
+    tmp_path: Path, text: str, named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        load_settings(write(tmp_path / "h", text))
+
+
+def test_every_family_block_has_its_specs_defaults(tmp_path: Path) -> None:
+    providers = load_settings(write(tmp_path / "h", "[providers.openai]\nrpm = 50\n")).providers
+    assert providers.family("openai").rpm == 50
+    assert providers.family("gemini").api_key_env == "GEMINI_API_KEY"
+    assert providers.family("dashscope").base_url == "https://dashscope-intl.aliyuncs.com/api/v1"
+    assert providers.family("transformers").max_concurrency == 1
+    assert providers.family("openai-compatible").rpm is None
+
+
 def test_heartbeats_must_come_within_the_lease(tmp_path: Path) -> None:
     home = write(tmp_path / "h", "[worker]\nlease_s = 10.0\nheartbeat_s = 10.0\n")
     with pytest.raises(ConfigError, match=r"heartbeat_s .* must be below worker\.lease_s"):

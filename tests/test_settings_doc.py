@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
-from playlisteval.settings import Settings, load_settings
+from playlisteval.settings import ProviderSettings, Settings, family_tables, load_settings
 from playlisteval.settings_doc import (
     BEGIN,
     END,
@@ -40,6 +40,9 @@ def leaf_settings(
 ) -> Iterator[tuple[str, str, FieldInfo]]:
     """(section, key, field) of every setting a TOML file can hold, walked independently of the
     module under test."""
+    if model is ProviderSettings:  # one block per provider family, not fields
+        for key, table in family_tables().items():
+            yield from leaf_settings(table, f"{section}.{key}")
     for key, field in model.model_fields.items():
         if model is Settings and key == "home":
             continue

@@ -136,6 +136,26 @@ def test_unknown_family_takes_the_largest_count_of_all_rules() -> None:
         assert counted >= estimate_input_tokens(other).input_tokens
 
 
+@pytest.mark.parametrize(
+    ("rule", "like"),
+    [("gemini", "gemini-2.5-flash"), ("openai", "gpt-5.4"), ("qwen", "qwen-3.7-plus")],
+)
+def test_a_named_token_rule_counts_as_the_ids_of_that_rule(rule: str, like: str) -> None:
+    """A family's token rule wins over the id (an id that says nothing counts by the rule)."""
+    kwargs: dict[str, object] = {"text_chars": 100, "video_seconds": 60, "images": ((1280, 720),)}
+    ruled = CallShape("my-model", token_rule=rule, **kwargs)  # type: ignore[arg-type]
+    named = CallShape(like, **kwargs)  # type: ignore[arg-type]
+    assert estimate_input_tokens(ruled) == estimate_input_tokens(named)
+    assert estimate_input_tokens(ruled, expected=True) == estimate_input_tokens(
+        named, expected=True
+    )
+
+
+def test_an_unknown_token_rule_is_a_config_error_naming_the_rules() -> None:
+    with pytest.raises(ConfigError, match=r"no token rule 'tiktok'.*gemini, openai, qwen"):
+        CallShape("my-model", token_rule="tiktok")
+
+
 def test_worst_case_is_counted_input_plus_max_output_at_list_price(table: PriceTable) -> None:
     shape = CallShape("gpt-5.4-mini", text_chars=4000, max_output_tokens=2000)
     usage = Usage(input_text_tokens=text_tokens(4000), output_tokens=2000)

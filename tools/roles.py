@@ -3,7 +3,9 @@
 Every model call carries one ``*Context`` (rendered into the prompt by ``agents.prompts``, and also
 embedded as JSON between ``<context>`` tags so that any model — the offline provider included —
 reads exactly the same facts) plus, for video roles, one clip per segment. Every role answers with
-one of the structured output types below (pydantic-ai ``output_type``).
+one of the structured output types below (pydantic-ai ``output_type``). :data:`ROLES` holds one
+:class:`RoleSpec` row per role: its context and output types, whether clips go with it, and its
+output-token cap; the model runner and :func:`parse_context` (so every provider) read it there.
 
 It lives in ``tools`` because both sides of a call need it: the agents that ask and the providers
 (``tools.providers``) that answer.
@@ -13,7 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -277,40 +282,88 @@ AnyOutput = (
     QA | DistractorSet | FreeAnswer | MatchVerdict | SufficiencyVerdict | Ranking | PairVerdict
 )
 
-OUTPUT_TYPES: dict[str, type[Frozen]] = {
-    "phase1_generator": QA,
-    "phase2_generator": DistractorSet,
-    "transcript_answerer": FreeAnswer,
-    "transcript_matcher": MatchVerdict,
-    "parametric_answerer": FreeAnswer,
-    "parametric_verifier": MatchVerdict,
-    "sufficiency": SufficiencyVerdict,
-    "textual_ranker": Ranking,
-    "visual_ranker": Ranking,
-    "pair_judge": PairVerdict,
-}
-
-VIDEO_ROLES = frozenset(
-    {"phase1_generator", "phase2_generator", "sufficiency", "visual_ranker", "pair_judge"}
-)
-
-
 CONTEXT_OPEN = "<context>"
 CONTEXT_CLOSE = "</context>"
 _CONTEXT_RE = re.compile(re.escape(CONTEXT_OPEN) + r"(.*?)" + re.escape(CONTEXT_CLOSE), re.S)
 
-CONTEXT_TYPES: dict[str, type[Frozen]] = {
-    "phase1_generator": Phase1Context,
-    "phase2_generator": Phase2Context,
-    "transcript_answerer": TranscriptTestContext,
-    "parametric_answerer": ParametricContext,
-    "transcript_matcher": MatchContext,
-    "parametric_verifier": MatchContext,
-    "sufficiency": SufficiencyContext,
-    "textual_ranker": RankingContext,
-    "visual_ranker": RankingContext,
-    "pair_judge": PairJudgeContext,
-}
+
+# -- the role table ------------------------------------------------------------------------------
+
+ContextT = TypeVar("ContextT", bound=Frozen)
+OutputT = TypeVar("OutputT", bound=Frozen)
+
+
+@dataclass(frozen=True)
+class RoleSpec(Generic[ContextT, OutputT]):
+    """One role of the wire contract, in one row: the context it is given, the output type it
+    answers with, whether the segments' clips go with the prompt, and how long its answer may be.
+
+    A new role is one context type, one output type and one row of :data:`ROLES`.
+    """
+
+    name: str
+    context: type[ContextT]
+    output: type[OutputT]
+    video: bool
+    max_output_tokens: int
+
+
+PHASE1_GENERATOR = RoleSpec(
+    "phase1_generator", Phase1Context, QA, video=True, max_output_tokens=4096
+)
+PHASE2_GENERATOR = RoleSpec(
+    "phase2_generator", Phase2Context, DistractorSet, video=True, max_output_tokens=8192
+)
+TRANSCRIPT_ANSWERER = RoleSpec(
+    "transcript_answerer", TranscriptTestContext, FreeAnswer, video=False, max_output_tokens=2048
+)
+TRANSCRIPT_MATCHER = RoleSpec(
+    "transcript_matcher", MatchContext, MatchVerdict, video=False, max_output_tokens=512
+)
+PARAMETRIC_ANSWERER = RoleSpec(
+    "parametric_answerer", ParametricContext, FreeAnswer, video=False, max_output_tokens=2048
+)
+PARAMETRIC_VERIFIER = RoleSpec(
+    "parametric_verifier", MatchContext, MatchVerdict, video=False, max_output_tokens=512
+)
+SUFFICIENCY = RoleSpec(
+    "sufficiency", SufficiencyContext, SufficiencyVerdict, video=True, max_output_tokens=2048
+)
+TEXTUAL_RANKER = RoleSpec(
+    "textual_ranker", RankingContext, Ranking, video=False, max_output_tokens=512
+)
+VISUAL_RANKER = RoleSpec(
+    "visual_ranker", RankingContext, Ranking, video=True, max_output_tokens=512
+)
+PAIR_JUDGE = RoleSpec(
+    "pair_judge", PairJudgeContext, PairVerdict, video=True, max_output_tokens=512
+)
+
+ROLES: Mapping[str, RoleSpec[Any, Any]] = MappingProxyType(
+    {
+        role.name: role
+        for role in (
+            PHASE1_GENERATOR,
+            PHASE2_GENERATOR,
+            TRANSCRIPT_ANSWERER,
+            TRANSCRIPT_MATCHER,
+            PARAMETRIC_ANSWERER,
+            PARAMETRIC_VERIFIER,
+            SUFFICIENCY,
+            TEXTUAL_RANKER,
+            VISUAL_RANKER,
+            PAIR_JUDGE,
+        )
+    }
+)
+
+
+def role_spec(name: str) -> RoleSpec[Any, Any]:
+    """The row of role ``name``; ``ValueError`` naming the known roles when there is none."""
+    spec = ROLES.get(name)
+    if spec is None:
+        raise ValueError(f"unknown role {name!r}; the roles are {sorted(ROLES)!r}")
+    return spec
 
 
 def embed_context(context: Frozen) -> str:
@@ -324,8 +377,8 @@ def parse_context(prompt: str) -> AnyContext:
     if match is None:
         raise ValueError("the prompt holds no <context> block")
     data = json.loads(match.group(1))
-    role = str(data.get("role"))
-    if role not in CONTEXT_TYPES:
-        raise ValueError(f"unknown role {role!r} in the <context> block")
-    context = CONTEXT_TYPES[role].model_validate(data)
-    return context  # type: ignore[return-value]
+    role = ROLES.get(str(data.get("role")))
+    if role is None:
+        raise ValueError(f"unknown role {data.get('role')!r} in the <context> block")
+    context: AnyContext = role.context.model_validate(data)
+    return context

@@ -23,8 +23,6 @@ from pydantic_ai.messages import BinaryContent
 
 from tools.roles import format_timestamp
 
-Family = Literal["gemini", "openai", "dashscope", "openai-compatible", "transformers"]
-
 
 @dataclass(frozen=True)
 class ProviderConfig:
@@ -35,7 +33,7 @@ class ProviderConfig:
     recorded-call wrapper retries, so every attempt is visible in the log and budgeted once.
     """
 
-    family: Family
+    family: str  # a provider family's name (``tools.providers.registry.families``)
     model_name: str
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)

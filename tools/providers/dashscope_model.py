@@ -102,6 +102,7 @@ from tools.providers.base import (
     frame_times,
     timestamp,
 )
+from tools.providers.family import ProviderFamily
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -510,3 +511,17 @@ def _usage(raw: Mapping[str, Any]) -> RequestUsage:
 
 def _data_uri(data: bytes, media_type: str) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+FAMILY = ProviderFamily(
+    name="dashscope",
+    factory=dashscope_model,
+    about="DashScope (Qwen, native multimodal API).",
+    key_env="DASHSCOPE_API_KEY",
+    token_rule="qwen",
+    prefixes=("qwen-", "qwen3.", "qvq", "qwen-vl"),
+    min_frames_per_clip=MIN_VIDEO_FRAMES,
+    base_url=DEFAULT_BASE_URL,
+    rpm=600,
+    notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},
+)

@@ -58,6 +58,7 @@ from tools.providers.base import (
     clip_info,
     clip_label,
 )
+from tools.providers.family import ProviderFamily
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
@@ -493,3 +494,18 @@ def gemini_model(
         upload_poll_s=upload_poll_s,
         http_client=http_client,
     )
+
+
+FAMILY = ProviderFamily(
+    name="gemini",
+    factory=gemini_model,
+    about="Gemini (google-genai).",
+    key_env="GEMINI_API_KEY",
+    token_rule="gemini",
+    video="native",
+    batchable=True,
+    context_cache=True,
+    prefixes=("gemini",),
+    default_endpoint="https://generativelanguage.googleapis.com",
+    rpm=1000,
+)

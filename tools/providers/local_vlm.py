@@ -44,6 +44,7 @@ from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
 from tools.providers.base import ProviderConfig, ResourceLedger, frames_content
+from tools.providers.family import ProviderFamily
 
 __all__ = ["LocalVLMModel", "transformers_model"]
 
@@ -335,3 +336,19 @@ def transformers_model(
     """
     del resources
     return LocalVLMModel(model_id, config)
+
+
+FAMILY = ProviderFamily(
+    name="transformers",
+    factory=transformers_model,
+    about="Local transformers on this machine's GPU.",
+    key_env="HF_TOKEN",
+    token_rule="qwen",
+    keyless=True,
+    requires=("local_path",),
+    max_concurrency=1,
+    notes={
+        "api_key_env": "Environment variable holding the hub token.",
+        "max_concurrency": "Calls on the GPU at once.",
+    },
+)

@@ -789,7 +789,12 @@ def answer(
         return _pair_judge(context, _Footage(context.segments, videos, described), key, model_id)
     if context.role == "visual_ranker":
         return _visual_rank(context, _Footage(context.segments, videos, described))
-    return _textual_rank(context, key)
+    if context.role == "textual_ranker":
+        return _textual_rank(context, key)
+    raise ConfigError(
+        f"the offline provider has no answer for role {context.role!r}: add one to "
+        "tools/providers/offline.py"
+    )
 
 
 def latest_prompt(messages: Sequence[ModelMessage]) -> tuple[str, list[BinaryContent]]:

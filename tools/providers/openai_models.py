@@ -38,6 +38,7 @@ from pydantic_ai.providers.vllm import VLLMProvider
 from pydantic_ai.settings import ModelSettings
 
 from tools.providers.base import ProviderConfig, ResourceLedger, clip_info, frames_content
+from tools.providers.family import ProviderFamily
 
 __all__ = ["OpenAIFramesModel", "openai_compatible_model", "openai_model"]
 
@@ -200,3 +201,28 @@ def openai_compatible_model(
         config.model_name, provider=provider, profile=_compatible_profile(config.model_name)
     )
     return OpenAIFramesModel(wrapped, model_id, config)
+
+
+FAMILIES = (
+    ProviderFamily(
+        name="openai",
+        factory=openai_model,
+        about="OpenAI (Responses API).",
+        key_env="OPENAI_API_KEY",
+        token_rule="openai",
+        batchable=True,
+        prefixes=("gpt-", "o1", "o3", "o4", "chatgpt"),
+        default_endpoint="https://api.openai.com/v1",
+        rpm=500,
+    ),
+    ProviderFamily(
+        name="openai-compatible",
+        factory=openai_compatible_model,
+        about="Any OpenAI-compatible endpoint (vLLM serving the open-weight judges).",
+        key_env="OPENWEIGHT_API_KEY",
+        token_rule="qwen",
+        keyless=True,
+        prefixes=("qwen3-vl", "qwen2.5-vl", "internvl"),
+        requires=("base_url",),
+    ),
+)

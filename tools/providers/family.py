@@ -1,0 +1,69 @@
+"""What the rest of the system knows of a provider family: one frozen spec per family.
+
+Each adapter module of ``tools.providers`` exports its spec as a module-level ``FAMILY`` (or a
+tuple ``FAMILIES`` when one module serves several); :func:`tools.providers.registry.families`
+finds them by importing every module of the package. The settings, the composition root, the
+doctor and the token counts read these specs instead of keeping lists of family names, so a
+new family is its adapter module, its prices, its fake server and its contract-test row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic_ai.models import Model
+
+from tools.providers.base import ProviderConfig, ResourceLedger
+
+Factory = Callable[[str, ProviderConfig, ResourceLedger | None], Model]
+VideoForm = Literal["frames", "native"]
+Requirement = Literal["base_url", "local_path"]
+
+
+@dataclass(frozen=True)
+class ProviderFamily:
+    """One provider family: how its models are built, reached, limited and counted.
+
+    ``token_rule`` names a counting rule of :mod:`policies.tokens` (``gemini``, ``openai``,
+    ``qwen``) by string: ``tools`` does not import ``policies``. ``prefixes`` are the model-id
+    prefixes it serves when the settings name no family (the longest match over all families
+    wins). ``key_env``, ``base_url``, ``rpm`` and ``max_concurrency`` are the defaults of its
+    ``[providers.<family>]`` settings block; ``about`` heads that block in the settings
+    reference and ``notes`` replace the reference's description of a key there.
+    """
+
+    name: str
+    factory: Factory
+    about: str
+    key_env: str
+    token_rule: str
+    video: VideoForm = "frames"
+    keyless: bool = False
+    batchable: bool = False
+    context_cache: bool = False
+    prefixes: tuple[str, ...] = ()
+    min_frames_per_clip: int = 1
+    requires: tuple[Requirement, ...] = ()
+    # Where ``playlisteval doctor`` probes when the settings name no base_url (the SDK's own).
+    default_endpoint: str | None = None
+    base_url: str | None = None
+    rpm: int | None = None
+    max_concurrency: int = 16
+    notes: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def settings_key(self) -> str:
+        """The TOML key of its settings block (``openai-compatible`` → ``openai_compatible``)."""
+        return self.name.replace("-", "_")
+
+    @property
+    def local(self) -> bool:
+        """It runs a model folder on this machine (no endpoint to reach)."""
+        return "local_path" in self.requires
+
+    def serves(self, model_id: str) -> int:
+        """The length of the longest of its prefixes ``model_id`` starts with (0: none)."""
+        name = model_id.lower().rsplit("/", 1)[-1]
+        return max((len(p) for p in self.prefixes if name.startswith(p)), default=0)
