@@ -13,7 +13,9 @@
    (12,000 thirty-second chunks of generated transcript, 7 domains), queried by BM25 (the
    retrievers' own ``BM25Index`` and ``spans_from_hits``) and by an exact scan of 12,000 unit
    vectors of 384 dimensions (what the text-embedding retriever ranks on a haystack). Prints
-   p50 / p99 per query and the ratio BM25 / vector scan.
+   p50 / p99 per query and the ratio BM25 / vector scan. And the check that let bm25s replace
+   our own BM25 (issue 13): on every query of this haystack, bm25s's top 10 against the former
+   implementation's (restored here from git, ``5172a74^:tools/retrieval.py``), in order.
 
 Run: ``.venv/bin/python bench/eval.py [--latency 0.2] [--workdir DIR]
 [--only throughput|retrieval]``.
@@ -22,9 +24,11 @@ Run: ``.venv/bin/python bench/eval.py [--latency 0.2] [--workdir DIR]
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -199,14 +203,23 @@ def retrieval(seed: int = 0, queries: int = 200) -> None:
         hits = [ChunkHit(str(i), meta[i][0], meta[i][1], meta[i][2], float(scores[i])) for i in top]
         return len(spans_from_hits(hits, k, 120.0, durations))
 
+    former = FormerBM25([tokenize(t) for t in texts])
+    same_top10 = tie_only = 0
     bm25_s: list[float] = []
     scan_s: list[float] = []
     for q in range(queries):
         words = WORDS[DOMAINS[q % len(DOMAINS)]].split()
         question = "where do they talk about " + " and ".join(rng.choice(words, size=2))
         t0 = time.perf_counter()
-        spans(index.scores(tokenize(question)))
+        scores = index.scores(tokenize(question))
+        spans(scores)
         bm25_s.append(time.perf_counter() - t0)
+        theirs = former.scores(tokenize(question))
+        ours_top, their_top = top10(scores), top10(theirs)
+        if ours_top == their_top:
+            same_top10 += 1
+        elif np.allclose(np.sort(scores[ours_top]), np.sort(theirs[their_top]), atol=1e-9):
+            tie_only += 1  # the same scores, equal ones in another order
         query = rng.standard_normal(384).astype(np.float32)
         query /= np.linalg.norm(query)
         t0 = time.perf_counter()
@@ -221,6 +234,44 @@ def retrieval(seed: int = 0, queries: int = 200) -> None:
     print(f"BM25 per query:        p50 {ms(bm25_s, 50):6.2f} ms  p99 {ms(bm25_s, 99):6.2f} ms")
     print(f"vector scan per query: p50 {ms(scan_s, 50):6.2f} ms  p99 {ms(scan_s, 99):6.2f} ms")
     print(f"ratio BM25/vector scan (p50): {ms(bm25_s, 50) / ms(scan_s, 50):.2f}")
+    print(
+        f"bm25s vs the former BM25, top 10 in order: {same_top10}/{queries} queries identical, "
+        f"{tie_only} differ only among equal scores, {queries - same_top10 - tie_only} differ"
+    )
+
+
+def top10(scores: np.ndarray) -> list[int]:
+    """The ten best documents with a positive score, best first (stable on ties)."""
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:10] if scores[i] > 0]
+
+
+class FormerBM25:
+    """The BM25 we kept before bm25s (Okapi, Lucene's idf, k1 = 1.5, b = 0.75), verbatim in
+    substance from ``git show 5172a74^:tools/retrieval.py``: the reference bm25s is checked
+    against on this haystack."""
+
+    def __init__(self, documents: list[list[str]], k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.size = k1, len(documents)
+        lengths = np.array([len(doc) for doc in documents], dtype=np.float64)
+        self.norm = k1 * (1.0 - b + b * lengths / lengths.mean())
+        rows: dict[str, list[int]] = {}
+        freqs: dict[str, list[int]] = {}
+        for row, doc in enumerate(documents):
+            for term, tf in Counter(doc).items():
+                rows.setdefault(term, []).append(row)
+                freqs.setdefault(term, []).append(tf)
+        self.postings = {t: (np.array(rows[t]), np.array(freqs[t], dtype=np.float64)) for t in rows}
+
+    def scores(self, query: list[str]) -> np.ndarray:
+        """One score per document (0 where no query term occurs)."""
+        total = np.zeros(self.size, dtype=np.float64)
+        for term in dict.fromkeys(query):
+            if term not in self.postings:
+                continue
+            rows, tf = self.postings[term]
+            idf = math.log(1.0 + (self.size - len(rows) + 0.5) / (len(rows) + 0.5))
+            total[rows] += idf * tf * (self.k1 + 1.0) / (tf + self.norm[rows])
+        return total
 
 
 def main() -> None:

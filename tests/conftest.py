@@ -117,3 +117,89 @@ def workspace(demo_home: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "ws"
     copy_workspace(demo_home, copy)
     return copy
+
+
+# -- how much disk the suite takes -----------------------------------------------------------
+
+
+class TempPeak:
+    """Samples, every few seconds of a test run, the disk taken by pytest's temporary root
+    (``<tmp>/pytest-of-<user>``: this run's folders and the one earlier run pytest keeps) and
+    how much more of the temporary folder's file system is in use than at the start (anything a
+    test or a subprocess writes anywhere there). The peaks are printed at the end of the run;
+    the suite is meant to stay under 3 GB (README, Development)."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        import getpass
+        import shutil
+        import tempfile
+        import threading
+
+        self.tmp = Path(tempfile.gettempdir())
+        self.root = self.tmp / f"pytest-of-{getpass.getuser()}"
+        self.every_s = every_s
+        self._disk_usage = shutil.disk_usage
+        self.used_at_start = self._disk_usage(self.tmp).used
+        self.peak_root = 0
+        self.peak_growth = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="temp-peak", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def on_disk(folder: Path) -> int:
+        """Bytes ``folder`` takes on disk (allocated blocks: sparse files count what they hold)."""
+        total = 0
+        stack = [str(folder)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:  # removed while we looked
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+        return total
+
+    def sample(self) -> None:
+        """One measurement."""
+        self.peak_root = max(self.peak_root, self.on_disk(self.root))
+        growth = self._disk_usage(self.tmp).used - self.used_at_start
+        self.peak_growth = max(self.peak_growth, growth)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+    def stop(self) -> None:
+        """Take a last sample and stop sampling."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.sample()
+
+
+_TEMP_PEAK: list[TempPeak] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # One sampler per run, in the process that sees the whole run (xdist's controller).
+    if not hasattr(session.config, "workerinput"):
+        _TEMP_PEAK.append(TempPeak())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _TEMP_PEAK:
+        return
+    peak = _TEMP_PEAK.pop()
+    peak.stop()
+    mib = 2**20
+    terminalreporter.write_line(
+        f"temporary files: peak {peak.peak_root / mib:.0f} MiB under {peak.root}, "
+        f"peak growth of {peak.tmp}'s file system {max(peak.peak_growth, 0) / mib:.0f} MiB "
+        "(sampled every 2 s; the suite's limit is 3 GB)"
+    )

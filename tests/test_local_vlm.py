@@ -30,7 +30,7 @@ from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
 from store.errors import ConfigError
-from tests.tiny_models import tiny_qwen_tokenizer
+from tests.tiny_models import QWEN3_VL_CHAT_TEMPLATE, save_tiny_qwen3_vl, tiny_qwen_tokenizer
 from tools.media import export_clip
 from tools.providers.base import ProviderConfig
 from tools.providers.local_vlm import LocalVLMModel, transformers_model
@@ -44,105 +44,17 @@ MAX_TOKENS = 8
 TOKENS_PER_IMAGE = 4
 FRAME_HEIGHT = 48
 
-_SPECIAL = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
-
-# Qwen's chat format, cut down to what a role call sends: text items and images.
-_CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "<|im_start|>{{ message.role }}\n"
-    "{%- for item in message.content -%}"
-    "{%- if item.type == 'image' -%}<|vision_start|><|image_pad|><|vision_end|>"
-    "{%- elif item.type == 'text' -%}{{ item.text }}{%- endif -%}"
-    "{%- endfor -%}<|im_end|>\n"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}"
-)
-
-
-def _save_tiny_qwen3_vl(folder: Path, *, stop_on_every_token: bool) -> Path:
-    """A randomly initialised Qwen3-VL with a tiny tokenizer, image processor and template.
-
-    It never stops on its own (no end-of-sequence id), so it always writes ``max_tokens``;
-    with ``stop_on_every_token`` every id ends the sequence, so it writes exactly one token.
-    """
-    import torch
-
-    # Imported as Any: transformers' own annotations are partial and not ours to check.
-    transformers: Any = importlib.import_module("transformers")
-
-    tokenizer = tiny_qwen_tokenizer(
-        _SPECIAL,
-        'a red cat sat on the mat; system user assistant {"answerable": true, "reason": ""}',
-        vocab_size=400,
-    )
-    images = transformers.Qwen2VLImageProcessor(
-        patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32, max_pixels=64 * 64
-    )
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _SPECIAL}
-    config = transformers.Qwen3VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "head_dim": 32,
-            "max_position_embeddings": 32768,
-            "rope_scaling": {
-                "rope_type": "default",
-                "mrope_section": [8, 4, 4],
-                "mrope_interleaved": True,
-            },
-        },
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "patch_size": 16,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "deepstack_visual_indexes": [0],
-            "num_position_embeddings": 64,
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    torch.manual_seed(0)
-    model = transformers.Qwen3VLForConditionalGeneration(config)
-    model.generation_config = transformers.GenerationConfig(
-        eos_token_id=list(range(len(tokenizer))) if stop_on_every_token else None,
-        pad_token_id=ids["<|endoftext|>"],
-    )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    images.save_pretrained(folder)
-    (folder / "chat_template.jinja").write_text(_CHAT_TEMPLATE)
-    return folder
-
 
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen3-VL that always writes up to ``max_tokens``."""
-    return _save_tiny_qwen3_vl(tmp_path_factory.mktemp("vlm-long"), stop_on_every_token=False)
+    return save_tiny_qwen3_vl(tmp_path_factory.mktemp("vlm-long"), stop_on_every_token=False)
 
 
 @pytest.fixture(scope="module")
 def tiny_vlm_one_token(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen3-VL that stops after one token."""
-    return _save_tiny_qwen3_vl(tmp_path_factory.mktemp("vlm-short"), stop_on_every_token=True)
+    return save_tiny_qwen3_vl(tmp_path_factory.mktemp("vlm-short"), stop_on_every_token=True)
 
 
 def _source_video(path: Path, seconds: int = 6, fps: int = 4) -> Path:
@@ -380,7 +292,7 @@ def _save_tiny_llava(folder: Path) -> Path:
         vision_feature_select_strategy="default",
         image_token="<image>",
         num_additional_image_tokens=1,
-        chat_template=_CHAT_TEMPLATE.replace(
+        chat_template=QWEN3_VL_CHAT_TEMPLATE.replace(
             "<|vision_start|><|image_pad|><|vision_end|>", "<image>"
         ),
     )

@@ -243,6 +243,10 @@ class Qwen3AsrTranscriber:
             import torch
             from qwen_asr import Qwen3ASRModel
 
+            # qwen-asr imports nagisa, a C extension built with -ffast-math: loading it turns on
+            # flush-to-zero and denormals-are-zero for the thread (the x86 MXCSR), so every
+            # later float operation here would flush subnormals. Turn IEEE-754 arithmetic back on.
+            torch.set_flush_denormal(False)
             torch_dtype = getattr(torch, dtype)
             self._model = Qwen3ASRModel.from_pretrained(
                 str(model),
