@@ -76,3 +76,43 @@ def test_there_is_no_import_cycle() -> None:
     for module in sorted(edges):
         if module not in state and (cycle := visit(module)):
             pytest.fail("import cycle: " + " → ".join(cycle))
+
+
+# Private names of other projects we import, each with why (a public equivalent does not exist).
+FOREIGN_PRIVATE = {
+    # pydantic-ai's own mapping of google-genai errors to ModelHTTPError / ModelAPIError: the
+    # Gemini adapter must raise exactly what pydantic-ai's GoogleModel raises.
+    ("tools.providers.gemini", "pydantic_ai.models.google", "_map_api_error"),
+}
+
+
+def _private_imports() -> list[tuple[str, str, str]]:
+    """(module, imported-from, name) for every ``from X import _name`` in our packages and tests."""
+    found: list[tuple[str, str, str]] = []
+    for package in (*PACKAGES, "tests", "bench"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    for alias in node.names:
+                        name = alias.name
+                        if name.startswith("_") and not name.startswith("__"):
+                            found.append((module, node.module, name))
+    return found
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    ours = [
+        f"{module} imports {name} from {source}"
+        for module, source, name in _private_imports()
+        if source.split(".")[0] in (*PACKAGES, "tests", "bench")
+    ]
+    assert not ours, "make these public or move them: " + "; ".join(ours)
+    foreign = {
+        imported
+        for imported in _private_imports()
+        if imported[1].split(".")[0] not in (*PACKAGES, "tests", "bench")
+    }
+    assert foreign <= FOREIGN_PRIVATE, (
+        f"private names of other projects: {foreign - FOREIGN_PRIVATE}"
+    )
