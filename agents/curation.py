@@ -16,9 +16,7 @@ from typing import Any, Protocol
 
 import anyio
 import structlog
-from pydantic_ai.models import Model
 
-from agents.batching import Batcher
 from agents.bus import Bus
 from agents.coordinator import (
     Accept,
@@ -33,14 +31,15 @@ from agents.coordinator import (
     fold,
     pending,
 )
+from agents.deps import CallDeps
 from agents.evidence import SeedEvidence
 from agents.gates import VerifierAgent, registered_gates
-from agents.recorded import CallRecorder, Mode, Pricing, RecordedCalls
+from agents.recorded import CallRecorder, Mode, RecordedCalls
 from agents.workers import GenerationLimits, GeneratorAgent, ModelRunner, RoleModels, SeedCall
 from policies.budget import Budget, BudgetExhausted, Campaign, make_budget
 from policies.prices import PriceTable
-from policies.ratelimits import Sleep, Traffic
-from store.catalog import Catalog, SeedRow
+from policies.ratelimits import Traffic
+from store.catalog import SeedRow
 from store.errors import MediaError, ProviderError, ReplayDivergence, StoreConflict
 from store.events import (
     AnyEvent,
@@ -69,7 +68,6 @@ from store.events import (
 from store.eventstore import EventStore, StoredEvent
 from store.ledger import spend
 from store.redact import has_secret, scrub, secret_values
-from tools.clips import ClipFetcher
 
 REPLIES = (QAProposed, DistractorsProposed, GatePassed, GateRejected)
 logger = structlog.get_logger("playlisteval.curation")
@@ -378,36 +376,27 @@ class Curator:
 
     def __init__(
         self,
+        deps: CallDeps,
         *,
-        store: EventStore,
-        catalog: Catalog,
-        clips: ClipFetcher,
-        model_for: Callable[[str], Model],
-        prices: PriceTable,
         config: CurationConfig,
         progress: CurationProgress | None = None,
-        traffic: Callable[[str], Traffic | None] | None = None,
-        pricing: Pricing | None = None,
-        sleep: Sleep | None = None,
-        secrets: Sequence[str] = (),
-        batcher: Batcher | None = None,
-        campaign: Campaign | None = None,
     ) -> None:
-        self.batcher = batcher
-        self.campaign = campaign
-        self.traffic = traffic
-        self.pricing = pricing
-        self.sleep = sleep
-        self.store = store
-        self.catalog = catalog
-        self.clips = clips
-        self.model_for = model_for
-        self.prices = prices
+        self.deps = deps
+        self.batcher = deps.batcher
+        self.campaign = deps.campaign
+        self.traffic = deps.traffic
+        self.pricing = deps.pricing
+        self.sleep = deps.sleep
+        self.store = deps.store
+        self.catalog = deps.catalog
+        self.clips = deps.clips
+        self.model_for = deps.model_for
+        self.prices = deps.prices
         self.config = config
         self.progress = progress
         self._states: dict[str, SeedState] = {}
         self._budget: Budget | None = None
-        self._secrets = sorted({*secret_values(), *secrets}, key=len, reverse=True)
+        self._secrets = sorted({*secret_values(), *deps.secrets}, key=len, reverse=True)
         self._writer: GroupCommit | None = None
         self.last_recorder: CallRecorder | None = None  # the last run's (a replay reads it)
         # Asked between a seed's steps: true makes seeds return where they are (a shutdown);

@@ -31,13 +31,13 @@ import anyio
 import numpy as np
 import structlog
 from pydantic_ai.messages import BinaryContent
-from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agents.curation import GroupCommit, resumed_recorder, scrubbed
+from agents.deps import CallDeps
 from agents.evidence import SeedEvidence, source_key
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import BudgetExhausted, Campaign
+from policies.budget import BudgetExhausted
 from policies.judging import (
     ORDERS,
     PICKED_BY_VERDICT,
@@ -51,8 +51,6 @@ from policies.judging import (
     Verdict,
     parse_condition,
 )
-from policies.prices import PriceTable
-from policies.ratelimits import Traffic
 from store.catalog import Catalog
 from store.errors import ConfigError, MediaError, ProviderError
 from store.events import (
@@ -64,7 +62,6 @@ from store.events import (
     CapSet,
     Event,
 )
-from store.eventstore import EventStore
 from store.ledger import current_cap
 from tools import media
 from tools.clips import ClipFetcher
@@ -410,12 +407,8 @@ def _evaluation_json(
 
 
 async def evaluate(
+    deps: CallDeps,
     *,
-    store: EventStore,
-    catalog: Catalog,
-    clips: ClipFetcher,
-    model_for: Callable[[str], Model],
-    prices: PriceTable,
     benchmark_dir: Path,
     judges: Sequence[str],
     conditions: Sequence[Condition],
@@ -424,10 +417,7 @@ async def evaluate(
     concurrency: int = 8,
     budget_micros: int | None = None,
     offline: bool = False,
-    traffic: Callable[[str], Traffic | None] | None = None,
-    secrets: Sequence[str] = (),
     now: datetime | None = None,
-    campaign: Campaign | None = None,
     lease: str | None = None,
 ) -> EvaluationResult:
     """Judge every benchmark pair with every judge under every condition, in both orders.
@@ -442,6 +432,13 @@ async def evaluate(
     A pair that cannot be judged (budget, provider or media error) is left out of the file and
     its error kept in ``failures``; a later call goes on from there.
     """
+    store, catalog, clips, model_for, prices = (
+        deps.store,
+        deps.catalog,
+        deps.clips,
+        deps.model_for,
+        deps.prices,
+    )
     judges = tuple(dict.fromkeys(judges))
     if not judges or not conditions:
         raise ConfigError("an evaluation needs at least one judge and one condition")
@@ -462,15 +459,15 @@ async def evaluate(
         budget_micros=budget_micros,
         prices=prices,
         offline=offline,
-        traffic=traffic,
-        campaign=campaign,
+        traffic=deps.traffic,
+        campaign=deps.campaign,
         hold_prefix=stream,
         lease=lease,
     )
     runner = ModelRunner(recorder=recorder, model_for=model_for)
     writer = GroupCommit(store, lambda _stream, _event: None)
     writer.fence(stream, len(history))
-    secret_list = sorted(set(secrets), key=len, reverse=True)
+    secret_list = sorted(set(deps.secrets), key=len, reverse=True)
     keys: dict[str, str] = {}  # call owner → request key of its latest call
 
     async def append(event: Event) -> None:

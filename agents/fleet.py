@@ -36,6 +36,8 @@ import structlog
 
 from agents.bus import Bus
 from agents.curation import (
+    CurationConfig,
+    CurationProgress,
     Curator,
     GroupCommit,
     RunReport,
@@ -43,6 +45,7 @@ from agents.curation import (
     resume_seed,
     run_end,
 )
+from agents.deps import CallDeps
 from agents.recorded import CallRecorder, RecordedCalls
 from policies.budget import TOTAL_ACCOUNT, Campaign, SharedBudget, day_account
 from store.catalog import SeedRow
@@ -148,14 +151,16 @@ class FleetWorker(Curator):
 
     def __init__(
         self,
+        deps: CallDeps,
         *,
+        config: CurationConfig,
         queue: WorkQueue,
         accounts: BudgetAccounts,
         fleet: FleetConfig,
         index_job: IndexJob | None = None,
-        **curator: Any,
+        progress: CurationProgress | None = None,
     ) -> None:
-        super().__init__(**curator)
+        super().__init__(deps, config=config, progress=progress)
         self.queue = queue
         self.accounts = accounts
         self.fleet = fleet

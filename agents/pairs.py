@@ -23,6 +23,7 @@ import structlog
 from pydantic_ai.models import Model
 
 from agents.curation import GroupCommit, resumed_recorder, scrubbed
+from agents.deps import CallDeps
 from agents.evidence import ClipSpec, SeedEvidence
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
 from policies.budget import BudgetExhausted, Campaign
@@ -201,12 +202,8 @@ class _Gate:
 
 
 async def select_pairs(
+    deps: CallDeps,
     *,
-    store: EventStore,
-    catalog: Catalog,
-    clips: ClipFetcher,
-    model_for: Callable[[str], Model],
-    prices: PriceTable,
     run_id: str,
     judges: Sequence[str],
     per_domain: int = 90,
@@ -214,9 +211,6 @@ async def select_pairs(
     budget_micros: int | None = None,
     concurrency: int = 8,
     offline: bool = False,
-    traffic: Callable[[str], Traffic | None] | None = None,
-    secrets: Sequence[str] = (),
-    campaign: Campaign | None = None,
     lease: str | None = None,
     command: str = "pairs",
 ) -> list[SelectedPair]:
@@ -236,6 +230,13 @@ async def select_pairs(
     Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
     met) after every pair that could be judged is in the log; a later call goes on from there.
     """
+    store, catalog, clips, model_for, prices = (
+        deps.store,
+        deps.catalog,
+        deps.clips,
+        deps.model_for,
+        deps.prices,
+    )
     judges = tuple(dict.fromkeys(judges))
     if not judges:
         raise ConfigError("the difficulty gate needs at least one judge model; none was given")
@@ -296,9 +297,9 @@ async def select_pairs(
             budget_micros=budget_micros,
             concurrency=concurrency,
             offline=offline,
-            traffic=traffic,
-            secrets=sorted({*secret_values(), *secrets}, key=len, reverse=True),
-            campaign=campaign,
+            traffic=deps.traffic,
+            secrets=sorted({*secret_values(), *deps.secrets}, key=len, reverse=True),
+            campaign=deps.campaign,
             lease=lease,
         )
 

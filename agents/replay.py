@@ -32,6 +32,7 @@ import anyio
 from pydantic_ai.models import Model
 
 from agents.curation import CurationConfig, Curator, RunReport, run_end
+from agents.deps import CallDeps
 from agents.recorded import RecordedCalls
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
@@ -204,13 +205,15 @@ class Replayer:
             store = open_event_store(Path(scratch) / "replay.db")
             try:
                 curator = Curator(
-                    store=store,
-                    catalog=self.catalog,
-                    clips=self.clips,
-                    model_for=self.model_for,
-                    prices=run_prices(started, self.prices),
+                    CallDeps(
+                        store=store,
+                        catalog=self.catalog,
+                        clips=self.clips,
+                        model_for=self.model_for,
+                        prices=run_prices(started, self.prices),
+                        traffic=run_traffic(started, self.traffic),
+                    ),
                     config=config,
-                    traffic=run_traffic(started, self.traffic),
                 )
                 report = anyio.run(
                     lambda: curator.curate(

@@ -55,6 +55,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agents.curation import Curator
+from agents.deps import CallDeps
 from agents.evidence import SeedEvidence
 from agents.prompts import render_prompt
 from agents.recorded import CallRecorder
@@ -163,15 +164,14 @@ def _curator(
     ramp_s: float = 0.0,
 ) -> Curator:
     config = replace(curation_config(app.settings, concurrency), ramp_s=ramp_s)
-    return Curator(
+    deps = CallDeps(
         store=store,
         catalog=app.catalog,
         clips=app.clips(),
         model_for=sim.model,
         prices=app.prices(),
-        config=config,
-        progress=progress,
     )
+    return Curator(deps, config=config, progress=progress)
 
 
 def in_flight(spans: Sequence[tuple[float, float]], lo: float, hi: float) -> float:

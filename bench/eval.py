@@ -112,6 +112,7 @@ def _evaluate(
     from pydantic_ai.models.wrapper import WrapperModel
     from pydantic_ai.settings import ModelSettings
 
+    from agents.deps import CallDeps
     from agents.evaluation import OFFLINE_JUDGE_PRICES, evaluate, parse_condition
     from playlisteval.app import App, offline_models
     from playlisteval.settings import load_settings
@@ -135,11 +136,13 @@ def _evaluate(
     with App(load_settings(home)) as app:
         result = anyio.run(
             lambda: evaluate(
-                store=app.events,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=model_for,
-                prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                CallDeps(
+                    store=app.events,
+                    catalog=app.catalog,
+                    clips=app.clips(),
+                    model_for=model_for,
+                    prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                ),
                 benchmark_dir=bench,
                 judges=judges,
                 conditions=[parse_condition(c) for c in conditions],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -17,6 +17,7 @@ from pydantic_ai.models import Model
 from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
+from agents.deps import CallDeps
 from agents.fleet import (
     FleetConfig,
     FleetWorker,
@@ -441,11 +442,13 @@ class App:
     ) -> FleetWorker:
         """A worker of the fleet over this workspace's store, catalogue and providers."""
         return FleetWorker(
+            self.call_deps(),
+            config=curation_config(self.settings, concurrency),
             queue=self.queue(),
             accounts=self.accounts(),
             fleet=fleet,
             index_job=index_job,
-            **self._curation_parts(progress, concurrency),
+            progress=progress,
         )
 
     def prices(self) -> PriceTable:
@@ -465,25 +468,34 @@ class App:
     ) -> Curator:
         """The curation shell over this workspace (``sleep``: how retries wait; tests pass a
         clock of their own)."""
-        return Curator(**self._curation_parts(progress, concurrency), sleep=sleep)
+        deps = self.call_deps()
+        return Curator(
+            replace(deps, sleep=sleep) if sleep is not None else deps,
+            config=curation_config(self.settings, concurrency),
+            progress=progress,
+        )
 
-    def _curation_parts(
-        self, progress: CurationProgress | None, concurrency: int | None
-    ) -> dict[str, Any]:
-        """What every curation shell over this workspace is built from."""
-        return {
-            "store": self.events,
-            "catalog": self.catalog,
-            "clips": self.clips(),
-            "model_for": model_factory(self.settings, self),
-            "prices": self.prices(),
-            "config": curation_config(self.settings, concurrency),
-            "progress": progress,
-            "traffic": traffic_for(self.settings, live=not self.settings.curation.offline),
-            "secrets": secret_values_of(self.settings),
-            "batcher": self.batcher(),
-            "campaign": self.campaign(),
-        }
+    def call_deps(
+        self,
+        model_for: Callable[[str], Model] | None = None,
+        prices: PriceTable | None = None,
+    ) -> CallDeps:
+        """What this workspace's recorded model calls are made with: its store, catalogue and
+        clips, the models (default: every curation role's, live or offline as the settings say),
+        the prices, how calls travel, the secrets to scrub, the batch collector and the
+        campaign's accounts. Built once per command and handed to whatever calls models."""
+        offline = self.settings.curation.offline
+        return CallDeps(
+            store=self.events,
+            catalog=self.catalog,
+            clips=self.clips(),
+            model_for=model_for or model_factory(self.settings, self),
+            prices=prices or self.prices(),
+            traffic=traffic_for(self.settings, live=not offline),
+            secrets=secret_values_of(self.settings),
+            batcher=self.batcher(),
+            campaign=self.campaign(),
+        )
 
     def batcher(self) -> Batcher | None:
         """The batch-job collector when live calls may go through batch APIs."""

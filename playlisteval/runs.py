@@ -15,6 +15,7 @@ from pydantic_ai.models.test import TestModel
 
 from agents.audit import Audit, audit_run
 from agents.curation import CurationProgress, Curator, RunReport
+from agents.deps import CallDeps
 from agents.ownership import SEEDS_LEASE, eval_lease, pairs_lease, run_lease
 from agents.recorded import NoCallModel, Pricing
 from agents.replay import Replayer, ReplayVerdict
@@ -23,7 +24,6 @@ from playlisteval.app import (
     curation_config,
     model_factory,
     offline_models,
-    secret_values_of,
     traffic_for,
 )
 from playlisteval.export import ExportSummary, export_benchmark
@@ -406,14 +406,16 @@ def rehearse(
         store = open_event_store(Path(scratch) / "rehearsal.db")
         try:
             curator = Curator(
-                store=store,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=offline_models(),
-                prices=prices,
+                CallDeps(
+                    store=store,
+                    catalog=app.catalog,
+                    clips=app.clips(),
+                    model_for=offline_models(),
+                    prices=prices,
+                    traffic=traffic,
+                    pricing=Pricing(scale=scale, batch_text=use_batch),
+                ),
                 config=config,
-                traffic=traffic,
-                pricing=Pricing(scale=scale, batch_text=use_batch),
             )
             report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
             result = audit(app, "rehearsal", store=store)
@@ -533,11 +535,7 @@ def select_pairs(
         _needs_cap(app, cap, "difficulty gate")
         chosen = anyio.run(
             lambda: select(
-                store=app.events,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=model_factory(settings, app, set(judges)),
-                prices=app.prices(),
+                app.call_deps(model_for=model_factory(settings, app, set(judges))),
                 run_id=run,
                 judges=judges,
                 per_domain=per_domain or settings.pairs.pairs_per_domain,
@@ -545,9 +543,6 @@ def select_pairs(
                 budget_micros=cap,
                 concurrency=settings.curation.concurrency,
                 offline=offline,
-                traffic=traffic_for(settings, live=not offline),
-                secrets=secret_values_of(settings),
-                campaign=app.campaign(),
                 lease=lease.name,
                 command=command,
             )
@@ -654,11 +649,7 @@ def evaluate(
             _needs_cap(app, cap, "evaluation")
         return anyio.run(
             lambda: run_evaluation(
-                store=app.events,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=model_for,
-                prices=prices,
+                app.call_deps(model_for=model_for, prices=prices),
                 benchmark_dir=benchmark,
                 judges=judges,
                 conditions=parsed,
@@ -667,9 +658,6 @@ def evaluate(
                 concurrency=settings.curation.concurrency,
                 budget_micros=cap,
                 offline=offline,
-                traffic=traffic_for(settings, live=not offline),
-                secrets=secret_values_of(settings),
-                campaign=app.campaign(),
                 lease=held.name,
             )
         )

@@ -19,6 +19,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from structlog.testing import capture_logs
 
+from agents.deps import CallDeps
 from agents.evaluation import (
     JUDGMENTS_FILE,
     OFFLINE_JUDGE_PRICES,
@@ -86,11 +87,13 @@ class Evaluated:
         with App(load_settings(self.home)) as app:
             return anyio.run(
                 lambda: evaluate(
-                    store=app.events,
-                    catalog=app.catalog,
-                    clips=app.clips(),
-                    model_for=model_for,
-                    prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                    CallDeps(
+                        store=app.events,
+                        catalog=app.catalog,
+                        clips=app.clips(),
+                        model_for=model_for,
+                        prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                    ),
                     benchmark_dir=self.bench,
                     judges=OFFLINE_JUDGES,
                     conditions=[parse_condition(c) for c in conditions],
@@ -450,11 +453,13 @@ def test_an_audio_condition_lets_the_judge_hear_but_not_see(
     with App(load_settings(harness.home)) as app:
         result = anyio.run(
             lambda: evaluate(
-                store=app.events,
-                catalog=app.catalog,
-                clips=app.clips(),
-                model_for=lambda m: MediaSeen(base(m), seen),
-                prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                CallDeps(
+                    store=app.events,
+                    catalog=app.catalog,
+                    clips=app.clips(),
+                    model_for=lambda m: MediaSeen(base(m), seen),
+                    prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+                ),
                 benchmark_dir=harness.bench,
                 judges=["offline-frames"],
                 conditions=[parse_condition("uniform::audio:1h:8")],

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agents.deps import CallDeps
 from agents.pairs import accepted_items, load_selection, select_pairs
 from playlisteval import runs
 from playlisteval.app import App, model_factory
@@ -153,11 +154,13 @@ def _select(app: App, **kwargs: Any) -> list[SelectedPair]:
     }
     return anyio.run(
         lambda: select_pairs(
-            store=app.events,
-            catalog=app.catalog,
-            clips=app.clips(),
-            model_for=model_factory(app.settings, app),
-            prices=app.prices(),
+            CallDeps(
+                store=app.events,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=model_factory(app.settings, app),
+                prices=app.prices(),
+            ),
             run_id=RUN,
             offline=True,
             **options,
