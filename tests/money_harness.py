@@ -334,3 +334,37 @@ def prepare_base(demo_home: Path, base: Path, max_seeds: int) -> Path:
         for table in ("events", "stream_heads", "leases", "budget_holds", "budget_accounts"):
             conn.execute(f"DELETE FROM {table}")
     return base
+
+
+def run_trials(base: Path, workdir: Path, backend: str, count: int) -> list[Trial]:
+    """``count`` seeded trials on ``backend`` (numbered from 0, so a failure reproduces), each
+    PostgreSQL trial in a fresh schema dropped afterwards, each trial's folder removed after it."""
+    import shutil
+    import uuid
+
+    from sqlalchemy import create_engine
+
+    harness = Harness(base, workdir)
+    trials = []
+    for number in range(count):
+        schema = f"t_{uuid.uuid4().hex[:16]}" if backend == "postgres" else None
+        try:
+            trials.append(harness.trial(number, backend, schema=schema))
+        finally:
+            if schema is not None:
+                engine = create_engine(PG_URL)
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                engine.dispose()
+            shutil.rmtree(workdir / f"trial-{backend}-{number}", ignore_errors=True)
+    return trials
+
+
+def summary(trials: Sequence[Trial], backend: str) -> str:
+    """One line: trials, kills, refused second writers and violations."""
+    violations = sum(len(t.violations) for t in trials)
+    return (
+        f"money invariants ({backend}): {len(trials)} trials, "
+        f"{sum(t.kills for t in trials)} kills, {sum(t.refusals for t in trials)} refused "
+        f"second writers, {violations} violations"
+    )

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,98 +15,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agents.fleet import start_run
 from playlisteval.app import App, curation_config
-from playlisteval.settings import SETTINGS_FILE, load_settings
+from playlisteval.settings import load_settings
 from policies.budget import TOTAL_ACCOUNT
 from store.events import usd_to_micros
-from store.eventstore import StoredEvent, open_event_store
+from store.eventstore import open_event_store
 from store.ledger import spend
+from tests.daemon_harness import configure, free_port, serve, stop, wait_for
 from tests.test_fleet import many_seeds
-from tests.workspaces import copy_workspace
 
 SOAK_SEEDS = 80  # the soak stops once this many seeds have ended (--stop-after bounds it too)
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def configure(home: Path, text: str) -> None:
-    """Append TOML to the workspace's settings."""
-    settings = home / SETTINGS_FILE
-    settings.write_text((settings.read_text() if settings.exists() else "") + "\n" + text)
-
-
-def serve(home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """A ``playlisteval serve`` process."""
-    env = {**os.environ, "PLAYLISTEVAL_HOME": str(home), "PLAYLISTEVAL_LOG_LEVEL": "info"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "playlisteval", "serve", "--home", str(home), *args],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
-    """Poll ``check`` until it holds; fail with the daemon's log tail otherwise."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s; log:\n{log.read_text()[-4000:]}")
-        time.sleep(0.25)
-
-
-def stop(process: subprocess.Popen[bytes], log: Path) -> None:
-    """SIGTERM, then the process must end by itself, cleanly."""
-    process.send_signal(signal.SIGTERM)
-    code = process.wait(timeout=120)
-    assert code == 0, log.read_text()[-4000:]
-
-
-def events_of(home: Path) -> list[StoredEvent]:
-    """The workspace's whole log (SQLite, the single-machine default)."""
-    store = open_event_store(home / "playlisteval.db")
-    try:
-        return store.read_all()
-    finally:
-        store.close()
-
-
-def has_event(home: Path, type_: str) -> bool:
-    """Whether the workspace's log holds an event of this type yet."""
-    if not (home / "playlisteval.db").exists():
-        return False
-    store = open_event_store(home / "playlisteval.db")
-    try:
-        return bool(store.read_all(types=[type_], limit=1))
-    finally:
-        store.close()
-
-
-def final_state(home: Path) -> dict[str, Any]:
-    """Per seed: how it ended, what was accepted, and what it paid — run ids aside."""
-    seeds: dict[str, dict[str, Any]] = {}
-    for stored in events_of(home):
-        if not stored.stream.startswith("seed-"):
-            continue
-        data = stored.data
-        seed = seeds.setdefault(
-            stored.stream.rsplit("-seed-", 1)[-1],
-            {"status": "new", "paid_micros": 0, "item": None, "calls": 0},
-        )
-        if stored.type == "ItemAccepted":
-            seed["status"], seed["item"] = "accepted", (data["qa"], data["distractors"])
-        elif stored.type == "SeedDiscarded":
-            seed["status"] = "discarded"
-        elif stored.type == "CallRecorded" and not data["replayed"]:
-            seed["paid_micros"] += data["cost_micros"]
-            seed["calls"] += 1
-        elif stored.type == "CallFailed":
-            seed["paid_micros"] += data["charged_micros"]
-    return seeds
 
 
 CAP_USD = 3.0
@@ -189,75 +101,6 @@ def test_serve_indexes_a_playlists_file_curates_and_exports_on_schedule(
     seeds_gauge = {s.labels["state"]: s.value for s in families["playlisteval_seeds"].samples}
     accepted = sum(1 for s in log_events if s.type == "ItemAccepted" and s.seq <= seq)
     assert seeds_gauge["accepted"] == accepted
-
-
-def test_sigterm_mid_curation_then_restart_ends_as_an_uninterrupted_run(
-    workspace: Path, tmp_path: Path
-) -> None:
-
-    settings = (
-        "[daemon]\ntick_s = 0.5\nmax_seeds_per_run = 8\nexport_every_s = 0\nmetrics_port = 0\n"
-        "[curation]\nconcurrency = 4\noffline_latency_s = 0.1\n"
-        "[worker]\nheartbeat_s = 1.0\nlease_s = 10.0\npoll_s = 0.2\nshutdown_grace_s = 60\n"
-    )
-    # Eight active seeds, already computed (as a daemon that seeded earlier leaves them).
-    with App(load_settings(workspace)) as app:
-        app.catalog.replace_seeds(app.catalog.seeds()[:8])
-        indexed = sorted(v.id for v in app.catalog.videos(statuses=["indexed"]))
-    (workspace / "daemon.json").write_text(json.dumps({"seeded_videos": indexed}))
-    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    copy_workspace(workspace, straight)
-    copy_workspace(workspace, interrupted)
-    for home in (straight, interrupted):
-        configure(home, settings)
-
-    log = tmp_path / "straight.log"
-    process = serve(straight, log)
-    try:
-        wait_for(lambda: has_event(straight, "RunFinished"), 600, "no finished run", log)
-    finally:
-        stop(process, log)
-
-    log = tmp_path / "interrupted.log"
-    process = serve(interrupted, log)
-    try:
-        wait_for(
-            lambda: (
-                sum(s.type == "ItemAccepted" for s in events_of(interrupted)) >= 2
-                if has_event(interrupted, "ItemAccepted")
-                else False
-            ),
-            600,
-            "no seed accepted",
-            log,
-        )
-    finally:
-        stop(process, log)
-    at_stop = events_of(interrupted)
-    assert not any(s.type == "RunFinished" for s in at_stop), "SIGTERM came too late to test"
-    # Graceful: the calls in flight finished (none interrupted, no reservation left open), and
-    # the seeds' leases went back to the queue.
-    reserved = {s.data["call_id"] for s in at_stop if s.type == "CallReserved"}
-    settled = {s.data["call_id"] for s in at_stop if s.type in ("CallRecorded", "CallFailed")}
-    assert reserved == settled
-    with App(load_settings(interrupted)) as app:
-        leased = [i for i in app.queue().items() if i.state == "leased"]
-        assert leased == []
-        assert any(i.state == "queued" for i in app.queue().items(kind="seed"))
-
-    process = serve(interrupted, log)
-    try:
-        wait_for(lambda: has_event(interrupted, "RunFinished"), 600, "no finished run", log)
-    finally:
-        stop(process, log)
-
-    expected, got = final_state(straight), final_state(interrupted)
-    assert len(expected) == 8
-    assert Counter(s["status"] for s in got.values()) == Counter(
-        s["status"] for s in expected.values()
-    )
-    # Seed by seed: the same outcome, the same accepted item, the same calls paid for.
-    assert got == expected
 
 
 @pytest.mark.timeout(900)

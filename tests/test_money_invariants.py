@@ -8,13 +8,10 @@ projections, the export — reports the same spend after a crash and a resume.""
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 
 from playlisteval import runs
 from playlisteval.app import App
@@ -22,11 +19,12 @@ from playlisteval.metrics import LogMetrics
 from playlisteval.settings import load_settings
 from store.events import RunFinished, run_stream, seed_stream
 from store.ledger import stream_spend
-from tests.money_harness import PG_URL, Harness, prepare_base
+from tests.money_harness import Harness, prepare_base, run_trials, summary
 from tests.workspaces import copy_workspace
 
-# Trials the suite runs per backend; bench/money.py runs the rest of the 200+ (its default).
-TRIALS = {"sqlite": 3, "postgres": 2}
+# Trials the suite runs on SQLite (PostgreSQL's: test_money_invariants_pg.py); bench/money.py
+# runs the rest of the 200+ (its default).
+TRIALS = 3
 
 
 @pytest.fixture(scope="module")
@@ -34,38 +32,14 @@ def base(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_base(demo_home, tmp_path_factory.mktemp("money") / "base", 3)
 
 
-def _drop(schema: str) -> None:
-    engine = create_engine(PG_URL)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    engine.dispose()
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 def test_random_kills_resumes_and_concurrent_commands_keep_every_money_invariant(
-    base: Path, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    harness = Harness(base, tmp_path)
-    trials = []
-    for number in range(TRIALS[backend]):
-        schema = f"t_{uuid.uuid4().hex[:16]}" if backend == "postgres" else None
-        try:
-            trials.append(harness.trial(number, backend, schema=schema))
-        finally:
-            if schema is not None:
-                _drop(schema)
-            shutil.rmtree(tmp_path / f"trial-{backend}-{number}", ignore_errors=True)
-    violations = [(t.number, v) for t in trials for v in t.violations]
+    trials = run_trials(base, tmp_path, "sqlite", TRIALS)
     with capsys.disabled():
-        print(
-            f"\nmoney invariants ({backend}): {len(trials)} trials, "
-            f"{sum(t.kills for t in trials)} kills, {sum(t.refusals for t in trials)} refused "
-            f"second writers, {len(violations)} violations"
-        )
-    assert not violations, violations[:5]
+        print("\n" + summary(trials, "sqlite"))
+    assert not [(t.number, v) for t in trials for v in t.violations]
     assert sum(t.kills for t in trials) > 0, "the trials should kill some commands"
 
 
