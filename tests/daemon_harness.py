@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from playlisteval.settings import SETTINGS_FILE
 from store.eventstore import StoredEvent, open_event_store
 
@@ -97,3 +99,11 @@ def final_state(home: Path) -> dict[str, Any]:
         elif stored.type == "CallFailed":
             seed["paid_micros"] += data["charged_micros"]
     return seeds
+
+
+def answers(url: str) -> bool:
+    """Whether ``url`` answers at all yet (healthy, or saying it is not)."""
+    try:
+        return httpx.get(url, timeout=5).status_code in (200, 503)
+    except httpx.HTTPError:
+        return False
