@@ -270,6 +270,7 @@ class GroupCommit:
         self._queue: list[tuple[str, Event, anyio.Event, list[BaseException]]] = []
         self._wake = anyio.Event()
         self._closed = False
+        self._stopped = False  # the writer task has ended (closed, or cancelled with its run)
         self._fenced: dict[str, int] = {}
 
     def fence(self, stream: str, version: int) -> None:
@@ -288,24 +289,38 @@ class GroupCommit:
             raise RuntimeError("the run's event writer is closed")
         done = anyio.Event()
         failure: list[BaseException] = []
-        self._queue.append((stream, event, done, failure))
-        self._wake.set()
-        await done.wait()
+        entry = (stream, event, done, failure)
+        if self._stopped:
+            # The writer was cancelled with its run, and this append comes from shielded
+            # cleanup (a call in flight recorded as interrupted): nobody would commit it later.
+            self._commit([entry])
+        else:
+            self._queue.append(entry)
+            self._wake.set()
+            await done.wait()
         if failure:
             raise failure[0]
 
     async def run(self) -> None:
         """The writer task: commit whatever is queued, batch after batch, until closed."""
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            # No extra turn to gather more: appends that arrive while this batch commits (in its
-            # thread) form the next batch, which is what keeps batches large under load.
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                # No extra turn to gather more: appends that arrive while this batch commits (in
+                # its thread) form the next batch, which is what keeps batches large under load.
+                batch, self._queue = self._queue, []
+                if batch:
+                    self._commit(batch)
+                if self._closed and not self._queue:
+                    return
+        finally:
+            # Cancelled (or closed): what is still queued is committed now, and any later append
+            # commits itself, so no waiter is left waiting on a writer that is gone.
+            self._stopped = True
             batch, self._queue = self._queue, []
             if batch:
                 self._commit(batch)
-            if self._closed and not self._queue:
-                return
 
     def _commit(self, batch: list[tuple[str, Event, anyio.Event, list[BaseException]]]) -> None:
         by_stream: dict[str, list[Event]] = {}

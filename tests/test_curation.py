@@ -306,3 +306,34 @@ def test_rehearsal_prices_the_loop_without_touching_the_workspace_log(workspace:
             assert sum(split.values()) == spent
         configured = app.curator().config.models.all_models()
         assert set(result.audit.by_model) <= configured
+
+
+def test_a_shielded_append_after_the_writer_was_cancelled_is_committed(tmp_path: Path) -> None:
+    """A run cancelled with calls in flight records them as interrupted from shielded cleanup,
+    after the group-commit writer was cancelled with the run: that append must reach the log,
+    not wait forever for a writer that is gone (the hang once seen in test_batch_mode)."""
+    from agents.curation import GroupCommit
+    from store.events import RunStarted
+    from store.eventstore import open_event_store
+
+    store = open_event_store(tmp_path / "events.db")
+    committed: list[str] = []
+    writer = GroupCommit(store, lambda stream, _event: committed.append(stream))
+    event = RunStarted(
+        run_id="r", seeds=("s",), budget_micros=None, max_attempts=6, concurrency=1, offline=True
+    )
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(writer.run)
+                await anyio.sleep(0.01)
+                scope.cancel()
+                await anyio.sleep(1)  # cancelled here, with the writer
+        with anyio.CancelScope(shield=True), anyio.fail_after(5):
+            await writer.append("run-r", event)
+
+    anyio.run(main)
+    assert committed == ["run-r"]
+    assert [s.type for s in store.read_stream("run-r")] == ["RunStarted"]
+    store.close()
