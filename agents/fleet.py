@@ -268,7 +268,14 @@ class FleetWorker(Curator):
             claimed: list[Lease] = []
             if free > 0:
                 claimed = await anyio.to_thread.run_sync(
-                    partial(self.queue.claim, fleet.owner, kinds, limit=free, lease_s=fleet.lease_s)
+                    partial(
+                        self.queue.claim,
+                        fleet.owner,
+                        kinds,
+                        limit=free,
+                        lease_s=fleet.lease_s,
+                        exclude=frozenset(self._active),
+                    )
                 )
             for lease in claimed:
                 self._active[lease.item_id] = lease

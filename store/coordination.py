@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -254,11 +254,22 @@ class WorkQueue:
                 continue
         return added
 
-    def claim(self, owner: str, kinds: Sequence[str], *, limit: int, lease_s: float) -> list[Lease]:
+    def claim(
+        self,
+        owner: str,
+        kinds: Sequence[str],
+        *,
+        limit: int,
+        lease_s: float,
+        exclude: Collection[str] = (),
+    ) -> list[Lease]:
         """Claim up to ``limit`` claimable items of ``kinds`` for ``lease_s`` seconds.
 
         Claimable: queued and due, or leased with the lease expired (its worker died or hung).
-        Items locked by another claimer right now are skipped, not waited for.
+        Items locked by another claimer right now are skipped, not waited for. ``exclude``
+        names items the claimer is working on now: its own lease of one may have lapsed (a
+        starved event loop missed its heartbeats), and taking it over from itself would run
+        the item twice in one process; its next heartbeat renews the lapsed lease instead.
         """
         if limit <= 0:
             return []
@@ -274,6 +285,7 @@ class WorkQueue:
                         and_(_W.state == "queued", _W.not_before <= now),
                         and_(_W.state == "leased", _W.lease_until < now),
                     ),
+                    *([_W.id.notin_(sorted(exclude))] if exclude else []),
                 )
                 .order_by(_W.priority, _W.created_at, _W.id)
                 .limit(limit)

@@ -60,6 +60,21 @@ def test_a_claimed_item_is_nobody_elses_until_its_lease_expires(store: EventStor
     assert [(lease.item_id, lease.previous_owner) for lease in taken_over] == [("seed:r1:002", "b")]
 
 
+def test_a_worker_never_takes_over_an_item_it_is_still_working_on(store: EventStore) -> None:
+    """A starved event loop can miss heartbeats until the worker's own lease lapses; its claim
+    loop must not take the item over from itself (it would run the seed twice in one process),
+    and its next heartbeat renews the lapsed lease, since nobody else took it."""
+    queue = WorkQueue(store.engine)
+    queue.enqueue(items(2))
+    held = queue.claim("a", ["seed"], limit=1, lease_s=-1.0)  # lapsed at once
+    assert [lease.item_id for lease in held] == ["seed:r1:000"]
+    again = queue.claim("a", ["seed"], limit=5, lease_s=30, exclude={"seed:r1:000"})
+    assert [(lease.item_id, lease.previous_owner) for lease in again] == [("seed:r1:001", None)]
+    assert queue.heartbeat(held, lease_s=30) == set()
+    assert queue.claim("b", ["seed"], limit=5, lease_s=30) == []  # renewed: a's again
+    assert queue.finish(held[0], "done", "accepted")
+
+
 def test_requeue_with_a_delay_and_release_on_shutdown(store: EventStore) -> None:
     queue = WorkQueue(store.engine)
     queue.enqueue(items(2))
