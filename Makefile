@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=15
+	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python bench/index.py

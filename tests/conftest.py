@@ -203,3 +203,34 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"peak growth of {peak.tmp}'s file system {max(peak.peak_growth, 0) / mib:.0f} MiB "
         "(sampled every 2 s; the suite's limit is 3 GB)"
     )
+
+
+# -- the order files start in ----------------------------------------------------------------
+
+# Seconds each long file takes on this 2-core machine (its tests and module fixtures, from
+# ``--durations``), roughly. xdist runs whole files per worker (``--dist loadfile``) and, left to
+# itself, starts the files with the most tests first, so these few-test, long files start last
+# and one worker finishes them alone for minutes. Started first instead (longest first, with
+# ``--no-loadscope-reorder``), the short files fill the other workers meanwhile.
+LONG_FILES = {
+    "test_money_invariants.py": 135,
+    "test_curation.py": 120,
+    "test_daemon.py": 100,
+    "test_money_invariants_pg.py": 85,
+    "test_daemon_restart.py": 85,
+    "test_fleet.py": 75,
+    "test_tamper.py": 60,
+    "test_pairs.py": 60,
+    "test_index_pipeline.py": 60,
+    "test_live_curation.py": 50,
+    "test_evaluation.py": 45,
+    "test_batch_mode.py": 40,
+    "test_daemon_soak.py": 40,
+    "test_retrieval.py": 35,
+    "test_run_money.py": 30,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long files first (a stable sort: the order within a file, and among the rest, stays)."""
+    items.sort(key=lambda item: -LONG_FILES.get(item.path.name, 0))
