@@ -123,6 +123,147 @@ def _schema(api: Api, body: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
+def _format(api: Api, body: dict[str, Any]) -> dict[str, Any]:
+    """The ``json_schema`` format object: ``name``, ``schema``, ``strict`` (empty when none)."""
+    if api == "responses":
+        fmt = (body.get("text") or {}).get("format") or {}
+        return dict(fmt) if fmt.get("type") == "json_schema" else {}
+    fmt = body.get("response_format") or {}
+    return dict(fmt.get("json_schema") or {}) if fmt.get("type") == "json_schema" else {}
+
+
+# -- OpenAI's strict schema subset ------------------------------------------------------------
+# "Structured Outputs", supported schemas
+# (https://developers.openai.com/api/docs/guides/structured-outputs#supported-schemas): "If you
+# turn on Structured Outputs by supplying strict: true and call the API with an unsupported JSON
+# Schema, you will receive an error." Its rules: the root is an object, not anyOf; all fields
+# must be required; additionalProperties: false must always be set in objects; up to 5000
+# object properties total, with up to 10 levels of nesting; up to 1000 enum values; property
+# names, definition names, enum and const values at most 120,000 characters in all; composition
+# by allOf, not, dependentRequired, dependentSchemas, if, then, else is not supported. ``default``
+# is refused too (pydantic-ai's OpenAIJsonSchemaTransformer: "the 'default' keyword is not
+# allowed in strict mode"). The refusal is a 400 ``invalid_json_schema`` whose message reads
+# "Invalid schema for response_format '<name>': In context=(<path>), …" (as OpenAI words it,
+# e.g. vercel/ai#6484: "In context=('properties', 'organizations', 'items'), 'required' is
+# required to be supplied and to be an array including every key in properties. Missing
+# 'roles'."), ``param`` ``text.format.schema`` on the Responses API, ``response_format`` on Chat.
+STRICT_MAX_PROPERTIES = 5000
+STRICT_MAX_NESTING = 10
+STRICT_MAX_ENUM_VALUES = 1000
+STRICT_MAX_NAME_CHARS = 120_000
+STRICT_NOT_PERMITTED = (
+    "allOf",
+    "not",
+    "dependentRequired",
+    "dependentSchemas",
+    "if",
+    "then",
+    "else",
+    "default",
+)
+_TYPED_BY = ("type", "$ref", "anyOf", "enum", "const")
+
+
+@dataclass
+class _SchemaTally:
+    """What the size limits count over a whole schema."""
+
+    properties: int = 0
+    enum_values: int = 0
+    name_chars: int = 0
+
+
+def strict_schema_violation(schema: Any) -> str | None:
+    """Why OpenAI refuses ``schema`` as a ``strict: true`` schema (its words), or ``None``."""
+    if not isinstance(schema, dict) or schema.get("type") != "object" or "anyOf" in schema:
+        got = schema.get("type") if isinstance(schema, dict) else type(schema).__name__
+        return f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'."
+    tally = _SchemaTally()
+    found = _node_violation(schema, (), 1, tally)
+    if found is not None:
+        return found
+    if tally.properties > STRICT_MAX_PROPERTIES:
+        return (
+            f"The schema has {tally.properties} object properties; at most "
+            f"{STRICT_MAX_PROPERTIES} are permitted."
+        )
+    if tally.enum_values > STRICT_MAX_ENUM_VALUES:
+        return (
+            f"The schema has {tally.enum_values} enum values; at most "
+            f"{STRICT_MAX_ENUM_VALUES} are permitted."
+        )
+    if tally.name_chars > STRICT_MAX_NAME_CHARS:
+        return (
+            f"The total string length of property names, definition names, enum values and "
+            f"const values is {tally.name_chars}; at most {STRICT_MAX_NAME_CHARS} is permitted."
+        )
+    return None
+
+
+def _node_violation(
+    node: Any, context: tuple[str | int, ...], depth: int, tally: _SchemaTally
+) -> str | None:
+    where = f"In context={context!r}"
+    if not isinstance(node, dict):
+        return f"{where}, schema must be a JSON Schema object, got {node!r}."
+    for keyword in STRICT_NOT_PERMITTED:
+        if keyword in node:
+            return f"{where}, '{keyword}' is not permitted."
+    if not any(keyword in node for keyword in _TYPED_BY):
+        return f"{where}, schema must have a 'type' key."
+    kinds = node.get("type")
+    if "object" in (kinds if isinstance(kinds, list) else [kinds]):
+        found = _object_violation(node, context, depth, tally)
+        if found is not None:
+            return found
+    children: list[tuple[tuple[str | int, ...], Any, int]] = []
+    if "items" in node:
+        children.append(((*context, "items"), node["items"], depth))
+    children += [
+        ((*context, "anyOf", i), sub, depth) for i, sub in enumerate(node.get("anyOf", []))
+    ]
+    for defs in ("$defs", "definitions"):
+        for name, sub in (node.get(defs) or {}).items():
+            tally.name_chars += len(name)
+            children.append(((*context, defs, name), sub, depth))
+    enum = node.get("enum")
+    if isinstance(enum, list):
+        tally.enum_values += len(enum)
+        tally.name_chars += sum(len(str(value)) for value in enum)
+    if "const" in node:
+        tally.name_chars += len(str(node["const"]))
+    for child_context, child, child_depth in children:
+        found = _node_violation(child, child_context, child_depth, tally)
+        if found is not None:
+            return found
+    return None
+
+
+def _object_violation(
+    node: dict[str, Any], context: tuple[str | int, ...], depth: int, tally: _SchemaTally
+) -> str | None:
+    where = f"In context={context!r}"
+    if depth > STRICT_MAX_NESTING:
+        return f"{where}, the schema nests objects {depth} deep; at most {STRICT_MAX_NESTING}."
+    if node.get("additionalProperties") is not False:
+        return f"{where}, 'additionalProperties' is required to be supplied and to be false."
+    properties: dict[str, Any] = node.get("properties") or {}
+    required = node.get("required")
+    missing = [key for key in properties if not isinstance(required, list) or key not in required]
+    if missing:
+        return (
+            f"{where}, 'required' is required to be supplied and to be an array including "
+            f"every key in properties. Missing '{missing[0]}'."
+        )
+    tally.properties += len(properties)
+    tally.name_chars += sum(len(key) for key in properties)
+    for key, sub in properties.items():
+        found = _node_violation(sub, (*context, "properties", key), depth + 1, tally)
+        if found is not None:
+            return found
+    return None
+
+
 def _image(data_url: str) -> Image.Image:
     _, _, encoded = data_url.partition("base64,")
     return Image.open(io.BytesIO(base64.b64decode(encoded))).convert("RGB")
@@ -175,6 +316,14 @@ class _Answer:
     usage: dict[str, int]
 
 
+class _Refused(Exception):
+    """A batch line the service refuses as it would refuse the request on its own."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
 @dataclass
 class OpenAIFake:
     """The fake's state: the server, files and batches it holds, and the last usage."""
@@ -182,6 +331,10 @@ class OpenAIFake:
     api: Api
     server: FakeProviderServer = field(default_factory=FakeProviderServer)
     report_cost: bool = False
+    # Refuse a ``strict: true`` schema outside OpenAI's subset, as OpenAI does on both APIs
+    # (default: the Responses fake, which is OpenAI; a vLLM server takes ``strict`` and ignores
+    # it — ``JsonSchemaResponseFormat.strict`` in vllm/entrypoints/openai/protocol.py).
+    checks_strict_schemas: bool | None = None
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # id → (purpose, data)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage_log: list[dict[str, int]] = field(default_factory=list)
@@ -190,6 +343,8 @@ class OpenAIFake:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        if self.checks_strict_schemas is None:
+            self.checks_strict_schemas = self.api == "responses"
         if self.api == "responses":
             self.server.route("POST", "/v1/responses", self._responses)
         else:
@@ -216,6 +371,9 @@ class OpenAIFake:
         body = request.json()
         if not isinstance(body, dict):
             return _error(400, "We could not parse the JSON body of your request.", "invalid_json")
+        refused = self._refusal(body)
+        if refused is not None:
+            return refused
         fault = self.server.next_fault(request)
         if fault == "429":
             return _error(
@@ -244,6 +402,20 @@ class OpenAIFake:
         if fault == "timeout":
             return Reply(reply.status, reply.body, reply.headers, delay_s=TIMEOUT_SLEEP_S)
         return reply
+
+    def _refusal(self, body: dict[str, Any]) -> Reply | None:
+        """What the service answers a request it will not run, before any model sees it."""
+        fmt = _format(self.api, body)
+        if self.checks_strict_schemas and fmt.get("strict") is True:
+            violation = strict_schema_violation(fmt.get("schema"))
+            if violation is not None:
+                return _error(
+                    400,
+                    f"Invalid schema for response_format {fmt.get('name')!r}: {violation}",
+                    "invalid_json_schema",
+                    param="text.format.schema" if self.api == "responses" else "response_format",
+                )
+        return None
 
     def _answer(self, body: dict[str, Any]) -> _Answer:
         items = _items(self.api, body)
@@ -444,12 +616,21 @@ class OpenAIFake:
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
         out: list[str] = []
         for line in lines:
+            refused = self._refusal(line["body"])
             try:
+                if refused is not None:
+                    raise _Refused(refused)
                 answer = self._answer(line["body"])
                 result: dict[str, Any] = {
                     "status_code": 200,
                     "request_id": self._next_id("req_"),
                     "body": self._responses_body(answer, None),
+                }
+            except _Refused as refusal:
+                result = {
+                    "status_code": refusal.reply.status,
+                    "request_id": self._next_id("req_"),
+                    "body": json.loads(refusal.reply.body),
                 }
             except (ValueError, MediaError) as exc:
                 result = {
@@ -493,8 +674,9 @@ def _error(
     code: str | None,
     error_type: str = "invalid_request_error",
     headers: dict[str, str] | None = None,
+    param: str | None = None,
 ) -> Reply:
-    error = {"message": message, "type": error_type, "param": None, "code": code}
+    error = {"message": message, "type": error_type, "param": param, "code": code}
     return Reply.json(status, {"error": error}, headers)
 
 

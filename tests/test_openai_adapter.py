@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import openai
 import pytest
 from PIL import Image
 from pydantic_ai import Agent
@@ -26,7 +27,13 @@ from pydantic_ai.exceptions import (
     ModelTimeoutError,
     OutputTokenLimitExceeded,
 )
-from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.batch import BatchRequest
 from pydantic_ai.output import OutputObjectDefinition
@@ -39,16 +46,21 @@ from tests.fakes_openai import (
     chat_cost_usd,
     openai_compatible_harness,
     openai_harness,
+    strict_schema_violation,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
 from tools.roles import (
     QA,
+    ROLES,
     AnyContext,
     ChunkText,
     FreeAnswer,
+    LabelledAnswer,
+    MatchContext,
     ParametricContext,
     Phase1Context,
+    RankingContext,
     SegmentEvidence,
     SufficiencyContext,
     SufficiencyVerdict,
@@ -273,6 +285,169 @@ def test_the_provider_model_name_is_sent_and_the_key_is_used(harness: OpenAIHarn
     assert request.json()["model"] == "Qwen/Qwen3-VL-30B-A3B-Instruct"
     auth = {k.lower(): v for k, v in request.headers.items()}["authorization"]
     assert auth == ("Bearer sk-fake-key" if harness.api == "responses" else "Bearer EMPTY")
+
+
+# -- strict structured output ---------------------------------------------------------------------
+
+
+@pytest.fixture(params=["responses", "chat"])
+def strict_harness(request: pytest.FixtureRequest) -> Iterator[OpenAIHarness]:
+    """Each fake refusing a strict schema outside OpenAI's subset, as OpenAI does on both APIs
+    (a vLLM server would take it and ignore ``strict``)."""
+    start = openai_harness if request.param == "responses" else openai_compatible_harness
+    with start(checks_strict_schemas=True) as running:
+        yield running
+
+
+def role_schema_request(output_type: type[Any]) -> ModelRequestParameters:
+    """The request parameters an Agent with ``output_type`` hands the model (native output)."""
+    return ModelRequestParameters(
+        output_mode="native",
+        output_object=OutputObjectDefinition(
+            json_schema=output_type.model_json_schema(), name=output_type.__name__
+        ),
+        allow_text_output=False,
+    )
+
+
+def wire_format(harness: OpenAIHarness, body: dict[str, Any]) -> dict[str, Any]:
+    """The ``json_schema`` object as sent: ``name``, ``schema``, ``strict``."""
+    if harness.api == "responses":
+        return dict(body["text"]["format"])
+    return dict(body["response_format"]["json_schema"])
+
+
+ROLE_OUTPUTS = sorted({spec.output for spec in ROLES.values()}, key=lambda t: t.__name__)
+
+
+@pytest.mark.parametrize("output_type", ROLE_OUTPUTS, ids=lambda t: t.__name__)
+def test_every_role_schema_is_sent_strict_in_openais_subset_and_accepted(
+    strict_harness: OpenAIHarness, output_type: type[Any]
+) -> None:
+    """Defaulted fields included (QA, SufficiencyVerdict, Ranking, VerificationMeta): ``strict:
+    true``, every property required, no additional properties, no ``default``."""
+    model = strict_harness.model("judge")
+    messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("Answer.")])]
+
+    async def send() -> ModelResponse:
+        return await model.request(messages, SETTINGS, role_schema_request(output_type))
+
+    anyio.run(send)  # the fake answered 200: it accepted the schema
+    (request,) = strict_harness.model_requests()
+    sent = wire_format(strict_harness, request.json())
+    assert sent["strict"] is True
+    schema = sent["schema"]
+    assert strict_schema_violation(schema) is None
+    assert schema["additionalProperties"] is False
+    assert schema["required"] == list(output_type.model_fields)
+    assert '"default"' not in json.dumps(schema)
+
+
+@pytest.mark.parametrize(
+    ("role", "context"),
+    [
+        (
+            "textual_ranker",
+            RankingContext(
+                role="textual_ranker",
+                question="Which is best?",
+                answers=(
+                    LabelledAnswer(label="A", text="First."),
+                    LabelledAnswer(label="B", text="Second."),
+                ),
+            ),
+        ),
+        (
+            "transcript_matcher",
+            MatchContext(
+                role="transcript_matcher", question="Q?", gold_answer="A.", candidate="A."
+            ),
+        ),
+    ],
+    ids=["Ranking", "MatchVerdict"],
+)
+def test_a_strict_answer_with_every_field_validates_into_the_role_output(
+    strict_harness: OpenAIHarness, role: str, context: AnyContext
+) -> None:
+    """A strict answer carries defaulted fields too (``Ranking.reason``); it still parses."""
+    output_type = ROLES[role].output
+    result = call(strict_harness.model("judge"), context, output_type)
+    assert isinstance(result.output, output_type)
+    sent = json.loads(last_response(result).text or "{}")
+    assert set(sent) == set(output_type.model_fields)
+
+
+def loose_schemas() -> list[tuple[str, dict[str, Any], str]]:
+    """Schemas OpenAI refuses as strict, each with the words of its refusal."""
+    qa = QA.model_json_schema()  # defaulted ``verification``: not required, has a default
+    closed = FreeAnswer.model_json_schema()
+    return [
+        (
+            "pydantic's own schema of QA",
+            qa,
+            "In context=(), 'required' is required to be supplied and to be an array "
+            "including every key in properties. Missing 'verification'.",
+        ),
+        (
+            "an open object",
+            {**closed, "additionalProperties": True},
+            "In context=(), 'additionalProperties' is required to be supplied and to be false.",
+        ),
+        (
+            "a default",
+            {**closed, "properties": {"answer": {"type": "string", "default": ""}}},
+            "In context=('properties', 'answer'), 'default' is not permitted.",
+        ),
+        (
+            "allOf",
+            {**closed, "properties": {"answer": {"allOf": [{"type": "string"}]}}},
+            "In context=('properties', 'answer'), 'allOf' is not permitted.",
+        ),
+        (
+            "a root anyOf",
+            {"anyOf": [closed]},
+            "schema must be a JSON Schema of 'type: \"object\"'",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [(schema, words) for _, schema, words in loose_schemas()],
+    ids=[name for name, _, _ in loose_schemas()],
+)
+def test_a_strict_schema_outside_openais_subset_is_refused_with_its_400(
+    strict_harness: OpenAIHarness, schema: dict[str, Any], words: str
+) -> None:
+    """Sent by the SDK as it is, a strict schema OpenAI cannot enforce is a 400
+    ``invalid_json_schema`` naming the schema and the rule."""
+    client = openai.AsyncOpenAI(
+        api_key="sk-fake-key", base_url=f"{strict_harness.server.base_url}/v1", max_retries=0
+    )
+    fmt = {"name": "Answer", "schema": schema, "strict": True}
+
+    async def send() -> Any:
+        if strict_harness.api == "responses":
+            return await client.responses.create(
+                model="judge", input="Hi.", text={"format": {"type": "json_schema", **fmt}}
+            )
+        return await client.chat.completions.create(
+            model="judge",
+            messages=[{"role": "user", "content": "Hi."}],
+            response_format={"type": "json_schema", "json_schema": fmt},
+        )
+
+    with pytest.raises(openai.BadRequestError) as raised:
+        anyio.run(send)
+    error = raised.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "invalid_json_schema"
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == (
+        "text.format.schema" if strict_harness.api == "responses" else "response_format"
+    )
+    assert error["message"].startswith("Invalid schema for response_format 'Answer': ")
+    assert words in error["message"]
 
 
 # -- usage --------------------------------------------------------------------------------------

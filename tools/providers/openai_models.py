@@ -12,8 +12,15 @@ Neither API takes video, so every clip attachment becomes its label, then per fr
 ``(video-id @ MM:SS)`` text and the JPEG (:func:`tools.providers.base.frames_content`); text-only
 roles are sent unchanged. The SDK never retries (the recorded-call wrapper does) and gives up
 after ``config.timeout_s``; pydantic-ai turns its errors into the categorised
-``pydantic_ai.exceptions`` the recorder understands. The role's JSON schema is sent natively
-(``text.format`` / ``response_format`` of type ``json_schema``).
+``pydantic_ai.exceptions`` the recorder understands.
+
+The role's JSON schema is sent natively (``text.format`` / ``response_format`` of type
+``json_schema``) with ``strict: true``, rewritten to OpenAI's strict subset ("Structured
+Outputs", supported schemas: https://developers.openai.com/api/docs/guides/structured-outputs
+#supported-schemas — every property in ``required``, ``additionalProperties: false`` on every
+object, no ``default``): pydantic-ai would otherwise send ``strict: false`` for every output type
+with a defaulted field (``QA``, ``SufficiencyVerdict``, ``Ranking``), and the schema would only
+be a hint. The answer then carries every field, defaults included, which validates the same.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile, merge_profile
-from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer, OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.providers.vllm import VLLMProvider
 from pydantic_ai.settings import ModelSettings
@@ -50,6 +57,42 @@ NO_KEY = "EMPTY"
 _NATIVE_OUTPUT = ModelProfile(
     default_structured_output_mode="native", supports_json_schema_output=True
 )
+
+
+def _ask_strict(params: ModelRequestParameters) -> ModelRequestParameters:
+    """``params`` with its output schema (if any) asked for ``strict: true`` (unless the caller
+    said ``strict=False``): what :func:`_strict_schema` then holds the schema to."""
+    output = params.output_object
+    if output is None or output.strict is not None:
+        return params
+    return replace(params, output_object=replace(output, strict=True))
+
+
+def _strict_schema(params: ModelRequestParameters) -> ModelRequestParameters:
+    """``params`` with a strict output schema rewritten to OpenAI's strict subset.
+
+    Run after the profile's own transformer (a Qwen profile inlines ``$defs`` but leaves
+    optional fields optional): :class:`OpenAIJsonSchemaTransformer` with ``strict=True`` lists
+    every property in ``required``, sets ``additionalProperties: false`` and drops ``default`` —
+    the rules OpenAI refuses a strict schema for — and is idempotent, so a schema already in
+    the subset goes out unchanged.
+    """
+    output = params.output_object
+    if output is None or not output.strict:
+        return params
+    schema = OpenAIJsonSchemaTransformer(output.json_schema, strict=True).walk()
+    return replace(params, output_object=replace(output, json_schema=schema))
+
+
+class _StrictResponsesModel(OpenAIResponsesModel):
+    """The Responses API with the role's schema sent strict (:func:`_strict_schema`)."""
+
+    def customize_request_parameters(
+        self, model_request_parameters: ModelRequestParameters
+    ) -> ModelRequestParameters:
+        """pydantic-ai's customisation, then the strict schema."""
+        asked = _ask_strict(model_request_parameters)
+        return _strict_schema(super().customize_request_parameters(asked))
 
 
 class OpenAIFramesModel(WrapperModel):
@@ -156,14 +199,21 @@ def openai_model(
     """
     del resources
     provider = OpenAIProvider(openai_client=_client(config, config.api_key))
-    wrapped = OpenAIResponsesModel(config.model_name, provider=provider, profile=_NATIVE_OUTPUT)
+    wrapped = _StrictResponsesModel(config.model_name, provider=provider, profile=_NATIVE_OUTPUT)
     return OpenAIFramesModel(wrapped, model_id, config)
 
 
 class _CostReportingChatModel(OpenAIChatModel):
     """Chat Completions that keeps a cost figure the endpoint reports (OpenRouter's
     ``usage.cost``, in USD) as ``provider_details['cost_usd']``; pydantic-ai keeps it only for
-    its own OpenRouter model."""
+    its own OpenRouter model. The role's schema goes strict (:func:`_strict_schema`)."""
+
+    def customize_request_parameters(
+        self, model_request_parameters: ModelRequestParameters
+    ) -> ModelRequestParameters:
+        """pydantic-ai's customisation, then the strict schema."""
+        asked = _ask_strict(model_request_parameters)
+        return _strict_schema(super().customize_request_parameters(asked))
 
     def _process_provider_details(self, response: chat.ChatCompletion) -> dict[str, Any] | None:
         details = dict(super()._process_provider_details(response) or {})
