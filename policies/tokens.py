@@ -14,10 +14,22 @@ Sources (checked when written; the provider pages are the authority):
   Audio 32 tokens per second. Images: 258 tokens when both sides are <= 384 px, else
   258 per 768x768 tile; Gemini 3's ``media_resolution_high`` (its default for images) costs up
   to 1120 tokens per image, so an image counts ``max(tiles, 1120)``.
-* OpenAI — "Images and vision", ``detail: high`` *tile* rule (GPT-4o / GPT-4.1 / GPT-5
-  family): fit within 2048x2048, scale the short side down to 768, then 85 base tokens + 170
-  per 512-px tile. (The newer 32-px *patch* rule of the mini/nano models yields fewer tokens
-  for the frame sizes we send, so the tile rule is the worst case.) Video is sent as frames.
+* OpenAI — "Images and vision", "Model sizing behavior" and "Calculating costs"
+  (https://developers.openai.com/api/docs/guides/images-vision#calculating-costs), rule per
+  model (:data:`OPENAI_IMAGE_RULES`). *Patch* models cover the image with 32x32-px patches
+  after fitting it within a 2048-px side; past the model's patch budget the image is scaled
+  down to fit, and the patch count times the model's multiplier is billed: ``gpt-5.4`` (its
+  ``auto`` detail sized as ``high``: 2,500 patches, multiplier 1), ``gpt-5.5`` (``auto`` sized
+  as ``original``: 10,000 patches within a 6000-px side), and at 1,536 patches ``gpt-5.4-mini``
+  and ``gpt-5-mini`` (x1.62), ``gpt-5.4-nano`` and ``gpt-5-nano`` (x2.46), ``gpt-5.2`` and the
+  codex minis (x1), ``o4-mini`` (x1.72), ``gpt-4.1-mini`` (x1.62), ``gpt-4.1-nano`` (x2.46);
+  the guide gives no rounding for the multiplied count, so it is rounded up. *Tile* models
+  (``detail: high``): fit within 2048x2048, scale the short side down to 768, then base + per
+  512-px tile tokens — ``gpt-5`` 70 + 140, ``gpt-4o``/``gpt-4.1``/``gpt-4.5`` 85 + 170,
+  ``gpt-4o-mini`` 2833 + 5667, ``o1``/``o3`` 75 + 150. An id the guide does not list counts as
+  the dearest of these rules but ``gpt-4o-mini``'s (33 times gpt-4o's counts, that one model's
+  way of pricing images: ~37k tokens a 720p frame, which no other model comes near). We send
+  ``detail: auto`` (pydantic-ai's default). Video is sent as frames.
 * Qwen-VL (DashScope, and the open-weight judges) — Qwen2.5-VL preprocessing: 28x28-pixel
   patches after 2x2 merging, tokens = ceil(h/28) * ceil(w/28), at least 4 per image; video
   is sent as frames. The worst case assumes no temporal merge. The *expected* count (a
@@ -29,7 +41,9 @@ Sources (checked when written; the provider pages are the authority):
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -53,8 +67,67 @@ GEMINI_IMAGE_TILE = 768
 GEMINI_IMAGE_HIGH_RES_TOKENS = 1120
 
 OPENAI_TILE = 512
-OPENAI_BASE_TOKENS = 85
+OPENAI_BASE_TOKENS = 85  # the gpt-4o / gpt-4.1 tile rule's
 OPENAI_TOKENS_PER_TILE = 170
+OPENAI_PATCH = 32
+OPENAI_MAX_SIDE = 2048  # patch models at ``high`` (and ``gpt-5.4``'s ``auto``)
+
+
+@dataclass(frozen=True)
+class OpenAIImageRule:
+    """How one OpenAI model bills an image sent at ``detail: auto`` (the guide's "Model sizing
+    behavior" and "Calculating costs"): 32-px patches up to a budget within a longest side,
+    times a multiplier, or 512-px tiles plus a base."""
+
+    kind: Literal["patch", "tile"]
+    patch_budget: int = 1536
+    max_side: int = OPENAI_MAX_SIDE
+    multiplier: float = 1.0
+    base_tokens: int = OPENAI_BASE_TOKENS
+    tile_tokens: int = OPENAI_TOKENS_PER_TILE
+
+
+def _patches(
+    budget: int, multiplier: float = 1.0, max_side: int = OPENAI_MAX_SIDE
+) -> OpenAIImageRule:
+    return OpenAIImageRule("patch", patch_budget=budget, max_side=max_side, multiplier=multiplier)
+
+
+def _tiles(base: int, per_tile: int) -> OpenAIImageRule:
+    return OpenAIImageRule("tile", base_tokens=base, tile_tokens=per_tile)
+
+
+# Model id (snapshot date dropped) → its rule, as the guide lists them.
+OPENAI_IMAGE_RULES: dict[str, OpenAIImageRule] = {
+    "gpt-5.5": _patches(10_000, max_side=6000),  # ``auto`` is sized as ``original``
+    "gpt-5.4": _patches(2500),  # ``auto`` is sized as ``high``
+    "gpt-5.4-mini": _patches(1536, 1.62),
+    "gpt-5.4-nano": _patches(1536, 2.46),
+    "gpt-5-mini": _patches(1536, 1.62),
+    "gpt-5-nano": _patches(1536, 2.46),
+    "gpt-5.2": _patches(1536),
+    "gpt-5.2-chat-latest": _patches(1536),
+    "gpt-5.2-codex": _patches(1536),
+    "gpt-5.3-codex": _patches(1536),
+    "gpt-5-codex-mini": _patches(1536),
+    "gpt-5.1-codex-mini": _patches(1536),
+    "o4-mini": _patches(1536, 1.72),
+    "gpt-4.1-mini": _patches(1536, 1.62),
+    "gpt-4.1-nano": _patches(1536, 2.46),
+    "gpt-5": _tiles(70, 140),
+    "gpt-5-chat-latest": _tiles(70, 140),
+    "gpt-4o": _tiles(85, 170),
+    "gpt-4.1": _tiles(85, 170),
+    "gpt-4.5": _tiles(85, 170),
+    "gpt-4o-mini": _tiles(2833, 5667),
+    "o1": _tiles(75, 150),
+    "o1-pro": _tiles(75, 150),
+    "o3": _tiles(75, 150),
+    "computer-use-preview": _tiles(65, 129),
+}
+# What an id the guide does not list is counted by: each of these, the dearest kept.
+_OPENAI_UNLISTED = tuple(rule for name, rule in OPENAI_IMAGE_RULES.items() if name != "gpt-4o-mini")
+_SNAPSHOT_RE = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 QWEN_PATCH = 28
 QWEN3_PATCH = 32
@@ -202,15 +275,53 @@ def gemini_image_tokens(width: int, height: int) -> int:
     return max(tiles * GEMINI_TOKENS_PER_FRAME["default"], GEMINI_IMAGE_HIGH_RES_TOKENS)
 
 
-def openai_image_tokens(width: int, height: int) -> int:
-    """OpenAI ``detail: high`` tile rule: 85 + 170 per 512-px tile after the two rescales."""
+def openai_image_rule(model: str) -> OpenAIImageRule | None:
+    """The guide's rule for ``model`` (``openai/`` prefix and snapshot date ignored), or
+    ``None`` for an id it does not list."""
+    name = _SNAPSHOT_RE.sub("", model.lower().rsplit("/", 1)[-1])
+    return OPENAI_IMAGE_RULES.get(name)
+
+
+def openai_image_tokens(width: int, height: int, model: str = "") -> int:
+    """Tokens OpenAI bills ``model`` for a ``width`` x ``height`` image at ``detail: auto``; an
+    id the guide does not list counts as the dearest of its rules (gpt-4o-mini's aside)."""
+    rule = openai_image_rule(model)
+    if rule is not None:
+        return _openai_rule_tokens(rule, width, height)
+    return max(_openai_rule_tokens(r, width, height) for r in _OPENAI_UNLISTED)
+
+
+def _openai_rule_tokens(rule: OpenAIImageRule, width: int, height: int) -> int:
+    if rule.kind == "tile":
+        return _openai_tile_tokens(rule, width, height)
+    return math.ceil(_openai_patches(rule, width, height) * rule.multiplier)
+
+
+def _openai_tile_tokens(rule: OpenAIImageRule, width: int, height: int) -> int:
+    """Fit within 2048x2048, scale the short side down to 768, then base + per 512-px tile."""
     w, h = float(width), float(height)
     fit = min(1.0, 2048 / max(w, h))
     w, h = w * fit, h * fit
     short = min(1.0, 768 / min(w, h))
     w, h = w * short, h * short
     tiles = math.ceil(w / OPENAI_TILE) * math.ceil(h / OPENAI_TILE)
-    return OPENAI_BASE_TOKENS + OPENAI_TOKENS_PER_TILE * tiles
+    return rule.base_tokens + rule.tile_tokens * tiles
+
+
+def _openai_patches(rule: OpenAIImageRule, width: int, height: int) -> int:
+    """The guide's steps: fit the longest side, cover with 32-px patches, and past the budget
+    shrink (then shrink a little more, so whole patches fit) and count again, capped."""
+    fit = min(1.0, rule.max_side / max(width, height))
+    w, h = max(1, math.floor(width * fit)), max(1, math.floor(height * fit))
+    patches = math.ceil(w / OPENAI_PATCH) * math.ceil(h / OPENAI_PATCH)
+    if patches <= rule.patch_budget:
+        return patches
+    shrink = math.sqrt(OPENAI_PATCH**2 * rule.patch_budget / (w * h))
+    across, down = w * shrink / OPENAI_PATCH, h * shrink / OPENAI_PATCH
+    shrink *= min(math.floor(across) / across, math.floor(down) / down)
+    w, h = max(1, math.floor(w * shrink)), max(1, math.floor(h * shrink))
+    resized = math.ceil(w / OPENAI_PATCH) * math.ceil(h / OPENAI_PATCH)
+    return min(resized, rule.patch_budget)
 
 
 def qwen_image_tokens(width: int, height: int) -> int:
@@ -228,6 +339,8 @@ _IMAGE_RULES: dict[TokenRule, Callable[[int, int], int]] = {
 
 def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
     image_rule = _IMAGE_RULES[rule]
+    if rule == "openai":  # billed per model
+        image_rule = functools.partial(openai_image_tokens, model=shape.model)
     images = sum(image_rule(w, h) for w, h in shape.images)
     frames = (
         shape.video_frames

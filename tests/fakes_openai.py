@@ -6,8 +6,9 @@ Completions, what vLLM and OpenRouter serve), and the batch routes ``/v1/files``
 reading the frames it carries: each data-URL JPEG is decoded, and its time and segment come from
 the ``(video-id @ MM:SS)`` text before it, mapped to a segment through the prompt's ``<context>``.
 
-Usage is reported as OpenAI bills it: text at ``len // 4``, each image by the ``detail: high``
-tile rule (``policies.tokens.openai_image_tokens``), and cached input when a request repeats the
+Usage is reported as OpenAI bills it: text at ``len // 4``, each image by its model's rule at the
+detail it was sent with (:data:`OPENAI_VISION`, transcribed from OpenAI's guide independently of
+``policies.tokens``, which reserves for them), and cached input when a request repeats the
 previous one's leading items (OpenAI caches prompts of 1024 tokens and more, in steps of 128).
 Faults take the APIs' own wire forms (see :mod:`tests.fakes_providers`).
 """
@@ -21,6 +22,7 @@ import hashlib
 import io
 import itertools
 import json
+import math
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -31,7 +33,6 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from policies.tokens import openai_image_tokens
 from store.errors import MediaError
 from tests.fakes_providers import (
     RETRY_AFTER_S,
@@ -71,6 +72,7 @@ class _Item:
 
     kind: Literal["text", "image"]
     value: str
+    detail: str = "auto"
 
 
 def _responses_items(body: dict[str, Any]) -> list[_Item]:
@@ -89,7 +91,8 @@ def _responses_items(body: dict[str, Any]) -> list[_Item]:
             if part.get("type") in ("input_text", "output_text"):
                 items.append(_Item("text", part.get("text", "")))
             elif part.get("type") == "input_image":
-                items.append(_Item("image", part.get("image_url", "")))
+                detail = str(part.get("detail") or "auto")
+                items.append(_Item("image", part.get("image_url", ""), detail))
     return items
 
 
@@ -104,7 +107,9 @@ def _chat_items(body: dict[str, Any]) -> list[_Item]:
             if part.get("type") == "text":
                 items.append(_Item("text", part.get("text", "")))
             elif part.get("type") == "image_url":
-                items.append(_Item("image", part.get("image_url", {}).get("url", "")))
+                image_url = part.get("image_url", {})
+                detail = str(image_url.get("detail") or "auto")
+                items.append(_Item("image", image_url.get("url", ""), detail))
     return items
 
 
@@ -262,6 +267,92 @@ def _object_violation(
         if found is not None:
             return found
     return None
+
+
+# -- how OpenAI bills an image -------------------------------------------------------------------
+# "Images and vision", "Model sizing behavior" and "Calculating costs"
+# (https://developers.openai.com/api/docs/guides/images-vision#calculating-costs). Patch models:
+# "A. Calculate the number of 32px x 32px patches that are needed to cover the original image";
+# "B. If the original image would exceed the model's patch budget, scale it down
+# proportionally until it fits within that budget. Then adjust the scale so that the final
+# resized image stays within budget after converting to integer pixel dimensions and computing
+# patch coverage" (shrink_factor = sqrt(32^2 * patch_budget / (width * height)), adjusted by
+# min(floor(w*s/32)/(w*s/32), floor(h*s/32)/(h*s/32))); "C. ... resized_patch_count =
+# ceil(resized_width/32) x ceil(resized_height/32)"; "D. Apply a multiplier based on the model".
+# Budgets: gpt-5.4 "high allows up to 2,500 patches or a 2048-pixel maximum dimension. original
+# allows up to 10,000 patches or a 6000-pixel maximum dimension ... auto and omitted detail use
+# the same sizing behavior as high"; gpt-5.5 the same, but auto "as original"; gpt-5.4-mini,
+# gpt-5.4-nano, o4-mini and the other 1,536-patch models "high allows up to 1,536 patches or a
+# 2048-pixel maximum dimension"; multipliers gpt-5.4-mini 1.62, gpt-5.4-nano 2.46, o4-mini 1.72.
+# low: "The model receives a 512px x 512px low-resolution version of the image". Tile models
+# (gpt-5 70 + 140, gpt-4o and gpt-4.1 85 + 170 a 512-px tile): "Any image with detail: low
+# costs a fixed base"; at high, "Scale to fit in a 2048px x 2048px square ... Scale such that
+# the image's shortest side is 768px long ... Count the number of 512px squares".
+
+
+@dataclass(frozen=True)
+class Vision:
+    """How one served OpenAI model bills images: patches (budget, longest side, multiplier; for
+    ``original`` its own budget and side) or tiles (base, per tile)."""
+
+    patch_budget: int | None = None  # None: the tile rule
+    max_side: int = 2048
+    multiplier: float = 1.0
+    original: tuple[int, int] | None = None  # (budget, longest side) where ``original`` is taken
+    auto_is_original: bool = False
+    tile: tuple[int, int] = (85, 170)
+
+    def tokens(self, width: int, height: int, detail: str) -> int:
+        """What an image of this size costs at ``detail``."""
+        if self.patch_budget is None:
+            return self._tiles(width, height, detail)
+        budget, side = self.patch_budget, self.max_side
+        if self.original is not None and (
+            detail == "original" or (detail == "auto" and self.auto_is_original)
+        ):
+            budget, side = self.original
+        if detail == "low":
+            budget, side = budget, 512
+        return math.ceil(_patch_count(width, height, budget, side) * self.multiplier)
+
+    def _tiles(self, width: int, height: int, detail: str) -> int:
+        base, per_tile = self.tile
+        if detail == "low":
+            return base
+        w, h = float(width), float(height)
+        fit = min(1.0, 2048 / max(w, h))
+        w, h = w * fit, h * fit
+        short = min(1.0, 768 / min(w, h))
+        w, h = w * short, h * short
+        return base + per_tile * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def _patch_count(width: int, height: int, budget: int, max_side: int) -> int:
+    scale = min(1.0, max_side / max(width, height))
+    w, h = max(1, int(width * scale)), max(1, int(height * scale))
+    if math.ceil(w / 32) * math.ceil(h / 32) <= budget:
+        return math.ceil(w / 32) * math.ceil(h / 32)
+    shrink = math.sqrt(32 * 32 * budget / (w * h))
+    shrink *= min(
+        int(w * shrink / 32) / (w * shrink / 32), int(h * shrink / 32) / (h * shrink / 32)
+    )
+    w, h = max(1, int(w * shrink)), max(1, int(h * shrink))
+    return min(math.ceil(w / 32) * math.ceil(h / 32), budget)
+
+
+# The models the OpenAI fake serves, with how each bills images.
+OPENAI_VISION: dict[str, Vision] = {
+    "gpt-5.5": Vision(2500, original=(10_000, 6000), auto_is_original=True),
+    "gpt-5.4": Vision(2500, original=(10_000, 6000)),
+    "gpt-5.4-mini": Vision(1536, multiplier=1.62),
+    "gpt-5.4-nano": Vision(1536, multiplier=2.46),
+    "o4-mini": Vision(1536, multiplier=1.72),
+    "gpt-5": Vision(tile=(70, 140)),
+    "gpt-4.1": Vision(tile=(85, 170)),
+    "gpt-4o": Vision(tile=(85, 170)),
+}
+# What the fake bills an image of a model it does not know by (until it refuses such models).
+_UNLISTED_VISION = Vision(tile=(85, 170))
 
 
 def _image(data_url: str) -> Image.Image:
@@ -428,18 +519,19 @@ class OpenAIFake:
             text = json.dumps({"answer": FREE_TEXT_ANSWER})
         else:
             text = FREE_TEXT_ANSWER
-        return _Answer(model, text, self._usage(items, schema, text))
+        return _Answer(model, text, self._usage(model, items, schema, text))
 
     def _usage(
-        self, items: Sequence[_Item], schema: dict[str, Any] | None, text: str
+        self, model: str, items: Sequence[_Item], schema: dict[str, Any] | None, text: str
     ) -> dict[str, int]:
+        vision = OPENAI_VISION.get(model, _UNLISTED_VISION)
         costs: list[tuple[str, int]] = []
         for item in items:
             if item.kind == "text":
                 tokens = _text_tokens(item.value)
             else:
                 image = _image(item.value)
-                tokens = openai_image_tokens(image.width, image.height)
+                tokens = vision.tokens(image.width, image.height, item.detail)
             costs.append((hashlib.sha256(item.value.encode()).hexdigest(), tokens))
         schema_tokens = _text_tokens(json.dumps(schema)) if schema is not None else 0
         text_tokens = schema_tokens + sum(

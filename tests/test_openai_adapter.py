@@ -40,8 +40,10 @@ from pydantic_ai.output import OutputObjectDefinition
 from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
+from policies.tokens import CallShape, estimate_input_tokens, openai_image_tokens
 from tests.fakes_openai import (
     CACHE_STEP_TOKENS,
+    OPENAI_VISION,
     OpenAIHarness,
     chat_cost_usd,
     openai_compatible_harness,
@@ -80,7 +82,7 @@ class Demo:
     """Two short synthetic episodes as segments with their exported clips; the first segment
     starts 6 s into its video, so clip time and video time differ."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, width: int = 320, height: int = 240) -> None:
         make_demo_playlist(
             root,
             domains=("cooking",),
@@ -89,6 +91,8 @@ class Demo:
             scene_seconds=6.0,
             plant_duplicate=False,
             narrate=False,
+            width=width,
+            height=height,
         )
         truth = json.loads((root / "ground_truth.json").read_text(encoding="utf-8"))
         segments: list[SegmentEvidence] = []
@@ -115,7 +119,7 @@ class Demo:
                         "fps": CLIP_FPS,
                         "start_s": start,
                         "end_s": end,
-                        "height": 240,
+                        "height": height,
                         "audio": False,
                         "source": f"sha256:{video['id']}",
                         "video_id": video["id"],
@@ -130,6 +134,12 @@ class Demo:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     return Demo(tmp_path_factory.mktemp("openai-demo"))
+
+
+@pytest.fixture(scope="module")
+def demo_720p(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The episodes at 1280x720 (16:9, the shape the reservation assumes)."""
+    return Demo(tmp_path_factory.mktemp("openai-demo-720p"), 1280, 720)
 
 
 @pytest.fixture(params=["responses", "chat"])
@@ -483,6 +493,44 @@ def test_usage_is_what_the_provider_reported_cached_input_included(
     assert second.usage.input_tokens == reported["input_tokens"]
     # The API does not split images out of the input count, so neither do we.
     assert "image_prompt_tokens" not in second.usage.details
+
+
+OUR_FRAME_SIZES = [(640, 360), (854, 480), (1280, 720)]  # frame_height 360 / 480 / 720, 16:9
+
+
+@pytest.mark.parametrize("model", ["gpt-5.4", "gpt-5.4-mini"])
+@pytest.mark.parametrize("size", OUR_FRAME_SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_an_image_is_reserved_at_least_what_openai_bills_for_it(
+    model: str, size: tuple[int, int]
+) -> None:
+    """The reservation's count (``policies.tokens``) against the fake's own transcription of
+    the guide's rule, for every detail we could be billed at: we send ``auto``."""
+    reserved = openai_image_tokens(*size, model=model)
+    assert reserved >= OPENAI_VISION[model].tokens(*size, "auto")
+    assert reserved >= OPENAI_VISION[model].tokens(*size, "high")
+
+
+@pytest.mark.parametrize("model", ["gpt-5.4", "gpt-5.4-mini"])
+@pytest.mark.parametrize("frame_height", [360, 480, 720])
+def test_a_calls_frames_are_reserved_at_least_what_the_fake_bills(
+    model: str, frame_height: int, demo_720p: Demo
+) -> None:
+    """Our defaults' frames of 720p clips, sent by the adapter: the fake bills their images by
+    the model's rule, and the worst case of the call's shape holds at least as many tokens."""
+    with openai_harness() as harness:
+        call(
+            harness.model(model, frame_height=frame_height),
+            sufficiency(demo_720p),
+            SufficiencyVerdict,
+            demo_720p.clips,
+        )
+        (request,) = harness.model_requests()
+        billed = harness.last_usage()["image"]
+    frames = len(harness.media(request))
+    assert frames >= 2
+    shape = CallShape(model, video_frames=frames, video_height=frame_height, token_rule="openai")
+    assert billed > 0
+    assert estimate_input_tokens(shape).input_video_tokens >= billed
 
 
 def test_a_reported_cost_lands_in_provider_details() -> None:

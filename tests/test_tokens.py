@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from policies.prices import PriceTable, Usage
 from policies.tokens import (
     CALL_OVERHEAD_TOKENS,
+    OPENAI_IMAGE_RULES,
     CallShape,
     estimate_input_tokens,
     gemini_image_tokens,
+    openai_image_rule,
     openai_image_tokens,
     provider_family,
     qwen_image_tokens,
@@ -49,8 +53,49 @@ def test_provider_family_from_model_id(model: str, family: str | None) -> None:
         ((512, 512), 255),  # small images are never scaled up: 1 tile
     ],
 )
-def test_openai_images_follow_the_512_px_tile_rule(size: tuple[int, int], tokens: int) -> None:
-    assert openai_image_tokens(*size) == tokens
+def test_gpt_4o_images_follow_the_512_px_tile_rule(size: tuple[int, int], tokens: int) -> None:
+    assert openai_image_tokens(*size, model="gpt-4o") == tokens
+
+
+@pytest.mark.parametrize(
+    ("model", "size", "tokens"),
+    [
+        # The guide's worked examples for a 1,536-patch budget: 1024 patches; 1800x2400 is
+        # 4275 patches, scaled to 1056x1408 = 33 x 44 = 1452; then the model's multiplier.
+        ("gpt-5.4-mini", (1024, 1024), math.ceil(1024 * 1.62)),
+        ("gpt-5.4-mini", (1800, 2400), math.ceil(1452 * 1.62)),
+        ("gpt-5.4-nano", (1800, 2400), math.ceil(1452 * 2.46)),
+        ("o4-mini", (1800, 2400), math.ceil(1452 * 1.72)),
+        ("gpt-5.2", (1800, 2400), 1452),
+        # gpt-5.4 sizes ``auto`` as ``high``: 2,500 patches, multiplier 1.
+        ("gpt-5.4", (1280, 720), 40 * 23),
+        ("gpt-5.4", (2048, 4096), 32 * 64),  # fitted within 2048 px first: 1024x2048
+        ("gpt-5.4", (1800, 2400), 2451),  # past 2,500 patches: scaled to 43 x 57 patches
+        # gpt-5 keeps the tile rule at 70 + 140 a tile.
+        ("gpt-5", (1024, 1024), 70 + 140 * 4),
+    ],
+)
+def test_openai_images_follow_each_models_published_rule(
+    model: str, size: tuple[int, int], tokens: int
+) -> None:
+    assert openai_image_tokens(*size, model=model) == tokens
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-5.4-mini", "gpt-5.4-mini-2026-03-17"])
+def test_openai_image_rule_reads_the_id_past_a_vendor_prefix_and_a_snapshot_date(
+    model: str,
+) -> None:
+    assert openai_image_rule(model) == openai_image_rule("gpt-5.4-mini")
+    assert openai_image_tokens(1280, 720, model=model) == math.ceil(920 * 1.62)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (640, 360), (1800, 2400), (4000, 300)])
+def test_an_unlisted_openai_id_counts_the_dearest_rule(size: tuple[int, int]) -> None:
+    """gpt-4o-mini aside (33 times gpt-4o's counts: its own way of pricing images)."""
+    assert openai_image_rule("gpt-9-preview") is None
+    counted = openai_image_tokens(*size, model="gpt-9-preview")
+    for name in OPENAI_IMAGE_RULES.keys() - {"gpt-4o-mini"}:
+        assert counted >= openai_image_tokens(*size, model=name), name
 
 
 @pytest.mark.parametrize(
@@ -113,7 +158,7 @@ def test_gemini_native_video_counts_frames_at_the_media_resolution_and_audio_per
 
 @pytest.mark.parametrize(
     ("model", "per_frame"),
-    [("qwen-3.7-plus", 46 * 26), ("gpt-5.4", 85 + 170 * 2 * 3)],
+    [("qwen-3.7-plus", 46 * 26), ("gpt-5.4", 40 * 23), ("gpt-5.4-mini", math.ceil(920 * 1.62))],
 )
 def test_video_for_other_families_is_counted_as_16_9_frames(model: str, per_frame: int) -> None:
     usage = estimate_input_tokens(CallShape(model, video_seconds=20, video_fps=0.5))
@@ -138,10 +183,11 @@ def test_unknown_family_takes_the_largest_count_of_all_rules() -> None:
 
 @pytest.mark.parametrize(
     ("rule", "like"),
-    [("gemini", "gemini-2.5-flash"), ("openai", "gpt-5.4"), ("qwen", "qwen-3.7-plus")],
+    [("gemini", "gemini-2.5-flash"), ("qwen", "qwen-3.7-plus")],
 )
 def test_a_named_token_rule_counts_as_the_ids_of_that_rule(rule: str, like: str) -> None:
-    """A family's token rule wins over the id (an id that says nothing counts by the rule)."""
+    """A family's token rule wins over the id (an id that says nothing counts by the rule;
+    OpenAI's rule is per model, so an unlisted id counts its dearest: the test below)."""
     kwargs: dict[str, object] = {"text_chars": 100, "video_seconds": 60, "images": ((1280, 720),)}
     ruled = CallShape("my-model", token_rule=rule, **kwargs)  # type: ignore[arg-type]
     named = CallShape(like, **kwargs)  # type: ignore[arg-type]
@@ -149,6 +195,17 @@ def test_a_named_token_rule_counts_as_the_ids_of_that_rule(rule: str, like: str)
     assert estimate_input_tokens(ruled, expected=True) == estimate_input_tokens(
         named, expected=True
     )
+
+
+def test_an_openai_rule_on_an_unlisted_id_counts_its_dearest() -> None:
+    """Named by an OpenAI family, an id the guide does not list counts as its dearest rule."""
+    kwargs: dict[str, object] = {"text_chars": 100, "video_seconds": 60, "images": ((1280, 720),)}
+    ruled = estimate_input_tokens(CallShape("my-model", token_rule="openai", **kwargs))  # type: ignore[arg-type]
+    assert ruled.input_image_tokens == openai_image_tokens(1280, 720, model="my-model")
+    assert ruled.input_video_tokens == 30 * openai_image_tokens(1280, 720, model="my-model")
+    for listed in ("gpt-5.4", "gpt-5.4-mini"):
+        named = estimate_input_tokens(CallShape(listed, **kwargs))  # type: ignore[arg-type]
+        assert ruled.input_tokens >= named.input_tokens
 
 
 def test_an_unknown_token_rule_is_a_config_error_naming_the_rules() -> None:
