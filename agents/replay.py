@@ -34,6 +34,7 @@ from pydantic_ai.models import Model
 from agents.curation import CurationConfig, Curator, RunReport, run_end
 from agents.deps import CallDeps
 from agents.recorded import RecordedCalls
+from agents.workers import RoleModels
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
 from store.catalog import Catalog, SeedRow
@@ -158,7 +159,8 @@ class Replayer:
         prefix = seed_stream(run_id, "")
         seed_log = self.store.read_all(stream_prefix=prefix)
         counterfactual = budget_micros is not None or max_attempts is not None
-        config = self.config
+        # The run's own role models (a log recorded under other default ids asks for those).
+        config = replace(self.config, models=RoleModels.recorded(started.models))
         if max_attempts is not None:
             config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
         # A what-if budget is spent in the log's seed order, one seed at a time, so the yield it

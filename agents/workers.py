@@ -4,8 +4,8 @@ role and the paper's limits. The verifier and its gates are in :mod:`agents.gate
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -49,16 +49,16 @@ class MalformedOutput(Exception):
 class RoleModels:
     """Which configured model plays each role (ids are priced by the price table)."""
 
-    phase1_generator: str = "gemini-3-flash"
-    phase2_generator: str = "gemini-3-flash"
-    transcript_answerer: str = "gemini-3-flash"
+    phase1_generator: str = "gemini-3-flash-preview"
+    phase2_generator: str = "gemini-3-flash-preview"
+    transcript_answerer: str = "gemini-3-flash-preview"
     transcript_matcher: str = "gpt-5.4-mini"
     parametric_pairs: tuple[tuple[str, str], ...] = (
-        ("gemini-3-flash", "gpt-5.4"),
-        ("gpt-5.4-mini", "gemini-3.1-pro"),
+        ("gemini-3-flash-preview", "gpt-5.4"),
+        ("gpt-5.4-mini", "gemini-3.1-pro-preview"),
     )
     sufficiency: str = "qwen-3.7-plus"
-    textual_rankers: tuple[str, ...] = ("gemini-3.1-pro", "gpt-5.4")
+    textual_rankers: tuple[str, ...] = ("gemini-3.1-pro-preview", "gpt-5.4")
     visual_ranker: str = "qwen-3.7-plus"
 
     def all_models(self) -> set[str]:
@@ -75,6 +75,25 @@ class RoleModels:
         for answerer, verifier in self.parametric_pairs:
             ids |= {answerer, verifier}
         return ids
+
+    @classmethod
+    def recorded(cls, facts: Mapping[str, Any]) -> RoleModels:
+        """The role models a run recorded in ``RunStarted.models`` (its fields' values, lists
+        for tuples): what a replay of that run must ask for, whatever today's defaults are.
+        A role the log does not name keeps today's default; a name it has that is no longer a
+        role is ignored."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in facts.items():
+            if name not in known:
+                continue
+            if name == "parametric_pairs":
+                values[name] = tuple((str(a), str(v)) for a, v in value)
+            elif isinstance(value, list | tuple):
+                values[name] = tuple(str(v) for v in value)
+            else:
+                values[name] = str(value)
+        return cls(**values)
 
 
 def _raw_text(response: ModelResponse | None) -> str:

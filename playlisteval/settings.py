@@ -205,15 +205,15 @@ class ModelRoles(Section):
     """Default model per role (DESIGN.md); ids are strings priced by the price table."""
 
     phase1_generator: str = Field(
-        "gemini-3-flash",
+        "gemini-3-flash-preview",
         description="Phase I: writes the question and cited gold answer from both segments' video.",
     )
     phase2_generator: str = Field(
-        "gemini-3-flash",
+        "gemini-3-flash-preview",
         description="Phase II: writes the graded visual-only distractors and their causal records.",
     )
     transcript_answerer: str = Field(
-        "gemini-3-flash",
+        "gemini-3-flash-preview",
         description="Transcript test: answers from transcripts alone, the relevant ones shuffled "
         "among windows of another video.",
     )
@@ -222,7 +222,10 @@ class ModelRoles(Section):
         description="Transcript test: judges whether that answer matches the gold.",
     )
     parametric_pairs: list[tuple[str, str]] = Field(
-        default_factory=lambda: [("gemini-3-flash", "gpt-5.4"), ("gpt-5.4-mini", "gemini-3.1-pro")],
+        default_factory=lambda: [
+            ("gemini-3-flash-preview", "gpt-5.4"),
+            ("gpt-5.4-mini", "gemini-3.1-pro-preview"),
+        ],
         description="Parametric test: [answerer, verifier] pairs answering from memory; the QA "
         "is rejected only if every pair recovers the gold.",
     )
@@ -232,7 +235,7 @@ class ModelRoles(Section):
         "transcript.",
     )
     textual_undetectability: list[str] = Field(
-        default_factory=lambda: ["gemini-3.1-pro", "gpt-5.4"],
+        default_factory=lambda: ["gemini-3.1-pro-preview", "gpt-5.4"],
         description="Rank gold and distractors from text alone; the set is rejected only if "
         "all of them recover the order.",
     )

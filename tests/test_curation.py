@@ -133,12 +133,26 @@ def test_strict_replay_under_other_code_reports_where_it_diverges(
     demo_run: tuple[Path, str],
 ) -> None:
     home, run_id = demo_run
-    with App(load_settings(home, models={"sufficiency": "gpt-5.4"})) as app:
+    # Other code: the generator is asked for other paragraph counts, so its requests differ.
+    with App(load_settings(home, generation={"gold_max_paragraphs": 4})) as app:
         result = runs.replay_strict(app, run_id)
     assert result.model_calls == 0
     assert result.verdict is not None
     assert not result.verdict.ok
     assert any("never reaches" in line for line in result.verdict.problems())
+
+
+def test_strict_replay_asks_for_the_models_the_run_recorded_not_todays_defaults(
+    demo_run: tuple[Path, str],
+) -> None:
+    """A run replays as it was made even after the configured models change (a log recorded
+    under older default ids stays replayable)."""
+    home, run_id = demo_run
+    with App(load_settings(home, models={"sufficiency": "gpt-5.4"})) as app:
+        result = runs.replay_strict(app, run_id)
+    assert result.model_calls == 0
+    assert result.verdict is not None
+    assert result.verdict.ok, result.verdict.problems()[:3]
 
 
 def test_counterfactual_fewer_attempts_accepts_a_subset_without_calls(

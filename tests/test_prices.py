@@ -11,8 +11,8 @@ from policies.prices import ModelPrice, PriceTable, UnknownPriceError, Usage, Us
 from store.errors import ConfigError, PlaylistEvalError
 
 DESIGN_DEFAULT_MODELS = [
-    "gemini-3-flash",
-    "gemini-3.1-pro",
+    "gemini-3-flash-preview",
+    "gemini-3.1-pro-preview",
     "gpt-5.4",
     "gpt-5.4-mini",
     "qwen-3.7-plus",
@@ -37,7 +37,7 @@ def test_every_design_default_model_has_a_row_in_our_file(table: PriceTable, mod
 @pytest.mark.parametrize(
     ("model", "input_rate", "output_rate"),
     [
-        ("gemini-3-flash-preview", Decimal("0.5"), Decimal("3")),
+        ("gemini-2.5-flash", Decimal("0.3"), Decimal("2.5")),
         ("gpt-5-mini", Decimal("0.25"), Decimal("2")),
     ],
 )

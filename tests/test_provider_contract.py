@@ -70,14 +70,15 @@ from tools.vision import COLOURS, decode_clip, describe_frames
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
 
 PROVIDERS: dict[str, tuple[Callable[..., AbstractContextManager[Any]], str]] = {
-    "gemini": (gemini_harness, "gemini-3-flash"),
+    "gemini": (gemini_harness, "gemini-3-flash-preview"),
     "openai": (openai_harness, "gpt-5.4-mini"),
     "openai-compatible": (openai_compatible_harness, "qwen3-vl-30b-a3b"),
     "dashscope": (dashscope_harness, "qwen-3.7-plus"),
 }
 # The providers with no network edge: they run in this process.
 LOCAL_PROVIDERS: dict[str, tuple[Callable[..., AbstractContextManager[Any]], str]] = {
-    "offline": (offline_harness, "gemini-3-flash"),  # answering as the model it stands in for
+    # answering as the model it stands in for
+    "offline": (offline_harness, "gemini-3-flash-preview"),
     "transformers": (transformers_harness, "qwen3-vl-30b-a3b"),
 }
 LOCAL = tuple(sorted(LOCAL_PROVIDERS))
@@ -540,7 +541,7 @@ def test_gemini_context_cache_shows_in_the_records_at_the_cached_rate(
     """Two video calls of one seed: the first writes the cache (priced as a write and its
     storage), both read the clips from it at the cached rate; the cache is in the log."""
     with gemini_harness() as harness:
-        provider = Provider("gemini", harness, "gemini-3-flash")
+        provider = Provider("gemini", harness, "gemini-3-flash-preview")
         outcome = role_call(
             tmp_path,
             provider,
@@ -563,9 +564,9 @@ def test_gemini_context_cache_shows_in_the_records_at_the_cached_rate(
         assert call.cached_tokens == cache.tokens
     prices = outcome.prices
     read = prices.as_usage(second.usage)
-    assert second.cost_micros == prices.cost_micros("gemini-3-flash", read)
+    assert second.cost_micros == prices.cost_micros("gemini-3-flash-preview", read)
     uncached = prices.cost_micros(
-        "gemini-3-flash",
+        "gemini-3-flash-preview",
         Usage(
             input_text_tokens=read.input_text_tokens,
             input_video_tokens=read.input_video_tokens,
