@@ -407,14 +407,6 @@ class _Answer:
     usage: dict[str, int]
 
 
-class _Refused(Exception):
-    """A batch line the service refuses as it would refuse the request on its own."""
-
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(reply.status)
-        self.reply = reply
-
-
 @dataclass
 class OpenAIFake:
     """The fake's state: the server, files and batches it holds, and the last usage."""
@@ -704,51 +696,73 @@ class OpenAIFake:
         return Reply.json(200, batch)
 
     def _run_batch(self, batch: dict[str, Any]) -> None:
+        # The Batch API writes two files: ``output_file_id`` "the file containing the outputs of
+        # successfully executed requests", ``error_file_id`` "the file containing the outputs
+        # of requests with errors" (openai/types/batch.py); each is set only when it has lines.
         _, data = self.files[batch["input_file_id"]]
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-        out: list[str] = []
+        succeeded: list[str] = []
+        failed: list[str] = []
         for line in lines:
-            refused = self._refusal(line["body"])
-            try:
-                if refused is not None:
-                    raise _Refused(refused)
-                answer = self._answer(line["body"])
-                result: dict[str, Any] = {
-                    "status_code": 200,
-                    "request_id": self._next_id("req_"),
-                    "body": self._responses_body(answer, None),
-                }
-            except _Refused as refusal:
-                result = {
-                    "status_code": refusal.reply.status,
-                    "request_id": self._next_id("req_"),
-                    "body": json.loads(refusal.reply.body),
-                }
-            except (ValueError, MediaError) as exc:
-                result = {
-                    "status_code": 400,
-                    "request_id": self._next_id("req_"),
-                    "body": {"error": {"message": str(exc), "type": "invalid_request_error"}},
-                }
-            out.append(
-                json.dumps(
-                    {"id": self._next_id("batch_req_"), "custom_id": line["custom_id"]}
-                    | {"response": result, "error": None}
-                )
+            result = self._batch_line_result(line["body"])
+            written = json.dumps(
+                {"id": self._next_id("batch_req_"), "custom_id": line["custom_id"]}
+                | {"response": result, "error": None}
             )
-        output_id = self._next_id("file-")
-        self.files[output_id] = ("batch_output", "\n".join(out).encode())
-        failed = sum(1 for line in out if json.loads(line)["response"]["status_code"] != 200)
+            (succeeded if result["status_code"] == 200 else failed).append(written)
+        output_id = self._batch_file("batch_output", succeeded)
+        error_id = self._batch_file("batch_output", failed)
         batch.update(
             status="completed",
             output_file_id=output_id,
+            error_file_id=error_id,
             completed_at=CREATED_AT,
             request_counts={
                 "total": len(lines),
-                "completed": len(lines) - failed,
-                "failed": failed,
+                "completed": len(succeeded),
+                "failed": len(failed),
             },
         )
+
+    def _batch_line_result(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One line's ``response``: the status and body the request would have had alone."""
+        request_id = self._next_id("req_")
+        refused = self._refusal(body)
+        if refused is not None:
+            return {
+                "status_code": refused.status,
+                "request_id": request_id,
+                "body": json.loads(refused.body),
+            }
+        try:
+            answer = self._answer(body)
+        except (ValueError, MediaError) as exc:
+            error = {"message": str(exc), "type": "invalid_request_error", "param": None}
+            return {
+                "status_code": 400,
+                "request_id": request_id,
+                "body": {"error": error | {"code": "invalid_request"}},
+            }
+        return {
+            "status_code": 200,
+            "request_id": request_id,
+            "body": self._responses_body(answer, None),
+        }
+
+    def _batch_file(self, purpose: str, lines: list[str]) -> str | None:
+        """A file of ``lines`` (its id), or ``None`` when there are none."""
+        if not lines:
+            return None
+        file_id = self._next_id("file-")
+        self.files[file_id] = (purpose, "\n".join(lines).encode())
+        return file_id
+
+    def file_lines(self, file_id: str | None) -> list[dict[str, Any]]:
+        """The JSON lines of a file the fake holds (none for ``None``)."""
+        if file_id is None:
+            return []
+        _, data = self.files[file_id]
+        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
 def chat_cost_usd(usage: dict[str, int]) -> float:

@@ -39,6 +39,7 @@ from pydantic_ai.models.batch import BatchRequest
 from pydantic_ai.output import OutputObjectDefinition
 from pydantic_ai.settings import ModelSettings
 
+from agents.batching import Batcher
 from agents.prompts import render_prompt
 from policies.tokens import CallShape, estimate_input_tokens, openai_image_tokens
 from tests.fakes_openai import (
@@ -637,3 +638,58 @@ def test_a_batch_round_trip_sends_frames_and_decodes_the_answer(demo: Demo) -> N
         assert harness.model_requests() == []  # nothing went to /v1/responses directly
         assert harness.server.seen("POST", "/v1/files")
         assert harness.server.seen("POST", "/v1/batches")
+
+
+def text_batch_request(custom_id: str, context: AnyContext, output_type: type[Any]) -> BatchRequest:
+    """A role call as the recorder batches it: its prompt alone, the role's schema native."""
+    return BatchRequest(
+        custom_id=custom_id,
+        messages=[ModelRequest(parts=[UserPromptPart([render_prompt(context)])])],
+        model_settings=SETTINGS,
+        model_request_parameters=role_schema_request(output_type),
+    )
+
+
+def test_a_failed_batch_request_is_read_from_the_error_file(demo: Demo) -> None:
+    """The Batch API puts a failed request in the ``error_file_id`` file, not the output file;
+    our batcher reads both: the good answer decodes, the failure is its own error."""
+    good = text_batch_request("good", parametric(), FreeAnswer)
+    bad = text_batch_request("bad", sufficiency_without_frames(), SufficiencyVerdict)
+    with openai_harness() as harness:
+        model: Model = harness.model("judge")
+        # Every wait of the batcher (its window, its polls) lasts until the other call is
+        # blocked too: both join one job, and nothing waits on the clock.
+        batcher = Batcher(sleep=lambda _seconds: anyio.wait_all_tasks_blocked())
+        outcomes: dict[str, ModelResponse | BaseException] = {}
+
+        async def ask_batched(request: BatchRequest) -> None:
+            async def submitted(_batch: Any) -> None:
+                pass
+
+            try:
+                outcomes[request.custom_id] = await batcher.call(model, request, submitted)
+            except ModelAPIError as exc:
+                outcomes[request.custom_id] = exc
+
+        async def both() -> None:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(ask_batched, good)
+                tasks.start_soon(ask_batched, bad)
+
+        anyio.run(both)
+        (batch,) = harness.fake.batches.values()
+
+    assert [line["custom_id"] for line in harness.fake.file_lines(batch["output_file_id"])] == [
+        "good"
+    ]
+    (failed,) = harness.fake.file_lines(batch["error_file_id"])
+    assert failed["custom_id"] == "bad"
+    assert failed["response"]["status_code"] == 400
+    assert batch["request_counts"] == {"total": 2, "completed": 1, "failed": 1}
+    answer = outcomes["good"]
+    assert isinstance(answer, ModelResponse)
+    assert FreeAnswer.model_validate_json(answer.text or "").answer
+    error = outcomes["bad"]
+    assert isinstance(error, ModelAPIError)
+    assert "'bad' errored" in str(error)
+    assert failed["response"]["body"]["error"]["message"][:40] in str(error)
