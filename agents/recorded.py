@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelConnectionError,
     ModelHTTPError,
+    ModelQuotaExceededError,
     ModelRateLimitError,
     ModelRequestRejectedError,
     ModelRequestTimeout,
@@ -311,6 +312,11 @@ def classify_failure(exc: BaseException) -> Failure:
     retry_after = exc.retry_after if isinstance(exc, ModelAPIError) else None
     if isinstance(exc, ContentFilterError):
         return Failure("refusal", False, status, None, message)
+    if isinstance(exc, ModelQuotaExceededError):
+        # The account's quota or credit is spent (OpenAI insufficient_quota, a Gemini daily
+        # RESOURCE_EXHAUSTED, DashScope Throttling.AllocationQuota): waiting will not help,
+        # so it is not retried like a rate limit; the seed is parked with the provider's words.
+        return Failure("quota", False, status, None, message)
     if isinstance(exc, ModelRateLimitError) or status == 429:
         return Failure("rate_limit", True, status or 429, retry_after, message)
     if isinstance(exc, ModelConnectionError | ModelRequestTimeout | TimeoutError):

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError
+from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError, ModelQuotaExceededError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -138,6 +138,32 @@ def test_permanent_failure_is_recorded_with_the_providers_message(tmp_path: Path
     assert recorder.budget.spent_micros == 0
 
 
+def _quota() -> ModelHTTPError:
+    """A 429 the provider says is an exhausted quota, as pydantic-ai raises it (OpenAI's
+    insufficient_quota; the adapters' own fakes send the real bodies)."""
+    return ModelHTTPError.for_category(
+        ModelQuotaExceededError,
+        status_code=429,
+        model_name="gpt-5.4",
+        body={
+            "error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}
+        },
+        provider_error_code="insufficient_quota",
+    )
+
+
+def test_an_exhausted_quota_is_not_retried_like_a_rate_limit(tmp_path: Path) -> None:
+    """Waiting does not refill a quota: one attempt, no retries, the provider's words kept."""
+    result, events, recorder, sleeps = _run(tmp_path, _scripted(_quota(), _ok()))
+    assert isinstance(result, ProviderError)
+    assert "exceeded your current quota" in str(result)
+    assert not [e for e in events if isinstance(e, CallRetried)]
+    assert sleeps.waits == []
+    failed = [e for e in events if isinstance(e, CallFailed)]
+    assert [(f.outcome, f.attempts) for f in failed] == [("error", 1)]
+    assert recorder.budget.spent_micros == 0
+
+
 def test_retries_run_out_then_the_call_fails(tmp_path: Path) -> None:
     result, events, _, sleeps = _run(tmp_path, _scripted(*[_http(500)] * 4))
     assert isinstance(result, ProviderError)
@@ -169,6 +195,7 @@ def test_a_refusal_is_an_outcome_that_replays(tmp_path: Path) -> None:
     ("error", "kind", "transient"),
     [
         (_http(429), "rate_limit", True),
+        (_quota(), "quota", False),
         (_http(500), "server", True),
         (_http(400), "rejected", False),
         (TimeoutError(), "timeout", True),
