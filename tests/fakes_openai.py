@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
+from playlisteval.settings import default_endpoints
 from store.errors import MediaError
 from tests.fakes_providers import (
     RETRY_AFTER_S,
@@ -351,8 +352,17 @@ OPENAI_VISION: dict[str, Vision] = {
     "gpt-4.1": Vision(tile=(85, 170)),
     "gpt-4o": Vision(tile=(85, 170)),
 }
-# What the fake bills an image of a model it does not know by (until it refuses such models).
+# What the compatible fake bills an image by (until it bills as the vLLM model it serves).
 _UNLISTED_VISION = Vision(tile=(85, 170))
+
+# The ids a vLLM server serves by default here: our open-weight judges' wire names
+# (``playlisteval.settings.default_endpoints``), as ``vllm serve <model>`` names them.
+VLLM_SERVED = ("Qwen/Qwen3-VL-30B-A3B-Instruct", "OpenGVLab/InternVL3_5-8B")
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, read the docs: "
+    "https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
 
 
 def _image(data_url: str) -> Image.Image:
@@ -418,6 +428,13 @@ class OpenAIFake:
     # (default: the Responses fake, which is OpenAI; a vLLM server takes ``strict`` and ignores
     # it — ``JsonSchemaResponseFormat.strict`` in vllm/entrypoints/openai/protocol.py).
     checks_strict_schemas: bool | None = None
+    # The model ids it serves (default: OpenAI's of :data:`OPENAI_VISION`, which include our
+    # defaults gpt-5.4 and gpt-5.4-mini; a vLLM server's :data:`VLLM_SERVED`). Any other id is
+    # refused as the service refuses it.
+    served_models: tuple[str, ...] = ()
+    # An account out of credit: OpenAI answers every model request 429 ``insufficient_quota``
+    # until billing is fixed (waiting does not help), unlike a rate limit.
+    quota_exhausted: bool = False
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # id → (purpose, data)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage_log: list[dict[str, int]] = field(default_factory=list)
@@ -428,6 +445,8 @@ class OpenAIFake:
     def __post_init__(self) -> None:
         if self.checks_strict_schemas is None:
             self.checks_strict_schemas = self.api == "responses"
+        if not self.served_models:
+            self.served_models = tuple(OPENAI_VISION) if self.api == "responses" else VLLM_SERVED
         if self.api == "responses":
             self.server.route("POST", "/v1/responses", self._responses)
         else:
@@ -488,6 +507,14 @@ class OpenAIFake:
 
     def _refusal(self, body: dict[str, Any]) -> Reply | None:
         """What the service answers a request it will not run, before any model sees it."""
+        model = body.get("model")
+        if model not in self.served_models:
+            return self._unknown_model(model)
+        if self.quota_exhausted:
+            # OpenAI's "Error codes" guide (https://platform.openai.com/docs/guides/error-codes):
+            # "429 - You exceeded your current quota, please check your plan and billing
+            # details"; the body's type and code are both ``insufficient_quota``.
+            return _error(429, QUOTA_MESSAGE, "insufficient_quota", error_type="insufficient_quota")
         fmt = _format(self.api, body)
         if self.checks_strict_schemas and fmt.get("strict") is True:
             violation = strict_schema_violation(fmt.get("schema"))
@@ -499,6 +526,18 @@ class OpenAIFake:
                     param="text.format.schema" if self.api == "responses" else "response_format",
                 )
         return None
+
+    def _unknown_model(self, model: object) -> Reply:
+        if self.api == "responses":
+            # OpenAI: 404 "The model `<id>` does not exist or you do not have access to it.",
+            # code ``model_not_found`` (the code pydantic-ai maps to ModelNotFoundError,
+            # pydantic_ai/_model_errors.py).
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            return _error(404, message, "model_not_found")
+        # vLLM: ``_check_model`` in vllm/entrypoints/openai/serving_engine.py answers
+        # "The model `<id>` does not exist." as a NotFoundError 404, in its ErrorResponse
+        # envelope (vllm/entrypoints/openai/protocol.py: error.message, type, param, code=status).
+        return _vllm_error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
 
     def _answer(self, body: dict[str, Any]) -> _Answer:
         items = _items(self.api, body)
@@ -786,6 +825,12 @@ def _error(
     return Reply.json(status, {"error": error}, headers)
 
 
+def _vllm_error(status: int, message: str, error_type: str, param: str | None = None) -> Reply:
+    """vLLM's ErrorResponse: ``{"error": {"message", "type", "param", "code": <status>}}``."""
+    error = {"message": message, "type": error_type, "param": param, "code": status}
+    return Reply.json(status, {"error": error})
+
+
 def _file_object(file_id: str, filename: str, purpose: str, data: bytes) -> dict[str, Any]:
     return {
         "id": file_id,
@@ -828,13 +873,21 @@ class OpenAIHarness(Harness):
         """Which API the fake serves."""
         return self.fake.api
 
+    @property
+    def default_model(self) -> str:
+        """Our id of a model the fake serves: gpt-5.4, or the InternVL judge (sent frames)."""
+        return "gpt-5.4" if self.api == "responses" else "internvl3.5-8b"
+
     def config(self, model_id: str, **config: Any) -> ProviderConfig:
-        """The adapter configuration pointed at the fake."""
+        """The adapter configuration pointed at the fake; the wire name is the one the app
+        gives our id (``default_endpoints``: ``qwen3-vl-30b-a3b`` →
+        ``Qwen/Qwen3-VL-30B-A3B-Instruct``), else the id itself."""
         family = "openai" if self.api == "responses" else "openai-compatible"
         key = "sk-fake-key" if self.api == "responses" else None
+        endpoint = default_endpoints().get(model_id)
         values: dict[str, Any] = {
             "family": family,
-            "model_name": model_id,
+            "model_name": (endpoint.model_name if endpoint else None) or model_id,
             "base_url": f"{self.server.base_url}/v1",
             "api_key": key,
         }

@@ -21,6 +21,9 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     ContentFilterError,
     ModelAPIError,
+    ModelHTTPError,
+    ModelNotFoundError,
+    ModelQuotaExceededError,
     ModelRateLimitError,
     ModelRequestRejectedError,
     ModelServerError,
@@ -45,6 +48,7 @@ from policies.tokens import CallShape, estimate_input_tokens, openai_image_token
 from tests.fakes_openai import (
     CACHE_STEP_TOKENS,
     OPENAI_VISION,
+    QUOTA_MESSAGE,
     OpenAIHarness,
     chat_cost_usd,
     openai_compatible_harness,
@@ -207,7 +211,7 @@ def test_clips_go_as_labelled_frames_in_the_source_timeline(
 ) -> None:
     """Each clip becomes its label, then per frame ``(video-id @ MM:SS)`` and a JPEG, timed in the
     video (the first segment's frames start at 00:06, not 00:00); the transcript is in the text."""
-    result = call(harness.model("judge"), phase1(demo), QA, demo.clips)
+    result = call(harness.model(harness.default_model), phase1(demo), QA, demo.clips)
     assert isinstance(result.output, QA)
     (request,) = harness.model_requests()
     items = harness.items(request)
@@ -236,7 +240,10 @@ def test_frames_are_the_clip_pictures_at_the_configured_height(
 ) -> None:
     """Frames are decodable JPEGs no taller than ``frame_height``."""
     call(
-        harness.model("judge", frame_height=120), sufficiency(demo), SufficiencyVerdict, demo.clips
+        harness.model(harness.default_model, frame_height=120),
+        sufficiency(demo),
+        SufficiencyVerdict,
+        demo.clips,
     )
     (request,) = harness.model_requests()
     images = [v for kind, v in harness.items(request) if kind == "image"]
@@ -249,7 +256,12 @@ def test_frames_are_the_clip_pictures_at_the_configured_height(
 
 def test_max_frames_thins_the_frames(harness: OpenAIHarness, demo: Demo) -> None:
     """No more than ``max_frames`` frames go in one request."""
-    call(harness.model("judge", max_frames=6), sufficiency(demo), SufficiencyVerdict, demo.clips)
+    call(
+        harness.model(harness.default_model, max_frames=6),
+        sufficiency(demo),
+        SufficiencyVerdict,
+        demo.clips,
+    )
     (request,) = harness.model_requests()
     assert 2 <= len(harness.media(request)) <= 6
 
@@ -258,7 +270,9 @@ def test_the_role_schema_is_sent_natively_and_the_answer_parsed(
     harness: OpenAIHarness, demo: Demo
 ) -> None:
     """The output type's JSON schema goes as ``json_schema``; the answer validates into it."""
-    result = call(harness.model("judge"), sufficiency(demo), SufficiencyVerdict, demo.clips)
+    result = call(
+        harness.model(harness.default_model), sufficiency(demo), SufficiencyVerdict, demo.clips
+    )
     assert isinstance(result.output, SufficiencyVerdict)
     (request,) = harness.model_requests()
     schema = harness.output_schema(request)
@@ -278,7 +292,7 @@ def test_the_role_schema_is_sent_natively_and_the_answer_parsed(
 
 def test_text_only_roles_stay_text_only(harness: OpenAIHarness) -> None:
     """A role with no clips sends no images and parses its answer."""
-    result = call(harness.model("judge"), parametric(), FreeAnswer)
+    result = call(harness.model(harness.default_model), parametric(), FreeAnswer)
     assert isinstance(result.output, FreeAnswer)
     (request,) = harness.model_requests()
     assert harness.media(request) == []
@@ -287,13 +301,10 @@ def test_text_only_roles_stay_text_only(harness: OpenAIHarness) -> None:
 
 def test_the_provider_model_name_is_sent_and_the_key_is_used(harness: OpenAIHarness) -> None:
     """``config.model_name`` is what goes on the wire; a keyless compatible server gets EMPTY."""
-    call(
-        harness.model("our-judge", model_name="Qwen/Qwen3-VL-30B-A3B-Instruct"),
-        parametric(),
-        FreeAnswer,
-    )
+    wire = "gpt-5.4-mini" if harness.api == "responses" else "OpenGVLab/InternVL3_5-8B"
+    call(harness.model("our-judge", model_name=wire), parametric(), FreeAnswer)
     (request,) = harness.model_requests()
-    assert request.json()["model"] == "Qwen/Qwen3-VL-30B-A3B-Instruct"
+    assert request.json()["model"] == wire
     auth = {k.lower(): v for k, v in request.headers.items()}["authorization"]
     assert auth == ("Bearer sk-fake-key" if harness.api == "responses" else "Bearer EMPTY")
 
@@ -337,7 +348,7 @@ def test_every_role_schema_is_sent_strict_in_openais_subset_and_accepted(
 ) -> None:
     """Defaulted fields included (QA, SufficiencyVerdict, Ranking, VerificationMeta): ``strict:
     true``, every property required, no additional properties, no ``default``."""
-    model = strict_harness.model("judge")
+    model = strict_harness.model(strict_harness.default_model)
     messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("Answer.")])]
 
     async def send() -> ModelResponse:
@@ -382,7 +393,7 @@ def test_a_strict_answer_with_every_field_validates_into_the_role_output(
 ) -> None:
     """A strict answer carries defaulted fields too (``Ranking.reason``); it still parses."""
     output_type = ROLES[role].output
-    result = call(strict_harness.model("judge"), context, output_type)
+    result = call(strict_harness.model(strict_harness.default_model), context, output_type)
     assert isinstance(result.output, output_type)
     sent = json.loads(last_response(result).text or "{}")
     assert set(sent) == set(output_type.model_fields)
@@ -436,14 +447,15 @@ def test_a_strict_schema_outside_openais_subset_is_refused_with_its_400(
         api_key="sk-fake-key", base_url=f"{strict_harness.server.base_url}/v1", max_retries=0
     )
     fmt = {"name": "Answer", "schema": schema, "strict": True}
+    model = strict_harness.config(strict_harness.default_model).model_name
 
     async def send() -> Any:
         if strict_harness.api == "responses":
             return await client.responses.create(
-                model="judge", input="Hi.", text={"format": {"type": "json_schema", **fmt}}
+                model=model, input="Hi.", text={"format": {"type": "json_schema", **fmt}}
             )
         return await client.chat.completions.create(
-            model="judge",
+            model=model,
             messages=[{"role": "user", "content": "Hi."}],
             response_format={"type": "json_schema", "json_schema": fmt},
         )
@@ -468,7 +480,7 @@ def test_usage_is_what_the_provider_reported_cached_input_included(
     harness: OpenAIHarness, demo: Demo
 ) -> None:
     """Input (frames billed by the tile rule), output, and cached input on a repeated prompt."""
-    model = harness.model("judge")
+    model = harness.model(harness.default_model)
     reports: list[dict[str, int]] = []
 
     async def twice() -> list[ModelResponse]:
@@ -537,13 +549,17 @@ def test_a_calls_frames_are_reserved_at_least_what_the_fake_bills(
 def test_a_reported_cost_lands_in_provider_details() -> None:
     """An OpenRouter-style ``usage.cost`` becomes ``provider_details['cost_usd']``."""
     with openai_compatible_harness(report_cost=True) as harness:
-        response = last_response(call(harness.model("judge"), parametric(), FreeAnswer))
+        response = last_response(
+            call(harness.model(harness.default_model), parametric(), FreeAnswer)
+        )
         assert response.provider_details is not None
         assert response.provider_details["cost_usd"] == pytest.approx(
             chat_cost_usd(harness.last_usage())
         )
     with openai_compatible_harness() as harness:
-        response = last_response(call(harness.model("judge"), parametric(), FreeAnswer))
+        response = last_response(
+            call(harness.model(harness.default_model), parametric(), FreeAnswer)
+        )
         assert "cost_usd" not in (response.provider_details or {})
 
 
@@ -567,7 +583,7 @@ def test_each_fault_surfaces_as_pydantic_ai_error_after_one_request(
     """Every failure is pydantic-ai's categorised exception, and the SDK never retries."""
     harness.server.fail_next(fault)
     with pytest.raises(error) as raised:
-        call(harness.model("judge", timeout_s=0.5), parametric(), FreeAnswer)
+        call(harness.model(harness.default_model, timeout_s=0.5), parametric(), FreeAnswer)
     assert len(harness.model_requests()) == 1
     if fault == "429":
         assert isinstance(raised.value, ModelAPIError)
@@ -577,8 +593,54 @@ def test_each_fault_surfaces_as_pydantic_ai_error_after_one_request(
 def test_a_request_the_server_rejects_is_a_rejected_request(harness: OpenAIHarness) -> None:
     """A 400 (here: a video role whose frames are missing) is ModelRequestRejectedError."""
     with pytest.raises(ModelRequestRejectedError):
-        call(harness.model("judge"), sufficiency_without_frames(), SufficiencyVerdict)
+        call(harness.model(harness.default_model), sufficiency_without_frames(), SufficiencyVerdict)
     assert len(harness.model_requests()) == 1
+
+
+def test_an_exhausted_quota_is_a_quota_error_not_a_rate_limit() -> None:
+    """OpenAI's 429 ``insufficient_quota`` (no Retry-After: waiting will not help) surfaces as
+    ModelQuotaExceededError, after one request."""
+    with openai_harness(quota_exhausted=True) as harness:
+        with pytest.raises(ModelQuotaExceededError) as raised:
+            call(harness.model(harness.default_model), parametric(), FreeAnswer)
+        assert not isinstance(raised.value, ModelRateLimitError)
+        assert len(harness.model_requests()) == 1
+    assert isinstance(raised.value, ModelHTTPError)
+    assert raised.value.status_code == 429
+    assert raised.value.body == {
+        "message": QUOTA_MESSAGE,
+        "type": "insufficient_quota",
+        "param": None,
+        "code": "insufficient_quota",
+    }
+
+
+def test_a_model_id_the_server_does_not_serve_is_its_404(harness: OpenAIHarness) -> None:
+    """OpenAI's ``model_not_found``, or vLLM's NotFoundError naming the model, each as
+    ModelNotFoundError; the ids our defaults send are served."""
+    with pytest.raises(ModelNotFoundError) as raised:
+        call(harness.model("gpt-9-preview"), parametric(), FreeAnswer)
+    error = raised.value
+    assert isinstance(error, ModelHTTPError)
+    assert error.status_code == 404
+    if harness.api == "responses":
+        assert error.body == {
+            "message": "The model `gpt-9-preview` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+        defaults = ("gpt-5.4", "gpt-5.4-mini")
+    else:
+        assert error.body == {
+            "message": "The model `gpt-9-preview` does not exist.",
+            "type": "NotFoundError",
+            "param": "model",
+            "code": 404,
+        }
+        defaults = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
+    served = harness.fake.served_models
+    assert all(harness.config(model_id).model_name in served for model_id in defaults)
 
 
 def sufficiency_without_frames() -> SufficiencyContext:
@@ -596,7 +658,7 @@ def sufficiency_without_frames() -> SufficiencyContext:
 def test_a_batch_round_trip_sends_frames_and_decodes_the_answer(demo: Demo) -> None:
     """batch_encode (frames in the line) → create → status until ended → results → decode."""
     with openai_harness() as harness:
-        model: Model = harness.model("judge")
+        model: Model = harness.model(harness.default_model)
         schema = SufficiencyVerdict.model_json_schema()
         request = BatchRequest(
             custom_id="seed-1",
@@ -656,7 +718,7 @@ def test_a_failed_batch_request_is_read_from_the_error_file(demo: Demo) -> None:
     good = text_batch_request("good", parametric(), FreeAnswer)
     bad = text_batch_request("bad", sufficiency_without_frames(), SufficiencyVerdict)
     with openai_harness() as harness:
-        model: Model = harness.model("judge")
+        model: Model = harness.model(harness.default_model)
         # Every wait of the batcher (its window, its polls) lasts until the other call is
         # blocked too: both join one job, and nothing waits on the clock.
         batcher = Batcher(sleep=lambda _seconds: anyio.wait_all_tasks_blocked())
