@@ -46,7 +46,7 @@ from tools.providers.base import ProviderConfig
 from tools.providers.family import ProviderFamily
 from tools.providers.registry import ProviderRegistry, families, family_named, family_of
 from tools.search import ChunkSearch
-from tools.transcripts import Transcriber, make_transcriber
+from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
 
 
@@ -94,6 +94,11 @@ def build_transcriber(settings: Settings) -> Transcriber:
             return make_transcriber(name, model_dir=idx.whisper_model_dir)
         if name == "qwen3-asr":
             return make_transcriber(name, model=idx.qwen_asr_model)
+        if name == DashScopeTranscriber.name:
+            # Its family's endpoint and key, as generation has them (regions take different keys).
+            limits = settings.providers.family(DashScopeTranscriber.family)
+            key = os.environ.get(limits.api_key_env) or None
+            return make_transcriber(name, base_url=limits.base_url, api_key=key)
         return make_transcriber(name, **options)
 
     if idx.transcriber == "auto":

@@ -13,8 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from playlisteval.app import build_transcriber
+from playlisteval.settings import load_settings
 from store.errors import ConfigError, TranscriptError
+from tests.fakes_dashscope import API_KEY as DASHSCOPE_KEY
+from tests.fakes_dashscope import dashscope_harness
 from tests.tiny_models import tiny_qwen_tokenizer
+from tools.providers.dashscope_model import DEFAULT_BASE_URL
 from tools.transcripts import (
     AutoTranscriber,
     CaptionsTranscriber,
@@ -197,6 +202,43 @@ def test_dashscope_without_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="DASHSCOPE_API_KEY"):
         make_transcriber("dashscope")
+
+
+def test_dashscope_asr_goes_to_the_configured_generation_endpoint_with_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``index.transcriber = "dashscope"`` transcribes where ``[providers.dashscope]`` sends
+    generation, with that block's key: DashScope's regions take different keys."""
+    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
+    monkeypatch.setenv("QWEN_REGION_KEY", DASHSCOPE_KEY)
+    with dashscope_harness() as harness:
+        dashscope = {
+            "base_url": f"{harness.server.base_url}/api/v1",
+            "api_key_env": "QWEN_REGION_KEY",
+        }
+        settings = load_settings(
+            tmp_path, index={"transcriber": "dashscope"}, providers={"dashscope": dashscope}
+        )
+        texts = build_transcriber(settings).transcribe(
+            TranscriptRequest(grid=GRID, audio=_audio(60.0))
+        )
+        requests = harness.model_requests()
+    assert len(requests) == 2  # the two voiced chunks; the silent one is not sent
+    assert {r.json()["model"] for r in requests} == {"qwen3-asr-flash"}
+    assert {r.headers["Authorization"] for r in requests} == {f"Bearer {DASHSCOPE_KEY}"}
+    assert texts[0]
+    assert texts[2] == ""
+
+
+def test_dashscope_asr_defaults_to_the_region_generation_defaults_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the SDK's own default (Beijing): the international endpoint generation uses."""
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    backend = build_transcriber(load_settings(tmp_path, index={"transcriber": "dashscope"}))
+    assert isinstance(backend, DashScopeTranscriber)
+    assert backend.base_url == DEFAULT_BASE_URL == "https://dashscope-intl.aliyuncs.com/api/v1"
+    assert DashScopeTranscriber(api_key="k").base_url == DEFAULT_BASE_URL
 
 
 # ----------------------------------------------------------------------------------------------

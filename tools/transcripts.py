@@ -300,10 +300,14 @@ class DashScopeTranscriber:
 
     Each chunk goes inline as a base64 WAV in a ``MultiModalConversation`` call, so no file has
     to be uploaded or hosted. The key comes from ``api_key`` or ``DASHSCOPE_API_KEY`` and never
-    appears in messages; ``base_url`` points the SDK elsewhere (a local fake in tests).
+    appears in messages. ``base_url`` is the API root (``…/api/v1``); unset, it is the generation
+    adapter's default, the international endpoint, not the SDK's own default (Beijing,
+    ``dashscope/common/env.py``): the two regions take different keys, so ASR and generation
+    must go to the same one (the app passes the ``[providers.dashscope]`` endpoint and key).
     """
 
     name = "dashscope"
+    family = "dashscope"  # the provider family whose endpoint and key it uses
 
     def __init__(
         self,
@@ -315,9 +319,11 @@ class DashScopeTranscriber:
         key = api_key or os.environ.get("DASHSCOPE_API_KEY", "")
         if not key:
             raise ConfigError("dashscope: no API key; set DASHSCOPE_API_KEY or pass api_key")
+        from tools.providers.dashscope_model import DEFAULT_BASE_URL
+
         self._api_key = key
         self.model = model
-        self.base_url = base_url
+        self.base_url = base_url or DEFAULT_BASE_URL
 
     def __repr__(self) -> str:
         # Never show the key, even in a debugger or a log of the object.
@@ -335,7 +341,6 @@ class DashScopeTranscriber:
             options: dict[str, Any] = {"enable_itn": False}
             if request.language:
                 options["language"] = request.language
-            extra: dict[str, Any] = {"base_address": self.base_url} if self.base_url else {}
             try:
                 response: Any = MultiModalConversation.call(
                     api_key=self._api_key,
@@ -348,7 +353,7 @@ class DashScopeTranscriber:
                     ],
                     result_format="message",
                     asr_options=options,
-                    **extra,
+                    base_address=self.base_url,
                 )
                 status = getattr(response, "status_code", None)
                 if status != 200:
