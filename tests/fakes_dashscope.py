@@ -9,7 +9,10 @@ frames and answers what the offline provider would answer to the same prompt and
 
 Faults come in DashScope's own forms: 429 ``Throttling.RateQuota`` with ``Retry-After``, 500
 ``InternalError``, a held answer, a body that is not JSON, ``finish_reason: "length"`` with half
-the answer, and the content-moderation refusal (400 ``DataInspectionFailed``).
+the answer, and the content-moderation refusal (400 ``DataInspectionFailed``);
+:meth:`DashScopeFake.refuse_next` answers with any other error of :data:`ERRORS` (a used-up
+quota, throttling). It refuses what the service refuses: a wrong key, a model id it does not
+serve. Each rule cites where it is written.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import itertools
 import json
 import math
 import re
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from playlisteval.settings import default_endpoints
 from tests.fakes_providers import (
     RETRY_AFTER_S,
     TIMEOUT_SLEEP_S,
@@ -45,12 +50,59 @@ from tools.providers.dashscope_model import dashscope_model
 GENERATION_PATH = "/api/v1/services/aigc/multimodal-generation/generation"
 API_KEY = "sk-fake-dashscope"
 PLAIN_ANSWER = '{"answer": "a fixed short answer from the fake DashScope"}'
+# The model ids the fake serves: those Model Studio's pages name for this endpoint (the vision
+# guide https://www.alibabacloud.com/help/en/model-studio/vision calls qwen3.7-plus in its
+# example and lists the Qwen3.6/3.5, Qwen3-VL, QVQ and Qwen-VL models; qwen3-asr-flash is the
+# speech-recognition model of the same generation API). Any other id is refused as the service
+# refuses it (:data:`UNKNOWN_MODEL`).
+MODELS = frozenset(
+    {
+        "qwen3.7-plus",
+        "qwen3.6-plus",
+        "qwen3.5-plus",
+        "qwen3.5-flash",
+        "qwen3-vl-plus",
+        "qwen3-vl-flash",
+        "qwen-vl-max",
+        "qwen-vl-plus",
+        "qvq-max",
+        "qwen3-asr-flash",
+    }
+)
 VISION_PATCH = 28  # Qwen-VL bills an image by 28×28 pixel patches
 TEMPORAL_PATCH = 2  # … and merges every two video frames into one
 _SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
 _TIMES_RE = re.compile(r"they show ([0-9:., ]+)\.")
 _TIME_RE = re.compile(r"(\d+):(\d{2})(?:\.(\d))?")
 _SCHEMA_MARK = "schema:"
+
+
+# The errors :meth:`DashScopeFake.refuse_next` can answer with, as the service sends them: status,
+# code and message from Model Studio's "Error messages" page
+# (https://www.alibabacloud.com/help/en/model-studio/error-code), in the native API's body
+# ``{"code", "message", "request_id"}``.
+ERRORS: dict[str, tuple[int, str]] = {
+    "Throttling.AllocationQuota": (
+        429,
+        "Allocated quota exceeded, please increase your quota limit.",
+    ),
+    "Throttling.RateQuota": (429, "Requests rate limit exceeded, please try again later."),
+    "Throttling": (429, "Requests throttling triggered."),
+    "Arrearage": (400, "Access denied, please make sure your account is in good standing."),
+    # A free-tier-only account past its free quota, as the service words it (the compatible
+    # API's body quoted at https://errs.dmxapi.cn/detail.php?id=1942; the native API sends the
+    # same code and message in its own body).
+    "AllocationQuota.FreeTierOnly": (
+        403,
+        "The free tier of the model has been exhausted. If you wish to continue access the model "
+        'on a paid basis, please disable the "use free tier only" mode in the management console.',
+    ),
+}
+# An id the service does not serve: 400 ``InvalidParameter`` "Model not exist." (what the
+# generation API answers; the SDK's own tests use this body for it: github.com/dashscope/
+# dashscope-sdk-python, tests/unit/test_error_registry_p0_regressions.py). The error page's
+# general table also lists 404 ``ModelNotFound`` "Model can not be found."; the adapter maps both.
+UNKNOWN_MODEL = (400, "InvalidParameter", "Model not exist.")
 
 
 def _error(status: int, code: str, message: str, request_id: str) -> Reply:
@@ -124,9 +176,19 @@ class DashScopeFake:
         the request names."""
         self.server = server
         self.api_key = API_KEY  # the key requests must carry
+        self.models: set[str] = set(MODELS)  # the ids it serves
         self.usage: dict[str, int] = {}
         self._ids = itertools.count(1)
+        self._refusals: deque[str] = deque()
         server.route("POST", GENERATION_PATH, self.generation)
+
+    def refuse_next(self, *codes: str) -> None:
+        """The next generation requests are answered with these errors of :data:`ERRORS`, in
+        order (each one a model request, like the server's faults)."""
+        unknown = [c for c in codes if c not in ERRORS]
+        if unknown:
+            raise ValueError(f"no DashScope error {unknown!r}; the fake knows {sorted(ERRORS)!r}")
+        self._refusals.extend(codes)
 
     def generation(self, request: SeenRequest) -> Reply:
         """``POST …/multimodal-generation/generation``."""
@@ -135,7 +197,20 @@ class DashScopeFake:
             return _error(401, "InvalidApiKey", "Invalid API-key provided.", request_id)
         body = request.json()
         if not isinstance(body, dict) or not body.get("model"):
-            return _error(400, "InvalidParameter", "Model not specified.", request_id)
+            # "Error messages" page: 400 BadRequest.EmptyModel.
+            return _error(
+                400,
+                "BadRequest.EmptyModel",
+                'Required parameter "model" missing from request.',
+                request_id,
+            )
+        if str(body["model"]) not in self.models:
+            return _error(*UNKNOWN_MODEL, request_id)
+        if self._refusals:
+            self.server.next_fault(request)  # a model request like any other (counted once)
+            code = self._refusals.popleft()
+            status, message = ERRORS[code]
+            return _error(status, code, message, request_id)
         fault = self.server.next_fault(request)
         if fault == "429":
             reply = _error(
@@ -165,38 +240,36 @@ class DashScopeFake:
             return Reply(
                 200, b'{"output": {"choices": [{"message": ', {"Content-Type": "application/json"}
             )
+        model = str(body["model"])
         text = request_text(body)
         videos = request_videos(body)
         frames: dict[str, list[media.Frame]] = {}
-        video_tokens = 0
+        video_billed = 0
         for video in videos:
             images = [_decode_jpeg(uri) for uri in video["frames"]]
             frames[video["segment_id"]] = [
                 media.Frame(t=t, image=image)
                 for t, image in zip(video["times"], images, strict=True)
             ]
-            video_tokens += math.ceil(sum(_image_tokens(i) for i in images) / TEMPORAL_PATCH)
-        image_tokens = sum(
+            video_billed += math.ceil(sum(_image_tokens(i) for i in images) / TEMPORAL_PATCH)
+        image_billed = sum(
             _image_tokens(_decode_jpeg(str(item["image"])))
             for _, item in _items(body)
             if str(item.get("image", "")).startswith("data:")
         )
-        if prompt_has_context(text):
-            answer = offline_answer(text, str(body["model"]), frames)
-        else:
-            answer = PLAIN_ANSWER
+        answer = offline_answer(text, model, frames) if prompt_has_context(text) else PLAIN_ANSWER
         finish_reason = "stop"
         if fault == "truncated":
             answer = answer[: len(answer) // 2]
             finish_reason = "length"
         text_tokens = len(text) // 4
         output_tokens = max(1, len(answer) // 4)
-        input_tokens = text_tokens + image_tokens + video_tokens
+        input_tokens = text_tokens + image_billed + video_billed
         details = {"text_tokens": text_tokens}
-        if image_tokens:
-            details["image_tokens"] = image_tokens
-        if video_tokens:
-            details["video_tokens"] = video_tokens
+        if image_billed:
+            details["image_tokens"] = image_billed
+        if video_billed:
+            details["video_tokens"] = video_billed
         usage: dict[str, Any] = {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -205,17 +278,17 @@ class DashScopeFake:
             "output_tokens_details": {"text_tokens": output_tokens},
             "prompt_tokens_details": {"cached_tokens": 0},
         }
-        if image_tokens:
-            usage["image_tokens"] = image_tokens
-        if video_tokens:
-            usage["video_tokens"] = video_tokens
+        if image_billed:
+            usage["image_tokens"] = image_billed
+        if video_billed:
+            usage["video_tokens"] = video_billed
         self.usage = {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
             "cached_tokens": 0,
             "text": text_tokens,
-            "image": image_tokens,
-            "video": video_tokens,
+            "image": image_billed,
+            "video": video_billed,
             "audio": 0,
         }
         envelope = {
@@ -247,10 +320,13 @@ class DashScopeHarness(Harness):
         self.fake = fake
 
     def model(self, model_id: str, **config: Any) -> Any:
-        """Our adapter for ``model_id`` pointed at the fake (``config`` overrides fields)."""
+        """Our adapter for ``model_id`` pointed at the fake (``config`` overrides fields); it
+        sends DashScope's id for it, as the settings' default endpoints name it
+        (``qwen-3.7-plus`` → ``qwen3.7-plus``)."""
+        endpoint = default_endpoints().get(model_id)
         settings: dict[str, Any] = {
             "family": "dashscope",
-            "model_name": model_id,
+            "model_name": (endpoint.model_name if endpoint else None) or model_id,
             "base_url": f"{self.server.base_url}/api/v1",
             "api_key": API_KEY,
             **config,

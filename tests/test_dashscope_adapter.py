@@ -1,6 +1,7 @@
 """The DashScope adapter drives the real ``dashscope`` SDK against a fake native API: video goes
 as labelled frame lists at their fps, output as prompted JSON, usage and every failure come back
-in pydantic-ai's terms, and each call is exactly one HTTP request."""
+in pydantic-ai's terms (a used-up quota apart from a rate limit, an unknown model id as one that
+is not there), and each call is exactly one HTTP request."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pydantic_ai.exceptions import (
     ModelAuthenticationError,
     ModelConnectionError,
     ModelHTTPError,
+    ModelNotFoundError,
+    ModelQuotaExceededError,
     ModelRateLimitError,
     ModelServerError,
     ModelTimeoutError,
@@ -332,17 +335,17 @@ def test_two_models_with_different_endpoints_share_one_process() -> None:
                     api_key=API_KEY,
                 ),
             )
-            for h, name in ((first, "qwen-a"), (second, "qwen-b"))
+            for h, name in ((first, "qwen3.7-plus"), (second, "qwen3-vl-plus"))
         ]
         for model in models + models[::-1]:
             Agent(model).run_sync("hello")
         assert [r.json()["model"] for r in first.server.seen("POST", GENERATION_PATH)] == [
-            "qwen-a",
-            "qwen-a",
+            "qwen3.7-plus",
+            "qwen3.7-plus",
         ]
         assert [r.json()["model"] for r in second.server.seen("POST", GENERATION_PATH)] == [
-            "qwen-b",
-            "qwen-b",
+            "qwen3-vl-plus",
+            "qwen3-vl-plus",
         ]
 
 
@@ -362,3 +365,41 @@ def test_a_short_clip_still_sends_the_minimum_four_frames(
     [video] = [i for i in request.json()["input"]["messages"][0]["content"] if "video" in i]
     assert len(video["video"]) == 4
     assert video["fps"] == 1.0
+
+
+# -- quota, throttling and unknown models ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [
+        ("Throttling.AllocationQuota", 429, ModelQuotaExceededError),
+        ("AllocationQuota.FreeTierOnly", 403, ModelQuotaExceededError),
+        ("Arrearage", 400, ModelQuotaExceededError),
+        ("Throttling.RateQuota", 429, ModelRateLimitError),
+        ("Throttling", 429, ModelRateLimitError),
+    ],
+)
+def test_a_used_up_quota_is_a_quota_error_and_throttling_a_rate_limit(
+    harness: DashScopeHarness, code: str, status: int, error: type[Exception]
+) -> None:
+    harness.fake.refuse_next(code)
+    with pytest.raises(error) as raised:
+        Agent(harness.model(MODEL)).run_sync("hello")
+    other = ModelRateLimitError if error is ModelQuotaExceededError else ModelQuotaExceededError
+    assert not isinstance(raised.value, other)
+    assert isinstance(raised.value, ModelHTTPError)
+    assert raised.value.status_code == status
+    assert raised.value.provider_error_code == code
+    assert len(harness.model_requests()) == 1
+
+
+def test_an_unknown_model_id_is_refused_as_a_model_that_is_not_there(
+    harness: DashScopeHarness,
+) -> None:
+    with pytest.raises(ModelNotFoundError) as raised:
+        Agent(harness.model("qwen9-imaginary")).run_sync("hello")
+    assert isinstance(raised.value, ModelHTTPError)
+    assert (raised.value.status_code, raised.value.provider_error_code) == (400, "InvalidParameter")
+    assert "qwen9-imaginary" in str(raised.value)
+    assert "Model not exist." in str(raised.value)

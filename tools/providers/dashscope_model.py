@@ -29,7 +29,10 @@ How a call is made:
 
 Errors: the SDK does not raise for an HTTP error, it returns a response with ``status_code``,
 ``code`` and ``message`` (and the response ``headers``, so a 429's ``Retry-After`` is read). We
-raise pydantic-ai's categorised errors from them; a content-moderation refusal
+raise pydantic-ai's categorised errors from them, by code before status (:func:`_category`: a
+used-up quota, 429 ``Throttling.AllocationQuota``, is a
+:class:`~pydantic_ai.exceptions.ModelQuotaExceededError`, not a rate limit; an unknown model id
+a :class:`~pydantic_ai.exceptions.ModelNotFoundError`); a content-moderation refusal
 (``DataInspectionFailed``) becomes a response with ``finish_reason='content_filter'``, which the
 agent raises as :class:`~pydantic_ai.exceptions.ContentFilterError`. Transport failures are
 ``aiohttp`` exceptions and become :class:`~pydantic_ai.exceptions.ModelTimeoutError` /
@@ -445,14 +448,29 @@ def _category(
     ]
     | None
 ):
-    """The pydantic-ai error category of a DashScope error (status first, then its code)."""
-    if code == "Arrearage" or code.startswith("Throttling.AllocationQuota"):
-        return ModelQuotaExceededError  # unpaid account / used-up allocation: waiting won't help
-    if status == 429 or code.startswith("Throttling"):
+    """The pydantic-ai error category of a DashScope error: its code first (DashScope answers a
+    used-up quota and a rate limit both with 429), then its status.
+
+    Codes from Model Studio's "Error messages" page
+    (https://www.alibabacloud.com/help/en/model-studio/error-code): 429
+    ``Throttling.AllocationQuota`` "Allocated quota exceeded, please increase your quota limit."
+    (also "Free allocated quota exceeded."), 400 ``Arrearage``, 429 ``PrepaidBillOverdue`` /
+    ``PostpaidBillOverdue``: no wait helps, so a quota error, which the recorded-call wrapper
+    does not retry; 429 ``Throttling`` / ``Throttling.RateQuota`` / ``LimitRequests``: a rate
+    limit, retried after a wait; 404 ``ModelNotFound``, and the 400 ``InvalidParameter`` "Model
+    not exist." the generation API answers for an unknown id: a model that is not there.
+    """
+    if code in _QUOTA_CODES or code.startswith(("Throttling.AllocationQuota", "AllocationQuota")):
+        return ModelQuotaExceededError
+    if code == "CommodityNotPurchased":  # the model was never activated on the account
+        return ModelAuthenticationError
+    if code == "ModelNotFound" or (code == "InvalidParameter" and _names_missing_model(message)):
+        return ModelNotFoundError
+    if status == 429 or code.startswith("Throttling") or code == "LimitRequests":
         return ModelRateLimitError
     if status in (401, 403) or code in ("InvalidApiKey", "AccessDenied"):
         return ModelAuthenticationError
-    if status == 404 or code == "ModelNotFound":
+    if status == 404:
         return ModelNotFoundError
     if status == 503:
         return ModelUnavailableError
@@ -464,6 +482,14 @@ def _category(
             return ModelContextWindowExceededError
         return ModelRequestRejectedError
     return None
+
+
+_QUOTA_CODES = frozenset({"Arrearage", "PrepaidBillOverdue", "PostpaidBillOverdue"})
+
+
+def _names_missing_model(message: str) -> bool:
+    lowered = message.lower()
+    return "model not exist" in lowered or "model can not be found" in lowered
 
 
 def _text_of(content: object) -> str:
