@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import email.parser
 import email.policy
+import functools
 import hashlib
 import io
 import itertools
@@ -30,7 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import av
 import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
 from playlisteval.settings import default_endpoints
@@ -62,6 +65,11 @@ CACHE_STEP_TOKENS = 128
 COST_PER_TOKEN_USD = 2e-7  # what the compatible fake reports as ``usage.cost`` when asked to
 
 _LABEL_RE = re.compile(r"^\((?P<video>[^()@\s]+) @ (?P<min>\d+):(?P<sec>\d{2})\)$")
+# The label before a clip sent as video (``clip_label(..., source_timeline=False)``).
+_CLIP_LABEL_RE = re.compile(
+    r"^Video (?P<video>\S+) \(segment (?P<segment>[^)]*)\), "
+    r"(?P<min>\d+):(?P<sec>\d{2})–(?P<emin>\d+):(?P<esec>\d{2}) of the video;"
+)
 
 
 # -- reading a request ----------------------------------------------------------------------------
@@ -69,9 +77,9 @@ _LABEL_RE = re.compile(r"^\((?P<video>[^()@\s]+) @ (?P<min>\d+):(?P<sec>\d{2})\)
 
 @dataclass(frozen=True)
 class _Item:
-    """One piece of a request's input, in order: text, or an image as a data URL."""
+    """One piece of a request's input, in order: text, or an image or a video as a data URL."""
 
-    kind: Literal["text", "image"]
+    kind: Literal["text", "image", "video"]
     value: str
     detail: str = "auto"
 
@@ -111,6 +119,8 @@ def _chat_items(body: dict[str, Any]) -> list[_Item]:
                 image_url = part.get("image_url", {})
                 detail = str(image_url.get("detail") or "auto")
                 items.append(_Item("image", image_url.get("url", ""), detail))
+            elif part.get("type") == "video_url":
+                items.append(_Item("video", part.get("video_url", {}).get("url", "")))
     return items
 
 
@@ -352,12 +362,102 @@ OPENAI_VISION: dict[str, Vision] = {
     "gpt-4.1": Vision(tile=(85, 170)),
     "gpt-4o": Vision(tile=(85, 170)),
 }
-# What the compatible fake bills an image by (until it bills as the vLLM model it serves).
-_UNLISTED_VISION = Vision(tile=(85, 170))
+
+# -- how a vLLM server counts an open-weight judge's media ----------------------------------------
+# vLLM reports the prompt tokens the model's own processor makes. Qwen-VL ("smart_resize" in
+# transformers' Qwen2-VL image processor, which Qwen2.5-VL and Qwen3-VL share): each side rounded
+# to a multiple of the merged patch (Qwen2.5-VL 14 px x 2 = 28, Qwen3-VL 16 px x 2 = 32), at
+# least one, scaled into [min_pixels, max_pixels] (Qwen2.5-VL 56*56 .. 12845056, Qwen3-VL
+# 65536 .. 16777216, their preprocessor_config.json), one token per merged patch; a video merges
+# pairs of frames (temporal_patch_size 2). InternVL (InternVLChatModel, vllm/model_executor/models
+# /internvl.py): 448-px tiles, 1 to max_dynamic_patch 12 of them picked by the closest aspect
+# ratio, plus a thumbnail when more than one, 256 tokens each.
+
+
+@dataclass(frozen=True)
+class VLLMVision:
+    """How one model a vLLM server serves counts images and videos, and which it takes."""
+
+    kind: Literal["qwen", "internvl"]
+    merged_patch: int = 28
+    min_pixels: int = 56 * 56
+    max_pixels: int = 12_845_056
+    modalities: frozenset[str] = frozenset({"image", "video"})
+
+    def image_tokens(self, width: int, height: int) -> int:
+        """Tokens of one image."""
+        if self.kind == "internvl":
+            return _internvl_tiles(width, height) * 256
+        w, h = self._resized(width, height)
+        return (w // self.merged_patch) * (h // self.merged_patch)
+
+    def video_tokens(self, frames: int, width: int, height: int) -> int:
+        """Tokens of a video of ``frames`` frames of this size."""
+        if self.kind == "internvl":
+            return frames * 256  # one tile a frame
+        w, h = self._resized(width, height)
+        return math.ceil(frames / 2) * (w // self.merged_patch) * (h // self.merged_patch)
+
+    def _resized(self, width: int, height: int) -> tuple[int, int]:
+        factor = self.merged_patch
+        h = max(factor, round(height / factor) * factor)
+        w = max(factor, round(width / factor) * factor)
+        if h * w > self.max_pixels:
+            beta = math.sqrt(height * width / self.max_pixels)
+            h = max(factor, math.floor(height / beta / factor) * factor)
+            w = max(factor, math.floor(width / beta / factor) * factor)
+        elif h * w < self.min_pixels:
+            beta = math.sqrt(self.min_pixels / (height * width))
+            h = math.ceil(height * beta / factor) * factor
+            w = math.ceil(width * beta / factor) * factor
+        return w, h
+
+
+def _internvl_tiles(width: int, height: int, max_tiles: int = 12) -> int:
+    """InternVL's dynamic_preprocess: the (cols, rows) grid of at most ``max_tiles`` whose
+    ratio is closest to the image's (ties to the larger grid when the image fills it), and a
+    thumbnail tile when the grid is more than one."""
+    aspect = width / height
+    grids = sorted(
+        {
+            (i, j)
+            for n in range(1, max_tiles + 1)
+            for i in range(1, n + 1)
+            for j in range(1, n + 1)
+            if 1 <= i * j <= max_tiles
+        },
+        key=lambda g: g[0] * g[1],
+    )
+    best, best_diff = (1, 1), float("inf")
+    for cols, rows in grids:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and width * height > 0.5 * 448 * 448 * cols * rows:
+            best = (cols, rows)
+    tiles = best[0] * best[1]
+    return tiles + 1 if tiles > 1 else tiles
+
+
+VLLM_VISION: dict[str, VLLMVision] = {
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": VLLMVision(
+        "qwen", merged_patch=32, min_pixels=65_536, max_pixels=16_777_216
+    ),
+    "Qwen/Qwen2.5-VL-7B-Instruct": VLLMVision("qwen"),
+    # vLLM's table gives InternVL video in parentheses (some checkpoints only): served here as
+    # one without, so a video for it is refused as vLLM refuses a modality a model lacks.
+    "OpenGVLab/InternVL3_5-8B": VLLMVision("internvl", modalities=frozenset({"image"})),
+}
+# vLLM's MultiModalConfig.limit_per_prompt (vllm/config/multimodal.py): "The maximum number of
+# input items ... allowed per prompt for each modality. Defaults to 999 for each modality"
+# (``--limit-mm-per-prompt '{"image": 16, "video": 2}'`` lowers it).
+VLLM_DEFAULT_MM_LIMIT = 999
+VLLM_DEFAULT_VIDEO_FRAMES = 32  # VideoMediaIO's num_frames (vllm/multimodal/video.py)
 
 # The ids a vLLM server serves by default here: our open-weight judges' wire names
-# (``playlisteval.settings.default_endpoints``), as ``vllm serve <model>`` names them.
-VLLM_SERVED = ("Qwen/Qwen3-VL-30B-A3B-Instruct", "OpenGVLab/InternVL3_5-8B")
+# (``playlisteval.settings.default_endpoints``, as ``vllm serve <model>`` names them) and a
+# Qwen2.5-VL.
+VLLM_SERVED = tuple(VLLM_VISION)
 QUOTA_MESSAGE = (
     "You exceeded your current quota, please check your plan and billing details. For more "
     "information on this error, read the docs: "
@@ -378,18 +478,33 @@ def _segment_for(segments: Sequence[Any], video_id: str, t: float) -> str | None
     return None
 
 
-def _videos(prompt_text: str, items: Sequence[_Item]) -> dict[str, list[media.Frame]]:
-    """Segment id → the frames the request carried, timed in the source video."""
+def _videos(
+    prompt_text: str, items: Sequence[_Item], num_frames: int
+) -> dict[str, list[media.Frame]]:
+    """Segment id → the frames the request carried, timed in the source video: each image
+    after its ``(video-id @ MM:SS)`` label, each video's frames (as vLLM reads them) after its
+    clip label, offset by the clip's start."""
     try:
         segments = getattr(parse_context(prompt_text), "segments", ())
     except ValueError:
         return {}
     videos: dict[str, list[media.Frame]] = {}
     label: tuple[str, float] | None = None
+    clip: tuple[str, float] | None = None
     for item in items:
         if item.kind == "text":
             match = _LABEL_RE.match(item.value.strip())
             label = (match["video"], int(match["min"]) * 60 + int(match["sec"])) if match else None
+            found = _CLIP_LABEL_RE.match(item.value.strip())
+            clip = (found["segment"], int(found["min"]) * 60 + int(found["sec"])) if found else None
+            continue
+        if item.kind == "video":
+            if clip is not None:
+                segment_id, start = clip
+                for t, picture in vllm_video_frames(item.value, num_frames):
+                    frame = media.Frame(t=start + t, image=picture)
+                    videos.setdefault(segment_id, []).append(frame)
+            clip = None
             continue
         if label is None:
             continue
@@ -399,6 +514,33 @@ def _videos(prompt_text: str, items: Sequence[_Item]) -> dict[str, list[media.Fr
             videos.setdefault(segment_id, []).append(frame)
         label = None
     return videos
+
+
+@functools.lru_cache(maxsize=8)
+def _decoded_video(data_url: str) -> tuple[float, tuple[npt.NDArray[np.uint8], ...]]:
+    """The frames of a data-URI mp4 and its frame rate (as OpenCV reports them to vLLM)."""
+    _, _, encoded = data_url.partition("base64,")
+    try:
+        with av.open(io.BytesIO(base64.b64decode(encoded))) as container:
+            stream = container.streams.video[0]
+            fps = float(stream.average_rate or 0) or 1.0
+            frames = tuple(f.to_ndarray(format="rgb24") for f in container.decode(video=0))
+    except (av.error.FFmpegError, IndexError) as exc:
+        raise ValueError(f"Could not open video stream: {exc}") from exc
+    return fps, frames
+
+
+def vllm_video_frames(data_url: str, num_frames: int) -> list[tuple[float, npt.NDArray[np.uint8]]]:
+    """(clip time, picture) of the frames vLLM reads of a video: all of them up to
+    ``num_frames``, else that many spread uniformly — vllm/multimodal/video.py, the OpenCV
+    loader: ``full_read = num_frames == -1 or total_frames_num < num_frames``, else
+    ``np.linspace(0, total_frames_num - 1, num_frames, dtype=int)``; ``VideoMediaIO``'s
+    ``num_frames`` is 32 unless ``--media-io-kwargs '{"video": {"num_frames": N}}'``."""
+    fps, frames = _decoded_video(data_url)
+    indices = list(range(len(frames)))
+    if 0 < num_frames < len(frames):
+        indices = [int(i) for i in np.linspace(0, len(frames) - 1, num_frames, dtype=int)]
+    return [(i / fps, frames[i]) for i in indices]
 
 
 def _text_tokens(text: str) -> int:
@@ -435,6 +577,10 @@ class OpenAIFake:
     # An account out of credit: OpenAI answers every model request 429 ``insufficient_quota``
     # until billing is fixed (waiting does not help), unlike a rate limit.
     quota_exhausted: bool = False
+    # vLLM's ``--limit-mm-per-prompt`` (modality → most items a prompt may carry; unset: 999)
+    # and ``--media-io-kwargs '{"video": {"num_frames": N}}'`` (frames it reads of a video).
+    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
+    video_num_frames: int = VLLM_DEFAULT_VIDEO_FRAMES
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # id → (purpose, data)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage_log: list[dict[str, int]] = field(default_factory=list)
@@ -515,6 +661,10 @@ class OpenAIFake:
             # "429 - You exceeded your current quota, please check your plan and billing
             # details"; the body's type and code are both ``insufficient_quota``.
             return _error(429, QUOTA_MESSAGE, "insufficient_quota", error_type="insufficient_quota")
+        if self.api == "chat":
+            over = self._over_mm_limit(str(model), _items(self.api, body))
+            if over is not None:
+                return over
         fmt = _format(self.api, body)
         if self.checks_strict_schemas and fmt.get("strict") is True:
             violation = strict_schema_violation(fmt.get("schema"))
@@ -525,6 +675,30 @@ class OpenAIFake:
                     "invalid_json_schema",
                     param="text.format.schema" if self.api == "responses" else "response_format",
                 )
+        return None
+
+    def _over_mm_limit(self, model: str, items: Sequence[_Item]) -> Reply | None:
+        """vLLM's per-prompt media check (``validate_num_items`` in
+        vllm/multimodal/processing.py), a 400 BadRequestError: "At most {limit} {modality}(s)
+        may be provided in one prompt.", with " Set `--limit-mm-per-prompt` to increase this
+        limit." when the model itself would take that many."""
+        vision = VLLM_VISION[model]
+        for modality in ("image", "video"):
+            count = sum(1 for item in items if item.kind == modality)
+            if not count:
+                continue
+            allowed = self.limit_mm_per_prompt.get(modality, VLLM_DEFAULT_MM_LIMIT)
+            supported: int | None = None if modality in vision.modalities else 0
+            if supported is not None:
+                allowed = min(allowed, supported)
+            else:
+                supported = allowed
+            limit = min(supported, allowed)
+            if count > limit:
+                message = f"At most {limit} {modality}(s) may be provided in one prompt."
+                if count <= supported:
+                    message += " Set `--limit-mm-per-prompt` to increase this limit."
+                return _vllm_error(400, message, "BadRequestError")
         return None
 
     def _unknown_model(self, model: object) -> Reply:
@@ -545,7 +719,8 @@ class OpenAIFake:
         prompt_text = "\n".join(i.value for i in items if i.kind == "text")
         model = str(body.get("model", ""))
         if prompt_has_context(prompt_text):
-            text = offline_answer(prompt_text, model, _videos(prompt_text, items))
+            videos = _videos(prompt_text, items, self.video_num_frames)
+            text = offline_answer(prompt_text, model, videos)
         elif schema is not None:
             text = json.dumps({"answer": FREE_TEXT_ANSWER})
         else:
@@ -555,20 +730,17 @@ class OpenAIFake:
     def _usage(
         self, model: str, items: Sequence[_Item], schema: dict[str, Any] | None, text: str
     ) -> dict[str, int]:
-        vision = OPENAI_VISION.get(model, _UNLISTED_VISION)
-        costs: list[tuple[str, int]] = []
-        for item in items:
-            if item.kind == "text":
-                tokens = _text_tokens(item.value)
-            else:
-                image = _image(item.value)
-                tokens = vision.tokens(image.width, image.height, item.detail)
-            costs.append((hashlib.sha256(item.value.encode()).hexdigest(), tokens))
+        costs = [
+            (hashlib.sha256(item.value.encode()).hexdigest(), self._item_tokens(model, item))
+            for item in items
+        ]
+
+        def total(kind: str) -> int:
+            return sum(t for (_, t), i in zip(costs, items, strict=True) if i.kind == kind)
+
         schema_tokens = _text_tokens(json.dumps(schema)) if schema is not None else 0
-        text_tokens = schema_tokens + sum(
-            t for (_, t), i in zip(costs, items, strict=True) if i.kind == "text"
-        )
-        image_tokens = sum(t for (_, t), i in zip(costs, items, strict=True) if i.kind == "image")
+        text_tokens = schema_tokens + total("text")
+        image_tokens, video_tokens = total("image"), total("video")
         with self._lock:
             shared = 0
             for (key, tokens), (seen, _) in zip(costs, self._previous, strict=False):
@@ -580,17 +752,32 @@ class OpenAIFake:
             shared // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS if shared >= CACHE_MIN_TOKENS else 0
         )
         usage = {
-            "input_tokens": text_tokens + image_tokens,
+            "input_tokens": text_tokens + image_tokens + video_tokens,
             "output_tokens": max(_text_tokens(text), 1),
             "cached_tokens": cached,
             "text": text_tokens,
             "image": image_tokens,
-            "video": 0,
+            "video": video_tokens,
             "audio": 0,
         }
         with self._lock:
             self.usage_log.append(usage)
         return usage
+
+    def _item_tokens(self, model: str, item: _Item) -> int:
+        """What one input item costs: OpenAI's rule for the model, or the vLLM model's."""
+        if item.kind == "text":
+            return _text_tokens(item.value)
+        if self.api == "responses":
+            image = _image(item.value)
+            return OPENAI_VISION[model].tokens(image.width, image.height, item.detail)
+        vision = VLLM_VISION[model]
+        if item.kind == "image":
+            image = _image(item.value)
+            return vision.image_tokens(image.width, image.height)
+        frames = vllm_video_frames(item.value, self.video_num_frames)
+        height, width = frames[0][1].shape[:2] if frames else (0, 0)
+        return vision.video_tokens(len(frames), width, height) if frames else 0
 
     def _responses_body(self, answer: _Answer, fault: Fault | None) -> dict[str, Any]:
         usage = answer.usage
@@ -908,8 +1095,32 @@ class OpenAIHarness(Harness):
         return "\n".join(i.value for i in _items(self.api, request.json()) if i.kind == "text")
 
     def media(self, request: SeenRequest) -> list[dict[str, Any]]:
-        """One ``{"kind": "image"}`` per frame (neither API takes video)."""
-        return [{"kind": "image"} for i in _items(self.api, request.json()) if i.kind == "image"]
+        """One ``{"kind": "image"}`` per frame, ``{"kind": "video", "fps", "frames",
+        "start_s", "end_s", "audio", "size"}`` per video (vLLM's ``video_url``), timed in the
+        source video by the clip label before it."""
+        out: list[dict[str, Any]] = []
+        start = 0.0
+        for item in _items(self.api, request.json()):
+            if item.kind == "text":
+                found = _CLIP_LABEL_RE.match(item.value.strip())
+                start = int(found["min"]) * 60 + int(found["sec"]) if found else start
+            elif item.kind == "image":
+                out.append({"kind": "image"})
+            else:
+                fps, frames = _decoded_video(item.value)
+                height, width = frames[0].shape[:2] if frames else (0, 0)
+                out.append(
+                    {
+                        "kind": "video",
+                        "fps": fps,
+                        "frames": len(frames),
+                        "start_s": start,
+                        "end_s": start + len(frames) / fps,
+                        "audio": False,  # the mp4 carries no audio stream
+                        "size": (width, height),
+                    }
+                )
+        return out
 
     def items(self, request: SeenRequest) -> list[tuple[str, str]]:
         """The request's input in order: ``("text", text)`` or ``("image", data URL)``."""

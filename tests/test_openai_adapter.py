@@ -44,11 +44,13 @@ from pydantic_ai.settings import ModelSettings
 
 from agents.batching import Batcher
 from agents.prompts import render_prompt
+from agents.recorded import call_clips
 from policies.tokens import CallShape, estimate_input_tokens, openai_image_tokens
 from tests.fakes_openai import (
     CACHE_STEP_TOKENS,
     OPENAI_VISION,
     QUOTA_MESSAGE,
+    VLLM_VISION,
     OpenAIHarness,
     chat_cost_usd,
     openai_compatible_harness,
@@ -57,6 +59,7 @@ from tests.fakes_openai import (
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
+from tools.providers.base import clip_info, frame_times
 from tools.roles import (
     QA,
     ROLES,
@@ -71,8 +74,11 @@ from tools.roles import (
     SegmentEvidence,
     SufficiencyContext,
     SufficiencyVerdict,
+    cite,
+    format_timestamp,
 )
 from tools.synthetic import make_demo_playlist
+from tools.vision import COLOURS, decode_clip, describe_frames
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
@@ -755,3 +761,136 @@ def test_a_failed_batch_request_is_read_from_the_error_file(demo: Demo) -> None:
     assert isinstance(error, ModelAPIError)
     assert "'bad' errored" in str(error)
     assert failed["response"]["body"]["error"]["message"][:40] in str(error)
+
+
+# -- vLLM: video for the Qwen-VL judges -----------------------------------------------------------
+
+QWEN_VL = "qwen3-vl-30b-a3b"  # served as Qwen/Qwen3-VL-30B-A3B-Instruct
+
+
+def test_qwen_vl_judges_get_each_clip_as_its_label_then_one_video(demo: Demo) -> None:
+    """No frames as pictures: per clip its label (where its 00:00 is in the video), then one
+    ``video_url`` mp4 of the planned frames at the planned rate; the answer parses."""
+    with openai_compatible_harness() as harness:
+        result = call(harness.model(QWEN_VL), sufficiency(demo), SufficiencyVerdict, demo.clips)
+        (request,) = harness.model_requests()
+        media_sent = harness.media(request)
+        items = harness.items(request)
+    assert isinstance(result.output, SufficiencyVerdict)
+    parts = [p for m in request.json()["messages"] for p in m["content"] if isinstance(p, dict)]
+    videos = [p for p in parts if p["type"] == "video_url"]
+    assert len(videos) == 2
+    assert all(v["video_url"]["url"].startswith("data:video/mp4;base64,") for v in videos)
+    assert not [p for p in parts if p["type"] == "image_url"]
+    for segment in demo.segments:
+        opening = f"Video {segment.video_id} (segment {segment.segment_id}), "
+        label = next(i for i, (_, text) in enumerate(items) if text.startswith(opening))
+        assert items[label + 1][0] == "video"
+        assert f"this clip's 00:00 is {format_timestamp(segment.start_s)}" in items[label][1]
+    plan = frame_times([c for c in map(clip_info, demo.clips) if c], FRAME_FPS, 256)
+    assert [m["frames"] for m in media_sent] == [len(times) for times in plan] == [9, 12]
+    assert [m["kind"] for m in media_sent] == ["video", "video"]
+    assert all(m["fps"] == FRAME_FPS for m in media_sent)
+    assert [m["start_s"] for m in media_sent] == [s.start_s for s in demo.segments]
+    assert all(m["size"][1] == 240 for m in media_sent)  # frame_height 720: never upscaled
+
+
+def test_a_video_verdict_is_judged_against_the_frames_of_the_videos(demo: Demo) -> None:
+    """The fake reads each video's frames as vLLM does, in the source timeline: a claim of a
+    colour the footage shows stands, one of a colour it never shows does not."""
+    segment, clip = demo.segments[0], demo.clips[0]
+    facts = describe_frames(decode_clip(clip.data, FRAME_FPS), segment.start_s)
+    seen = sorted({f.colour for f in facts if segment.start_s <= f.t_s < segment.end_s})
+    absent = next(c for c in COLOURS if c not in seen)
+    span = cite(segment.video_id, segment.start_s, segment.end_s)
+    shown, unseen = f"Something {seen[0]} is on screen {span}.", f"A {absent} glow {span}."
+    context = SufficiencyContext(
+        question="What colours are on screen?",
+        gold_answer=f"{shown} {unseen}",
+        segments=demo.segments,
+    )
+    with openai_compatible_harness() as harness:
+        verdict = call(harness.model(QWEN_VL), context, SufficiencyVerdict, demo.clips).output
+    assert verdict.answerable
+    assert verdict.unsupported_claims == (unseen,)
+
+
+@pytest.mark.parametrize("max_frames", [256, 6])
+def test_a_videos_frames_are_the_frames_the_budget_reserves(demo: Demo, max_frames: int) -> None:
+    """The videos carry exactly the frame plan the recorder reserves for (each clip at its
+    rate, thinned to ``max_frames``), and the Qwen worst case holds what vLLM counts."""
+    with openai_compatible_harness() as harness:
+        model = harness.model(QWEN_VL, max_frames=max_frames)
+        result = call(model, sufficiency(demo), SufficiencyVerdict, demo.clips)
+        (request,) = harness.model_requests()
+        sent = sum(m["frames"] for m in harness.media(request))
+        billed = harness.last_usage()["video"]
+    request_messages = result.all_messages()[:1]
+    plan = frame_times(call_clips(request_messages), FRAME_FPS, max_frames)
+    assert sent == sum(len(times) for times in plan) <= max_frames
+    shape = CallShape(QWEN_VL, video_frames=sent, video_height=240, token_rule="qwen")
+    assert 0 < billed <= estimate_input_tokens(shape).input_video_tokens
+
+
+def test_vllm_reads_no_more_of_a_video_than_its_num_frames(demo: Demo) -> None:
+    """``--media-io-kwargs '{"video": {"num_frames": 4}}'``: the server counts 4 frames of each
+    video; what was reserved (every frame sent) still holds it."""
+    with openai_compatible_harness(video_num_frames=4) as harness:
+        call(harness.model(QWEN_VL), sufficiency(demo), SufficiencyVerdict, demo.clips)
+        (request,) = harness.model_requests()
+        sent = sum(m["frames"] for m in harness.media(request))
+        billed = harness.last_usage()["video"]
+    vision = VLLM_VISION["Qwen/Qwen3-VL-30B-A3B-Instruct"]
+    assert billed == 2 * vision.video_tokens(4, 320, 240)
+    shape = CallShape(QWEN_VL, video_frames=sent, video_height=240, token_rule="qwen")
+    assert billed < estimate_input_tokens(shape).input_video_tokens
+
+
+@pytest.mark.parametrize(
+    ("model_id", "limit", "words"),
+    [
+        ("internvl3.5-8b", {"image": 4}, "At most 4 image(s) may be provided in one prompt."),
+        (QWEN_VL, {"video": 1}, "At most 1 video(s) may be provided in one prompt."),
+    ],
+)
+def test_more_media_than_the_servers_limit_mm_per_prompt_is_vllms_400(
+    demo: Demo, model_id: str, limit: dict[str, int], words: str
+) -> None:
+    """``--limit-mm-per-prompt`` caps each modality per prompt (999 unless set): past it, vLLM's
+    400 BadRequestError, which pydantic-ai calls a rejected request."""
+    with openai_compatible_harness(limit_mm_per_prompt=limit) as harness:
+        with pytest.raises(ModelRequestRejectedError) as raised:
+            call(harness.model(model_id), sufficiency(demo), SufficiencyVerdict, demo.clips)
+        assert len(harness.model_requests()) == 1
+    error = raised.value
+    assert isinstance(error, ModelHTTPError)
+    assert error.body == {"message": words, "type": "BadRequestError", "param": None, "code": 400}
+
+
+def test_a_video_for_a_model_served_without_video_is_vllms_400(demo: Demo) -> None:
+    """A model vLLM serves without video support allows 0 videos a prompt."""
+    with openai_compatible_harness() as harness:
+        client = openai.AsyncOpenAI(
+            api_key="EMPTY", base_url=f"{harness.server.base_url}/v1", max_retries=0
+        )
+        url = "data:video/mp4;base64," + base64.b64encode(demo.clips[0].data).decode()
+
+        async def send() -> Any:
+            return await client.chat.completions.create(
+                model="OpenGVLab/InternVL3_5-8B",
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "video_url", "video_url": {"url": url}}],
+                    }
+                ],
+            )
+
+        with pytest.raises(openai.BadRequestError) as raised:
+            anyio.run(send)
+    assert raised.value.body == {
+        "message": "At most 0 video(s) may be provided in one prompt.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }

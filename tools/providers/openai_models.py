@@ -8,10 +8,15 @@ Two factories, one per API:
   OpenAI-compatible server such as vLLM or OpenRouter, over Chat Completions (pydantic-ai's
   ``OpenAIChatModel``).
 
-Neither API takes video, so every clip attachment becomes its label, then per frame a
-``(video-id @ MM:SS)`` text and the JPEG (:func:`tools.providers.base.frames_content`); text-only
-roles are sent unchanged. The SDK never retries (the recorded-call wrapper does) and gives up
-after ``config.timeout_s``; pydantic-ai turns its errors into the categorised
+OpenAI's APIs take no video, so every clip attachment becomes its label, then per frame a
+``(video-id @ MM:SS)`` text and the JPEG (:func:`tools.providers.base.frames_content`). A vLLM
+server takes video for the Qwen-VL families (vLLM's "Supported models": Qwen2-VL, Qwen2.5-VL and
+Qwen3-VL take ``T + I + V``; InternVL's video is in parentheses there — some checkpoints only —
+so InternVL gets frames): each clip goes as its label, then one ``video_url`` part, an mp4 data
+URI of exactly the frames the frame plan picks (:func:`tools.providers.base.frame_times`, the
+plan the budget reserves for) at the clip's planned rate, so its timeline is the clip's own.
+Text-only roles are sent unchanged. The SDK never retries (the recorded-call wrapper does) and
+gives up after ``config.timeout_s``; pydantic-ai turns its errors into the categorised
 ``pydantic_ai.exceptions`` the recorder understands.
 
 The role's JSON schema is sent natively (``text.format`` / ``response_format`` of type
@@ -25,15 +30,26 @@ be a hint. The answer then carries every field, defaults included, which validat
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from fractions import Fraction
+from typing import Any, Literal, TypedDict, cast
 
 import anyio.to_thread
+import av
+import numpy as np
 from openai import AsyncOpenAI
 from openai.types import chat
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from PIL import Image
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -44,7 +60,17 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.providers.vllm import VLLMProvider
 from pydantic_ai.settings import ModelSettings
 
-from tools.providers.base import ProviderConfig, ResourceLedger, clip_info, frames_content
+from tools.providers.base import (
+    ClipInfo,
+    ProviderConfig,
+    ResourceLedger,
+    TimedFrame,
+    clip_frames,
+    clip_info,
+    clip_label,
+    frame_times,
+    frames_content,
+)
 from tools.providers.family import ProviderFamily
 
 __all__ = ["OpenAIFramesModel", "openai_compatible_model", "openai_model"]
@@ -52,6 +78,11 @@ __all__ = ["OpenAIFramesModel", "openai_compatible_model", "openai_model"]
 # What an OpenAI-compatible server that does not need a key is sent (vLLM ignores it, the SDK
 # refuses to build a client without one).
 NO_KEY = "EMPTY"
+
+# Model families a vLLM server takes video for (vLLM "Supported models", multimodal table:
+# Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, Qwen3VL(Moe)For...:
+# T + I^E+ + V^E+). InternVLChatModel's video is "(V^E+)": some checkpoints only, so not here.
+VIDEO_MODEL_PREFIXES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 
 # The role's JSON schema goes in the request (``json_schema``), not in the prompt.
 _NATIVE_OUTPUT = ModelProfile(
@@ -95,17 +126,26 @@ class _StrictResponsesModel(OpenAIResponsesModel):
         return _strict_schema(super().customize_request_parameters(asked))
 
 
+def takes_video(model_name: str) -> bool:
+    """Whether a vLLM server takes video for ``model_name`` (:data:`VIDEO_MODEL_PREFIXES`)."""
+    return model_name.lower().rsplit("/", 1)[-1].startswith(VIDEO_MODEL_PREFIXES)
+
+
 class OpenAIFramesModel(WrapperModel):
-    """A pydantic-ai OpenAI model that is sent each clip as its timed frames.
+    """A pydantic-ai OpenAI model that is sent each clip as its timed frames: as pictures, or
+    (``video``) as one mp4 of them per clip.
 
     ``model_id`` is ours (what the price table and the log name); the wrapped model sends
     ``config.model_name``. Frames are decoded off the event loop.
     """
 
-    def __init__(self, wrapped: Model, model_id: str, config: ProviderConfig) -> None:
+    def __init__(
+        self, wrapped: Model, model_id: str, config: ProviderConfig, *, video: bool = False
+    ) -> None:
         super().__init__(wrapped)
         self.our_model_id = model_id
         self.config = config
+        self.video = video
 
     async def request(
         self,
@@ -159,13 +199,76 @@ class OpenAIFramesModel(WrapperModel):
             return part
         if not any(clip_info(item) is not None for item in part.content):
             return part
-        framed: list[Any] = frames_content(
-            list(part.content),
-            self.config.video_fps,
-            self.config.frame_height,
-            self.config.max_frames,
+        content = list(part.content)
+        fps, height, cap = self.config.video_fps, self.config.frame_height, self.config.max_frames
+        framed: list[Any] = (
+            videos_content(content, fps, height, cap)
+            if self.video
+            else frames_content(content, fps, height, cap)
         )
         return replace(part, content=framed)
+
+
+def videos_content(
+    parts: Sequence[object], fps: float, max_height: int, max_frames: int
+) -> list[object]:
+    """``parts`` with every clip replaced by its label and an mp4 of its planned frames.
+
+    The frames are :func:`~tools.providers.base.frames_content`'s (the same plan, the same
+    pictures); the mp4 plays them at the clip's planned rate, so its 00:00 is the clip's start
+    and the label says where that is in the video.
+    """
+    clips = [(p, info) for p in parts if (info := clip_info(p)) is not None]
+    times = frame_times([info for _, info in clips], fps, max_frames)
+    by_part = {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
+    out: list[object] = []
+    for part in parts:
+        found = by_part.get(id(part))
+        if found is None:
+            out.append(part)
+            continue
+        info, wanted = found
+        assert isinstance(part, BinaryContent)
+        frames = clip_frames(part, info, wanted, max_height)
+        rate = _planned_rate(info, len(frames))
+        out.append(clip_label(info, source_timeline=False))
+        out.append(
+            BinaryContent(
+                data=frames_mp4(frames, rate),
+                media_type="video/mp4",
+                identifier=info.segment_id,
+                vendor_metadata={"fps": float(rate), "frames": len(frames)},
+            )
+        )
+    return out
+
+
+def _planned_rate(info: ClipInfo, frames: int) -> Fraction:
+    """Frames a second that spread ``frames`` over the clip as the plan spaces them."""
+    if info.duration_s <= 0 or frames <= 0:
+        return Fraction(1)
+    return Fraction(frames / info.duration_s).limit_denominator(1001)
+
+
+def frames_mp4(frames: Sequence[TimedFrame], rate: Fraction) -> bytes:
+    """An H.264 mp4 (yuv420p, even sides) of ``frames`` in order, one per ``1 / rate`` s."""
+    pictures = [Image.open(io.BytesIO(f.jpeg)).convert("RGB") for f in frames]
+    width = max(2, pictures[0].width // 2 * 2) if pictures else 2
+    height = max(2, pictures[0].height // 2 * 2) if pictures else 2
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.codec_context.time_base = 1 / rate
+        for index, picture in enumerate(pictures):
+            rgb = np.asarray(picture.resize((width, height)), dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            frame.pts, frame.time_base = index, 1 / rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buffer.getvalue()
 
 
 def _has_clip(message: ModelMessage) -> bool:
@@ -203,10 +306,35 @@ def openai_model(
     return OpenAIFramesModel(wrapped, model_id, config)
 
 
+class _VideoURL(TypedDict):
+    url: str
+
+
+class _VideoURLPart(TypedDict):
+    """vLLM's video content part (its "Multimodal Inputs" guide, OpenAI-compatible server:
+    ``{"type": "video_url", "video_url": {"url": ...}}``, a data URI allowed); the openai SDK
+    has no type for it."""
+
+    type: Literal["video_url"]
+    video_url: _VideoURL
+
+
 class _CostReportingChatModel(OpenAIChatModel):
     """Chat Completions that keeps a cost figure the endpoint reports (OpenRouter's
     ``usage.cost``, in USD) as ``provider_details['cost_usd']``; pydantic-ai keeps it only for
-    its own OpenRouter model. The role's schema goes strict (:func:`_strict_schema`)."""
+    its own OpenRouter model. The role's schema goes strict (:func:`_strict_schema`); an mp4
+    goes as a ``video_url`` part, which pydantic-ai's Chat model refuses (Chat Completions has
+    none) but vLLM serves."""
+
+    _unsupported_file_inputs = frozenset()
+
+    async def _map_binary_content_item(
+        self, item: BinaryContent
+    ) -> chat.ChatCompletionContentPartParam:
+        if item.is_video:
+            part = _VideoURLPart(type="video_url", video_url={"url": item.data_uri})
+            return cast(chat.ChatCompletionContentPartParam, part)
+        return await super()._map_binary_content_item(item)
 
     def customize_request_parameters(
         self, model_request_parameters: ModelRequestParameters
@@ -241,7 +369,9 @@ def openai_compatible_model(
     model_id: str, config: ProviderConfig, resources: ResourceLedger | None = None
 ) -> Model:
     """An open-weight judge behind an OpenAI-compatible server (vLLM, OpenRouter, …) over Chat
-    Completions: clips as ``image_url`` frames, the role's schema as ``response_format``.
+    Completions: clips as one ``video_url`` mp4 each for the families vLLM takes video for
+    (:func:`takes_video`), else as ``image_url`` frames; the role's schema as
+    ``response_format``.
 
     A server with no key (local vLLM) is sent ``EMPTY``. ``resources`` is unused (no uploads).
     """
@@ -250,7 +380,7 @@ def openai_compatible_model(
     wrapped = _CostReportingChatModel(
         config.model_name, provider=provider, profile=_compatible_profile(config.model_name)
     )
-    return OpenAIFramesModel(wrapped, model_id, config)
+    return OpenAIFramesModel(wrapped, model_id, config, video=takes_video(config.model_name))
 
 
 FAMILIES = (
