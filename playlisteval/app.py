@@ -283,7 +283,9 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
             cache_ttl_s=found.cache_ttl_s if family.context_cache and found.context_cache else None,
             batchable=family.batchable,
             frame_height=found.frame_height if frames else None,
-            max_frames=found.max_frames if frames else None,
+            max_frames=min(found.max_frames, family.max_frames or found.max_frames)
+            if frames
+            else None,
             video_fps=found.video_fps if frames else None,
             min_frames_per_clip=family.min_frames_per_clip,
             token_rule=_token_rule(family, model_id),

@@ -12,7 +12,7 @@ Faults come in DashScope's own forms: 429 ``Throttling.RateQuota`` with ``Retry-
 the answer, and the content-moderation refusal (400 ``DataInspectionFailed``);
 :meth:`DashScopeFake.refuse_next` answers with any other error of :data:`ERRORS` (a used-up
 quota, throttling). It refuses what the service refuses: a wrong key, a model id it does not
-serve. Each rule cites where it is written.
+serve, more Base64 images than one request may carry. Each rule cites where it is written.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ MODELS = frozenset(
         "qwen3-asr-flash",
     }
 )
+# Model Studio vision guide, "Image limits": at most 250 images passed as Base64 in one request
+# (URLs and file paths allow more); a frame of a frame list is one image. The service answers
+# with its general invalid-parameter error (400 ``InvalidParameter`` on the "Error messages"
+# page, https://www.alibabacloud.com/help/en/model-studio/error-code).
+MAX_BASE64_IMAGES = 250
 VISION_PATCH = 28  # Qwen-VL bills an image by 28×28 pixel patches
 TEMPORAL_PATCH = 2  # … and merges every two video frames into one
 _SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
@@ -103,6 +108,11 @@ ERRORS: dict[str, tuple[int, str]] = {
 # dashscope-sdk-python, tests/unit/test_error_registry_p0_regressions.py). The error page's
 # general table also lists 404 ``ModelNotFound`` "Model can not be found."; the adapter maps both.
 UNKNOWN_MODEL = (400, "InvalidParameter", "Model not exist.")
+TOO_MANY_IMAGES = (
+    400,
+    "InvalidParameter",
+    "Required parameter(s) missing or invalid, please check the request parameters.",
+)
 
 
 def _error(status: int, code: str, message: str, request_id: str) -> Reply:
@@ -125,6 +135,15 @@ def _decode_jpeg(uri: str) -> np.ndarray:
 def _image_tokens(image: np.ndarray) -> int:
     height, width = int(image.shape[0]), int(image.shape[1])
     return math.ceil(height / VISION_PATCH) * math.ceil(width / VISION_PATCH)
+
+
+def base64_images(body: Any) -> int:
+    """How many Base64 images a request carries: pictures and every frame of a frame list."""
+    count = 0
+    for _, item in _items(body):
+        values = item["video"] if isinstance(item.get("video"), list) else [item.get("image")]
+        count += sum(1 for v in values if isinstance(v, str) and v.startswith("data:"))
+    return count
 
 
 def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -206,6 +225,8 @@ class DashScopeFake:
             )
         if str(body["model"]) not in self.models:
             return _error(*UNKNOWN_MODEL, request_id)
+        if base64_images(body) > MAX_BASE64_IMAGES:
+            return _error(*TOO_MANY_IMAGES, request_id)
         if self._refusals:
             self.server.next_fault(request)  # a model request like any other (counted once)
             code = self._refusals.popleft()

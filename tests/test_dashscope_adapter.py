@@ -1,16 +1,20 @@
 """The DashScope adapter drives the real ``dashscope`` SDK against a fake native API: video goes
-as labelled frame lists at their fps, output as prompted JSON, usage and every failure come back
-in pydantic-ai's terms (a used-up quota apart from a rate limit, an unknown model id as one that
-is not there), and each call is exactly one HTTP request."""
+as labelled frame lists at their fps, within DashScope's limit of Base64 images per request (and
+reserved as sent), output as prompted JSON, usage and every failure come back in pydantic-ai's
+terms (a used-up quota apart from a rate limit), and each call is exactly one HTTP request."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from dashscope import MultiModalConversation
+from PIL import Image
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     ContentFilterError,
@@ -24,23 +28,43 @@ from pydantic_ai.exceptions import (
     ModelServerError,
     ModelTimeoutError,
     UnexpectedModelBehavior,
+    UserError,
 )
-from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, TextPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
+from agents.recorded import CallContext, CallRecorder, call_clips, call_shape
+from playlisteval.app import provider_config, traffic_for
+from playlisteval.settings import load_settings
+from policies.budget import Budget
+from policies.prices import PriceTable
+from policies.tokens import estimate_input_tokens
 from tests.fakes_dashscope import (
     API_KEY,
     GENERATION_PATH,
     PLAIN_ANSWER,
     DashScopeHarness,
+    base64_images,
     dashscope_harness,
+    request_videos,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
-from tools.providers.base import ProviderConfig
-from tools.providers.dashscope_model import dashscope_model, frame_time_text
+from tools.providers.base import ClipInfo, ProviderConfig, frame_times
+from tools.providers.dashscope_model import (
+    MAX_BASE64_IMAGES,
+    dashscope_model,
+    frame_time_text,
+)
 from tools.providers.offline import OfflineProvider
 from tools.roles import (
     ChunkText,
@@ -365,6 +389,121 @@ def test_a_short_clip_still_sends_the_minimum_four_frames(
     [video] = [i for i in request.json()["input"]["messages"][0]["content"] if "video" in i]
     assert len(video["video"]) == 4
     assert video["fps"] == 1.0
+
+
+# -- DashScope's limit of Base64 images per request -------------------------------------------
+
+
+def stretched(clip: BinaryContent, seconds: float) -> BinaryContent:
+    """``clip`` described as ``seconds`` long, so it asks for that many seconds of frames (the
+    frames repeat the clip's own: each is its nearest decoded frame)."""
+    meta = dict(clip.vendor_metadata or {})
+    return BinaryContent(
+        data=clip.data,
+        media_type="video/mp4",
+        identifier=clip.identifier,
+        vendor_metadata={**meta, "end_s": float(meta["start_s"]) + seconds},
+    )
+
+
+def picture() -> BinaryContent:
+    """A small JPEG picture, sent as it is (one Base64 image)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 36), (200, 40, 40)).save(buffer, format="JPEG")
+    return BinaryContent(data=buffer.getvalue(), media_type="image/jpeg")
+
+
+def send(model: Model, messages: list[ModelMessage]) -> ModelResponse:
+    async def call() -> ModelResponse:
+        return await model.request(messages, None, ModelRequestParameters())
+
+    return anyio.run(call)
+
+
+def test_long_clips_are_thinned_to_the_base64_limit_and_reserved_as_sent(
+    harness: DashScopeHarness, demo: Demo, tmp_path: Path
+) -> None:
+    """Two clips that each ask for 300 frames (10 minutes at 0.5 fps; the settings allow 512)
+    go as 250 frames in all, 125 each; the budget reserves exactly those frames, and its worst
+    case covers what DashScope bills for them."""
+    model_id = "qwen-3.7-plus"
+    settings = load_settings(
+        tmp_path, providers={"dashscope": {"base_url": f"{harness.server.base_url}/api/v1"}}
+    )
+    assert settings.providers.models[model_id].max_frames == 512
+    clips = [stretched(clip, 600.0) for clip in demo.clips]
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(content=["Describe both.", *clips])])
+    ]
+    recorder = CallRecorder(
+        budget=Budget(None), prices=PriceTable.load(), traffic=traffic_for(settings, live=False)
+    )
+    context = CallContext(seed_id="s1", role="pair_judge", model=model_id)
+    shape = recorder._effective(context, call_shape(model_id, messages, None), call_clips(messages))
+    config = provider_config(settings, model_id, env={"DASHSCOPE_API_KEY": API_KEY})
+    send(dashscope_model(model_id, config), messages)
+    [request] = harness.model_requests()
+    videos = request_videos(request.json())
+    assert [len(video["frames"]) for video in videos] == [125, 125]
+    assert shape.video_frames == base64_images(request.json()) == MAX_BASE64_IMAGES
+    reserved = estimate_input_tokens(shape)
+    assert reserved.input_video_tokens >= harness.last_usage()["video"] > 0
+    assert reserved.input_tokens >= harness.last_usage()["input_tokens"]
+
+
+def test_pictures_take_their_share_of_the_base64_limit_before_the_frames(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    pictures = [picture() for _ in range(200)]
+    clips = [stretched(clip, 600.0) for clip in demo.clips]
+    Agent(harness.model(MODEL, frame_height=HEIGHT, max_frames=512)).run_sync(
+        ["Describe them.", *pictures, *clips]
+    )
+    [request] = harness.model_requests()
+    assert [len(video["frames"]) for video in request_videos(request.json())] == [25, 25]
+    assert base64_images(request.json()) == MAX_BASE64_IMAGES
+
+
+def test_a_request_that_cannot_fit_the_base64_limit_is_refused_before_it_is_sent(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    """247 pictures leave three images for a clip that is at least four frames: 251."""
+    pictures = [picture() for _ in range(247)]
+    with pytest.raises(UserError, match=r"carry 251 base64 images .* at most 250 per request"):
+        Agent(harness.model(MODEL)).run_sync(["Describe them.", *pictures, demo.clips[0]])
+    assert harness.model_requests() == []
+
+
+def test_the_frame_plan_stays_within_max_frames_when_clips_sit_at_their_floor() -> None:
+    """One long clip and ten short ones held at four frames each: the long one gives up what
+    the floors add, so the plan (the adapter's and the budget's) is still 250."""
+
+    def clip(name: str, seconds: float) -> ClipInfo:
+        return ClipInfo(name, "v", 0.0, seconds, 0.5, 360, False, "sha256:v", None)
+
+    clips = [clip("long", 600.0), *(clip(f"short{i}", 4.0) for i in range(10))]
+    plan = frame_times(clips, 0.5, MAX_BASE64_IMAGES, 4)
+    assert [len(times) for times in plan] == [210] + [4] * 10
+
+
+def test_the_fake_refuses_more_base64_images_than_dashscope_takes(
+    harness: DashScopeHarness,
+) -> None:
+    """Straight through the SDK (our adapter never sends it): 251 Base64 images is a 400."""
+    uri = "data:image/jpeg;base64," + base64.b64encode(picture().data).decode("ascii")
+
+    def call(images: int) -> Any:
+        content: list[dict[str, str]] = [{"image": uri}] * images + [{"text": "Describe."}]
+        return MultiModalConversation.call(
+            model=MODEL,
+            api_key=API_KEY,
+            base_address=f"{harness.server.base_url}/api/v1",
+            messages=[{"role": "user", "content": content}],
+        )
+
+    refused = call(MAX_BASE64_IMAGES + 1)
+    assert (refused.status_code, refused.code) == (400, "InvalidParameter")
+    assert call(MAX_BASE64_IMAGES).status_code == 200
 
 
 # -- quota, throttling and unknown models ---------------------------------------------------------

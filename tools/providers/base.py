@@ -130,7 +130,8 @@ def frame_times(
 ) -> list[list[float]]:
     """Per clip, the clip-relative times to sample: each clip at its own rate (what the caller
     asked to show), never above ``fps`` (the model's setting), at least ``min_per_clip``, thinned
-    uniformly (over all clips together) when the total would pass ``max_frames``.
+    uniformly (over all clips together) when the total would pass ``max_frames``, to at most
+    ``max_frames`` (unless the clips' ``min_per_clip`` floors alone are more).
 
     The one plan of what a frame-based request carries: the adapters send exactly these frames
     and the budget reserves for exactly these (``agents.recorded``).
@@ -141,6 +142,13 @@ def frame_times(
     total = sum(wanted)
     if total > max_frames > 0:
         wanted = [max(floor, math.floor(n * max_frames / total)) for n in wanted]
+        # Clips raised to the floor can push the total back over: take the excess, a frame at a
+        # time, from the clips with the most (never below the floor, which no cap can undo).
+        for _ in range(sum(wanted) - max_frames):
+            most = max(range(len(wanted)), key=lambda i: wanted[i])
+            if wanted[most] <= floor:
+                break
+            wanted[most] -= 1
     out: list[list[float]] = []
     for clip, n in zip(clips, wanted, strict=True):
         step = clip.duration_s / n if n else 0.0

@@ -11,7 +11,10 @@ How a call is made:
 
 * Each clip attachment is sampled with :func:`tools.providers.base.frame_times` /
   :func:`~tools.providers.base.clip_frames` (``config.video_fps``, ``frame_height``,
-  ``max_frames``; at least :data:`MIN_VIDEO_FRAMES` per clip, the API's minimum for a frame list).
+  ``max_frames``; at least :data:`MIN_VIDEO_FRAMES` per clip, the API's minimum for a frame list),
+  and never more than :data:`MAX_BASE64_IMAGES` base64 images in one request, frames and pictures
+  together: a lower ``max_frames`` is what is planned (the family's ``max_frames``, so the budget
+  reserves the same frames), and a request that would still carry more is refused here.
   A text item goes before each video: the clip's :func:`~tools.providers.base.clip_label` and the
   exact source-video time of every frame, so the model (and our fake server) know what each
   unlabelled frame shows. The declared ``fps`` is the rate actually sampled.
@@ -109,6 +112,7 @@ from tools.providers.family import ProviderFamily
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "MAX_BASE64_IMAGES",
     "MIN_VIDEO_FRAMES",
     "DashScopeModel",
     "dashscope_model",
@@ -119,6 +123,11 @@ __all__ = [
 SYSTEM = "dashscope"
 DEFAULT_BASE_URL = "https://dashscope-intl.aliyuncs.com/api/v1"
 MIN_VIDEO_FRAMES = 4  # the API refuses a frame list shorter than this
+# Alibaba Cloud Model Studio, "Image and video understanding"
+# (https://www.alibabacloud.com/help/en/model-studio/vision), "Image limits": one request takes
+# at most 250 images passed as Base64 (public URLs and local file paths allow more). Every frame
+# of a frame list counts as one image, and ours all travel as Base64 data URIs.
+MAX_BASE64_IMAGES = 250
 # The API's accepted range for a frame list's declared rate.
 MIN_FPS = 0.1
 MAX_FPS = 10.0
@@ -301,13 +310,18 @@ class DashScopeModel(Model):
             part.content for part in self._get_instruction_parts(messages, params) or []
         ]
         turns: list[dict[str, Any]] = []
+        # Pictures sent as they are take their share of the request's Base64 images first; the
+        # clips' frames are planned within what is left.
+        budget = self.frame_budget - sum(_inline_images(m) for m in messages)
         for message in messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
                     if isinstance(part, SystemPromptPart):
                         system.append(part.content)
                     elif isinstance(part, UserPromptPart):
-                        turns.append({"role": "user", "content": self._user_content(part)})
+                        content = self._user_content(part, budget)
+                        budget -= sum(len(i["video"]) for i in content if _is_frame_list(i))
+                        turns.append({"role": "user", "content": content})
                     else:
                         raise UserError(
                             f"the DashScope adapter cannot send a {type(part).__name__}; it "
@@ -319,13 +333,27 @@ class DashScopeModel(Model):
                     turns.append({"role": "assistant", "content": [{"text": "\n\n".join(texts)}]})
         if system:
             turns.insert(0, {"role": "system", "content": [{"text": "\n\n".join(system)}]})
+        sent = sum(_base64_images(item) for turn in turns for item in turn["content"])
+        if sent > MAX_BASE64_IMAGES:
+            raise UserError(
+                f"this DashScope request would carry {sent} base64 images (frames and pictures); "
+                f"DashScope takes at most {MAX_BASE64_IMAGES} per request: send fewer clips or "
+                f"pictures (each clip is at least {MIN_VIDEO_FRAMES} frames)"
+            )
         return turns
 
-    def _user_content(self, part: UserPromptPart) -> list[dict[str, Any]]:
+    @property
+    def frame_budget(self) -> int:
+        """The most frames one request plans: ``config.max_frames``, never above
+        :data:`MAX_BASE64_IMAGES` (the family's ``max_frames``, which the reservation plans by)."""
+        wanted = self.config.max_frames
+        return min(wanted, MAX_BASE64_IMAGES) if wanted > 0 else MAX_BASE64_IMAGES
+
+    def _user_content(self, part: UserPromptPart, budget: int) -> list[dict[str, Any]]:
         if isinstance(part.content, str):
             return [{"text": part.content}]
         items = list(part.content)
-        clips = self._clips(items)
+        clips = self._clips(items, budget)
         content: list[dict[str, Any]] = []
         for item in items:
             clip = clips.get(id(item))
@@ -353,12 +381,20 @@ class DashScopeModel(Model):
                 )
         return content
 
-    def _clips(self, items: Sequence[object]) -> dict[int, _Clip]:
+    def _clips(self, items: Sequence[object], budget: int | None = None) -> dict[int, _Clip]:
+        """The clips among ``items`` as the frames sent, planned within ``budget`` frames
+        (default :attr:`frame_budget`)."""
         found = [(item, info) for item in items if (info := clip_info(item)) is not None]
+        if not found:
+            return {}
+        if budget is None:
+            budget = self.frame_budget
+        # At least one frame list's worth, so an over-full request is refused with the real
+        # count (in _map_messages) rather than planned with no cap at all (frame_times: <= 0).
         wanted = frame_times(
             [info for _, info in found],
             self.config.video_fps,
-            self.config.max_frames,
+            max(budget, MIN_VIDEO_FRAMES),
             MIN_VIDEO_FRAMES,
         )
         out: dict[int, _Clip] = {}
@@ -535,6 +571,29 @@ def _usage(raw: Mapping[str, Any]) -> RequestUsage:
     )
 
 
+def _is_frame_list(item: Mapping[str, Any]) -> bool:
+    return isinstance(item.get("video"), list)
+
+
+def _base64_images(item: Mapping[str, Any]) -> int:
+    """How many Base64 images a wire content item carries (a frame list: one per frame)."""
+    values = item["video"] if _is_frame_list(item) else [item.get("image")]
+    return sum(1 for v in values if isinstance(v, str) and v.startswith("data:"))
+
+
+def _inline_images(message: ModelMessage) -> int:
+    """The pictures (not clips) of a message that go as Base64 data URIs."""
+    if not isinstance(message, ModelRequest):
+        return 0
+    return sum(
+        1
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+        for item in part.content
+        if isinstance(item, BinaryContent) and item.media_type.startswith("image/")
+    )
+
+
 def _data_uri(data: bytes, media_type: str) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
@@ -547,6 +606,7 @@ FAMILY = ProviderFamily(
     token_rule="qwen",
     prefixes=("qwen-", "qwen3.", "qvq", "qwen-vl"),
     min_frames_per_clip=MIN_VIDEO_FRAMES,
+    max_frames=MAX_BASE64_IMAGES,
     base_url=DEFAULT_BASE_URL,
     rpm=600,
     notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},

@@ -45,6 +45,9 @@ class ProviderFamily:
     context_cache: bool = False
     prefixes: tuple[str, ...] = ()
     min_frames_per_clip: int = 1
+    # The most frames (images) one request may carry, the provider's own limit: a model's
+    # ``max_frames`` setting above it is planned as this. None: the provider sets none.
+    max_frames: int | None = None
     requires: tuple[Requirement, ...] = ()
     # Where ``playlisteval doctor`` probes when the settings name no base_url (the SDK's own).
     default_endpoint: str | None = None
