@@ -1,16 +1,25 @@
-"""A fake OpenAI API (and an OpenAI-compatible server) on loopback, driven by the real SDK.
+"""A fake OpenAI API (and a vLLM server) on loopback, driven by the real SDK.
 
 Routes: ``POST /v1/responses`` (the Responses API), ``POST /v1/chat/completions`` (Chat
-Completions, what vLLM and OpenRouter serve), and the batch routes ``/v1/files`` +
-``/v1/batches``. A model request is answered with what the offline provider says to its prompt,
-reading the frames it carries: each data-URL JPEG is decoded, and its time and segment come from
-the ``(video-id @ MM:SS)`` text before it, mapped to a segment through the prompt's ``<context>``.
+Completions as a vLLM server serves it), and the batch routes ``/v1/files`` + ``/v1/batches``.
+A model request is answered with what the offline provider says to its prompt, reading the
+frames it carries: each data-URL JPEG is decoded, and its time and segment come from the
+``(video-id @ MM:SS)`` text before it, mapped to a segment through the prompt's ``<context>``;
+each ``video_url`` mp4 is decoded as vLLM reads it and timed by the clip label before it.
 
-Usage is reported as OpenAI bills it: text at ``len // 4``, each image by its model's rule at the
-detail it was sent with (:data:`OPENAI_VISION`, transcribed from OpenAI's guide independently of
-``policies.tokens``, which reserves for them), and cached input when a request repeats the
-previous one's leading items (OpenAI caches prompts of 1024 tokens and more, in steps of 128).
-Faults take the APIs' own wire forms (see :mod:`tests.fakes_providers`).
+As strict as the services: each refuses a model id it does not serve (``served_models``) with
+its own 404; OpenAI refuses a ``strict: true`` schema outside its subset (400
+``invalid_json_schema``) and, out of credit (``quota_exhausted``), every model request (429
+``insufficient_quota``); vLLM refuses more images or videos a prompt than its
+``limit_mm_per_prompt`` (400). Each rule cites its source where it is enforced.
+
+Usage is reported as each bills it: text at ``len // 4``; on OpenAI each image by its model's
+rule at the detail it was sent with (:data:`OPENAI_VISION`, transcribed from OpenAI's guide
+independently of ``policies.tokens``, which reserves for them), on vLLM by the served model's
+processor (:data:`VLLM_VISION`); cached input when a request repeats the previous one's leading
+items (OpenAI caches prompts of 1024 tokens and more, in steps of 128). Batches write successes
+to the output file and failures to the error file. Faults take the APIs' own wire forms (see
+:mod:`tests.fakes_providers`).
 """
 
 from __future__ import annotations
