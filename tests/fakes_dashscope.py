@@ -12,7 +12,8 @@ Faults come in DashScope's own forms: 429 ``Throttling.RateQuota`` with ``Retry-
 the answer, and the content-moderation refusal (400 ``DataInspectionFailed``);
 :meth:`DashScopeFake.refuse_next` answers with any other error of :data:`ERRORS` (a used-up
 quota, throttling). It refuses what the service refuses: a wrong key, a model id it does not
-serve, more Base64 images than one request may carry. Each rule cites where it is written.
+serve, more Base64 images than one request may carry; and it bills images and frames by the
+documented Qwen-VL rule (:func:`image_tokens`). Each rule cites where it is written.
 """
 
 from __future__ import annotations
@@ -74,8 +75,20 @@ MODELS = frozenset(
 # with its general invalid-parameter error (400 ``InvalidParameter`` on the "Error messages"
 # page, https://www.alibabacloud.com/help/en/model-studio/error-code).
 MAX_BASE64_IMAGES = 250
-VISION_PATCH = 28  # Qwen-VL bills an image by 28×28 pixel patches
-TEMPORAL_PATCH = 2  # … and merges every two video frames into one
+# Image tokens, Model Studio vision guide, "Image token conversion" (the same rule and code in
+# its Chinese edition, https://help.aliyun.com/zh/model-studio/vision): tokens = h_bar * w_bar /
+# token_pixels + 2, where each side is rounded to a multiple of the token's side (32 px for
+# Qwen3-VL and the models after it, 28 px for QVQ and the Qwen2.5-VL models), scaled to keep the
+# area within [4, max] tokens; the two are the <|vision_bos|>/<|vision_eos|> markers.
+TOKEN_SIDE = 32
+TOKEN_SIDE_QWEN25 = 28
+_QWEN25_PREFIXES = ("qvq", "qwen2.5-vl")
+MIN_IMAGE_TOKENS = 4
+# The highest an image is counted at (``vl_high_resolution_images``: 16384 tokens); the default
+# cap (``max_pixels``) is lower, but no frame we send (720p at most: 900 tokens) comes near either.
+MAX_IMAGE_TOKENS = 16384
+VISION_MARKERS = 2
+TEMPORAL_PATCH = 2  # Qwen-VL merges every two consecutive video frames into one (temporal patch)
 _SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
 _TIMES_RE = re.compile(r"they show ([0-9:., ]+)\.")
 _TIME_RE = re.compile(r"(\d+):(\d{2})(?:\.(\d))?")
@@ -119,6 +132,36 @@ def _error(status: int, code: str, message: str, request_id: str) -> Reply:
     return Reply.json(status, {"code": code, "message": message, "request_id": request_id})
 
 
+def token_side(model: str) -> int:
+    """The side, in pixels, of the square one visual token covers for ``model``."""
+    return TOKEN_SIDE_QWEN25 if model.startswith(_QWEN25_PREFIXES) else TOKEN_SIDE
+
+
+def image_tokens(height: int, width: int, model: str) -> int:
+    """What DashScope bills one image of ``height`` x ``width`` pixels (the vision guide's
+    "Image token conversion", markers included): the sides rounded to the token grid, the area
+    scaled into [4, 16384] tokens."""
+    side = token_side(model)
+    unit = side * side
+    h_bar, w_bar = round(height / side) * side, round(width / side) * side
+    if h_bar * w_bar > MAX_IMAGE_TOKENS * unit:
+        beta = math.sqrt(height * width / (MAX_IMAGE_TOKENS * unit))
+        h_bar = math.floor(height / beta / side) * side
+        w_bar = math.floor(width / beta / side) * side
+    elif h_bar * w_bar < MIN_IMAGE_TOKENS * unit:
+        beta = math.sqrt(MIN_IMAGE_TOKENS * unit / (height * width))
+        h_bar = math.ceil(height * beta / side) * side
+        w_bar = math.ceil(width * beta / side) * side
+    return h_bar * w_bar // unit + VISION_MARKERS
+
+
+def video_tokens(frames: list[tuple[int, int]], model: str) -> int:
+    """What a frame list of ``(height, width)`` frames is billed: each frame's grid as an image's,
+    every two consecutive frames merged into one (temporal patch 2), one pair of markers."""
+    grids = [image_tokens(h, w, model) - VISION_MARKERS for h, w in frames]
+    return math.ceil(sum(grids) / TEMPORAL_PATCH) + VISION_MARKERS
+
+
 def _seconds(text: str) -> float:
     match = _TIME_RE.fullmatch(text.strip())
     if match is None:
@@ -132,9 +175,8 @@ def _decode_jpeg(uri: str) -> np.ndarray:
         return np.asarray(image.convert("RGB"))
 
 
-def _image_tokens(image: np.ndarray) -> int:
-    height, width = int(image.shape[0]), int(image.shape[1])
-    return math.ceil(height / VISION_PATCH) * math.ceil(width / VISION_PATCH)
+def _size(image: np.ndarray) -> tuple[int, int]:
+    return int(image.shape[0]), int(image.shape[1])
 
 
 def base64_images(body: Any) -> int:
@@ -272,9 +314,9 @@ class DashScopeFake:
                 media.Frame(t=t, image=image)
                 for t, image in zip(video["times"], images, strict=True)
             ]
-            video_billed += math.ceil(sum(_image_tokens(i) for i in images) / TEMPORAL_PATCH)
+            video_billed += video_tokens([_size(i) for i in images], model)
         image_billed = sum(
-            _image_tokens(_decode_jpeg(str(item["image"])))
+            image_tokens(*_size(_decode_jpeg(str(item["image"]))), model)
             for _, item in _items(body)
             if str(item.get("image", "")).startswith("data:")
         )

@@ -1,7 +1,8 @@
 """The DashScope adapter drives the real ``dashscope`` SDK against a fake native API: video goes
 as labelled frame lists at their fps, within DashScope's limit of Base64 images per request (and
 reserved as sent), output as prompted JSON, usage and every failure come back in pydantic-ai's
-terms (a used-up quota apart from a rate limit), and each call is exactly one HTTP request."""
+terms (a used-up quota apart from a rate limit), and each call is exactly one HTTP request. The
+fake bills as DashScope documents, and our worst-case count covers it."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from playlisteval.app import provider_config, traffic_for
 from playlisteval.settings import load_settings
 from policies.budget import Budget
 from policies.prices import PriceTable
-from policies.tokens import estimate_input_tokens
+from policies.tokens import CallShape, estimate_input_tokens
 from tests.fakes_dashscope import (
     API_KEY,
     GENERATION_PATH,
@@ -55,7 +56,9 @@ from tests.fakes_dashscope import (
     DashScopeHarness,
     base64_images,
     dashscope_harness,
+    image_tokens,
     request_videos,
+    video_tokens,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
@@ -504,6 +507,55 @@ def test_the_fake_refuses_more_base64_images_than_dashscope_takes(
     refused = call(MAX_BASE64_IMAGES + 1)
     assert (refused.status_code, refused.code) == (400, "InvalidParameter")
     assert call(MAX_BASE64_IMAGES).status_code == 200
+
+
+# -- what DashScope bills, and our worst case ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "model", "billed"),
+    [
+        (480, 854, "qwen3.7-plus", 15 * 27 + 2),  # 854 px rounds to 27 tokens of 32 px
+        (360, 640, "qwen3.7-plus", 11 * 20 + 2),  # 360 px rounds down to 11
+        (720, 1280, "qwen3-vl-plus", 22 * 40 + 2),  # 22.5 rounds to even: 22
+        (480, 854, "qvq-max", 17 * 30 + 2),  # QVQ: 28-px tokens
+        (20, 20, "qwen3.7-plus", 4 + 2),  # scaled up to the 4-token floor
+    ],
+)
+def test_the_fake_bills_an_image_by_the_documented_token_rule(
+    height: int, width: int, model: str, billed: int
+) -> None:
+    assert image_tokens(height, width, model) == billed
+
+
+def test_the_fake_bills_a_huge_image_at_the_high_resolution_cap() -> None:
+    assert image_tokens(8000, 8000, "qwen3.7-plus") <= 16384 + 2
+
+
+@pytest.mark.parametrize("model", ["qwen3.7-plus", "qvq-max"])
+@pytest.mark.parametrize("height", [240, 360, 480, 720])
+@pytest.mark.parametrize("aspect", [16 / 9, 4 / 3, 9 / 16, 21 / 9])
+def test_our_worst_case_covers_what_dashscope_bills_for_our_frames(
+    model: str, height: int, aspect: float
+) -> None:
+    """Frames of any shape at the heights we send (frame_height scales them down to it), in
+    frame lists of any length up to the limit: policies.tokens' worst case is never below the
+    bill."""
+    width = round(height * aspect)
+    for frames in (4, 31, MAX_BASE64_IMAGES):
+        shape = CallShape(model=model, video_frames=frames, video_height=height, token_rule="qwen")
+        billed = video_tokens([(height, width)] * frames, model)
+        assert estimate_input_tokens(shape).input_video_tokens >= billed, (frames, width)
+
+
+@pytest.mark.parametrize("height", [240, 360, 480, 720])
+@pytest.mark.parametrize("aspect", [16 / 9, 4 / 3, 9 / 16, 21 / 9])
+def test_our_worst_case_covers_what_dashscope_bills_for_a_picture(
+    height: int, aspect: float
+) -> None:
+    width = round(height * aspect)
+    shape = CallShape(model=MODEL, images=[(width, height)], token_rule="qwen")
+    assert estimate_input_tokens(shape).input_image_tokens >= image_tokens(height, width, MODEL)
 
 
 # -- quota, throttling and unknown models ---------------------------------------------------------
