@@ -126,7 +126,7 @@ class _StrictResponsesModel(OpenAIResponsesModel):
         return _strict_schema(super().customize_request_parameters(asked))
 
 
-def takes_video(model_name: str) -> bool:
+def _takes_video(model_name: str) -> bool:
     """Whether a vLLM server takes video for ``model_name`` (:data:`VIDEO_MODEL_PREFIXES`)."""
     return model_name.lower().rsplit("/", 1)[-1].startswith(VIDEO_MODEL_PREFIXES)
 
@@ -202,14 +202,14 @@ class OpenAIFramesModel(WrapperModel):
         content = list(part.content)
         fps, height, cap = self.config.video_fps, self.config.frame_height, self.config.max_frames
         framed: list[Any] = (
-            videos_content(content, fps, height, cap)
+            _videos_content(content, fps, height, cap)
             if self.video
             else frames_content(content, fps, height, cap)
         )
         return replace(part, content=framed)
 
 
-def videos_content(
+def _videos_content(
     parts: Sequence[object], fps: float, max_height: int, max_frames: int
 ) -> list[object]:
     """``parts`` with every clip replaced by its label and an mp4 of its planned frames.
@@ -230,11 +230,13 @@ def videos_content(
         info, wanted = found
         assert isinstance(part, BinaryContent)
         frames = clip_frames(part, info, wanted, max_height)
-        rate = _planned_rate(info, len(frames))
         out.append(clip_label(info, source_timeline=False))
+        if not frames:  # nothing decodable: the label alone, as the frames path sends it
+            continue
+        rate = _planned_rate(info, len(frames))
         out.append(
             BinaryContent(
-                data=frames_mp4(frames, rate),
+                data=_frames_mp4(frames, rate),
                 media_type="video/mp4",
                 identifier=info.segment_id,
                 vendor_metadata={"fps": float(rate), "frames": len(frames)},
@@ -250,11 +252,11 @@ def _planned_rate(info: ClipInfo, frames: int) -> Fraction:
     return Fraction(frames / info.duration_s).limit_denominator(1001)
 
 
-def frames_mp4(frames: Sequence[TimedFrame], rate: Fraction) -> bytes:
-    """An H.264 mp4 (yuv420p, even sides) of ``frames`` in order, one per ``1 / rate`` s."""
+def _frames_mp4(frames: Sequence[TimedFrame], rate: Fraction) -> bytes:
+    """An H.264 mp4 (yuv420p, even sides) of ``frames`` (at least one) in order, one per
+    ``1 / rate`` s."""
     pictures = [Image.open(io.BytesIO(f.jpeg)).convert("RGB") for f in frames]
-    width = max(2, pictures[0].width // 2 * 2) if pictures else 2
-    height = max(2, pictures[0].height // 2 * 2) if pictures else 2
+    width, height = (max(2, side // 2 * 2) for side in pictures[0].size)
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format="mp4") as out:
         stream = out.add_stream("libx264", rate=rate)
@@ -370,7 +372,7 @@ def openai_compatible_model(
 ) -> Model:
     """An open-weight judge behind an OpenAI-compatible server (vLLM, OpenRouter, …) over Chat
     Completions: clips as one ``video_url`` mp4 each for the families vLLM takes video for
-    (:func:`takes_video`), else as ``image_url`` frames; the role's schema as
+    (:func:`_takes_video`), else as ``image_url`` frames; the role's schema as
     ``response_format``.
 
     A server with no key (local vLLM) is sent ``EMPTY``. ``resources`` is unused (no uploads).
@@ -380,7 +382,7 @@ def openai_compatible_model(
     wrapped = _CostReportingChatModel(
         config.model_name, provider=provider, profile=_compatible_profile(config.model_name)
     )
-    return OpenAIFramesModel(wrapped, model_id, config, video=takes_video(config.model_name))
+    return OpenAIFramesModel(wrapped, model_id, config, video=_takes_video(config.model_name))
 
 
 FAMILIES = (
