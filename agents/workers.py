@@ -165,7 +165,9 @@ class ModelRunner:
         if agent is None:
             agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
         prompt: list[Any] = [render_prompt(context), *attachments]
-        settings = ModelSettings(max_tokens=spec.max_output_tokens, temperature=0.0)
+        settings = ModelSettings(
+            max_tokens=spec.max_output_tokens, temperature=0.0, thinking=spec.thinking
+        )
         if extra_settings:
             settings = ModelSettings(**{**settings, **extra_settings})
         try:

@@ -18,6 +18,7 @@ from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
 from agents.curation import CurationConfig, CurationProgress, Curator
 from agents.deps import CallDeps
+from agents.evidence import ClipSpec
 from agents.fleet import (
     FleetConfig,
     FleetWorker,
@@ -152,6 +153,9 @@ def curation_config(settings: Settings, concurrency: int | None = None) -> Curat
             max_paragraphs=gen.gold_max_paragraphs,
             min_cited_chunks=gen.min_cited_chunks_per_segment,
             max_cited_chunks=gen.max_cited_chunks_per_segment,
+            generator_clip=ClipSpec(
+                fps=gen.video_fps, max_height=gen.video_max_height, audio=gen.video_audio
+            ),
         ),
         concurrency=concurrency or settings.curation.concurrency,
         offline=settings.curation.offline,
@@ -235,6 +239,7 @@ def provider_config(
         frame_height=found.frame_height,
         max_frames=found.max_frames,
         inline_max_bytes=found.inline_max_bytes,
+        media_resolution=found.media_resolution,
         context_cache=found.context_cache,
         cache_ttl_s=found.cache_ttl_s,
         local_path=found.local_path,

@@ -153,14 +153,18 @@ class GenerationSettings(Section):
 
     video_fps: float = Field(
         0.5,
-        description="Frame rate of the segments the generators see as native video (recorded "
-        "with the run; the rate sent is `providers.models.<id>.video_fps`).",
+        gt=0,
+        description="Frame rate of the segment clips the generators are given (a model is "
+        "sent at most its `providers.models.<id>.video_fps`).",
     )
     video_max_height: int = Field(
-        720, description="Height (p) of that native-video input (recorded with the run)."
+        720,
+        gt=0,
+        description="Height (p) of those clips (frame-based models are sent frames "
+        "at most `providers.models.<id>.frame_height` high).",
     )
     video_audio: bool = Field(
-        True, description="The generators hear the segments' audio (recorded with the run)."
+        True, description="The generators' clips carry the segments' audio (Gemini hears it)."
     )
     gold_min_paragraphs: int = Field(
         3, description="Phase I structural gate: fewest paragraphs in the gold answer."
@@ -480,9 +484,16 @@ class ModelEndpoint(Section):
         description="Frames per request at most; more are thinned uniformly over the clips.",
     )
     inline_max_bytes: int = Field(
-        20 * 1024 * 1024,
+        72 * 1024 * 1024,
         ge=0,
-        description="Gemini: larger clips go through the Files API, not inline.",
+        description="Gemini: clips go inline while a request's inline video stays within this "
+        "many bytes (Gemini takes 100 MB of inline data per request, base64 included); the rest "
+        "through the Files API.",
+    )
+    media_resolution: Literal["low", "medium", "high"] = Field(
+        "medium",
+        description="Gemini: mediaResolution of the video it is sent (Gemini 3: 70 tokens a "
+        "frame at low and medium, 280 at high; Gemini 2.x: 66 at low, 258 otherwise).",
     )
     context_cache: bool = Field(True, description="Gemini: cache a seed's videos explicitly.")
     cache_ttl_s: int = Field(600, ge=60, description="Gemini: context cache lifetime (paid).")

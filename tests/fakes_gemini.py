@@ -5,9 +5,15 @@ download, delete), ``cachedContents`` (create, get, delete) and Batch Mode
 (``models/{m}:batchGenerateContent``, ``batches/{id}``). A generation is answered as the
 offline provider would answer the same prompt, looking at the frames of the video the request
 carries: inline mp4s, uploaded files between their start and end offsets, and the videos of the
-context cache it names. Usage is billed as Gemini bills: text at ``len(text) // 4``, 258
-tokens per video frame at the part's fps, 32 per second of audio; cached tokens are counted in
-the prompt and reported again as ``cachedContentTokenCount``.
+context cache it names. Usage is billed as Gemini bills: text at ``len(text) // 4``, video
+frames at the part's fps and the model's tokens per frame at the media resolution asked
+(``tools.providers.gemini.frame_tokens``), 32 per second of audio; cached tokens are counted in
+the prompt and reported again as ``cachedContentTokenCount``; thinking tokens come out of
+``maxOutputTokens`` as Gemini 3's do.
+
+It refuses what Gemini refuses, each rule with its source beside it: model ids it does not
+serve, context caches below the model's minimum, requests over the inline size limit; and it
+fails as Gemini fails: 429 with ``google.rpc.RetryInfo`` in the body, a daily-quota 429, 503.
 """
 
 from __future__ import annotations
@@ -43,8 +49,9 @@ from tools import media
 from tools.providers.base import MemoryResourceLedger, ProviderConfig, ResourceLedger
 from tools.providers.gemini import (
     AUDIO_TOKENS_PER_SECOND,
-    VIDEO_TOKENS_PER_FRAME,
     GeminiModel,
+    frame_tokens,
+    gemini_generation,
     gemini_model,
 )
 from tools.roles import parse_context
@@ -84,8 +91,85 @@ def camel_keys(value: Any) -> Any:
     return out
 
 
-def _error(status: int, name: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": status, "message": message, "status": name}}
+def _error(
+    status: int, name: str, message: str, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": status, "message": message, "status": name}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+# The models the fake serves, as models.list names them ("Gemini models",
+# https://ai.google.dev/gemini-api/docs/models: the Gemini 3 models are served as previews).
+SERVED_MODELS = (
+    "gemini-3-flash-preview",
+    "gemini-3.1-pro-preview",
+    "gemini-2.5-flash",
+    "gemini-2.5-pro",
+)
+# Explicit context caches below a model's minimum are refused ("Context caching", minimum input
+# token count per model, https://ai.google.dev/gemini-api/docs/caching: Gemini 3 Flash Preview
+# 1,024, Gemini 3 Pro Preview 4,096, Gemini 2.5 Flash 1,024, Gemini 2.5 Pro 4,096).
+CACHE_MIN_TOKENS = {
+    "gemini-3-flash-preview": 1024,
+    "gemini-3.1-pro-preview": 4096,
+    "gemini-2.5-flash": 1024,
+    "gemini-2.5-pro": 4096,
+}
+# A request body may carry this much inline data ("Increased file size limits ... in Gemini
+# API", https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits:
+# inline files up to 100 MB, up from 20 MB); past it Gemini answers 400 INVALID_ARGUMENT.
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# What a thinking level spends before the answer, a stand-in: the real spend varies with the
+# task. The rule kept is Gemini 3's: thoughts count against maxOutputTokens (python-genai
+# issue #2062: at the default HIGH level, 1,024 output tokens went to ~906 of thinking and the
+# answer was cut with finishReason MAX_TOKENS). Gemini 3 thinks HIGH when not told ("Gemini
+# thinking", https://ai.google.dev/gemini-api/docs/thinking: thinkingLevel defaults to high).
+THINKING_TOKENS = {"MINIMAL": 32, "LOW": 256, "MEDIUM": 1024, "HIGH": 4096}
+RETRY_DELAY_S = 13  # what a RetryInfo 429 asks for (Gemini sends no Retry-After header)
+# Faults only Gemini has, queued with ``GeminiState.gemini_faults``.
+GEMINI_FAULTS = ("retry_info", "daily_quota", "503")
+
+
+def _not_found(model: str, method: str) -> Reply:
+    """Gemini's answer to a model id it does not serve."""
+    message = (
+        f"models/{model} is not found for API version v1beta, or is not supported for "
+        f"{method}. Call ListModels to see the list of available models and their supported "
+        "methods."
+    )
+    return Reply.json(404, _error(404, "NOT_FOUND", message))
+
+
+def _rate_limited(kind: str) -> Reply:
+    """A 429 as Gemini sends it: the wait in ``google.rpc.RetryInfo``, and for a spent daily
+    quota a ``QuotaFailure`` naming the per-day quota (the Gemini API "Rate limits" page,
+    https://ai.google.dev/gemini-api/docs/rate-limits; pydantic-ai reads both)."""
+    violation = {
+        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+    }
+    if kind == "daily_quota":
+        violation = {
+            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+            "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+        }
+    details = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{RETRY_DELAY_S}s"},
+    ]
+    message = (
+        "You exceeded your current quota, please check your plan and billing details. For more "
+        "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
+    )
+    return Reply.json(429, _error(429, "RESOURCE_EXHAUSTED", message, details))
+
+
+def _resolution(value: str | None) -> str:
+    """``MEDIA_RESOLUTION_LOW`` → ``low``; unset means the model's default (medium)."""
+    name = (value or "").removeprefix("MEDIA_RESOLUTION_").lower()
+    return name if name in ("low", "medium", "high") else "medium"
 
 
 @dataclass
@@ -163,6 +247,9 @@ class GeminiState:
     usage: list[dict[str, int]] = field(default_factory=list)
     # Statuses the next file-upload starts and cache creations answer with (429 or 500).
     resource_faults: list[int] = field(default_factory=list)
+    # Gemini's own failures of the next generateContent calls (one of GEMINI_FAULTS each).
+    gemini_faults: list[str] = field(default_factory=list)
+    served: tuple[str, ...] = SERVED_MODELS
     ids: Iterator[int] = field(default_factory=itertools.count)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,8 +270,17 @@ class GeminiState:
 
     # -- contents ------------------------------------------------------------------------------
 
-    def read(self, contents: list[dict[str, Any]], seen: Seen, context_text: str) -> None:
-        """Add ``contents``' text, video frames (timed in their source video) and tokens."""
+    def read(
+        self,
+        contents: list[dict[str, Any]],
+        seen: Seen,
+        context_text: str,
+        model: str = "gemini-3-flash-preview",
+        resolution: str = "medium",
+    ) -> None:
+        """Add ``contents``' text, video frames (timed in their source video) and tokens:
+        ``model``'s tokens per frame at the part's ``mediaResolution``, else ``resolution``
+        (the request's ``generationConfig.mediaResolution``)."""
         starts = _segment_starts(context_text)
         label = ""
         for content in camel_keys(contents):
@@ -214,7 +310,12 @@ class GeminiState:
                     offset = starts.get(segment, 0.0)
                     frames = [dataclasses.replace(f, t=offset + f.t) for f in frames]
                 seen.videos.setdefault(segment, []).extend(frames)
-                seen.tokens["VIDEO"] += len(frames) * VIDEO_TOKENS_PER_FRAME
+                level = (
+                    _resolution(part.get("mediaResolution"))
+                    if part.get("mediaResolution")
+                    else resolution
+                )
+                seen.tokens["VIDEO"] += len(frames) * frame_tokens(model, level)
                 seen.tokens["AUDIO"] += math.ceil(audio_s * AUDIO_TOKENS_PER_SECOND)
                 span = (start, end) if start is not None else _segment_span(context_text, segment)
                 seen.media.append(
@@ -243,10 +344,12 @@ class GeminiState:
             for c in contents + (cache.contents if cache else [])
             for p in c["parts"]
         )
+        config = camel_keys(body.get("generationConfig") or {})
+        resolution = _resolution(config.get("mediaResolution"))
         cached = Seen()
         if cache is not None:
-            self.read(cache.contents, cached, all_text)
-        self.read(contents, own, all_text)
+            self.read(cache.contents, cached, all_text, model)
+        self.read(contents, own, all_text, model, resolution)
         prompt = "\n\n".join(cached.text + own.text)
         videos = {**cached.videos}
         for segment, frames in own.videos.items():
@@ -257,14 +360,28 @@ class GeminiState:
             answer = NO_CONTEXT_ANSWER
         by_modality = {k: own.tokens[k] + cached.tokens[k] for k in own.tokens}
         output_tokens = max(1, len(answer) // 4)
+        thoughts = 0
+        finish = "STOP"
+        if gemini_generation(model) >= 3:
+            level = str((config.get("thinkingConfig") or {}).get("thinkingLevel") or "HIGH")
+            thoughts = THINKING_TOKENS.get(level.upper(), THINKING_TOKENS["HIGH"])
+            cap = int(config.get("maxOutputTokens") or 65536)
+            thoughts = min(thoughts, cap)
+            if thoughts + output_tokens > cap:
+                # The answer gets what thinking left: cut mid-JSON, or nothing at all.
+                output_tokens = cap - thoughts
+                answer = answer[: output_tokens * 4]
+                finish = "MAX_TOKENS"
         usage: dict[str, Any] = {
             "promptTokenCount": sum(by_modality.values()),
             "candidatesTokenCount": output_tokens,
-            "totalTokenCount": sum(by_modality.values()) + output_tokens,
+            "totalTokenCount": sum(by_modality.values()) + output_tokens + thoughts,
             "promptTokensDetails": [
                 {"modality": k, "tokenCount": v} for k, v in by_modality.items() if v
             ],
         }
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts
         if cache is not None:
             usage["cachedContentTokenCount"] = cache.tokens
             usage["cacheTokensDetails"] = [
@@ -273,8 +390,8 @@ class GeminiState:
         response = {
             "candidates": [
                 {
-                    "content": {"role": "model", "parts": [{"text": answer}]},
-                    "finishReason": "STOP",
+                    "content": {"role": "model", "parts": [{"text": answer}] if answer else []},
+                    "finishReason": finish,
                     "index": 0,
                 }
             ],
@@ -290,8 +407,11 @@ class GeminiState:
             self.usage.append(
                 {
                     "input_tokens": usage.get("promptTokenCount", 0),
-                    "output_tokens": usage.get("candidatesTokenCount", 0),
+                    # Billed as output: the answer and the thinking before it.
+                    "output_tokens": usage.get("candidatesTokenCount", 0)
+                    + usage.get("thoughtsTokenCount", 0),
                     "cached_tokens": usage.get("cachedContentTokenCount", 0),
+                    "thoughts": usage.get("thoughtsTokenCount", 0),
                     "text": details.get("TEXT", 0),
                     "image": details.get("IMAGE", 0),
                     "video": details.get("VIDEO", 0),
@@ -301,10 +421,30 @@ class GeminiState:
 
     # -- handlers ------------------------------------------------------------------------------
 
+    def list_models(self, request: SeenRequest) -> Reply:
+        """``GET /v1beta/models``: the served models, as ``models.list`` pages them."""
+        del request
+        models = [
+            {
+                "name": f"models/{name}",
+                "displayName": name,
+                "supportedGenerationMethods": [
+                    "generateContent",
+                    "countTokens",
+                    "createCachedContent",
+                    "batchGenerateContent",
+                ],
+            }
+            for name in self.served
+        ]
+        return Reply.json(200, {"models": models})
+
     def models(self, request: SeenRequest) -> Reply:
         path = urlparse(request.path).path
         model, _, method = path.removeprefix(f"{API}/models/").partition(":")
         body = request.json() or {}
+        if model not in self.served:
+            return _not_found(model, method or "generateContent")
         if method == "generateContent":
             return self.generate_content(model, request, body)
         if method == "batchGenerateContent":
@@ -312,6 +452,16 @@ class GeminiState:
         return Reply.json(404, _error(404, "NOT_FOUND", f"no method {method!r}"))
 
     def generate_content(self, model: str, request: SeenRequest, body: dict[str, Any]) -> Reply:
+        if len(request.body) > MAX_REQUEST_BYTES:
+            message = f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
+            return Reply.json(400, _error(400, "INVALID_ARGUMENT", message))
+        with self.lock:
+            own = self.gemini_faults.pop(0) if self.gemini_faults else None
+        if own in ("retry_info", "daily_quota"):
+            return _rate_limited(own)
+        if own == "503":
+            message = "The model is overloaded. Please try again later."
+            return Reply.json(503, _error(503, "UNAVAILABLE", message))
         fault = self.server.next_fault(request)
         if fault == "429":
             return Reply.json(
@@ -406,9 +556,19 @@ class GeminiState:
             return failed
         body = request.json() or {}
         contents = body.get("contents", [])
+        model = str(body.get("model", "")).removeprefix("models/")
+        if model not in self.served:
+            return _not_found(model, "createCachedContent")
         seen = Seen()
-        self.read(contents, seen, "")
+        self.read(contents, seen, "", model)
         tokens = sum(seen.tokens.values())
+        minimum = CACHE_MIN_TOKENS.get(model, 4096)
+        if tokens < minimum:
+            message = (
+                f"Cached content is too small. total_token_count={tokens}, "
+                f"min_total_token_count={minimum}"
+            )
+            return Reply.json(400, _error(400, "INVALID_ARGUMENT", message))
         created = _now()
         ttl = _seconds(body.get("ttl")) or 3600.0
         cache = StoredCache(
@@ -613,6 +773,7 @@ def gemini_harness(resources: ResourceLedger | None = None) -> Iterator[GeminiHa
     server = FakeProviderServer()
     state = GeminiState(server)
     server.route("POST", f"{API}/models/", state.models)
+    server.route("GET", f"{API}/models", state.list_models)
     server.route("POST", f"/upload{API}/files", state.upload)
     server.route("GET", f"{API}/files/", state.files_get)
     server.route("DELETE", f"{API}/files/", state.files_delete)

@@ -17,9 +17,13 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     ContentFilterError,
     ModelAPIError,
+    ModelHTTPError,
+    ModelNotFoundError,
+    ModelQuotaExceededError,
     ModelRateLimitError,
     ModelServerError,
     ModelTimeoutError,
+    ModelUnavailableError,
     OutputTokenLimitExceeded,
 )
 from pydantic_ai.messages import (
@@ -35,16 +39,39 @@ from pydantic_ai.output import OutputObjectDefinition
 from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
-from tests.fakes_gemini import PUBLIC_FILES, GeminiHarness, camel_keys, gemini_harness
+from agents.recorded import classify_failure
+from tests.fakes_gemini import (
+    MAX_REQUEST_BYTES,
+    PUBLIC_FILES,
+    THINKING_TOKENS,
+    GeminiHarness,
+    camel_keys,
+    gemini_harness,
+)
 from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
 from tools.providers.base import MemoryResourceLedger, clip_info
 from tools.providers.gemini import estimate_video_tokens
-from tools.roles import QA, ChunkText, FreeAnswer, ParametricContext, Phase1Context, SegmentEvidence
+from tools.roles import (
+    PARAMETRIC_VERIFIER,
+    PHASE1_GENERATOR,
+    QA,
+    ROLES,
+    ChunkText,
+    FreeAnswer,
+    ParametricContext,
+    Phase1Context,
+    SegmentEvidence,
+)
 from tools.synthetic import make_demo_playlist
 
 MODEL = "gemini-3-flash-preview"
-SETTINGS = ModelSettings(max_tokens=4096, temperature=0.0)
+# What the Phase I generator is sent (its row of tools.roles.ROLES).
+SETTINGS = ModelSettings(
+    max_tokens=PHASE1_GENERATOR.max_output_tokens,
+    temperature=0.0,
+    thinking=PHASE1_GENERATOR.thinking,
+)
 SPANS = ((0.0, 60.0), (30.0, 60.0))  # the second segment starts mid-video: offsets matter
 
 # These tests drive the adapter against a local fake server (see conftest's guard).
@@ -207,9 +234,12 @@ async def test_usage_carries_what_gemini_reported_per_modality(
     usage = last_response(result).usage
     reported = harness.last_usage()
     assert usage.input_tokens == reported["input_tokens"]
+    # Thinking is billed as output (candidatesTokenCount + thoughtsTokenCount).
+    assert reported["thoughts"] > 0
     assert usage.output_tokens == reported["output_tokens"]
-    # 60 s and 30 s at 0.5 fps: 45 frames of 258 tokens, and 90 s of audio at 32 a second.
-    assert usage.details["video_prompt_tokens"] == reported["video"] == 45 * 258
+    # 60 s and 30 s at 0.5 fps: 45 frames of 70 tokens (Gemini 3 at medium resolution), and
+    # 90 s of audio at 32 a second.
+    assert usage.details["video_prompt_tokens"] == reported["video"] == 45 * 70
     assert usage.details["audio_prompt_tokens"] == reported["audio"] == 90 * 32
     assert usage.details["text_prompt_tokens"] == reported["text"] > 0
     assert usage.input_audio_tokens == reported["audio"]
@@ -440,3 +470,187 @@ async def test_a_batch_round_trip_sends_the_same_native_video(
     response = model.batch_decode(result, request)
     qa = QA.model_validate_json(response.text or "")
     assert "(cooking-02 @" in qa.gold_answer
+
+
+# -- the live path as Gemini sees it (issue: step 9) ----------------------------------------------
+
+
+async def test_an_id_gemini_does_not_serve_is_a_404_naming_it(harness: GeminiHarness) -> None:
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt = render_prompt(ParametricContext(question="What colour is the square?"))
+    with pytest.raises(ModelNotFoundError) as raised:
+        # The id the defaults used to send: the models page lists only the -preview one.
+        await agent.run(prompt, model=harness.model("gemini-3-flash"), model_settings=SETTINGS)
+    assert "models/gemini-3-flash is not found" in str(raised.value)
+
+
+def test_every_role_cap_leaves_room_for_its_thinking_and_an_answer() -> None:
+    """Gemini 3 takes thinking out of maxOutputTokens: each role's cap holds what the fake
+    (standing in for the service) thinks at the role's level, plus at least 1,024 tokens."""
+    for spec in ROLES.values():
+        assert spec.max_output_tokens - THINKING_TOKENS[spec.thinking.upper()] >= 1024, spec.name
+
+
+async def test_a_short_verdict_cap_at_the_default_thinking_level_ends_before_any_answer(
+    harness: GeminiHarness,
+) -> None:
+    """The old verifier settings (512 tokens, no level: Gemini 3 thinks HIGH) get nothing
+    back; the role's own settings get the verdict."""
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt = render_prompt(ParametricContext(question="What colour is the square?"))
+    model = harness.model(MODEL)
+    with pytest.raises(OutputTokenLimitExceeded):
+        await agent.run(prompt, model=model, model_settings=ModelSettings(max_tokens=512))
+    role = ModelSettings(
+        max_tokens=PARAMETRIC_VERIFIER.max_output_tokens, thinking=PARAMETRIC_VERIFIER.thinking
+    )
+    result = await agent.run(prompt, model=model, model_settings=role)
+    assert isinstance(result.output, FreeAnswer)
+    config = camel_keys(harness.model_requests()[-1].json()["generationConfig"])
+    assert config["thinkingConfig"]["thinkingLevel"] == "LOW"
+    assert config["maxOutputTokens"] == PARAMETRIC_VERIFIER.max_output_tokens
+
+
+async def test_gemini_3_keeps_its_default_temperature_and_the_run_records_what_was_sent(
+    harness: GeminiHarness, demo: Demo
+) -> None:
+    result = await run_phase1(harness, demo, context_cache=False)
+    config = harness.model_requests()[-1].json()["generationConfig"]
+    assert "temperature" not in config  # asked for 0.0; Gemini 3's guide says keep 1.0
+    assert config["mediaResolution"] == "MEDIA_RESOLUTION_MEDIUM"
+    sent = (last_response(result).provider_details or {})["playlisteval_sent"]
+    assert sent["model"] == MODEL
+    assert sent["temperature"] is None
+    assert sent["thinking"] == PHASE1_GENERATOR.thinking
+    assert sent["media_resolution"] == "medium"
+    assert [(v["fps"], v["audio"], v["route"]) for v in sent["videos"]] == [
+        (0.5, True, "inline")
+    ] * 2
+
+
+async def test_gemini_2_models_are_sent_the_temperature_asked(harness: GeminiHarness) -> None:
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt = render_prompt(ParametricContext(question="What colour is the square?"))
+    await agent.run(prompt, model=harness.model("gemini-2.5-flash"), model_settings=SETTINGS)
+    assert harness.model_requests()[-1].json()["generationConfig"]["temperature"] == 0.0
+
+
+@pytest.mark.parametrize(("resolution", "per_frame"), [("low", 70), ("high", 280)])
+async def test_the_media_resolution_sent_is_the_one_billed_and_estimated(
+    harness: GeminiHarness, demo: Demo, resolution: str, per_frame: int
+) -> None:
+    result = await run_phase1(harness, demo, context_cache=False, media_resolution=resolution)
+    config = harness.model_requests()[-1].json()["generationConfig"]
+    assert config["mediaResolution"] == f"MEDIA_RESOLUTION_{resolution.upper()}"
+    assert harness.last_usage()["video"] == 45 * per_frame
+    infos = [info for c in demo.clips if (info := clip_info(c)) is not None]
+    silent = [replace(i, audio=False) for i in infos]
+    assert estimate_video_tokens(silent, MODEL, resolution) == 45 * per_frame
+    assert isinstance(result.output, QA)
+
+
+async def test_a_cache_below_the_models_minimum_is_refused_and_the_default_never_asks_for_one(
+    harness: GeminiHarness, demo: Demo
+) -> None:
+    # One 8-second silent clip at low resolution: 280 tokens, under Flash's 1,024.
+    source = Path(str((demo.clips[0].vendor_metadata or {})["path"]))
+    short = media.export_clip(source, source.with_name("short.mp4"), 0.0, 8.0, fps=0.5)
+    clip = BinaryContent(
+        data=short.read_bytes(),
+        media_type="video/mp4",
+        identifier=demo.segments[0].segment_id,
+        vendor_metadata={**(demo.clips[0].vendor_metadata or {}), "end_s": 8.0, "audio": False},
+    )
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt: list[Any] = [render_prompt(ParametricContext(question="What colour?")), clip]
+    forced = harness.model(MODEL, cache_min_tokens=1, media_resolution="low")
+    with pytest.raises(ModelHTTPError) as raised:
+        await agent.run(prompt, model=forced, model_settings=SETTINGS)
+    assert raised.value.status_code == 400
+    assert "Cached content is too small" in str(raised.value)
+    # The default threshold (4,096) is at or above every served model's minimum.
+    result = await agent.run(prompt, model=harness.model(MODEL), model_settings=SETTINGS)
+    assert isinstance(result.output, FreeAnswer)
+    assert "cachedContent" not in harness.model_requests()[-1].json()
+
+
+async def test_a_cache_about_to_expire_is_not_reused(
+    harness: GeminiHarness, ledger: MemoryResourceLedger, demo: Demo
+) -> None:
+    await run_phase1(harness, demo, cache_min_tokens=1000)
+    (entry,) = [r for r in ledger._items.values() if r.kind == "cache"]
+    ledger.record(replace(entry, expires_at=datetime.now(UTC) + timedelta(seconds=20)))
+    result = await run_phase1(harness, demo, cache_min_tokens=1000)
+    report = (last_response(result).provider_details or {})["playlisteval_cache"]
+    assert report["created"] is True
+    assert len(harness.server.seen("POST", "/v1beta/cachedContents")) == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "retry_after"),
+    [
+        ("retry_info", ModelRateLimitError, 13.0),
+        ("daily_quota", ModelQuotaExceededError, None),
+        ("503", ModelUnavailableError, None),
+    ],
+)
+async def test_geminis_own_failures_surface_as_their_categories(
+    harness: GeminiHarness, fault: str, error: type[Exception], retry_after: float | None
+) -> None:
+    harness.state.gemini_faults.append(fault)
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt = render_prompt(ParametricContext(question="What colour is the square?"))
+    with pytest.raises(error) as raised:
+        await agent.run(prompt, model=harness.model(MODEL), model_settings=SETTINGS)
+    assert isinstance(raised.value, ModelAPIError)
+    if retry_after is not None:  # read from google.rpc.RetryInfo: Gemini sends no header
+        assert raised.value.retry_after == retry_after
+    if fault == "daily_quota":
+        assert classify_failure(raised.value).transient is False
+
+
+async def test_a_source_in_a_container_gemini_does_not_take_is_not_uploaded_whole(
+    harness: GeminiHarness, demo: Demo, tmp_path: Path
+) -> None:
+    mkv = tmp_path / "cooking-01.mkv"
+    mkv.write_bytes(Path(str((demo.clips[0].vendor_metadata or {})["path"])).read_bytes())
+    clips = [
+        BinaryContent(
+            data=c.data,
+            media_type=c.media_type,
+            identifier=c.identifier,
+            vendor_metadata={**(c.vendor_metadata or {}), "path": str(mkv)},
+        )
+        for c in demo.clips
+    ]
+    agent = Agent(None, output_type=QA, retries=0)
+    prompt: list[Any] = [render_prompt(Phase1Context(segments=demo.segments)), *clips]
+    model = harness.model(MODEL, inline_max_bytes=1, context_cache=False)
+    result = await agent.run(prompt, model=model, model_settings=SETTINGS)
+    assert isinstance(result.output, QA)
+    stored = sorted(harness.state.files.values(), key=lambda f: len(f.data))
+    assert [len(f.data) for f in stored] == sorted(len(c.data) for c in demo.clips)
+    assert {f.mime_type for f in stored} == {"video/mp4"}
+
+
+async def test_inline_video_is_bounded_per_request_and_the_fps_by_the_models_setting(
+    harness: GeminiHarness, demo: Demo
+) -> None:
+    """Gemini's inline limit is per request: once the first clip takes the budget the second
+    goes through the Files API; and no clip is shown faster than ``video_fps``."""
+    budget = len(demo.clips[0].data)
+    await run_phase1(harness, demo, inline_max_bytes=budget, context_cache=False, video_fps=0.25)
+    parts = parts_of(harness)
+    routes = ["inline" if "inlineData" in p else "file" for p in parts if "videoMetadata" in p]
+    assert routes == ["inline", "file"]
+    assert {p["videoMetadata"]["fps"] for p in parts if "videoMetadata" in p} == {0.25}
+
+
+async def test_a_request_over_geminis_size_limit_is_refused(harness: GeminiHarness) -> None:
+    blob = BinaryContent(data=b"\0" * (MAX_REQUEST_BYTES // 4 * 3 + 1), media_type="image/png")
+    agent = Agent(None, output_type=FreeAnswer, retries=0)
+    prompt: list[Any] = [render_prompt(ParametricContext(question="What colour?")), blob]
+    with pytest.raises(ModelHTTPError) as raised:
+        await agent.run(prompt, model=harness.model(MODEL), model_settings=SETTINGS)
+    assert raised.value.status_code == 400
+    assert "payload size exceeds the limit" in str(raised.value)

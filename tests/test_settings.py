@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from agents.evidence import ClipSpec
+from playlisteval.app import curation_config
 from playlisteval.cli import app
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.errors import ConfigError
@@ -79,3 +81,14 @@ def test_the_cli_says_what_to_fix_and_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["fleet", "--home", str(home)])
     assert result.exit_code == 2
     assert "store.urll: no such setting" in " ".join(result.output.split())
+
+
+def test_the_generators_clip_settings_shape_the_clips_they_are_given(tmp_path: Path) -> None:
+    """generation.video_fps / video_max_height / video_audio are what the generators' clips are
+    cut at (the Gemini adapter sends a clip's own fps, at most the model's video_fps)."""
+    settings = load_settings(
+        tmp_path, generation={"video_fps": 0.25, "video_max_height": 480, "video_audio": False}
+    )
+    clip = curation_config(settings).limits.generator_clip
+    assert (clip.fps, clip.max_height, clip.audio) == (0.25, 480, False)
+    assert curation_config(load_settings(tmp_path)).limits.generator_clip == ClipSpec()

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai.settings import ThinkingEffort
 
 # -- shared pieces ------------------------------------------------------------------------------
 
@@ -296,7 +297,15 @@ OutputT = TypeVar("OutputT", bound=Frozen)
 @dataclass(frozen=True)
 class RoleSpec(Generic[ContextT, OutputT]):
     """One role of the wire contract, in one row: the context it is given, the output type it
-    answers with, whether the segments' clips go with the prompt, and how long its answer may be.
+    answers with, whether the segments' clips go with the prompt, how long its answer may be
+    and how hard the model thinks before it answers.
+
+    ``thinking`` is pydantic-ai's unified level (Gemini 3 ``thinkingLevel``, OpenAI reasoning
+    effort; a model that cannot think is sent none). Thinking tokens are output tokens: Gemini 3
+    counts them against ``maxOutputTokens`` (python-genai issue #2062: with the default
+    ``high`` level a 1,024-token cap ends in MAX_TOKENS before any answer), and so does OpenAI's
+    ``max_output_tokens``. So the short verdicts think ``low`` and every cap leaves room for
+    thinking as well as the answer.
 
     A new role is one context type, one output type and one row of :data:`ROLES`.
     """
@@ -306,37 +315,68 @@ class RoleSpec(Generic[ContextT, OutputT]):
     output: type[OutputT]
     video: bool
     max_output_tokens: int
+    thinking: ThinkingEffort = "low"
 
 
 PHASE1_GENERATOR = RoleSpec(
-    "phase1_generator", Phase1Context, QA, video=True, max_output_tokens=4096
+    "phase1_generator", Phase1Context, QA, video=True, max_output_tokens=16384, thinking="high"
 )
 PHASE2_GENERATOR = RoleSpec(
-    "phase2_generator", Phase2Context, DistractorSet, video=True, max_output_tokens=8192
+    "phase2_generator",
+    Phase2Context,
+    DistractorSet,
+    video=True,
+    max_output_tokens=24576,
+    thinking="high",
 )
 TRANSCRIPT_ANSWERER = RoleSpec(
-    "transcript_answerer", TranscriptTestContext, FreeAnswer, video=False, max_output_tokens=2048
+    "transcript_answerer",
+    TranscriptTestContext,
+    FreeAnswer,
+    video=False,
+    max_output_tokens=4096,
+    thinking="low",
 )
 TRANSCRIPT_MATCHER = RoleSpec(
-    "transcript_matcher", MatchContext, MatchVerdict, video=False, max_output_tokens=512
+    "transcript_matcher",
+    MatchContext,
+    MatchVerdict,
+    video=False,
+    max_output_tokens=2048,
+    thinking="low",
 )
 PARAMETRIC_ANSWERER = RoleSpec(
-    "parametric_answerer", ParametricContext, FreeAnswer, video=False, max_output_tokens=2048
+    "parametric_answerer",
+    ParametricContext,
+    FreeAnswer,
+    video=False,
+    max_output_tokens=4096,
+    thinking="low",
 )
 PARAMETRIC_VERIFIER = RoleSpec(
-    "parametric_verifier", MatchContext, MatchVerdict, video=False, max_output_tokens=512
+    "parametric_verifier",
+    MatchContext,
+    MatchVerdict,
+    video=False,
+    max_output_tokens=2048,
+    thinking="low",
 )
 SUFFICIENCY = RoleSpec(
-    "sufficiency", SufficiencyContext, SufficiencyVerdict, video=True, max_output_tokens=2048
+    "sufficiency",
+    SufficiencyContext,
+    SufficiencyVerdict,
+    video=True,
+    max_output_tokens=4096,
+    thinking="low",
 )
 TEXTUAL_RANKER = RoleSpec(
-    "textual_ranker", RankingContext, Ranking, video=False, max_output_tokens=512
+    "textual_ranker", RankingContext, Ranking, video=False, max_output_tokens=2048, thinking="low"
 )
 VISUAL_RANKER = RoleSpec(
-    "visual_ranker", RankingContext, Ranking, video=True, max_output_tokens=512
+    "visual_ranker", RankingContext, Ranking, video=True, max_output_tokens=2048, thinking="low"
 )
 PAIR_JUDGE = RoleSpec(
-    "pair_judge", PairJudgeContext, PairVerdict, video=True, max_output_tokens=512
+    "pair_judge", PairJudgeContext, PairVerdict, video=True, max_output_tokens=2048, thinking="low"
 )
 
 ROLES: Mapping[str, RoleSpec[Any, Any]] = MappingProxyType(

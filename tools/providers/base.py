@@ -42,8 +42,12 @@ class ProviderConfig:
     video_fps: float = 0.5
     frame_height: int = 720
     max_frames: int = 256  # per request, spread uniformly over the segments when exceeded
-    # Gemini: clips up to this size go inline; larger ones through the Files API (uploaded once).
-    inline_max_bytes: int = 20 * 1024 * 1024
+    # Gemini: clips go inline while a request's inline video stays within this many bytes
+    # (Gemini takes 100 MB of inline data per request, base64 included); the rest through the
+    # Files API (uploaded once).
+    inline_max_bytes: int = 72 * 1024 * 1024
+    # Gemini: the mediaResolution its video is sent (and billed) at.
+    media_resolution: Literal["low", "medium", "high"] = "medium"
     # Gemini explicit context caching of a call's videos (reused by every later call with them).
     context_cache: bool = True
     cache_ttl_s: int = 600

@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -62,29 +62,77 @@ from tools.providers.family import ProviderFamily
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "FRAME_TOKENS",
     "UPLOAD_LIFETIME",
-    "VIDEO_TOKENS_PER_FRAME",
     "GeminiModel",
     "estimate_video_tokens",
+    "frame_tokens",
+    "gemini_generation",
     "gemini_model",
 ]
 
 PROVIDER = "gemini"
-VIDEO_TOKENS_PER_FRAME = 258  # Gemini's bill per video frame at default media resolution
 AUDIO_TOKENS_PER_SECOND = 32
+# Video tokens per frame by model generation and media resolution ("Media resolution", token
+# counts table, https://ai.google.dev/gemini-api/docs/media-resolution; policies/tokens.py
+# counts the same for budgets): Gemini 3 bills 70 a frame at low and medium and 280 at high;
+# Gemini 2.x 66 at low and 258 at medium (its default) and high.
+FRAME_TOKENS: dict[int, dict[str, int]] = {
+    3: {"low": 70, "medium": 70, "high": 280},
+    2: {"low": 66, "medium": 258, "high": 258},
+}
+_WIRE_RESOLUTION = {
+    "low": genai_types.MediaResolution.MEDIA_RESOLUTION_LOW,
+    "medium": genai_types.MediaResolution.MEDIA_RESOLUTION_MEDIUM,
+    "high": genai_types.MediaResolution.MEDIA_RESOLUTION_HIGH,
+}
 # Files live 48 h on Gemini's side; an hour's margin so no call references one about to vanish.
 UPLOAD_LIFETIME = timedelta(hours=47)
 UPLOAD_POLL_S = 1.0
+# A context cache this close to its expiry is not reused: a call that names an expired cache
+# is refused (403 "CachedContent not found"), so a fresh one is made instead.
+CACHE_MARGIN = timedelta(seconds=60)
+# The video containers Gemini takes, by suffix ("Video understanding", supported formats,
+# https://ai.google.dev/gemini-api/docs/video-understanding#supported-formats). A source in any
+# other container (.mkv, …) is never uploaded whole: the clip (an mp4 we cut) goes instead.
+VIDEO_MIME_TYPES = {
+    ".mp4": "video/mp4",
+    ".mpeg": "video/mpeg",
+    ".mpg": "video/mpg",
+    ".mov": "video/mov",
+    ".avi": "video/avi",
+    ".flv": "video/x-flv",
+    ".webm": "video/webm",
+    ".wmv": "video/wmv",
+    ".3gp": "video/3gpp",
+}
 
 Route = Literal["inline", "file"]
 
 
-def estimate_video_tokens(clips: Sequence[ClipInfo]) -> int:
-    """What Gemini bills for ``clips``: 258 tokens per frame at each clip's fps, plus 32 per
-    second of audio for clips that carry it."""
+def gemini_generation(model_name: str) -> int:
+    """The major version in a Gemini id (``gemini-3.1-pro-preview`` → 3); 2 when it says none."""
+    name = model_name.lower().rsplit("/", 1)[-1]
+    digits = name.removeprefix("gemini-").split(".", 1)[0].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else 2
+
+
+def frame_tokens(model_name: str, resolution: str) -> int:
+    """Tokens Gemini bills per video frame of ``model_name`` at a media resolution."""
+    return FRAME_TOKENS[3 if gemini_generation(model_name) >= 3 else 2][resolution]
+
+
+def estimate_video_tokens(
+    clips: Sequence[ClipInfo],
+    model_name: str = "gemini-3-flash-preview",
+    resolution: str = "medium",
+) -> int:
+    """What Gemini bills for ``clips``: :func:`frame_tokens` per frame at each clip's fps, plus
+    32 per second of audio for clips that carry it."""
+    per_frame = frame_tokens(model_name, resolution)
     total = 0
     for clip in clips:
-        total += max(1, math.ceil(clip.duration_s * clip.fps)) * VIDEO_TOKENS_PER_FRAME
+        total += max(1, math.ceil(clip.duration_s * clip.fps)) * per_frame
         if clip.audio:
             total += math.ceil(clip.duration_s * AUDIO_TOKENS_PER_SECOND)
     return total
@@ -119,16 +167,21 @@ class _Video:
                 "file_data": {"file_uri": self.item.file_id, "mime_type": self.item.media_type},
                 "video_metadata": metadata,
             }
+        if "media_resolution" in vendor:
+            # A cache's contents take no generationConfig: Gemini 3 takes the resolution per part.
+            video["media_resolution"] = vendor["media_resolution"]
         return [{"text": self.label}, video]
 
 
 @dataclass(frozen=True)
 class _Rewritten:
-    """A call's messages with its clips resolved, and the settings and cache report to use."""
+    """A call's messages with its clips resolved, the settings and cache report to use, and
+    what the request carries (recorded with its response as ``playlisteval_sent``)."""
 
     messages: list[ModelMessage]
     settings: ModelSettings | None
     cache_report: dict[str, Any] | None
+    sent: dict[str, Any] = field(default_factory=dict)
 
 
 def _offset(seconds: float) -> str:
@@ -189,11 +242,17 @@ class GeminiModel(WrapperModel):
         response = await self.wrapped.request(
             rewritten.messages, rewritten.settings, model_request_parameters
         )
+        details = dict(response.provider_details or {})
+        details["playlisteval_sent"] = {
+            **rewritten.sent,
+            # pydantic-ai's unified level, mapped by it to the model's thinkingLevel.
+            "thinking": model_request_parameters.thinking
+            if model_request_parameters.thinking is not None
+            else (model_settings or {}).get("thinking"),
+        }
         if rewritten.cache_report is not None:
-            response.provider_details = {
-                **(response.provider_details or {}),
-                "playlisteval_cache": rewritten.cache_report,
-            }
+            details["playlisteval_cache"] = rewritten.cache_report
+        response.provider_details = details
         return response
 
     @asynccontextmanager
@@ -220,9 +279,41 @@ class GeminiModel(WrapperModel):
 
     # -- rewriting ----------------------------------------------------------------------------
 
+    def _wire_settings(self, settings: ModelSettings | None) -> ModelSettings:
+        """The settings as this model is sent them: Gemini 3 keeps its default temperature,
+        and video goes at the configured media resolution."""
+        wire: dict[str, Any] = dict(settings or {})
+        if gemini_generation(self.config.model_name) >= 3:
+            # Gemini 3 developer guide, "Temperature": keep it at its default of 1.0; lower
+            # values "may lead to unexpected behavior, such as looping or degraded
+            # performance" (https://ai.google.dev/gemini-api/docs/gemini-3).
+            wire.pop("temperature", None)
+        wire["google_video_resolution"] = _WIRE_RESOLUTION[self.config.media_resolution]
+        return wire  # type: ignore[return-value]
+
+    def _sent(self, wire: ModelSettings, videos: Sequence[_Video]) -> dict[str, Any]:
+        return {
+            "model": self.config.model_name,
+            "temperature": wire.get("temperature"),
+            "max_output_tokens": wire.get("max_tokens"),
+            "media_resolution": self.config.media_resolution,
+            "videos": [
+                {
+                    "segment_id": v.info.segment_id,
+                    "start_s": v.info.start_s,
+                    "end_s": v.info.end_s,
+                    "fps": v.info.fps,
+                    "audio": v.info.audio,
+                    "route": v.route,
+                }
+                for v in videos
+            ],
+        }
+
     async def _rewrite(
         self, messages: list[ModelMessage], settings: ModelSettings | None
     ) -> _Rewritten:
+        wire = self._wire_settings(settings)
         clips = [
             (item, info)
             for message in messages
@@ -233,40 +324,58 @@ class GeminiModel(WrapperModel):
             if (info := clip_info(item)) is not None
         ]
         if not clips:
-            return _Rewritten(messages, settings, None)
+            return _Rewritten(messages, wire, None, self._sent(wire, ()))
         videos: dict[int, _Video] = {}
+        inline_left = self.config.inline_max_bytes
         for item, info in clips:
             assert isinstance(item, BinaryContent)
-            videos[id(item)] = await self._video(item, info)
-        infos = [info for _, info in clips]
+            # Never more frames a second than the model is configured for.
+            shown = replace(info, fps=min(info.fps, self.config.video_fps))
+            video = await self._video(item, shown, inline=len(item.data) <= inline_left)
+            if video.route == "inline":
+                inline_left -= len(item.data)
+            videos[id(item)] = video
+        ordered = [videos[id(item)] for item, _ in clips]
+        sent = self._sent(wire, ordered)
         use_cache = (
             self.config.context_cache
-            and estimate_video_tokens(infos) >= self.config.cache_min_tokens
+            and estimate_video_tokens(
+                [v.info for v in ordered], self.config.model_name, self.config.media_resolution
+            )
+            >= self.config.cache_min_tokens
         )
         if not use_cache:
-            return _Rewritten(_replace_clips(messages, videos, drop=False), settings, None)
-        ordered = [videos[id(item)] for item, _ in clips]
+            return _Rewritten(_replace_clips(messages, videos, drop=False), wire, None, sent)
         report = await self._cache(ordered)
         cached_settings: GoogleModelSettings = {
-            **(settings or {}),  # type: ignore[typeddict-item]
+            **wire,  # type: ignore[typeddict-item]
             "google_cached_content": report["name"],
         }
-        return _Rewritten(_replace_clips(messages, videos, drop=True), cached_settings, report)
+        return _Rewritten(
+            _replace_clips(messages, videos, drop=True), cached_settings, report, sent
+        )
 
-    async def _video(self, part: BinaryContent, info: ClipInfo) -> _Video:
-        if len(part.data) <= self.config.inline_max_bytes:
+    async def _video(self, part: BinaryContent, info: ClipInfo, *, inline: bool) -> _Video:
+        resolution: dict[str, Any] = {}
+        if gemini_generation(self.config.model_name) >= 3:
+            resolution = {"media_resolution": _WIRE_RESOLUTION[self.config.media_resolution]}
+        if inline:
             item = BinaryContent(
                 data=part.data,
                 media_type=part.media_type,
                 identifier=part.identifier,
-                vendor_metadata={"fps": info.fps},
+                vendor_metadata={"fps": info.fps, **resolution},
             )
             return _Video(info, "inline", clip_label(info, source_timeline=False), item)
         source = Path(info.path) if info.path else None
-        if info.audio and source is not None and source.is_file():
+        mime = VIDEO_MIME_TYPES.get(source.suffix.lower()) if source is not None else None
+        if info.audio and source is not None and mime is not None and source.is_file():
             # The whole source, uploaded once, shown from the clip's span: its times are the
             # video's own.
-            uri = await self._upload(info.source or _bytes_key(source.read_bytes()), source)
+            file_mime = mime
+            uri = await self._upload(
+                info.source or _bytes_key(source.read_bytes()), source, file_mime
+            )
             metadata = {
                 "fps": info.fps,
                 "start_offset": _offset(info.start_s),
@@ -274,17 +383,19 @@ class GeminiModel(WrapperModel):
             }
             label = clip_label(info, source_timeline=True)
         else:
-            # A silent clip (the source has its audio) or no source on this machine: the clip
-            # itself is uploaded, so the model sees exactly what the call attached.
-            uri = await self._upload(_bytes_key(part.data), part.data)
+            # A silent clip (the source has its audio), a source in a container Gemini does
+            # not take, or no source on this machine: the clip itself (our mp4) is uploaded,
+            # so the model sees exactly what the call attached.
+            file_mime = part.media_type
+            uri = await self._upload(_bytes_key(part.data), part.data, file_mime)
             metadata = {"fps": info.fps}
             label = clip_label(info, source_timeline=False)
         item_file = UploadedFile(
             file_id=uri,
             provider_name="google",
-            media_type=part.media_type,
+            media_type=file_mime,
             identifier=part.identifier,
-            vendor_metadata=metadata,
+            vendor_metadata={**metadata, **resolution},
         )
         return _Video(info, "file", label, item_file)
 
@@ -293,15 +404,15 @@ class GeminiModel(WrapperModel):
     def _lock(self, kind: str, key: str) -> asyncio.Lock:
         return self._locks.setdefault((kind, key), asyncio.Lock())
 
-    async def _upload(self, key: str, source: Path | bytes) -> str:
-        """The file uri of ``source`` on Gemini's side, uploaded now unless a live upload of it
-        is in the ledger."""
+    async def _upload(self, key: str, source: Path | bytes, mime_type: str) -> str:
+        """The file uri of ``source`` (a ``mime_type`` video) on Gemini's side, uploaded now
+        unless a live upload of it is in the ledger."""
         async with self._lock("upload", key):
             found = self.resources.find(PROVIDER, "upload", key, self.clock())
             if found is not None:
                 return found.name
             upload_config = genai_types.UploadFileConfig(
-                mime_type="video/mp4",
+                mime_type=mime_type,
                 display_name=source.name if isinstance(source, Path) else f"clip-{key}",
             )
             with self._mapped_errors():
@@ -349,7 +460,8 @@ class GeminiModel(WrapperModel):
         ledger, or one created now."""
         key = _cache_key(self.config.model_name, videos)
         async with self._lock("cache", key):
-            found = self.resources.find(PROVIDER, "cache", key, self.clock())
+            # Not one about to expire: the call naming it may reach Gemini after it has.
+            found = self.resources.find(PROVIDER, "cache", key, self.clock() + CACHE_MARGIN)
             if found is not None:
                 return self._cache_report(found, created=False)
             contents: list[genai_types.ContentDict] = [
@@ -376,7 +488,10 @@ class GeminiModel(WrapperModel):
                 key=key,
                 name=cache.name,
                 expires_at=expires,
-                tokens=reported or estimate_video_tokens([v.info for v in videos]),
+                tokens=reported
+                or estimate_video_tokens(
+                    [v.info for v in videos], self.config.model_name, self.config.media_resolution
+                ),
             )
             self.resources.record(resource)
             return self._cache_report(resource, created=True)
