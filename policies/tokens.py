@@ -330,6 +330,20 @@ def qwen_image_tokens(width: int, height: int) -> int:
     return max(patches, QWEN_MIN_TOKENS_PER_IMAGE)
 
 
+# InternVL (the open-weight judges under the qwen rule): an image is cut into 448-px tiles, up to
+# max_dynamic_patch (12 by default) picked by aspect ratio, plus a thumbnail when more than one,
+# 256 tokens a tile (InternVLChatModel's dynamic_preprocess, vllm/model_executor/models/
+# internvl.py). Qwen's patch count under-reserves it (558 against 768 billed for a 480p frame).
+INTERNVL_TILE_TOKENS = 256
+INTERNVL_MAX_TILES = 12
+
+
+def internvl_image_tokens(width: int, height: int) -> int:
+    """InternVL's worst case: every tile it may cut, and the thumbnail."""
+    del width, height
+    return (INTERNVL_MAX_TILES + 1) * INTERNVL_TILE_TOKENS
+
+
 _IMAGE_RULES: dict[TokenRule, Callable[[int, int], int]] = {
     "gemini": gemini_image_tokens,
     "openai": openai_image_tokens,
@@ -341,6 +355,8 @@ def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
     image_rule = _IMAGE_RULES[rule]
     if rule == "openai":  # billed per model
         image_rule = functools.partial(openai_image_tokens, model=shape.model)
+    if rule == "qwen" and "internvl" in shape.model.lower():
+        image_rule = internvl_image_tokens
     images = sum(image_rule(w, h) for w, h in shape.images)
     frames = (
         shape.video_frames

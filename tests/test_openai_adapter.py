@@ -552,6 +552,29 @@ def test_a_calls_frames_are_reserved_at_least_what_the_fake_bills(
     assert estimate_input_tokens(shape).input_video_tokens >= billed
 
 
+@pytest.mark.parametrize("frame_height", [360, 480, 720])
+def test_an_internvl_judges_frames_are_reserved_at_least_what_vllm_bills(
+    frame_height: int, demo_720p: Demo
+) -> None:
+    """InternVL cuts each picture into 448-px tiles: the qwen rule's worst case for an
+    ``internvl`` id counts every tile it may cut, at or above what the vLLM fake bills."""
+    with openai_compatible_harness() as harness:
+        model = "internvl3.5-8b"
+        call(
+            harness.model(model, frame_height=frame_height),
+            sufficiency(demo_720p),
+            SufficiencyVerdict,
+            demo_720p.clips,
+        )
+        (request,) = harness.model_requests()
+        billed = harness.last_usage()["image"]
+    frames = len(harness.media(request))
+    assert frames >= 2
+    shape = CallShape(model, video_frames=frames, video_height=frame_height, token_rule="qwen")
+    assert billed > 0
+    assert estimate_input_tokens(shape).input_video_tokens >= billed
+
+
 def test_a_reported_cost_lands_in_provider_details() -> None:
     """An OpenRouter-style ``usage.cost`` becomes ``provider_details['cost_usd']``."""
     with openai_compatible_harness(report_cost=True) as harness:
