@@ -3,11 +3,14 @@
 Checks, in the order a user should fix them: a price for every configured model (and a cache
 storage price where context caching is on), the key of every provider a live run calls, every
 endpoint reachable (a plain GET that carries no key: any HTTP answer means the network path
-works), the local model folders, the seeds, the event log.
+works), every configured model id listed by its provider's model-list call (live runs with the
+key at hand), the local model folders, the seeds, the event log.
 """
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,11 +18,15 @@ from pathlib import Path
 
 import httpx
 
-from playlisteval.app import App, endpoint, key_env, role_models
+from playlisteval.app import App, endpoint, key_env, provider_config, role_models
+from playlisteval.settings import Settings
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
+from tools.providers.base import ProviderConfig
+from tools.providers.family import ListModels, ProviderFamily
 
 PROBE_TIMEOUT_S = 5.0
+CLOSEST_SHOWN = 10  # ids a provider lists shown next to a configured one it does not
 
 Probe = Callable[[str], str | None]
 
@@ -86,6 +93,7 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
                 )
             )
     checks += _provider_checks(app, models, probe)
+    checks += _model_list_checks(settings, models)
     try:
         seeds = len(app.catalog.seeds())
         checks.append(
@@ -175,4 +183,89 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
                 "[providers.…] of playlisteval.toml",
             )
         )
+    return checks
+
+
+def _names(value: object) -> list[str]:
+    """Every model id in a ``models.<role>`` value (an id, a list of ids, a list of pairs)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [name for item in value for name in _names(item)]
+    return []
+
+
+def _roles_of(settings: Settings, model: str) -> list[str]:
+    """The ``models.<role>`` settings that name ``model``."""
+    return [r for r, v in settings.models.model_dump().items() if model in _names(v)]
+
+
+async def _listed(list_models: ListModels, config: ProviderConfig) -> list[str]:
+    return await list_models(config)
+
+
+def _model_list_checks(settings: Settings, models: list[str]) -> list[Check]:
+    """Each configured model against what its provider lists: one model-list call per family
+    and endpoint, on a live run only, and only where the key is at hand (or none is needed);
+    a missing key or endpoint is the key and endpoint checks' finding, not this one's."""
+    if settings.curation.offline:
+        return []
+    groups: dict[tuple[str, str], tuple[ProviderFamily, ProviderConfig, list[str]]] = {}
+    for model in models:
+        try:
+            family, _found = endpoint(settings, model)
+            if family.list_models is None or family.local:
+                continue
+            config = provider_config(settings, model)
+        except ConfigError:
+            continue
+        url = config.base_url or family.default_endpoint or ""
+        groups.setdefault((family.name, url), (family, config, []))[2].append(model)
+    checks: list[Check] = []
+    for (name, url), (family, config, users) in sorted(groups.items()):
+        assert family.list_models is not None
+        where = url or "its default endpoint"
+        try:
+            served = set(asyncio.run(_listed(family.list_models, config)))
+        except Exception as exc:  # the provider's own error (auth, network): reported, not raised
+            checks.append(
+                Check(
+                    f"models at {name}",
+                    False,
+                    f"listing the models at {where} failed (for {', '.join(users)}): "
+                    f"{type(exc).__name__}: {exc}",
+                    (
+                        "check the server"
+                        if family.keyless
+                        else f"check {key_env(settings, users[0])}"
+                    )
+                    + f", the network and the base_url of [providers.{family.settings_key}]",
+                )
+            )
+            continue
+        for model in users:
+            sent = provider_config(settings, model).model_name
+            ok = sent in served
+            detail = f"sent as {sent!r}"
+            if ok:
+                detail += f", listed at {where}"
+            else:
+                closest = difflib.get_close_matches(sent, sorted(served), CLOSEST_SHOWN, 0.0)
+                detail += f": not listed at {where}; it lists " + (
+                    ", ".join(closest) + (" …" if len(served) > len(closest) else "")
+                    if closest
+                    else "no models"
+                )
+            roles = " or ".join(f"models.{r}" for r in _roles_of(settings, model))
+            checks.append(
+                Check(
+                    f"model {model} at {name}",
+                    ok,
+                    detail,
+                    ""
+                    if ok
+                    else f"set {roles or 'the role'} to a model it serves, or "
+                    f'providers.models."{model}".model_name to its id there',
+                )
+            )
     return checks

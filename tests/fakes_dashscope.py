@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 from PIL import Image
@@ -49,6 +50,11 @@ from tools.providers.base import ProviderConfig
 from tools.providers.dashscope_model import dashscope_model
 
 GENERATION_PATH = "/api/v1/services/aigc/multimodal-generation/generation"
+# Model Studio "List models" (https://www.alibabacloud.com/help/en/model-studio/list-models):
+# ``GET /api/v1/models?page_no=&page_size=`` with the key as a Bearer token; the page comes as
+# ``{"request_id", "output": {"models": [{"model": <id>, …}], "page_no", "page_size", "total"}}``
+# (the dashscope SDK's parser of it: ``_parse_list`` in dashscope/v2/resources/models.py).
+MODELS_PATH = "/api/v1/models"
 API_KEY = "sk-fake-dashscope"
 PLAIN_ANSWER = '{"answer": "a fixed short answer from the fake DashScope"}'
 # The model ids the fake serves: those Model Studio's pages name for this endpoint (the vision
@@ -242,6 +248,7 @@ class DashScopeFake:
         self._ids = itertools.count(1)
         self._refusals: deque[str] = deque()
         server.route("POST", GENERATION_PATH, self.generation)
+        server.route("GET", MODELS_PATH, self.list_models)
 
     def refuse_next(self, *codes: str) -> None:
         """The next generation requests are answered with these errors of :data:`ERRORS`, in
@@ -250,6 +257,26 @@ class DashScopeFake:
         if unknown:
             raise ValueError(f"no DashScope error {unknown!r}; the fake knows {sorted(ERRORS)!r}")
         self._refusals.extend(codes)
+
+    def list_models(self, request: SeenRequest) -> Reply:
+        """``GET /api/v1/models``: one page of the served ids (sorted), behind the key."""
+        request_id = f"fake-{next(self._ids):06d}"
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _error(401, "InvalidApiKey", "Invalid API-key provided.", request_id)
+        query = parse_qs(urlparse(request.path).query)
+        try:
+            page_no = int(query.get("page_no", ["1"])[0])
+            page_size = int(query.get("page_size", ["10"])[0])
+        except ValueError:
+            return _error(*TOO_MANY_IMAGES, request_id)  # the general invalid-parameter error
+        served = sorted(self.models)
+        start = (page_no - 1) * page_size
+        page = [
+            {"model": model, "name": model, "provider": "Bailian"}
+            for model in served[start : start + page_size]
+        ]
+        output = {"models": page, "page_no": page_no, "page_size": page_size, "total": len(served)}
+        return Reply.json(200, {"request_id": request_id, "output": output})
 
     def generation(self, request: SeenRequest) -> Reply:
         """``POST …/multimodal-generation/generation``."""

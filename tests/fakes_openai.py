@@ -606,11 +606,35 @@ class OpenAIFake:
             self.server.route("POST", "/v1/responses", self._responses)
         else:
             self.server.route("POST", "/v1/chat/completions", self._chat)
+        self.server.route("GET", "/v1/models", self._list_models)
         self.server.route("POST", "/v1/files", self._upload)
         self.server.route("GET", "/v1/files/", self._file)
         self.server.route("DELETE", "/v1/files/", self._delete_file)
         self.server.route("POST", "/v1/batches", self._batch_create)
         self.server.route("GET", "/v1/batches/", self._batch_get)
+
+    def _list_models(self, request: SeenRequest) -> Reply:
+        """``GET /v1/models``: the served ids, in the list shape both services answer.
+
+        OpenAI API reference, Models, "List models": ``{"object": "list", "data": [{"id",
+        "object": "model", "created", "owned_by"}]}``. vLLM (``show_available_models`` in
+        vllm/entrypoints/openai/serving_models.py) answers the same list of ``ModelCard``s
+        (vllm/entrypoints/openai/protocol.py: ``owned_by`` "vllm", ``root`` the served model's
+        path, ``max_model_len``)."""
+        del request
+        owner = "openai" if self.api == "responses" else "vllm"
+        cards: list[dict[str, Any]] = []
+        for model in self.served_models:
+            card: dict[str, Any] = {
+                "id": model,
+                "object": "model",
+                "created": 1_700_000_000,
+                "owned_by": owner,
+            }
+            if self.api == "chat":
+                card |= {"root": model, "parent": None, "max_model_len": 32768}
+            cards.append(card)
+        return Reply.json(200, {"object": "list", "data": cards})
 
     def _next_id(self, prefix: str) -> str:
         with self._lock:

@@ -58,7 +58,7 @@ from typing import Any, cast
 
 import aiohttp
 import anyio.to_thread
-from dashscope import AioMultiModalConversation
+from dashscope import AioMultiModalConversation, Models
 from dashscope.api_entities.aio_session import get_ssl_context
 from dashscope.common.error import AuthenticationError as DashScopeAuthenticationError
 from dashscope.common.error import DashScopeException
@@ -598,6 +598,44 @@ def _data_uri(data: bytes, media_type: str) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+# Model Studio "List models" (https://www.alibabacloud.com/help/en/model-studio/list-models):
+# ``GET {base}/api/v1/models`` with the key as ``Authorization: Bearer``, paged by ``page_no`` /
+# ``page_size``, answers the generation models of the account's region. The dashscope SDK's call
+# for it is ``dashscope.Models.list`` (sync: run in a thread); its page is ``output.models[]``,
+# each entry's id in ``model``, with ``output.total`` (the SDK's own parser of that body:
+# ``_parse_list`` in dashscope/v2/resources/models.py).
+LIST_PAGE_SIZE = 100
+
+
+async def dashscope_list_models(config: ProviderConfig) -> list[str]:
+    """The ids DashScope at ``config.base_url`` serves, every page of ``Models.list``."""
+    check_allow_model_requests()
+
+    def fetch(page: int) -> Any:
+        # The SDK's stub (dashscope/__init__.pyi) omits ``Models.list``; models.py defines it.
+        return Models.list(  # type: ignore[attr-defined]
+            page,
+            LIST_PAGE_SIZE,
+            api_key=config.api_key,
+            base_address=config.base_url or DEFAULT_BASE_URL,
+            request_timeout=config.timeout_s,
+        )
+
+    ids: list[str] = []
+    page = 1
+    while True:
+        response = await anyio.to_thread.run_sync(fetch, page)
+        if response.status_code != 200:
+            raise DashScopeException(f"{response.status_code} {response.code}: {response.message}")
+        output = response.output or {}
+        models = output.get("models") or []
+        ids += [str(m["model"]) for m in models if isinstance(m, dict) and m.get("model")]
+        total = int(output.get("total", len(ids)))
+        if not models or len(ids) >= total:
+            return ids
+        page += 1
+
+
 FAMILY = ProviderFamily(
     name="dashscope",
     factory=dashscope_model,
@@ -610,4 +648,5 @@ FAMILY = ProviderFamily(
     base_url=DEFAULT_BASE_URL,
     rpm=600,
     notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},
+    list_models=dashscope_list_models,
 )

@@ -9,7 +9,7 @@ new family is its adapter module, its prices, its fake server and its contract-t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,6 +18,10 @@ from pydantic_ai.models import Model
 from tools.providers.base import ProviderConfig, ResourceLedger
 
 Factory = Callable[[str, ProviderConfig, ResourceLedger | None], Model]
+# The model-list call: the provider's own ids of the models it serves at ``config.base_url``,
+# asked with ``config.api_key`` through the family's SDK (``playlisteval doctor`` checks every
+# configured ``model_name`` against it).
+ListModels = Callable[[ProviderConfig], Awaitable[list[str]]]
 VideoForm = Literal["frames", "native"]
 Requirement = Literal["base_url", "local_path"]
 
@@ -55,6 +59,8 @@ class ProviderFamily:
     rpm: int | None = None
     max_concurrency: int = 16
     notes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # The model-list call (None: the family has none, e.g. a local model folder).
+    list_models: ListModels | None = None
 
     @property
     def settings_key(self) -> str:

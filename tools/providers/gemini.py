@@ -39,7 +39,12 @@ from pydantic_ai.messages import (
     UserContent,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import (
+    Model,
+    ModelRequestParameters,
+    StreamedResponse,
+    check_allow_model_requests,
+)
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.google import GoogleModel, GoogleModelSettings
 from pydantic_ai.models.google import _map_api_error as map_google_error  # the SDK's own mapping
@@ -611,6 +616,27 @@ def gemini_model(
     )
 
 
+async def gemini_list_models(config: ProviderConfig) -> list[str]:
+    """The ids the Gemini API at ``config.base_url`` serves: ``client.aio.models.list()``
+    (``GET /v1beta/models``, paged by the SDK), each name without its ``models/`` prefix."""
+    check_allow_model_requests()
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout_s)) as http_client:
+        client = Client(
+            api_key=config.api_key,
+            http_options=genai_types.HttpOptions(
+                base_url=config.base_url,
+                timeout=int(config.timeout_s * 1000),
+                retry_options=genai_types.HttpRetryOptions(attempts=1),
+                httpx_async_client=http_client,
+            ),
+        )
+        return [
+            model.name.removeprefix("models/")
+            async for model in await client.aio.models.list()
+            if model.name
+        ]
+
+
 FAMILY = ProviderFamily(
     name="gemini",
     factory=gemini_model,
@@ -623,4 +649,5 @@ FAMILY = ProviderFamily(
     prefixes=("gemini",),
     default_endpoint="https://generativelanguage.googleapis.com",
     rpm=1000,
+    list_models=gemini_list_models,
 )

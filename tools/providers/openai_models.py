@@ -50,7 +50,12 @@ from pydantic_ai.messages import (
     ModelResponse,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import (
+    Model,
+    ModelRequestParameters,
+    StreamedResponse,
+    check_allow_model_requests,
+)
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.wrapper import WrapperModel
@@ -385,6 +390,15 @@ def openai_compatible_model(
     return OpenAIFramesModel(wrapped, model_id, config, video=_takes_video(config.model_name))
 
 
+async def openai_list_models(config: ProviderConfig) -> list[str]:
+    """The ids the server at ``config.base_url`` serves: ``AsyncOpenAI.models.list()``
+    (``GET /models``: OpenAI's, or a vLLM server's ``--served-model-name`` ids); a server with
+    no key is sent ``EMPTY``, as the model calls are."""
+    check_allow_model_requests()
+    async with _client(config, config.api_key or NO_KEY) as client:
+        return [model.id async for model in client.models.list()]
+
+
 FAMILIES = (
     ProviderFamily(
         name="openai",
@@ -396,6 +410,7 @@ FAMILIES = (
         prefixes=("gpt-", "o1", "o3", "o4", "chatgpt"),
         default_endpoint="https://api.openai.com/v1",
         rpm=500,
+        list_models=openai_list_models,
     ),
     ProviderFamily(
         name="openai-compatible",
@@ -406,5 +421,6 @@ FAMILIES = (
         keyless=True,
         prefixes=("qwen3-vl", "qwen2.5-vl", "internvl"),
         requires=("base_url",),
+        list_models=openai_list_models,
     ),
 )
