@@ -91,13 +91,15 @@ class SmokeResult:
 
 @dataclass(frozen=True)
 class SmokeReport:
-    """A smoke run: its id and stream, one result per pair, the spend and the cap."""
+    """A smoke run: its id and stream, one result per pair, the spend and the cap, and whether
+    the offline provider answered (its spend is then what the calls would have cost)."""
 
     run_id: str
     stream: str
     results: tuple[SmokeResult, ...]
     spent_micros: int
     cap_micros: int | None
+    offline: bool = False
 
     @property
     def ok(self) -> bool:
@@ -415,4 +417,5 @@ async def run_smoke(
         results=tuple(results),
         spent_micros=budget.spent_micros,
         cap_micros=budget_micros,
+        offline=offline,
     )

@@ -79,8 +79,10 @@ def print_report(report: SmokeReport) -> None:
         print_result(result)
     counts = {s: sum(r.status == s for r in report.results) for s in ("pass", "fail", "skip")}
     cap = "no cap" if report.cap_micros is None else f"{micros_to_usd(report.cap_micros):.2f}"
+    # Offline nothing is paid: the spend is what the calls would cost live, still under the cap.
+    spent = "priced at" if report.offline else "spent"
     console.print(
-        f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped: spent "
+        f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped: {spent} "
         f"{micros_to_usd(report.spent_micros):.4f} USD of {cap}; the calls are in stream "
         f"{report.stream}",
         soft_wrap=True,

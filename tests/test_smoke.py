@@ -122,7 +122,7 @@ def test_every_role_and_model_passes_live_and_each_call_is_recorded(
     assert not [e for e in events if isinstance(e, CallFailed | CallRefused)]
     spent = sum(e.cost_micros for e in recorded)
     assert 0 < spent <= usd_to_micros(0.50)
-    assert f"{len(targets)} passed, 0 failed, 0 skipped" in result.output
+    assert f"{len(targets)} passed, 0 failed, 0 skipped: spent" in result.output
     assert stream in result.output
 
     # A second smoke is a new run with a stream of its own.
@@ -223,6 +223,7 @@ def test_without_live_the_offline_provider_answers_and_says_so(workspace: Path) 
     recorded = [e for e in events if isinstance(e, CallRecorded)]
     assert len(recorded) == 2
     assert all(e.offline for e in recorded)
+    assert "2 passed, 0 failed, 0 skipped: priced at" in result.output
 
 
 def test_an_empty_workspace_is_one_line_saying_to_add_and_index(tmp_path: Path) -> None:
