@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 from agents.audit import Audit
 from agents.curation import RunReport
 from agents.fleet import WorkerReport
-from playlisteval import logs, runs
+from playlisteval import logs, runs, smoke
 from playlisteval.app import App
 from playlisteval.export import ExportSummary
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
@@ -1204,6 +1204,9 @@ def store_verify(home: HomeOption = None) -> None:
         "to see what differs"
     )
     raise typer.Exit(EXIT_TAMPERED)
+
+
+smoke.register(app)
 
 
 @app.callback()

@@ -30,6 +30,17 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """No test inherits another's structlog set-up: a CLI command run at warning level (as
+    ``playlisteval.logs.configure`` sets it) would otherwise drop the info events a later
+    test captures with ``structlog.testing.capture_logs``, depending on which file ran first."""
+    yield
+    import structlog
+
+    structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
 def _no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test can reach a real model API: pydantic-ai's guard is off, as its docs advise for
     test suites. The offline provider and FunctionModel never ask; the adapters (theirs and

@@ -47,21 +47,23 @@ def test_every_reader_reports_the_same_spend_after_a_crash_and_a_resume(
     base: Path, tmp_path: Path
 ) -> None:
     home = copy_workspace(base, tmp_path / "ws")
-    (home / "playlisteval.toml").write_text(
-        (home / "playlisteval.toml").read_text()
-        + "\n[curation]\nconcurrency = 3\noffline_latency_s = 0.05\n"
-    )
+    settings_file = home / "playlisteval.toml"
+    plain = settings_file.read_text()
+    # Slow answers while the command is to be killed, so a reservation is open when it is.
+    settings_file.write_text(plain + "\n[curation]\nconcurrency = 3\noffline_latency_s = 1.0\n")
     harness = Harness(base, tmp_path)
     child = harness.start(home, "curate", "--budget", "5", "--max-seeds", "3")
-    # Kill it mid-call: once its first reservations are in the log.
+    # Kill it mid-call: once a reservation is in the log with no answer yet.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and child.process.is_alive():
         with App(load_settings(home)) as app:
-            found = app.events.read_all(types=["CallReserved"])
-        if len(found) >= 6:
+            reserved = len(app.events.read_all(types=["CallReserved"]))
+            answered = len(app.events.read_all(types=["CallRecorded", "CallFailed"]))
+        if reserved >= 3 and reserved > answered:
             break
         time.sleep(0.05)
     child.kill()
+    settings_file.write_text(plain + "\n[curation]\nconcurrency = 3\noffline_latency_s = 0.05\n")
     with App(load_settings(home)) as app:
         (run_id,) = [s[len("run-") :] for s in app.events.streams("run-")]
         crashed = stream_spend(app.events, seed_stream(run_id, ""))

@@ -250,3 +250,10 @@ def test_the_exit_codes_are_the_clis() -> None:
     """The shell cannot import ``cli`` (cli imports it): its codes must agree by value."""
     assert smoke.EXIT_FIX == cli.EXIT_FIX
     assert smoke.EXIT_FAILED not in (0, cli.EXIT_FIX, cli.EXIT_BUSY, cli.EXIT_TAMPERED)
+
+
+def test_the_playlisteval_cli_offers_smoke(workspace: Path) -> None:
+    """`playlisteval smoke` is a command of the real CLI, not only of a test's app."""
+    result = CliRunner().invoke(cli.app, ["smoke", "--home", str(workspace), "--role", "nope"])
+    assert result.exit_code == 2, result.output
+    assert "nope" in result.output
