@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ from store.events import (
 from store.eventstore import ChainProblem, EventStore, open_event_store
 from store.ledger import current_cap, spend, stream_spend
 from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
+from tools.providers.registry import release_models
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationResult
@@ -145,15 +147,28 @@ def curate(
             raise
     with lease:
         return anyio.run(
-            lambda: curator.curate(
-                run_id,
-                seeds,
-                budget_micros=cap,
-                per_seed_micros=per_seed,
-                opened=True,
-                lease=lease.name,
+            lambda: _then_release(
+                curator,
+                curator.curate(
+                    run_id,
+                    seeds,
+                    budget_micros=cap,
+                    per_seed_micros=per_seed,
+                    opened=True,
+                    lease=lease.name,
+                ),
             )
         )
+
+
+async def _then_release(curator: Curator, work: Awaitable[RunReport]) -> RunReport:
+    """``work``, then the run's live adapters closed: their connections, and the whole-source
+    uploads Gemini holds against the project's file quota (a resumed run uploads again)."""
+    try:
+        return await work
+    finally:
+        with anyio.CancelScope(shield=True):
+            await release_models(curator.deps.model_for)
 
 
 def _no_fresh_seeds(app: App) -> str:
@@ -202,12 +217,15 @@ def resume(
         _needs_cap(app, cap, "curation run")
         seeds = app.catalog.seeds_by_id(started.seeds)
         return anyio.run(
-            lambda: curator.curate(
-                run_id,
-                seeds,
-                budget_micros=cap,
-                per_seed_micros=started.per_seed_micros,
-                lease=lease.name,
+            lambda: _then_release(
+                curator,
+                curator.curate(
+                    run_id,
+                    seeds,
+                    budget_micros=cap,
+                    per_seed_micros=started.per_seed_micros,
+                    lease=lease.name,
+                ),
             )
         )
 

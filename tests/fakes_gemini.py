@@ -710,9 +710,8 @@ class GeminiHarness(Harness):
         for model in self.models:
             await model.aclose()
 
-    def model(self, model_id: str, **config: Any) -> Any:
-        """Our Gemini adapter for ``model_id`` (sent as the provider's model name too) against
-        the fake; uploads and caches go to this harness's ledger."""
+    def config(self, model_id: str, **config: Any) -> ProviderConfig:
+        """How ``model_id`` reaches the fake (sent as the provider's model name too)."""
         settings: dict[str, Any] = {
             "family": "gemini",
             "model_name": model_id,
@@ -720,8 +719,13 @@ class GeminiHarness(Harness):
             "api_key": "fake-gemini-key",
             **config,
         }
+        return ProviderConfig(**settings)
+
+    def model(self, model_id: str, **config: Any) -> Any:
+        """Our Gemini adapter for ``model_id`` against the fake; uploads and caches go to this
+        harness's ledger."""
         model = gemini_model(
-            model_id, ProviderConfig(**settings), self.resources, upload_poll_s=0.01
+            model_id, self.config(model_id, **config), self.resources, upload_poll_s=0.01
         )
         assert isinstance(model, GeminiModel)
         self.models.append(model)

@@ -52,6 +52,7 @@ from tests.fakes_providers import RETRY_AFTER_S, Fault
 from tools import media
 from tools.providers.base import MemoryResourceLedger, clip_info
 from tools.providers.gemini import estimate_video_tokens
+from tools.providers.registry import ProviderRegistry, release_models
 from tools.roles import (
     PARAMETRIC_VERIFIER,
     PHASE1_GENERATOR,
@@ -654,3 +655,21 @@ async def test_a_request_over_geminis_size_limit_is_refused(harness: GeminiHarne
         await agent.run(prompt, model=harness.model(MODEL), model_settings=SETTINGS)
     assert raised.value.status_code == 400
     assert "payload size exceeds the limit" in str(raised.value)
+
+
+async def test_a_runs_end_deletes_the_whole_source_uploads_its_models_made(
+    harness: GeminiHarness, ledger: MemoryResourceLedger, demo: Demo
+) -> None:
+    """Gemini keeps uploads 48 h against the project's 20 GB of files: a run's models delete
+    theirs when the run ends (``release_models``), and the ledger no longer offers them."""
+    registry = ProviderRegistry({MODEL: harness.config(MODEL, inline_max_bytes=1)}, ledger)
+    agent = Agent(None, output_type=QA, retries=0)
+    model = registry.model(MODEL)
+    result = await agent.run(demo.phase1_prompt(), model=model, model_settings=SETTINGS)
+    assert isinstance(result.output, QA)
+    assert len(harness.state.files) == 2  # one whole source per video
+    assert ledger.find("gemini", "upload", "src-cooking-01", datetime.now(UTC)) is not None
+    await release_models(registry.model)
+    assert harness.state.files == {}
+    assert len(harness.server.seen("DELETE", "/v1beta/files/")) == 2
+    assert ledger.find("gemini", "upload", "src-cooking-01", datetime.now(UTC)) is None

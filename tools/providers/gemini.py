@@ -113,6 +113,8 @@ VIDEO_MIME_TYPES = {
 }
 
 Route = Literal["inline", "file"]
+# What a file's uri starts with before its name (``files/…``), which the Files API's calls take.
+_PUBLIC_FILES = "https://generativelanguage.googleapis.com/v1beta/"
 
 
 def gemini_generation(model_name: str) -> int:
@@ -222,6 +224,7 @@ class GeminiModel(WrapperModel):
         self.upload_poll_s = upload_poll_s
         self._google = wrapped
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._uploaded: list[ProviderResource] = []  # made by this model, deleted on close
 
     @property
     def client(self) -> Client:
@@ -229,10 +232,32 @@ class GeminiModel(WrapperModel):
         return self._google.client
 
     async def aclose(self) -> None:
-        """Close the HTTP connections this model opened (it lives as long as its process
-        otherwise; tests and one-off scripts close it)."""
-        if self._http_client is not None:
-            await self._http_client.aclose()
+        """Delete the uploads this model made (:meth:`delete_uploads`) and close the HTTP
+        connections it opened. A run closes its models when it ends; tests and one-off scripts
+        close theirs."""
+        try:
+            await self.delete_uploads()
+        finally:
+            if self._http_client is not None:
+                await self._http_client.aclose()
+
+    async def delete_uploads(self) -> int:
+        """Delete, through the Files API, every file this model uploaded, and mark each expired
+        in the ledger so no later call names it; how many went. Gemini keeps an upload 48 h
+        against the project's 20 GB of files ("Files API", https://ai.google.dev/gemini-api/docs/
+        files): a campaign's whole source videos would fill it. A file that is gone already (or
+        a delete that fails) is left to expire; the run's answers do not depend on it."""
+        deleted = 0
+        for resource in list(self._uploaded):
+            name = resource.name.removeprefix(_PUBLIC_FILES)
+            try:
+                await self.client.aio.files.delete(name=name)
+                deleted += 1
+            except (errors.APIError, httpx2.HTTPError, ValueError):
+                pass
+            self.resources.record(replace(resource, expires_at=self.clock()))
+            self._uploaded.remove(resource)
+        return deleted
 
     # -- pydantic-ai Model --------------------------------------------------------------------
 
@@ -431,15 +456,15 @@ class GeminiModel(WrapperModel):
             if not file.uri:
                 raise ModelAPIError(self.model_name, f"the uploaded file {file.name!r} has no uri")
             created = file.create_time or self.clock()
-            self.resources.record(
-                ProviderResource(
-                    provider=PROVIDER,
-                    kind="upload",
-                    key=key,
-                    name=file.uri,
-                    expires_at=created + UPLOAD_LIFETIME,
-                )
+            resource = ProviderResource(
+                provider=PROVIDER,
+                kind="upload",
+                key=key,
+                name=file.uri,
+                expires_at=created + UPLOAD_LIFETIME,
             )
+            self.resources.record(resource)
+            self._uploaded.append(resource)
             return file.uri
 
     async def _until_active(self, file: genai_types.File) -> genai_types.File:

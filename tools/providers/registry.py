@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
@@ -119,6 +119,16 @@ class ProviderRegistry:
             )
         return found
 
+    async def aclose(self) -> None:
+        """Close every adapter built here that can be closed (its connections, and what it
+        made on the provider's side for this run, such as Gemini's uploads)."""
+        with self._lock:
+            models = list(self._models.values())
+        for model in models:
+            close = getattr(model, "aclose", None)  # an optional method, not a name dispatch
+            if close is not None:
+                await close()
+
     def model(self, model_id: str) -> Model:
         """The adapter for ``model_id`` (built on first use by its family's factory)."""
         with self._lock:
@@ -127,3 +137,11 @@ class ProviderRegistry:
                 factory = family_named(config.family).factory
                 self._models[model_id] = factory(model_id, config, self.resources)
             return self._models[model_id]
+
+
+async def release_models(model_for: Callable[[str], Model]) -> None:
+    """Close the live adapters behind ``model_for`` when it is a registry's (the offline
+    provider and test models have nothing to close)."""
+    registry = getattr(model_for, "__self__", None)
+    if isinstance(registry, ProviderRegistry):
+        await registry.aclose()
