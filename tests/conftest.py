@@ -224,12 +224,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # and one worker finishes them alone for minutes. Started first instead (longest first, with
 # ``--no-loadscope-reorder``), the short files fill the other workers meanwhile.
 LONG_FILES = {
-    "test_money_invariants.py": 135,
+    "test_money_invariants.py": 110,
     "test_curation.py": 120,
     "test_daemon.py": 100,
     "test_money_invariants_pg.py": 85,
     "test_daemon_restart.py": 85,
-    "test_fleet.py": 75,
+    "test_fleet.py": 50,
     "test_tamper.py": 60,
     "test_pairs.py": 60,
     "test_index_pipeline.py": 60,

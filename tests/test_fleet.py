@@ -29,7 +29,7 @@ from tests.conftest import PG_URL
 
 REQUESTS = ("AttemptStarted", "GateRequested")
 REPLIES = ("QAProposed", "DistractorsProposed", "GatePassed", "GateRejected")
-SEEDS = 80  # the four-worker test's seeds (bench/workers.py measures larger fleets)
+SEEDS = 48  # the four-worker test's seeds (bench/workers.py measures larger fleets)
 pytestmark = pytest.mark.postgres
 
 
@@ -119,13 +119,14 @@ def find_victim(app: App, names: list[str], timeout: float) -> tuple[str, str, i
     raise AssertionError(f"no worker was mid-request with a recorded call within {timeout} s")
 
 
-def test_four_workers_curate_80_seeds_under_one_cap_and_survive_a_kill_9(
+def test_four_workers_curate_48_seeds_under_one_cap_and_survive_a_kill_9(
     workspace: Path, pg_schema: str, tmp_path: Path
 ) -> None:
-    # Eighty seeds and a cap of about half what they cost: enough for four workers to contend
-    # for the queue and the account, for a kill -9 mid-request, and for the cap to park some.
-    home = fleet_home(workspace, pg_schema, cap_usd=2.8, latency=0.3)
-    cap = usd_to_micros(2.8)
+    # Forty-eight seeds and a cap of about half what they cost: enough for four workers to
+    # contend for the queue and the account, for a kill -9 mid-request, and for the cap to park
+    # some.
+    home = fleet_home(workspace, pg_schema, cap_usd=1.7, latency=0.3)
+    cap = usd_to_micros(1.7)
     app = App(load_settings(home))
     seeds = many_seeds(app, SEEDS)
     app.set_budget_caps()
