@@ -32,12 +32,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import qdrant_edge as qe
-from qdrant_client import QdrantClient
-from qdrant_client import models as qm
+
+if TYPE_CHECKING:
+    # Imported where used: qdrant_client takes ~0.6 s to import, and only the qdrant-local and
+    # qdrant-server backends need it (every CLI start and worker process paid it before).
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
 
 from store.errors import ConfigError, IndexBackendError, PlaylistEvalError
 
@@ -331,6 +335,8 @@ class _Closable:
 
 
 def _client_filter(conds: list[_Cond]) -> qm.Filter | None:
+    from qdrant_client import models as qm
+
     if not conds:
         return None
     must: list[qm.Condition] = []
@@ -363,6 +369,8 @@ class QdrantClientIndex(_Closable):
     @classmethod
     def local(cls, path: Path) -> QdrantClientIndex:
         """Open (or create) a qdrant-local index under ``path``; one process at a time."""
+        from qdrant_client import QdrantClient
+
         path = Path(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -377,6 +385,8 @@ class QdrantClientIndex(_Closable):
     @classmethod
     def server(cls, url: str, api_key: str | None = None, timeout_s: int = 30) -> QdrantClientIndex:
         """Connect to a Qdrant server at ``url``; the connection is checked right away."""
+        from qdrant_client import QdrantClient
+
         try:
             client = QdrantClient(
                 url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False
@@ -396,6 +406,8 @@ class QdrantClientIndex(_Closable):
 
     def _dim(self, name: str) -> int:
         """Return the collection's dimension, refusing unknown collections with a hint."""
+        from qdrant_client import models as qm
+
         _check_name(name)
         if name in self._dims:
             return self._dims[name]
@@ -420,6 +432,8 @@ class QdrantClientIndex(_Closable):
         float_fields: Sequence[str] = (),
     ) -> None:
         """Create the cosine collection if missing; refuse an existing one of another dim."""
+        from qdrant_client import models as qm
+
         _check_name(name)
         if dim <= 0:
             raise IndexBackendError(f"collection {name!r}: dim {dim!r} must be positive")
@@ -451,6 +465,8 @@ class QdrantClientIndex(_Closable):
         payloads: Sequence[Mapping[str, Any]],
     ) -> None:
         """Insert or replace points; waits for the server so the write is applied on return."""
+        from qdrant_client import models as qm
+
         arr, bodies = _prepare_points(name, ids, vectors, payloads, self._dim(name))
         client = self._open()
         points = [
@@ -488,6 +504,8 @@ class QdrantClientIndex(_Closable):
 
     def delete(self, name: str, ids: Sequence[str]) -> None:
         """Delete points by id; unknown ids are ignored."""
+        from qdrant_client import models as qm
+
         self._dim(name)
         if not ids:
             return
