@@ -594,3 +594,30 @@ def test_an_unknown_model_id_is_refused_as_a_model_that_is_not_there(
     assert (raised.value.status_code, raised.value.provider_error_code) == (400, "InvalidParameter")
     assert "qwen9-imaginary" in str(raised.value)
     assert "Model not exist." in str(raised.value)
+
+
+def test_the_response_records_what_the_request_carried(
+    harness: DashScopeHarness, demo: Demo
+) -> None:
+    """A run's log says what DashScope was sent, not what was configured: thinking is off
+    whatever the role asks, and the frames counted are the frames in the request."""
+    model = harness.model(MODEL, frame_height=HEIGHT)
+    agent = Agent(model, output_type=SufficiencyVerdict, retries=0)
+    settings = ModelSettings(max_tokens=777, temperature=0.0, thinking="low")
+    result = agent.run_sync(demo.prompt(), model_settings=settings)
+    response = result.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    sent = (response.provider_details or {})["playlisteval_sent"]
+    [request] = harness.model_requests()
+    body = request.json()
+    frames = sum(
+        len(item["video"])
+        for m in body["input"]["messages"]
+        if isinstance(m["content"], list)
+        for item in m["content"]
+        if isinstance(item.get("video"), list)
+    )
+    assert sent["model"] == body["model"] == MODEL
+    assert sent["thinking"] is False is body["parameters"]["enable_thinking"]
+    assert sent["max_output_tokens"] == body["parameters"]["max_tokens"] == 777
+    assert sent["media"]["frames"] == frames > 0

@@ -917,3 +917,25 @@ def test_a_video_for_a_model_served_without_video_is_vllms_400(demo: Demo) -> No
         "param": None,
         "code": 400,
     }
+
+
+def test_a_reasoning_model_asked_to_think_is_sent_no_temperature_and_the_log_says_so(
+    demo: Demo,
+) -> None:
+    """gpt-5.4 thinking at the role's level takes no sampling parameters: the adapter drops
+    the temperature the role asked for and records what it sent, frames counted."""
+    with openai_harness() as harness:
+        model = harness.model(harness.default_model)
+        agent = Agent(None, output_type=QA, retries=0)
+        prompt: list[Any] = [render_prompt(phase1(demo)), *demo.clips]
+        settings = ModelSettings(max_tokens=4096, temperature=0.0, thinking="low")
+        result = anyio.run(lambda: agent.run(prompt, model=model, model_settings=settings))
+        (request,) = harness.model_requests()
+        body = request.json()
+        media = harness.media(request)
+    assert "temperature" not in body
+    assert body["reasoning"]["effort"] == "low"
+    sent = (last_response(result).provider_details or {})["playlisteval_sent"]
+    assert sent["temperature"] is None
+    assert sent["thinking"] == "low"
+    assert sent["media"]["images"] == len(media) > 0

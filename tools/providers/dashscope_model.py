@@ -236,7 +236,22 @@ class DashScopeModel(Model):
         settings: Mapping[str, Any] = model_settings or {}
         wire_messages = await anyio.to_thread.run_sync(self._map_messages, messages, params)
         response = await self._call(wire_messages, settings, params)
-        return self._process(response)
+        processed = self._process(response)
+        arguments = self._call_arguments(settings, params)
+        processed.provider_details = {
+            **(processed.provider_details or {}),
+            # What the request carried (recorded with the response): thinking is off for
+            # every role here, whatever the role asks.
+            "playlisteval_sent": {
+                "model": self.model_name,
+                "temperature": arguments.get("temperature"),
+                "max_output_tokens": arguments.get("max_tokens"),
+                "thinking": arguments.get("enable_thinking"),
+                "frame_height": self.config.frame_height,
+                "media": _media_of(wire_messages),
+            },
+        }
+        return processed
 
     # -- the request ---------------------------------------------------------------------------
 
@@ -650,3 +665,20 @@ FAMILY = ProviderFamily(
     notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},
     list_models=dashscope_list_models,
 )
+
+
+def _media_of(wire_messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many pictures and frames the request's messages carry."""
+    counts = {"images": 0, "frames": 0}
+    for message in wire_messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for item in content:
+            if not isinstance(item, Mapping):
+                continue
+            if "image" in item:
+                counts["images"] += 1
+            if isinstance(item.get("video"), list):
+                counts["frames"] += len(item["video"])
+    return counts

@@ -158,9 +158,42 @@ class OpenAIFramesModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        """The wrapped model's answer to ``messages`` with their clips as frames."""
+        """The wrapped model's answer to ``messages`` with their clips as frames; what was
+        sent is recorded with it (``provider_details.playlisteval_sent``)."""
         framed = await self.with_frames(messages)
-        return await self.wrapped.request(framed, model_settings, model_request_parameters)
+        wire = self.wire_settings(model_settings)
+        response = await self.wrapped.request(framed, wire, model_request_parameters)
+        thinking = model_request_parameters.thinking
+        response.provider_details = {
+            **(response.provider_details or {}),
+            "playlisteval_sent": {
+                "model": self.config.model_name,
+                "temperature": (wire or {}).get("temperature"),
+                "max_output_tokens": (wire or {}).get("max_tokens"),
+                "thinking": thinking
+                if thinking is not None
+                else ((wire or {}).get("thinking") if self._reasons() else None),
+                "frame_height": self.config.frame_height,
+                "media": _media_counts(framed),
+            },
+        }
+        return response
+
+    def _reasons(self) -> bool:
+        return bool(self.wrapped.profile.get("supports_thinking", False))
+
+    def wire_settings(self, settings: ModelSettings | None) -> ModelSettings | None:
+        """The settings as sent: a reasoning model asked to think gets no sampling parameters
+        (OpenAI's reasoning models refuse temperature and top_p while they reason, "Reasoning
+        models" guide; pydantic-ai drops them with a warning, we drop them and record it)."""
+        if settings is None:
+            return None
+        wire: dict[str, Any] = dict(settings)
+        reasoning = self.wrapped.profile.get("openai_supports_reasoning", False)
+        if reasoning and wire.get("thinking") not in (None, False):
+            for key in ("temperature", "top_p"):
+                wire.pop(key, None)
+        return wire  # type: ignore[return-value]
 
     @asynccontextmanager
     async def request_stream(
@@ -173,14 +206,17 @@ class OpenAIFramesModel(WrapperModel):
         """The wrapped model's streamed answer, clips as frames (as :meth:`request`)."""
         framed = await self.with_frames(messages)
         async with self.wrapped.request_stream(
-            framed, model_settings, model_request_parameters, run_context
+            framed, self.wire_settings(model_settings), model_request_parameters, run_context
         ) as stream:
             yield stream
 
     async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
         """The batch line of ``request``, clips as frames, as the wrapped model encodes it."""
         framed = await self.with_frames(request.messages)
-        return await self.wrapped.batch_encode(replace(request, messages=framed))
+        wire = self.wire_settings(request.model_settings)
+        return await self.wrapped.batch_encode(
+            replace(request, messages=framed, model_settings=wire)
+        )
 
     async def with_frames(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """``messages`` with every clip attachment replaced by its timed frames."""
@@ -212,6 +248,23 @@ class OpenAIFramesModel(WrapperModel):
             else frames_content(content, fps, height, cap)
         )
         return replace(part, content=framed)
+
+
+def _media_counts(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """How many pictures and videos the framed request carries."""
+    counts = {"images": 0, "videos": 0}
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
+                continue
+            for item in part.content:
+                if isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
+                    counts["images"] += 1
+                elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
+                    counts["videos"] += 1
+    return counts
 
 
 def _videos_content(
