@@ -529,14 +529,24 @@ def test_an_image_is_reserved_at_least_what_openai_bills_for_it(
     assert reserved >= OPENAI_VISION[model].tokens(*size, "high")
 
 
-@pytest.mark.parametrize("model", ["gpt-5.4", "gpt-5.4-mini"])
+@pytest.mark.parametrize(
+    ("model", "rule", "start"),
+    [
+        ("gpt-5.4", "openai", openai_harness),
+        ("gpt-5.4-mini", "openai", openai_harness),
+        # InternVL cuts each picture into 448-px tiles: the qwen rule's worst case for an
+        # internvl id counts every tile it may cut.
+        ("internvl3.5-8b", "qwen", openai_compatible_harness),
+    ],
+)
 @pytest.mark.parametrize("frame_height", [360, 480, 720])
 def test_a_calls_frames_are_reserved_at_least_what_the_fake_bills(
-    model: str, frame_height: int, demo_720p: Demo
+    model: str, rule: str, start: Any, frame_height: int, demo_720p: Demo
 ) -> None:
     """Our defaults' frames of 720p clips, sent by the adapter: the fake bills their images by
-    the model's rule, and the worst case of the call's shape holds at least as many tokens."""
-    with openai_harness() as harness:
+    the model's rule (OpenAI's guide, or the vLLM model's processor), and the worst case of the
+    call's shape holds at least as many tokens."""
+    with start() as harness:
         call(
             harness.model(model, frame_height=frame_height),
             sufficiency(demo_720p),
@@ -547,30 +557,7 @@ def test_a_calls_frames_are_reserved_at_least_what_the_fake_bills(
         billed = harness.last_usage()["image"]
     frames = len(harness.media(request))
     assert frames >= 2
-    shape = CallShape(model, video_frames=frames, video_height=frame_height, token_rule="openai")
-    assert billed > 0
-    assert estimate_input_tokens(shape).input_video_tokens >= billed
-
-
-@pytest.mark.parametrize("frame_height", [360, 480, 720])
-def test_an_internvl_judges_frames_are_reserved_at_least_what_vllm_bills(
-    frame_height: int, demo_720p: Demo
-) -> None:
-    """InternVL cuts each picture into 448-px tiles: the qwen rule's worst case for an
-    ``internvl`` id counts every tile it may cut, at or above what the vLLM fake bills."""
-    with openai_compatible_harness() as harness:
-        model = "internvl3.5-8b"
-        call(
-            harness.model(model, frame_height=frame_height),
-            sufficiency(demo_720p),
-            SufficiencyVerdict,
-            demo_720p.clips,
-        )
-        (request,) = harness.model_requests()
-        billed = harness.last_usage()["image"]
-    frames = len(harness.media(request))
-    assert frames >= 2
-    shape = CallShape(model, video_frames=frames, video_height=frame_height, token_rule="qwen")
+    shape = CallShape(model, video_frames=frames, video_height=frame_height, token_rule=rule)
     assert billed > 0
     assert estimate_input_tokens(shape).input_video_tokens >= billed
 
