@@ -32,7 +32,7 @@ from playlisteval.settings import IndexSettings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
 from policies.prices import PriceTable
-from policies.selection import spread_by_domain
+from policies.selection import SeedSpread, spread_by_domain, spread_seeds
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
@@ -59,21 +59,33 @@ def new_run_id(now: datetime | None = None, salt: str = "") -> str:
     return f"{moment:%Y%m%d-%H%M%S}-{tail}"
 
 
-def choose_seeds(app: App, max_seeds: int | None, *, again: bool = False) -> list[SeedRow]:
-    """Active seeds that no run has taken (``again``: every active seed), in their deterministic
-    order, spread over domains (round-robin), at most ``max_seeds``."""
+def choose_seeds(
+    app: App, max_seeds: int | None, *, again: bool = False
+) -> tuple[list[SeedRow], SeedSpread | None]:
+    """Active seeds that no run has taken (``again``: every active seed), at most
+    ``max_seeds``, domains in turn: in the catalogue's order, or, with
+    ``curation.seeds_per_segment`` set, spread over the playlist
+    (``policies.selection.spread_seeds``: each segment in at most that many seeds) and how."""
     seeds = app.catalog.seeds()
     if not again:
         taken = seeds_in_runs(app.events)
         seeds = [s for s in seeds if s.id not in taken]
-    return spread_by_domain(seeds, max_seeds)
+    curation = app.settings.curation
+    if curation.seeds_per_segment is None:
+        return spread_by_domain(seeds, max_seeds), None
+    return spread_seeds(
+        seeds, max_seeds, per_segment=curation.seeds_per_segment, salt=curation.seed_salt
+    )
 
 
-def run_settings(app: App, models: set[str]) -> dict[str, Any]:
+def run_settings(app: App, models: set[str], spread: SeedSpread | None = None) -> dict[str, Any]:
     """What a run records of how it was configured: the generation, model and index settings,
-    the price rows its models are priced by, and how each model's calls travel (frame caps,
-    cache lifetimes): enough for a replay to price every call as the run did."""
+    the price rows its models are priced by, how each model's calls travel (frame caps, cache
+    lifetimes): enough for a replay to price every call as the run did; and how its seeds were
+    spread over the playlist."""
     settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
+    if spread is not None:
+        settings["seeding"] = spread.facts()
     traffic = traffic_for(app.settings, live=False)
     settings["prices"] = app.prices().snapshot(models)
     settings["traffic"] = {
@@ -124,7 +136,7 @@ def curate(
     _needs_cap(app, cap, "curation run")
     curator = app.curator(progress, concurrency)
     with app.writer(SEEDS_LEASE, "curate (choosing seeds)", wait_s=30.0):
-        seeds = choose_seeds(app, max_seeds or app.settings.curation.max_seeds, again=again)
+        seeds, spread = choose_seeds(app, max_seeds or app.settings.curation.max_seeds, again=again)
         if not seeds:
             raise ConfigError(_no_fresh_seeds(app))
         run_id = run_id or new_run_id(salt=str(app.workspace.root))
@@ -140,7 +152,7 @@ def curate(
                 seeds,
                 budget_micros=cap,
                 per_seed_micros=per_seed,
-                settings=run_settings(app, curator.config.models.all_models()),
+                settings=run_settings(app, curator.config.models.all_models(), spread),
             )
         except BaseException:
             lease.release()
@@ -246,7 +258,7 @@ def queue_fresh_seeds(
     from agents.fleet import start_run
 
     with app.writer(SEEDS_LEASE, "enqueue (choosing seeds)", wait_s=30.0):
-        seeds = choose_seeds(app, max_seeds)
+        seeds, spread = choose_seeds(app, max_seeds)
         if not seeds:
             return None
         run_id = new_run_id(salt=str(app.workspace.root))
@@ -260,7 +272,7 @@ def queue_fresh_seeds(
             budget_micros=cap_micros(budget.cap_usd, "budget.cap_usd"),
             per_seed_micros=cap_micros(budget.per_seed_usd, "budget.per_seed_usd"),
             config=config,
-            settings=run_settings(app, config.models.all_models()),
+            settings=run_settings(app, config.models.all_models(), spread),
         )
     return run_id, count
 
@@ -410,7 +422,7 @@ def rehearse(
     and audit it. With ``paper`` the video, audio and transcripts of each call are priced at the
     paper's segment length (20 minutes) whatever this playlist's segments are. The workspace's
     log is not touched."""
-    chosen = choose_seeds(app, seeds)
+    chosen, _ = choose_seeds(app, seeds)
     if not chosen:
         raise ConfigError("no seeds to rehearse on: run `playlisteval index` first")
     config = replace(app.curator().config, offline=True)

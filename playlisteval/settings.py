@@ -592,6 +592,17 @@ class CurationSettings(Section):
         True, description="Answer every role with the offline provider (no key, no network)."
     )
     max_seeds: int | None = Field(None, description="Curate at most this many seeds per run.")
+    seeds_per_segment: int | None = Field(
+        None,
+        ge=1,
+        description="Set: a run takes each segment into at most this many seeds (spread over "
+        "the playlist, least-used segments first; raised, and recorded, when a run asks for "
+        "more seeds than that allows). Unset: the catalogue's order, domains in turn.",
+    )
+    seed_salt: str = Field(
+        "",
+        description="Salt of the seeded shuffle that orders a run's seeds (same salt, same run).",
+    )
     ramp_s: float = Field(
         0.0, ge=0, description="Spread the first wave of seeds over this many seconds."
     )

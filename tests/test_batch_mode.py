@@ -66,7 +66,7 @@ def _events(app: App, run_id: str) -> list[tuple[str, Event]]:
 
 def test_text_gates_go_through_batch_jobs_at_batch_prices(workspace: Path, fakes: Fakes) -> None:
     with _app(workspace, fakes) as app:
-        seeds = choose_seeds(app, 4)
+        seeds, _ = choose_seeds(app, 4)
         report = anyio.run(lambda: app.curator().curate("batch", seeds, budget_micros=None))
         events = _events(app, "batch")
         prices = app.prices()
@@ -105,7 +105,7 @@ def test_a_run_stopped_while_jobs_are_out_collects_them_after_the_restart(
 ) -> None:
     stopper = StopAtFirstJob()
     with _app(workspace, fakes) as app:
-        seeds = choose_seeds(app, 4)
+        seeds, _ = choose_seeds(app, 4)
 
         async def first() -> None:
             with anyio.CancelScope() as scope:

@@ -81,7 +81,7 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
         await anyio.lowlevel.checkpoint()
 
     with App(_live_settings(workspace, fakes)) as app:
-        seeds = choose_seeds(app, SEEDS)
+        seeds, _ = choose_seeds(app, SEEDS)
         curator = app.curator(sleep=no_wait)
         report = anyio.run(
             lambda: curator.curate("live", seeds, budget_micros=usd_to_micros(CAP_USD))
