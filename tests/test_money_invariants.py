@@ -24,7 +24,7 @@ from tests.workspaces import copy_workspace
 
 # Trials the suite runs on SQLite (PostgreSQL's: test_money_invariants_pg.py); bench/money.py
 # runs the rest of the 200+ (its default).
-TRIALS = 3
+TRIALS = 2
 
 
 @pytest.fixture(scope="module")
