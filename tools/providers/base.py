@@ -225,6 +225,16 @@ class MemoryResourceLedger:
         self._items[(resource.provider, resource.kind, resource.key)] = resource
 
 
+def planned_clips(
+    parts: Sequence[object], fps: float, max_frames: int
+) -> dict[int, tuple[ClipInfo, list[float]]]:
+    """Each clip attachment of ``parts`` (by ``id``) with its description and the clip-relative
+    times :func:`frame_times` plans to show of it: what every frame-based request sends."""
+    clips = [(p, info) for p in parts if (info := clip_info(p)) is not None]
+    times = frame_times([info for _, info in clips], fps, max_frames)
+    return {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
+
+
 def frames_content(
     parts: Sequence[object], fps: float, max_height: int, max_frames: int
 ) -> list[object]:
@@ -232,9 +242,7 @@ def frames_content(
     text, then per frame ``(video-id @ MM:SS)`` and the JPEG as image content. Other items pass
     through unchanged. For providers that take video as pictures (OpenAI, DashScope, open-weight
     judges); the transcript is already in the prompt text."""
-    clips = [(p, info) for p in parts if (info := clip_info(p)) is not None]
-    times = frame_times([info for _, info in clips], fps, max_frames)
-    by_part = {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
+    by_part = planned_clips(parts, fps, max_frames)
     out: list[object] = []
     for part in parts:
         found = by_part.get(id(part))

@@ -599,6 +599,22 @@ def _replace_clips(
     return out
 
 
+def _client(config: ProviderConfig, http_client: httpx2.AsyncClient) -> Client:
+    """A google-genai client for ``config``: its endpoint and key, SDK retries off, the
+    timeout in milliseconds, over ``http_client``."""
+    return Client(
+        api_key=config.api_key,
+        http_options=genai_types.HttpOptions(
+            base_url=config.base_url,
+            timeout=int(config.timeout_s * 1000),
+            retry_options=genai_types.HttpRetryOptions(attempts=1),
+            # An httpx2 client, so transport errors are the ones pydantic-ai maps (with aiohttp
+            # installed the SDK would otherwise use it, whose errors escape unmapped).
+            httpx_async_client=http_client,
+        ),
+    )
+
+
 def gemini_model(
     model_id: str,
     config: ProviderConfig,
@@ -612,17 +628,7 @@ def gemini_model(
     ``config.timeout_s``, JSON-schema output native. ``resources`` (default: this model's own
     memory) records uploads and caches so they are reused, never repeated while alive."""
     http_client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout_s))
-    client = Client(
-        api_key=config.api_key,
-        http_options=genai_types.HttpOptions(
-            base_url=config.base_url,
-            timeout=int(config.timeout_s * 1000),
-            retry_options=genai_types.HttpRetryOptions(attempts=1),
-            # An httpx2 client, so transport errors are the ones pydantic-ai maps (with aiohttp
-            # installed the SDK would otherwise use it, whose errors escape unmapped).
-            httpx_async_client=http_client,
-        ),
-    )
+    client = _client(config, http_client)
     google = GoogleModel(
         config.model_name,
         provider=GoogleProvider(client=client),
@@ -646,15 +652,7 @@ async def gemini_list_models(config: ProviderConfig) -> list[str]:
     (``GET /v1beta/models``, paged by the SDK), each name without its ``models/`` prefix."""
     check_allow_model_requests()
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout_s)) as http_client:
-        client = Client(
-            api_key=config.api_key,
-            http_options=genai_types.HttpOptions(
-                base_url=config.base_url,
-                timeout=int(config.timeout_s * 1000),
-                retry_options=genai_types.HttpRetryOptions(attempts=1),
-                httpx_async_client=http_client,
-            ),
-        )
+        client = _client(config, http_client)
         return [
             model.name.removeprefix("models/")
             async for model in await client.aio.models.list()

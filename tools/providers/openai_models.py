@@ -73,8 +73,8 @@ from tools.providers.base import (
     clip_frames,
     clip_info,
     clip_label,
-    frame_times,
     frames_content,
+    planned_clips,
 )
 from tools.providers.family import ProviderFamily
 
@@ -276,9 +276,7 @@ def _videos_content(
     pictures); the mp4 plays them at the clip's planned rate, so its 00:00 is the clip's start
     and the label says where that is in the video.
     """
-    clips = [(p, info) for p in parts if (info := clip_info(p)) is not None]
-    times = frame_times([info for _, info in clips], fps, max_frames)
-    by_part = {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
+    by_part = planned_clips(parts, fps, max_frames)
     out: list[object] = []
     for part in parts:
         found = by_part.get(id(part))
