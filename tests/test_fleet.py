@@ -41,7 +41,7 @@ def fleet_home(workspace: Path, schema: str, *, cap_usd: float | None, latency: 
         settings.read_text()
         + f'\n[store]\nurl = "{PG_URL}"\nschema_name = "{schema}"\n'
         + f"\n[curation]\nconcurrency = 4\noffline_latency_s = {latency}\n"
-        + "\n[worker]\nlease_s = 3.0\nheartbeat_s = 1.0\npoll_s = 0.3\nexit_when_idle = true\n"
+        + "\n[worker]\nlease_s = 10.0\nheartbeat_s = 1.0\npoll_s = 0.3\nexit_when_idle = true\n"
         + f"\n[budget]\n{cap}"
     )
     return workspace
