@@ -190,8 +190,11 @@ class FleetWorker(Curator):
             self.accounts,
             campaign.names,
             per_seed_micros=fleet.per_seed_micros,
+            # The worker's id in the hold's: a worker that takes a seed over from one that
+            # only looked dead numbers its calls from the log, as the other still may.
             hold_id=lambda call_id: (
                 f"{run_stream(self._run_of_seed.get(CallId.owner_of(call_id), ''))}/{call_id}"
+                f"@{fleet.owner}"
             ),
             item_of=lambda seed_id: f"{SEED}:{seed_id}",
             owner=fleet.owner,

@@ -32,7 +32,7 @@ from playlisteval.settings import IndexSettings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
 from policies.prices import PriceTable
-from policies.selection import SeedSpread, spread_by_domain, spread_seeds
+from policies.selection import SeedSpread, spread_seeds
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
@@ -61,18 +61,16 @@ def new_run_id(now: datetime | None = None, salt: str = "") -> str:
 
 def choose_seeds(
     app: App, max_seeds: int | None, *, again: bool = False
-) -> tuple[list[SeedRow], SeedSpread | None]:
+) -> tuple[list[SeedRow], SeedSpread]:
     """Active seeds that no run has taken (``again``: every active seed), at most
-    ``max_seeds``, domains in turn: in the catalogue's order, or, with
-    ``curation.seeds_per_segment`` set, spread over the playlist
-    (``policies.selection.spread_seeds``: each segment in at most that many seeds) and how."""
+    ``max_seeds``, domains in turn, spread over the playlist
+    (``policies.selection.spread_seeds``: each segment in at most
+    ``curation.seeds_per_segment`` seeds), and how they were spread."""
     seeds = app.catalog.seeds()
     if not again:
         taken = seeds_in_runs(app.events)
         seeds = [s for s in seeds if s.id not in taken]
     curation = app.settings.curation
-    if curation.seeds_per_segment is None:
-        return spread_by_domain(seeds, max_seeds), None
     return spread_seeds(
         seeds, max_seeds, per_segment=curation.seeds_per_segment, salt=curation.seed_salt
     )

@@ -93,18 +93,3 @@ def _domain_order(pool: Sequence[SeedRow], cap: int, limit: int) -> list[SeedRow
             break
     return taken
 
-
-def spread_by_domain(seeds: Sequence[SeedRow], max_seeds: int | None) -> list[SeedRow]:
-    """``seeds`` in round-robin order over their domains (each domain's own order kept), at
-    most ``max_seeds``: a run's seeds when no spread is asked for (the catalogue's order)."""
-    by_domain: dict[str, list[SeedRow]] = {}
-    for seed in seeds:
-        by_domain.setdefault(seed.domain, []).append(seed)
-    chosen: list[SeedRow] = []
-    queues = [list(v) for _, v in sorted(by_domain.items())]
-    while queues and (max_seeds is None or len(chosen) < max_seeds):
-        for queue in queues:
-            if queue and (max_seeds is None or len(chosen) < max_seeds):
-                chosen.append(queue.pop(0))
-        queues = [q for q in queues if q]
-    return chosen

@@ -9,6 +9,8 @@ run — which the servers quote back in their errors — appear nowhere it write
 
 from __future__ import annotations
 
+from collections import Counter
+
 import io
 import logging
 import sys
@@ -101,8 +103,11 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
 
     # The cap held.
     assert report.spent_micros <= usd_to_micros(CAP_USD)
-    paid = sum(e.cost_micros for e in events if isinstance(e, CallRecorded))
+    paid = sum(e.cost_micros for e in events if isinstance(e, CallRecorded) and not e.replayed)
     assert paid == report.spent_micros
+    # No request paid twice: a repeated request was answered from its first record.
+    keys = Counter(e.key for e in events if isinstance(e, CallRecorded) and not e.replayed)
+    assert max(keys.values()) == 1
 
     # Faults happened and were recorded, with the wait each 429 asked for.
     retried = [e for e in events if isinstance(e, CallRetried)]
@@ -114,7 +119,12 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     # request a server answered is an attempt in the log.
     seqs = [s.seq for s in stored]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
-    closed = {e.call_id for e in events if isinstance(e, CallRecorded | CallFailed)}
+    # (A repeated request answered from its first record reserves nothing.)
+    closed = {
+        e.call_id
+        for e in events
+        if isinstance(e, CallFailed) or (isinstance(e, CallRecorded) and not e.replayed)
+    }
     assert {e.call_id for e in events if isinstance(e, CallReserved)} == closed
     attempts = sum(e.attempts for e in events if isinstance(e, CallRecorded | CallFailed))
     requests = sum(len(h.model_requests()) for h in fakes.all())

@@ -226,3 +226,77 @@ def test_cache_writes_and_storage_are_priced() -> None:
     assert plain == 500_000  # 0.50 USD per M input
     assert cached_read == 50_000  # 0.05 USD per M cached
     assert written == 50_000 + 500_000 + 1_000_000  # read + write at input rate + 1 h storage
+
+
+def test_a_reservation_the_log_fenced_off_is_given_back_and_nothing_is_sent(
+    tmp_path: Path,
+) -> None:
+    """A worker whose seed was taken over: its ``CallReserved`` cannot land, so the request
+    never goes out and its hold is released, not left open on the shared accounts."""
+    from policies.budget import SharedBudget
+    from store.coordination import BudgetAccounts
+    from store.errors import StoreConflict
+
+    store = open_event_store(tmp_path / "log.db")
+    accounts = BudgetAccounts(store.engine)
+    accounts.set_cap("total", 10_000_000)
+    budget = SharedBudget(accounts, lambda: ["total"], hold_id=lambda call: f"{call}@zombie")
+    recorder = CallRecorder(budget=budget, prices=PriceTable.load())
+    sent: list[int] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append(1)
+        return _ok()
+
+    async def fenced(event: Event) -> None:
+        raise StoreConflict("seed-r-s moved on: another worker took it over")
+
+    async def main() -> None:
+        with pytest.raises(StoreConflict):
+            await recorder.call(
+                FunctionModel(respond, model_name="scripted"),
+                CallContext(seed_id="s", role="transcript_matcher", model="gemini-3-flash"),
+                fenced,
+                _prompt(),
+                None,
+                ModelRequestParameters(),
+            )
+
+    anyio.run(main)
+    total = accounts.account("total")
+    store.close()
+    assert sent == []
+    assert accounts.holds() == 0
+    assert total is not None and (total.reserved_micros, total.spent_micros) == (0, 0)
+    assert budget.outstanding_micros == 0
+
+
+def test_the_same_request_twice_in_a_seed_is_paid_once(tmp_path: Path) -> None:
+    """No request is paid twice: a seed that sends an identical request again (a generator
+    repeating its QA makes identical verifier requests) gets the first answer from the log,
+    recorded as replayed, free and without a reservation."""
+    store = open_event_store(tmp_path / "log.db")
+    recorder = CallRecorder(budget=Budget(10_000_000), prices=PriceTable.load())
+    model = _scripted(_ok("first"), _ok("second"))
+    events: list[Event] = []
+
+    async def append(event: Event) -> None:
+        store.append("seed-r-s", [event])
+        events.append(event)
+
+    async def main() -> list[ModelResponse]:
+        context = CallContext(seed_id="s", role="transcript_matcher", model="gemini-3-flash")
+        return [
+            await recorder.call(model, context, append, _prompt(), None, ModelRequestParameters())
+            for _ in range(2)
+        ]
+
+    first, second = anyio.run(main)
+    store.close()
+    assert first.parts == second.parts
+    recorded = [e for e in events if isinstance(e, CallRecorded)]
+    assert [r.replayed for r in recorded] == [False, True]
+    assert [r.attempts for r in recorded] == [1, 0]
+    assert len([e for e in events if isinstance(e, CallReserved)]) == 1
+    assert recorder.budget.spent_micros == recorded[0].cost_micros
+    assert recorder.live_calls == 1

@@ -95,24 +95,42 @@ def test_per_segment_below_one_is_refused() -> None:
         spread_seeds(catalogue(10), 5, per_segment=0)
 
 
-def test_a_workspace_run_spreads_its_seeds_when_asked_and_records_how(workspace: Path) -> None:
-    """With curation.seeds_per_segment set, the seeds a run takes are spread and the run's
-    settings say how; unset, the catalogue's order (domains in turn) as before."""
-    settings = load_settings(workspace, curation={"seeds_per_segment": 1, "seed_salt": "x"})
-    with App(settings) as app:
-        chosen, spread = runs.choose_seeds(app, 6)
-        recorded = runs.run_settings(app, set(), spread)["seeding"]
-    assert spread is not None
-    assert len(chosen) == 6
-    assert max(uses(chosen).values()) <= spread.per_segment
-    assert recorded == spread.facts()
+def test_a_workspace_run_spreads_a_300_segment_catalogue_by_default_and_records_how(
+    workspace: Path,
+) -> None:
+    """Default settings, a real catalogue of 300 segments, 100 seeds (``--max-seeds 100``): no
+    segment in more than ``curation.seeds_per_segment`` seeds, every domain's share within one
+    seed of the others, each domain's segments covered as evenly as that allows, and the run's
+    settings say how the seeds were spread."""
     with App(load_settings(workspace)) as app:
-        plain, none = runs.choose_seeds(app, 6)
-        assert none is None
-        assert "seeding" not in runs.run_settings(app, set(), none)
-        by_domain: dict[str, list[str]] = {}
-        for seed in app.catalog.seeds():
-            by_domain.setdefault(seed.domain, []).append(seed.id)
-    assert [s.id for s in plain][: len(by_domain)] == [
-        ids[0] for _, ids in sorted(by_domain.items())
-    ]
+        app.catalog.replace_seeds(catalogue())
+        chosen, spread = runs.choose_seeds(app, 100)
+        recorded = runs.run_settings(app, set(), spread)["seeding"]
+        k = app.settings.curation.seeds_per_segment
+    assert len(chosen) == len({s.id for s in chosen}) == 100
+    assert (spread.per_segment, spread.raised) == (k, False)
+    assert recorded == spread.facts()
+    used = uses(chosen)
+    assert max(used.values()) <= k
+    per_domain = Counter(s.domain for s in chosen)
+    assert set(per_domain) == set(DOMAINS)
+    assert max(per_domain.values()) - min(per_domain.values()) <= 1
+    # 34 seeds need 68 of a domain's 100 segments: as evenly as k allows is once each.
+    assert max(used.values()) == 1
+    for domain in DOMAINS:
+        assert sum(1 for seg in used if seg.startswith(domain)) == 2 * per_domain[domain]
+
+
+def test_a_workspace_run_takes_the_configured_cap_and_salt(workspace: Path) -> None:
+    """``curation.seeds_per_segment`` and ``seed_salt`` shape the run's seeds: another salt,
+    another order; the cap holds."""
+    one = load_settings(workspace, curation={"seeds_per_segment": 1, "seed_salt": "x"})
+    other = load_settings(workspace, curation={"seeds_per_segment": 1, "seed_salt": "y"})
+    with App(one) as app:
+        app.catalog.replace_seeds(catalogue())
+        first, spread = runs.choose_seeds(app, 60)
+    with App(other) as app:
+        second, _ = runs.choose_seeds(app, 60)
+    assert spread.per_segment == 1
+    assert max(uses(first).values()) == 1
+    assert [s.id for s in first] != [s.id for s in second]
