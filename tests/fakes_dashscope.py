@@ -81,6 +81,11 @@ MODELS = frozenset(
 # with its general invalid-parameter error (400 ``InvalidParameter`` on the "Error messages"
 # page, https://www.alibabacloud.com/help/en/model-studio/error-code).
 MAX_BASE64_IMAGES = 250
+# The declared rate of a video (a file or a frame list): ``fps`` in [0.1, 10] (QwenCloud's own
+# vision guide, QwenCloud/qwencloud-ai skills/vision/qwencloud-vision/references/api-guide.md,
+# request fields and "Input Limits": "fps range [0.1, 10], default 2.0").
+MIN_FPS = 0.1
+MAX_FPS = 10.0
 # Image tokens, Model Studio vision guide, "Image token conversion" (the same rule and code in
 # its Chinese edition, https://help.aliyun.com/zh/model-studio/vision): tokens = h_bar * w_bar /
 # token_pixels + 2, where each side is rounded to a multiple of the token's side (32 px for
@@ -194,6 +199,11 @@ def base64_images(body: Any) -> int:
     return count
 
 
+def _declared_rates(body: Any) -> list[float]:
+    """The ``fps`` every video item of a request declares."""
+    return [float(item["fps"]) for _, item in _items(body) if "video" in item and "fps" in item]
+
+
 def _items(body: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every content item of the request, with the role of its message."""
     messages = (body or {}).get("input", {}).get("messages", [])
@@ -296,6 +306,8 @@ class DashScopeFake:
             return _error(*UNKNOWN_MODEL, request_id)
         if base64_images(body) > MAX_BASE64_IMAGES:
             return _error(*TOO_MANY_IMAGES, request_id)
+        if any(not MIN_FPS <= fps <= MAX_FPS for fps in _declared_rates(body)):
+            return _error(*TOO_MANY_IMAGES, request_id)  # the general invalid-parameter error
         if self._refusals:
             self.server.next_fault(request)  # a model request like any other (counted once)
             code = self._refusals.popleft()

@@ -610,6 +610,13 @@ class GeminiState:
             if not raw.strip():
                 continue
             item = json.loads(raw)
+            refused = self._batch_line_refusal(item["request"])
+            if refused is not None:
+                # A failed request of a job is a line with its google.rpc.Status ("Batch API",
+                # results file: "each line is either a GenerateContentResponse or a status
+                # object"); the job itself still succeeds.
+                lines.append(json.dumps({"key": item["key"], "error": refused}))
+                continue
             response, _ = self.generate(model, item["request"])
             self.record_usage(response["usageMetadata"])
             lines.append(json.dumps({"key": item["key"], "response": response}))
@@ -631,6 +638,24 @@ class GeminiState:
             "output": out.name,
         }
         return Reply.json(200, self._batch_json(name, "BATCH_STATE_PENDING"))
+
+    def _batch_line_refusal(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The ``google.rpc.Status`` a job's line fails with, as a live call with it would:
+        a ``cachedContent`` that is gone (a cache can expire while a job waits its turn), or a
+        ``fileData`` naming no live upload (uploads live 48 h, "Files API",
+        https://ai.google.dev/gemini-api/docs/files). None: the line runs."""
+        request = camel_keys(request)
+        cached = request.get("cachedContent")
+        if cached and cached not in self.caches:
+            message = f"CachedContent not found (or permission denied): {cached}"
+            return {"code": 7, "message": message, "status": "PERMISSION_DENIED"}
+        for content in request.get("contents", []):
+            for part in content.get("parts", []):
+                uri = (part.get("fileData") or {}).get("fileUri")
+                if uri and uri.removeprefix(PUBLIC_FILES) not in self.files:
+                    message = f"File {uri} not found or permission denied."
+                    return {"code": 7, "message": message, "status": "PERMISSION_DENIED"}
+        return None
 
     def _batch_json(self, name: str, state: str) -> dict[str, Any]:
         job = self.batches[name]

@@ -509,6 +509,31 @@ def test_the_fake_refuses_more_base64_images_than_dashscope_takes(
     assert call(MAX_BASE64_IMAGES).status_code == 200
 
 
+@pytest.mark.parametrize(("fps", "status"), [(0.05, 400), (0.1, 200), (10.0, 200), (12.0, 400)])
+def test_the_fake_takes_a_frame_lists_rate_only_in_dashscopes_range(
+    harness: DashScopeHarness, fps: float, status: int
+) -> None:
+    """Straight through the SDK: a frame list declared outside 0.1–10 fps is a 400."""
+    uri = "data:image/jpeg;base64," + base64.b64encode(picture().data).decode("ascii")
+    # Labelled as the adapter labels a frame list (the fake reads each frame's time from it).
+    label = (
+        "Video v1 (segment v1#0): 4 frames; in the video's own time they show "
+        "00:00, 00:10, 00:20, 00:30."
+    )
+    reply = MultiModalConversation.call(
+        model=MODEL,
+        api_key=API_KEY,
+        base_address=f"{harness.server.base_url}/api/v1",
+        messages=[
+            {
+                "role": "user",
+                "content": [{"text": label}, {"video": [uri] * 4, "fps": fps}, {"text": "Say."}],
+            }
+        ],
+    )
+    assert reply.status_code == status
+
+
 # -- what DashScope bills, and our worst case ---------------------------------------------------
 
 

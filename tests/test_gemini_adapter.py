@@ -446,9 +446,10 @@ async def test_a_failed_upload_or_cache_creation_surfaces_categorised_and_is_not
 # -- batch -----------------------------------------------------------------------------------------
 
 
-async def test_a_batch_round_trip_sends_the_same_native_video(
+async def test_a_batch_round_trip_sends_the_video_as_uploaded_files(
     harness: GeminiHarness, demo: Demo
 ) -> None:
+    """A batch line references each clip's upload (``fileData``), never its base64."""
     model = harness.model(MODEL, context_cache=False)
     schema = OutputObjectDefinition(json_schema=QA.model_json_schema(), name="QA")
     params = ModelRequestParameters(output_mode="native", output_object=schema)
@@ -461,7 +462,8 @@ async def test_a_batch_round_trip_sends_the_same_native_video(
     encoded = await model.batch_encode(request)
     line = json.loads(encoded.body)
     parts = [p for c in camel_keys(line["contents"]) for p in c["parts"]]
-    assert [p["videoMetadata"] for p in parts if "inlineData" in p] == [{"fps": 0.5}] * 2
+    assert not [p for p in parts if "inlineData" in p]
+    assert [p["videoMetadata"]["fps"] for p in parts if "fileData" in p] == [0.5] * 2
     batch = await model.batch_create([encoded])
     while batch.status != "ended":
         batch = await model.batch_status(batch)

@@ -22,6 +22,20 @@ How a call is made:
   ``http`` URL would need a server we do not have, and a ``file://`` path makes the SDK upload each
   frame to OSS first (a ``GET /uploads?action=getPolicy`` and a form POST per frame), a round trip
   per frame we avoid.
+* Why the 250-frame cap stays, though URLs and file paths are not held to it (issue 15): the
+  documentation within reach does not say how many URL or ``oss://`` frames a frame list may
+  hold, so a higher cap would be a guess the service could refuse mid-campaign. And the SDK's own
+  upload of ``file://`` frames (dashscope 2.0.2, ``utils/oss_utils.py``: ``check_and_upload``
+  calls ``check_and_upload_local`` without the call's ``base_address``) asks for its upload
+  policy at the module-wide ``dashscope.base_http_api_url``, not at ``config.base_url``, and
+  uploads with blocking ``requests`` calls, one form POST per frame, from inside the async call;
+  DashScope's temporary storage takes 100 uploads a second and keeps them 48 h (QwenCloud's
+  vision guide, QwenCloud/qwencloud-ai skills/vision/qwencloud-vision/references/api-guide.md).
+  So the cap thins two segments to 250 frames in all (0.069 fps over 2 × 30 minutes, 0.10 over
+  2 × 20), and the prompt states the rate planned. The documented way to more frames is a
+  video *file* (``{"video": "oss://…", "fps": 0.5}``, up to 2 h for the Qwen3.5/3.6 models and
+  1 h for qwen3-vl-plus, 100 MB a temporary upload, same guide), which changes what the frame
+  plan and the prompt's frame times describe: not done here.
 * Structured output is *prompted*: pydantic-ai puts the role's JSON schema in the system
   instructions and we ask for ``response_format={"type": "json_object"}`` (JSON mode; the schema
   mode of the API is only offered for some text models). JSON mode and a non-streamed call both

@@ -301,8 +301,21 @@ class GeminiModel(WrapperModel):
             yield stream
 
     async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
-        """A batch line for ``request``, its clips rewritten as a live call's are."""
-        rewritten = await self._rewrite(request.messages, request.model_settings)
+        """A batch line for ``request``: its clips as a live call's are, except that every clip
+        goes through the Files API (``fileData``) and none into a context cache.
+
+        Why: a batch line is one ``GenerateContentRequest`` in a JSONL input file ("Batch API",
+        https://ai.google.dev/gemini-api/docs/batch-mode), and the Gemini cookbook's batch guide
+        (google-gemini/cookbook, quickstarts/Batch_mode, "Generate with multimodal inputs") has
+        multimodal lines reference media by Files API URI. Inline video would put every clip's
+        base64 into the input file, once per line. A context cache is left out because a job
+        runs up to 24 h after it is submitted (the batch docs' target turnaround) while our
+        caches live ``cache_ttl_s`` (600 s by default): a line naming a cache that expired
+        before the job reached it fails ("CachedContent not found"), and Vertex AI's batch
+        prediction refuses cached content outright ("does not support cached content with batch
+        prediction", reported on discuss.ai.google.dev). Uploads live 48 h, longer than a job.
+        """
+        rewritten = await self._rewrite(request.messages, request.model_settings, batch=True)
         return await self.wrapped.batch_encode(
             replace(request, messages=rewritten.messages, model_settings=rewritten.settings)
         )
@@ -341,7 +354,7 @@ class GeminiModel(WrapperModel):
         }
 
     async def _rewrite(
-        self, messages: list[ModelMessage], settings: ModelSettings | None
+        self, messages: list[ModelMessage], settings: ModelSettings | None, *, batch: bool = False
     ) -> _Rewritten:
         wire = self._wire_settings(settings)
         clips = [
@@ -361,14 +374,16 @@ class GeminiModel(WrapperModel):
             assert isinstance(item, BinaryContent)
             # Never more frames a second than the model is configured for.
             shown = replace(info, fps=min(info.fps, self.config.video_fps))
-            video = await self._video(item, shown, inline=len(item.data) <= inline_left)
+            inline = not batch and len(item.data) <= inline_left
+            video = await self._video(item, shown, inline=inline)
             if video.route == "inline":
                 inline_left -= len(item.data)
             videos[id(item)] = video
         ordered = [videos[id(item)] for item, _ in clips]
         sent = self._sent(wire, ordered)
         use_cache = (
-            self.config.context_cache
+            not batch
+            and self.config.context_cache
             and estimate_video_tokens(
                 [v.info for v in ordered], self.config.model_name, self.config.media_resolution
             )
