@@ -448,6 +448,9 @@ class CallRecorder:
         self._seen: dict[tuple[str, str], int] = defaultdict(int)
         self._ids: dict[str, int] = defaultdict(int)
         self._cached: set[tuple[str, str]] = set()  # offline cache simulation: (seed, model)
+        # The first answer each (seed, request key) got: an identical request later in the seed
+        # (a generator repeating a QA makes identical verifier requests) is answered from it.
+        self._answered: dict[tuple[str, str], CallRecorded] = {}
         self.live_calls = 0
         self.replayed_calls = 0
         self.retries = 0
@@ -472,6 +475,8 @@ class CallRecorder:
         for key, count in seen.items():
             self._seen[(seed_id, key)] = count
         for event in history:
+            if isinstance(event, CallRecorded):
+                self._answered.setdefault((seed_id, event.key), event)
             if isinstance(event, CallRecorded) and event.offline and event.usage.get("cache_write"):
                 self._cached.add((seed_id, event.model))
 
@@ -481,6 +486,8 @@ class CallRecorder:
         self._ids.pop(seed_id, None)
         for key in [k for k in self._seen if k[0] == seed_id]:
             del self._seen[key]
+        for key in [k for k in self._answered if k[0] == seed_id]:
+            del self._answered[key]
         self._cached = {c for c in self._cached if c[0] != seed_id}
         for event in history:
             if isinstance(event, CallRecorded | CallFailed):
@@ -507,6 +514,11 @@ class CallRecorder:
         )
         if found is not None:
             return await self._serve(found[0], found[1], context, append, shape)
+        earlier = self._answered.get((context.seed_id, key))
+        if earlier is not None and self.mode == "live":
+            # No request is paid twice: the same request in the same seed gets the answer it
+            # got before, recorded as replayed (free); a replay finds that record in its turn.
+            return await self._serve(earlier, 0, context, append, shape)
         if self.mode == "strict":
             raise ReplayDivergence(
                 f"seed {context.seed_id!r} asks for a {context.role} call to {context.model!r} "
@@ -524,7 +536,18 @@ class CallRecorder:
         return await self._live(call)
 
     def _batchable(self, model: str, shape: CallShape) -> bool:
-        if self.batcher is None or self.offline or shape.video_seconds > 0 or shape.images:
+        """A live call goes through its provider's batch API: a batcher runs, and the call is
+        text-only to a batch-capable family. The same rule as :meth:`_batch` (which prices a
+        rehearsal's calls), so a rehearsal prices as batch exactly the calls a live run would
+        batch. Video and pictures stay live: DashScope's batch API serves no multimodal model in
+        the international region (Model Studio, "Batch inference": Singapore supports qwen-max,
+        qwen-plus, qwen-flash, qwen-turbo), and a Gemini batch line carries no context cache
+        (it may expire before the job runs; see ``GeminiModel.batch_encode``): at Gemini's
+        rates a video cached live costs 1 (written) + 0.1 per call that reads it, against 0.5
+        per call in batch, so live caching is the cheaper once three calls read the cache."""
+        if self.batcher is None or self.offline:
+            return False
+        if shape.video_seconds > 0 or shape.images:
             return False
         traffic = self.traffic(model)
         return traffic is not None and traffic.batchable
@@ -592,6 +615,7 @@ class CallRecorder:
                 replayed=True,
                 usage=hit.usage,
                 batch=hit.batch,
+                attempts=0,  # served from the log: no request went out
             )
         )
         return decode_response(hit.response)
@@ -664,12 +688,18 @@ class CallRecorder:
                 )
             )
             raise
-        await append(
-            CallReserved(
-                **context.fields(call_id, key),
-                reserved_micros=needed,
+        try:
+            await append(
+                CallReserved(
+                    **context.fields(call_id, key),
+                    reserved_micros=needed,
+                )
             )
-        )
+        except BaseException:
+            # Not in the log (fenced off after a takeover, or the store failed): no request
+            # goes out, so nothing is spent and the hold is given back.
+            self.budget.settle(reservation, 0)
+            raise
         return reservation
 
     async def _attempts(self, call: _Call) -> tuple[ModelResponse, int]:
@@ -780,21 +810,21 @@ class CallRecorder:
         )
         if reservation is not None:
             self.budget.settle(reservation, cost)
-        await call.append(
-            CallRecorded(
-                **call.fields(),
-                response=encode_response(response),
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_tokens=usage.cached_input_tokens,
-                cost_micros=cost,
-                offline=self.offline,
-                usage=_usage_counts(usage),
-                batch=batch,
-                attempts=attempts,
-                provider_cost=provider_cost is not None,
-            )
+        recorded = CallRecorded(
+            **call.fields(),
+            response=encode_response(response),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_input_tokens,
+            cost_micros=cost,
+            offline=self.offline,
+            usage=_usage_counts(usage),
+            batch=batch,
+            attempts=attempts,
+            provider_cost=provider_cost is not None,
         )
+        await call.append(recorded)
+        self._answered.setdefault((context.seed_id, call.key), recorded)
         self.live_calls += 1
         return response
 
@@ -836,7 +866,12 @@ class CallRecorder:
         return usage, provider_cost, batch
 
     def _batch(self, context: CallContext, shape: CallShape) -> bool:
-        if not self.pricing.batch_text or shape.video_seconds > 0:
+        """An offline call is priced at batch rates (a rehearsal of ``--batch``): exactly when
+        :meth:`_batchable` would send it live through a batch API — text-only (no video and no
+        pictures) to a batch-capable family."""
+        if not self.pricing.batch_text:
+            return False
+        if shape.video_seconds > 0 or shape.images:
             return False
         traffic = self.traffic(context.model)
         return traffic is not None and traffic.batchable

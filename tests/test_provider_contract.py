@@ -238,13 +238,18 @@ def role_call(
             assert isinstance(provider.harness, Harness), "faults are injected on a wire"
             provider.harness.server.fail_next(*faults)
         result: Any = None
-        for _ in range(calls):
+        for n in range(calls):
+            # Each call asks another question: an identical request in a seed would be
+            # answered from its first record, not sent.
+            asked = context
+            if n and hasattr(context, "question"):
+                asked = context.model_copy(update={"question": f"{context.question} ({n + 1})"})
             try:
                 result = await runner.run(
                     seed,
                     context.role,
                     provider.model_id,
-                    context,
+                    asked,
                     output_type,
                     phase=1,
                     gate="contract",

@@ -267,7 +267,8 @@ def test_a_reservation_the_log_fenced_off_is_given_back_and_nothing_is_sent(
     store.close()
     assert sent == []
     assert accounts.holds() == 0
-    assert total is not None and (total.reserved_micros, total.spent_micros) == (0, 0)
+    assert total is not None
+    assert (total.reserved_micros, total.spent_micros) == (0, 0)
     assert budget.outstanding_micros == 0
 
 
