@@ -2,14 +2,17 @@
 
 Every two of an accepted item's five answers make a candidate pair, the higher rating preferred.
 Each difficulty judge sees every candidate pair twice, once in each answer order, with both
-segments' videos; a pair is kept when at least one judge does not pick the preferred answer in
-both orders. The kept pairs are sampled per domain, stratified by rating gap
+segments' videos; a pair is kept when at least one judge fails it under the gate's rule
+(:class:`policies.pairs.GateRule`: by default, not right in both orders, a tie saying nothing).
+The kept pairs are sampled per domain, by default in their own proportions of rating gaps
 (:func:`policies.pairs.sample_pairs`).
 
 Every decision is an event in the stream ``pairs-<run_id>``: the candidates, each judge's call
 (reserved, recorded and priced like the curation's calls) and verdict, the gate's keep or drop,
 and the sample. Running the selection again reads that stream first: a verdict already in it is
-never asked for again, and a call recorded before a crash is served from the log.
+never asked for again, and a call recorded before a crash is served from the log. A decision is a
+pure function of the recorded verdicts and the rule: when the rule changes, the pairs it decides
+otherwise get a new keep or drop (the last one counts), without asking any judge again.
 """
 
 from __future__ import annotations
@@ -28,9 +31,15 @@ from agents.evidence import ClipSpec, SeedEvidence
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
 from policies.budget import BudgetExhausted, Campaign
 from policies.pairs import (
+    PAPER_GATE,
+    GateRule,
     JudgeVerdict,
+    Sampling,
     SelectedPair,
     candidate_pairs,
+    failing_judges,
+    gate_reason,
+    judge_fails,
     picks_preferred,
     sample_pairs,
 )
@@ -128,8 +137,11 @@ class PairsLog:
         return pair_id in self.kept or pair_id in self.dropped
 
     def verdicts(self, pair_id: str) -> tuple[JudgeVerdict, ...]:
-        """Each judge that answered the pair in both orders, by judge id."""
+        """Each judge that answered the pair in both orders, by judge id; ``failed`` as the
+        gate's last decision on the pair says (the judges its ``PairKept`` names)."""
         judges = sorted({judge for pid, judge, _ in self.judged if pid == pair_id})
+        kept = self.kept.get(pair_id)
+        failed_by = set(kept.failed_by) if kept is not None else set()
         out: list[JudgeVerdict] = []
         for judge in judges:
             first = self.judged.get((pair_id, judge, "chosen_first"))
@@ -141,7 +153,7 @@ class PairsLog:
                     judge=judge,
                     verdict_chosen_first=first.choice,
                     verdict_rejected_first=second.choice,
-                    failed=not (first.correct and second.correct),
+                    failed=judge in failed_by,
                 )
             )
         return tuple(out)
@@ -168,10 +180,12 @@ def fold_pairs(events: Iterable[AnyEvent], log: PairsLog | None = None) -> Pairs
             log.candidates.setdefault(event.pair_id, event)
         elif isinstance(event, PairJudged):
             log.judged[(event.pair_id, event.judge, event.order)] = event
-        elif isinstance(event, PairKept):
+        elif isinstance(event, PairKept):  # the last decision on a pair counts
             log.kept[event.pair_id] = event
+            log.dropped.pop(event.pair_id, None)
         elif isinstance(event, PairDropped):
             log.dropped[event.pair_id] = event
+            log.kept.pop(event.pair_id, None)
         elif isinstance(event, PairsSampled):
             log.sampled = event
         elif isinstance(event, CallReserved | CallRecorded | CallFailed):
@@ -198,7 +212,37 @@ class _Gate:
     evidence: dict[str, SeedEvidence]
     log: PairsLog
     append: Callable[[Event], Awaitable[None]]
+    rule: GateRule
     failures: list[Exception] = field(default_factory=list)
+
+
+def decide(
+    pair_id: str, verdicts: Sequence[JudgeVerdict], rule: GateRule
+) -> PairKept | PairDropped:
+    """The gate's decision on a pair from its judges' verdicts: kept when one fails it."""
+    failed_by = failing_judges(verdicts, rule)
+    if failed_by:
+        return PairKept(pair_id=pair_id, failed_by=failed_by)
+    return PairDropped(pair_id=pair_id, reason=gate_reason(verdicts, rule))
+
+
+def redecisions(log: PairsLog, rule: GateRule) -> list[PairKept | PairDropped]:
+    """The decided pairs that ``rule`` decides otherwise than the log does, decided anew from
+    their recorded verdicts (a dropped pair's reason alone is not a difference)."""
+    changed: list[PairKept | PairDropped] = []
+    for pair_id in log.candidates:
+        verdicts = log.verdicts(pair_id)
+        if not log.decided(pair_id) or not verdicts:
+            continue
+        decision = decide(pair_id, verdicts, rule)
+        recorded = log.kept.get(pair_id)
+        if isinstance(decision, PairKept):
+            same = recorded is not None and set(recorded.failed_by) == set(decision.failed_by)
+        else:
+            same = recorded is None
+        if not same:
+            changed.append(decision)
+    return changed
 
 
 async def select_pairs(
@@ -208,6 +252,8 @@ async def select_pairs(
     judges: Sequence[str],
     per_domain: int = 90,
     sample_seed: int = 0,
+    rule: GateRule = PAPER_GATE,
+    sampling: Sampling = "proportional",
     budget_micros: int | None = None,
     concurrency: int = 8,
     offline: bool = False,
@@ -217,15 +263,18 @@ async def select_pairs(
     """Build, judge, keep and sample the pairs of run ``run_id``; return the sampled pairs.
 
     ``judges`` are model ids (priced by ``prices``, made by ``model_for``); each judges every
-    undecided candidate pair in both orders. ``budget_micros`` caps what the judges' calls cost
+    undecided candidate pair in both orders, and ``rule`` says when a judge fails a pair (the gate
+    keeps a pair one judge fails); ``sampling`` how the per-domain sample splits across rating
+    gaps (:func:`policies.pairs.sample_pairs`). ``budget_micros`` caps what the judges' calls cost
     in this run's pair selection, earlier calls of it included (recorded as a ``CapSet`` by
     ``command`` when it changes); with a ``campaign`` every call also reserves in its accounts,
     as holds of the ``lease`` the caller holds. Every append is fenced at the version read: a
     second writer on the stream fails with :class:`StoreConflict` instead of paying twice.
     ``offline`` marks the calls as made by the offline provider (priced from their shape, as a
-    curation run's). Running it again judges only what the stream does not decide yet, and
-    appends a new ``PairsSampled`` only when the sample differs from the last one. A pair decided
-    earlier stays decided, even when ``judges`` change.
+    curation run's). Running it again judges only what the stream does not decide yet, decides
+    anew (from the recorded verdicts, asking no judge) the pairs ``rule`` decides otherwise than
+    the stream, and appends a new ``PairsSampled`` only when the sample differs from the last one.
+    A pair's judges stay the ones that judged it, even when ``judges`` change.
 
     Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
     met) after every pair that could be judged is in the log; a later call goes on from there.
@@ -301,12 +350,19 @@ async def select_pairs(
             secrets=sorted({*secret_values(), *deps.secrets}, key=len, reverse=True),
             campaign=deps.campaign,
             lease=lease,
+            rule=rule,
         )
 
     stored = store.read_stream(stream)
     log = fold_pairs(s.event() for s in stored)
+    changed = redecisions(log, rule)
+    if changed:
+        store.append(stream, changed, expected_version=len(stored))
+        stored = store.read_stream(stream)
+        log = fold_pairs(s.event() for s in stored)
+        logger.info("pairs_redecided", run_id=run_id, pairs=len(changed), rule=str(rule))
     kept = [log.selected(run_id, pid) for pid in log.candidates if pid in log.kept]
-    sample = sample_pairs(kept, per_domain, sample_seed)
+    sample = sample_pairs(kept, per_domain, sample_seed, sampling)
     ids = tuple(pair.pair_id for pair in sample)
     last = log.sampled
     if last is None or (last.per_domain, last.seed, last.pair_ids) != (
@@ -351,6 +407,7 @@ async def _judge_all(
     secrets: list[str],
     campaign: Campaign | None,
     lease: str | None,
+    rule: GateRule,
 ) -> None:
     """Judge the undecided pairs ``todo`` with a bounded number in flight."""
     recorder = resumed_recorder(
@@ -380,6 +437,7 @@ async def _judge_all(
         },
         log=log,
         append=append,
+        rule=rule,
     )
     limiter = anyio.CapacityLimiter(max(concurrency, 1))
 
@@ -436,16 +494,20 @@ async def _judge_pair(gate: _Gate, pair_id: str) -> None:
         logger.warning("pair_not_judged", pair_id=pair_id, error=str(exc))
         gate.failures.append(exc)
         return
-    failed_by = tuple(
-        judge
+    answered = [
+        JudgeVerdict(
+            judge=judge,
+            verdict_chosen_first=verdicts[(judge, "chosen_first")].choice,
+            verdict_rejected_first=verdicts[(judge, "rejected_first")].choice,
+            failed=judge_fails(
+                verdicts[(judge, "chosen_first")].choice,
+                verdicts[(judge, "rejected_first")].choice,
+                gate.rule,
+            ),
+        )
         for judge in gate.judges
-        if not all(verdicts[(judge, order)].correct for order in ORDERS)
-    )
-    if failed_by:
-        await gate.append(PairKept(pair_id=pair_id, failed_by=failed_by))
-    else:
-        reason = f"every judge ({', '.join(gate.judges)}) picks the preferred answer in both orders"
-        await gate.append(PairDropped(pair_id=pair_id, reason=reason))
+    ]
+    await gate.append(decide(pair_id, answered, gate.rule))
 
 
 async def _judge_once(
@@ -474,7 +536,7 @@ async def _judge_once(
         )
         choice, reason = verdict.choice, verdict.reason
     except MalformedOutput as exc:
-        # No usable answer is a judge that did not pick the preferred answer.
+        # No usable answer: the gate's rule says how it counts (as a tie does).
         choice, reason = "invalid", str(exc)
     return PairJudged(
         pair_id=candidate.pair_id,

@@ -2,10 +2,13 @@
 
 One record per pair, the same in ``pairs.jsonl`` and ``pairs.parquet``: RewardBench-style core
 fields (``id``, ``prompt``, ``chosen``, ``rejected``, ``subset``) plus where the pair comes from
-(playlist, domain, ratings, videos, evidence spans, transcripts), the difficulty judges' verdicts
-and its provenance (causal records, curation cost). Beside them: ``manifest.json`` (videos and
-clips), ``README.md`` (the dataset card) and ``benchmark.json`` (version, content hash, counts,
-settings, cost).
+(playlist, domain, ratings, videos, evidence spans, transcripts), the difficulty judges' verdicts,
+its causal records and curation cost, and its provenance: which models (or the offline provider)
+answered the calls that made, checked and judged it, read from the call events in the log — never
+from the settings at export time. Beside them: ``manifest.json`` (videos and clips), ``README.md``
+(the dataset card, whose first line says so when the offline provider made the benchmark) and
+``benchmark.json`` (version, content hash, counts, the gap distribution through the difficulty
+gate, provenance, settings, cost).
 
 The export is a pure function of the log, the catalogue and the pairs: records are sorted by id
 and every JSON object has sorted keys, so the same input gives byte-identical files. It is written
@@ -29,11 +32,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agents.pairs import JUDGE_ROLE, fold_pairs
 from playlisteval.app import App
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.catalog import ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
-from store.events import ItemAccepted, micros_to_usd, pairs_stream, seed_stream
+from store.events import (
+    CallId,
+    CallRecorded,
+    ItemAccepted,
+    micros_to_usd,
+    pairs_stream,
+    seed_stream,
+)
+from store.eventstore import StoredEvent
 from store.ledger import spend, stream_spend
 from store.runlog import run_started
 
@@ -80,6 +92,16 @@ _META = pa.struct(
         pa.field("rejected_causal_record", pa.string()),
     ]
 )
+_PROVENANCE = pa.struct(
+    [
+        pa.field("offline", pa.bool_()),
+        pa.field("run_offline", pa.bool_()),
+        pa.field("generator", pa.list_(pa.string())),
+        pa.field("distractor_generator", pa.list_(pa.string())),
+        pa.field("checked_by", pa.list_(pa.string())),
+        pa.field("judges", pa.list_(pa.string())),
+    ]
+)
 
 #: The Parquet schema of one record; the JSONL lines carry the same fields and types. Explicit, so
 #: an empty list or a missing value never leaves a column's type to inference.
@@ -104,7 +126,19 @@ RECORD_SCHEMA = pa.schema(
             nullable=False,
         ),
         pa.field("meta", _META, nullable=False),
+        pa.field("provenance", _PROVENANCE, nullable=False),
     ]
+)
+
+#: Selection settings that only the log can tell truly (who judged, offline or not): an export
+#: names them from the log's events, never from what the settings say at export time.
+LOG_FACTS = frozenset({"offline", "difficulty_judges"})
+#: The curation roles whose models wrote an item; every other curation role checked it.
+GENERATOR_ROLES = {"phase1_generator": "generator", "phase2_generator": "distractor_generator"}
+OFFLINE_BANNER = (
+    "> OFFLINE HARNESS — made by the offline provider; not evidence of model quality. Every "
+    "question, answer, check and judge verdict below came from the offline provider "
+    "(`offline:<model>`), priced as the named models; none of those models was called."
 )
 
 
@@ -121,6 +155,33 @@ class ExportSummary:
     hours: float
 
 
+def model_label(model: str, offline: bool) -> str:
+    """How a record names what answered a call: the model id, or ``offline:<id>`` when the
+    offline provider answered in its place."""
+    return f"offline:{model}" if offline else model
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One answered model call, as the log records it: the role, the model id, offline or not."""
+
+    role: str
+    model: str
+    offline: bool
+
+    @property
+    def label(self) -> str:
+        """The model as a record names it (:func:`model_label`)."""
+        return model_label(self.model, self.offline)
+
+
+def _answered(stored: Iterable[StoredEvent]) -> list[CallRecorded]:
+    """The recorded answers among ``stored`` (a failed or refused call answered nothing)."""
+    return [
+        e for s in stored if s.type == "CallRecorded" and isinstance(e := s.event(), CallRecorded)
+    ]
+
+
 @dataclass(frozen=True)
 class _Item:
     """What one accepted seed contributes to every pair drawn from it."""
@@ -132,6 +193,8 @@ class _Item:
     evidence: tuple[dict[str, Any], ...]
     transcripts: tuple[dict[str, Any], ...]
     cost_micros: int
+    run_offline: bool  # the run's RunStarted.offline
+    calls: tuple[_Call, ...]  # every answered call of the seed in the run
 
 
 def _json_text(value: Any) -> str:
@@ -139,8 +202,11 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _accepted_item(app: App, run_id: str, seed_id: str) -> tuple[ItemAccepted, int]:
-    """The seed's accepted item in the run and what its calls cost; ConfigError when none."""
+def _accepted_item(
+    app: App, run_id: str, seed_id: str
+) -> tuple[ItemAccepted, int, tuple[_Call, ...]]:
+    """The seed's accepted item in the run, what its calls cost and who answered them;
+    ConfigError when there is no item."""
     item: ItemAccepted | None = None
     stream = app.events.read_stream(seed_stream(run_id, seed_id))
     for stored in stream:
@@ -154,7 +220,8 @@ def _accepted_item(app: App, run_id: str, seed_id: str) -> tuple[ItemAccepted, i
             f"seed {seed_id!r} has no accepted item in run {run_id!r}: only pairs of accepted "
             "items can be exported (check the run with `playlisteval audit`)"
         )
-    return item, cost
+    calls = tuple(_Call(e.role, e.model, e.offline) for e in _answered(stream))
+    return item, cost, calls
 
 
 def _answers(item: ItemAccepted, seed_id: str) -> dict[int, tuple[str, str]]:
@@ -186,9 +253,10 @@ def _video_entry(video: VideoRow) -> dict[str, Any]:
     }
 
 
-def _load_item(app: App, run_id: str, seed_id: str) -> _Item:
-    """Read one accepted seed: its item from the log, its segments from the catalogue."""
-    accepted, cost = _accepted_item(app, run_id, seed_id)
+def _load_item(app: App, run_id: str, seed_id: str, run_offline: bool) -> _Item:
+    """Read one accepted seed: its item and calls from the log, its segments from the
+    catalogue."""
+    accepted, cost, calls = _accepted_item(app, run_id, seed_id)
     seeds = app.catalog.seeds_by_id([seed_id])
     if not seeds:
         raise ConfigError(f"seed {seed_id!r} is not in the catalogue: was the workspace re-seeded?")
@@ -222,10 +290,54 @@ def _load_item(app: App, run_id: str, seed_id: str) -> _Item:
         evidence=tuple(evidence),
         transcripts=tuple(transcripts),
         cost_micros=cost,
+        run_offline=run_offline,
+        calls=calls,
     )
 
 
-def _record(pair: SelectedPair, item: _Item) -> dict[str, Any]:
+def _judge_calls(app: App, run_id: str) -> dict[str, tuple[_Call, ...]]:
+    """Pair id → the difficulty judges' answered calls on it (the run's pairs stream)."""
+    found: dict[str, list[_Call]] = {}
+    for event in _answered(app.events.read_stream(pairs_stream(run_id))):
+        if event.role == JUDGE_ROLE:
+            owner = CallId.owner_of(event.call_id)
+            found.setdefault(owner, []).append(_Call(event.role, event.model, event.offline))
+    return {pair_id: tuple(calls) for pair_id, calls in found.items()}
+
+
+def _provenance(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -> dict[str, Any]:
+    """Who made, checked and judged one pair, as the log says: the labels of the models that
+    answered the seed's calls by role, and of the judges that answered the pair's (a verdict
+    whose call the log lacks names its judge as given)."""
+
+    def labels(calls: Iterable[_Call]) -> list[str]:
+        return sorted({c.label for c in calls})
+
+    made = {
+        field: labels(c for c in item.calls if c.role == role)
+        for role, field in GENERATOR_ROLES.items()
+    }
+    checks = [c for c in item.calls if c.role not in GENERATOR_ROLES]
+    return {
+        "offline": item.run_offline or any(c.offline for c in (*item.calls, *judge_calls)),
+        "run_offline": item.run_offline,
+        **made,
+        "checked_by": labels(checks),
+        "judges": sorted(
+            {c.label for c in judge_calls}
+            | {_judge_label(v.judge, judge_calls) for v in pair.judges}
+        ),
+    }
+
+
+def _judge_label(judge: str, calls: Sequence[_Call]) -> str:
+    """A verdict's judge as what answered it: ``offline:<id>`` when the offline provider did
+    (the id as given when the log holds no call of it on the pair)."""
+    own = [c for c in calls if c.model == judge]
+    return model_label(judge, any(c.offline for c in own))
+
+
+def _record(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -> dict[str, Any]:
     """One export record (see :data:`RECORD_SCHEMA`)."""
     for rating in (pair.chosen_rating, pair.rejected_rating):
         if rating not in item.answers:
@@ -257,7 +369,7 @@ def _record(pair: SelectedPair, item: _Item) -> dict[str, Any]:
         "models": {
             "difficulty_judges": [
                 {
-                    "judge": v.judge,
+                    "judge": _judge_label(v.judge, judge_calls),
                     "verdict_chosen_first": v.verdict_chosen_first,
                     "verdict_rejected_first": v.verdict_rejected_first,
                     "failed": v.failed,
@@ -272,20 +384,31 @@ def _record(pair: SelectedPair, item: _Item) -> dict[str, Any]:
             "chosen_causal_record": chosen_record,
             "rejected_causal_record": rejected_record,
         },
+        "provenance": _provenance(pair, item, judge_calls),
     }
 
 
 def build_records(app: App, pairs: Sequence[SelectedPair]) -> list[dict[str, Any]]:
-    """The export records of ``pairs``, sorted by id; ConfigError names the first bad pair."""
+    """The export records of ``pairs``, sorted by id; ConfigError names the first bad pair.
+
+    Each record's provenance and its verdicts' judges come from the log: the run's
+    ``RunStarted.offline``, and the model and offline flag of every recorded answer of the
+    seed's curation and of the pair's difficulty judges."""
     items: dict[tuple[str, str], _Item] = {}
+    offline: dict[str, bool] = {}
+    judges: dict[str, dict[str, tuple[_Call, ...]]] = {}
     records: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         if pair.pair_id in records:
             raise ConfigError(f"pair {pair.pair_id!r} is listed twice")
+        if pair.run_id not in offline:
+            offline[pair.run_id] = run_started(app.events, pair.run_id).offline
+            judges[pair.run_id] = _judge_calls(app, pair.run_id)
         key = (pair.run_id, pair.seed_id)
         if key not in items:
-            items[key] = _load_item(app, pair.run_id, pair.seed_id)
-        records[pair.pair_id] = _record(pair, items[key])
+            items[key] = _load_item(app, pair.run_id, pair.seed_id, offline[pair.run_id])
+        calls = judges[pair.run_id].get(pair.pair_id, ())
+        records[pair.pair_id] = _record(pair, items[key], calls)
     return [records[pair_id] for pair_id in sorted(records)]
 
 
@@ -333,17 +456,161 @@ def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _card(
-    records: Sequence[Mapping[str, Any]],
-    counts: Mapping[str, Any],
-    manifest: Mapping[str, Any],
-    settings: Mapping[str, Any],
-    cost_micros: int,
-    items_cost_micros: int,
-    content_sha256: str,
-    selection_cost_micros: int = 0,
-) -> str:
-    """The dataset card (README.md of the export)."""
+def _gate_gaps(
+    app: App, run_ids: Iterable[str], records: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, int]]:
+    """Pairs per rating gap at each step (keys as strings, for JSON): the runs' candidate pairs,
+    those the difficulty gate kept (its last decision in each run's pairs stream), and the pairs
+    exported here."""
+    candidates: Counter[int] = Counter()
+    kept: Counter[int] = Counter()
+    for run_id in sorted(set(run_ids)):
+        log = fold_pairs(s.event() for s in app.events.read_stream(pairs_stream(run_id)))
+        for pair_id, candidate in log.candidates.items():
+            gap = candidate.chosen_rating - candidate.rejected_rating
+            candidates[gap] += 1
+            kept[gap] += pair_id in log.kept
+    exported = Counter(int(r["gap"]) for r in records)
+    gaps = sorted({*candidates, *exported})
+    return {
+        step: {str(g): counter[g] for g in gaps}
+        for step, counter in (("candidates", candidates), ("kept", kept), ("exported", exported))
+    }
+
+
+_ROLE_FIELDS = ("generator", "distractor_generator", "checked_by", "judges")
+
+
+def _provenance_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The records' provenance per run: offline or not, how many pairs (and how many of them the
+    offline provider had a hand in), and every model label by part."""
+    runs: dict[str, dict[str, Any]] = {}
+    for record in records:
+        prov = record["provenance"]
+        run = runs.setdefault(
+            record["meta"]["run_id"],
+            {"offline": prov["run_offline"], "pairs": 0, "offline_pairs": 0}
+            | {name: set() for name in _ROLE_FIELDS},
+        )
+        run["pairs"] += 1
+        run["offline_pairs"] += bool(prov["offline"])
+        for name in _ROLE_FIELDS:
+            run[name].update(prov[name])
+    for run in runs.values():
+        for name in _ROLE_FIELDS:
+            run[name] = sorted(run[name])
+    return {
+        "pairs": len(records),
+        "offline_pairs": sum(bool(r["provenance"]["offline"]) for r in records),
+        "runs": {run_id: runs[run_id] for run_id in sorted(runs)},
+    }
+
+
+def _banner(provenance: Mapping[str, Any]) -> list[str]:
+    """The card's first lines when the offline provider had a hand in the benchmark."""
+    runs = provenance["runs"].values()
+    offline, total = provenance["offline_pairs"], provenance["pairs"]
+    if total and offline == total and all(run["offline"] for run in runs):
+        return [OFFLINE_BANNER, ""]
+    if offline:
+        return [
+            f"> PARTLY OFFLINE — {offline} of {total} pairs were curated or judged by the offline "
+            "provider (see Provenance); those pairs are not evidence of model quality.",
+            "",
+        ]
+    return []
+
+
+def _gold_wording(provenance: Mapping[str, Any]) -> str:
+    """What checked the gold answers, as it happened: the offline harness, the models, or both."""
+    runs = list(provenance["runs"].values())
+    if runs and all(run["offline"] for run in runs):
+        return (
+            "a gold answer (rating 5), checked by the offline harness rather than verified by "
+            "a model,"
+        )
+    if any(run["offline"] for run in runs):
+        return (
+            "a gold answer (rating 5), checked by the models listed under Provenance in the live "
+            "runs and by the offline harness in the offline ones,"
+        )
+    return "a gold answer (rating 5) that passed the checks of the models listed under Provenance,"
+
+
+def _provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
+    """The card's Provenance section: per run, who made, checked and judged its pairs."""
+    runs = provenance["runs"]
+    offline_runs = sum(1 for run in runs.values() if run["offline"])
+    lines = [
+        "## Provenance",
+        "",
+        "Read from the log — each run's `RunStarted` event and every recorded model call — not "
+        "from the settings at export time. `offline:<model>` means the offline provider answered "
+        "in that model's place (priced as it); a plain id means that model was called.",
+        "",
+    ]
+    if len(runs) > 1:
+        lines += [
+            f"The pairs come from {len(runs)} runs: {offline_runs} curated offline, "
+            f"{len(runs) - offline_runs} live.",
+            "",
+        ]
+
+    def named(labels: Sequence[str]) -> str:
+        return ", ".join(f"`{label}`" for label in labels) or "none recorded"
+
+    for run_id, run in runs.items():
+        how = "curated by the offline provider" if run["offline"] else "curated live"
+        lines += [
+            f"- run `{run_id}`: {how}; {run['pairs']} pairs, {run['offline_pairs']} of them "
+            "made or judged in part by the offline provider",
+            f"  - question and gold answer: {named(run['generator'])}",
+            f"  - distractors: {named(run['distractor_generator'])}",
+            f"  - checks of the item: {named(run['checked_by'])}",
+            f"  - difficulty judges: {named(run['judges'])}",
+        ]
+    return [*lines, ""]
+
+
+def _gate_lines(gate: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The card's table of pairs per rating gap through the difficulty gate."""
+
+    def share(step: str, gap: str) -> str:
+        total = sum(gate[step].values())
+        n = gate[step][gap]
+        return f"{n} ({100 * n / total:.0f} %)" if total else str(n)
+
+    rows = [
+        f"| {gap} | {share('candidates', gap)} | {share('kept', gap)} | {share('exported', gap)} |"
+        for gap in gate["exported"]
+    ]
+    return [
+        "## Rating gaps through the difficulty gate",
+        "",
+        "Candidate pairs of the runs' accepted items, the pairs the gate kept (a weak judge "
+        "failed them), and the pairs exported here (sampled per domain; the selection settings "
+        "say how).",
+        "",
+        "| gap | candidates | kept | exported |",
+        "| ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+    ]
+
+
+def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+    """The dataset card (README.md of the export), from what ``benchmark.json`` holds.
+
+    Its first line is the offline banner when the offline provider made the whole benchmark
+    (a partly-offline note when it made some pairs), so a reader cannot take it for evidence of
+    the named models' quality."""
+    counts = benchmark["counts"]
+    settings = benchmark["settings"]
+    provenance = benchmark["provenance"]
+    cost_micros = benchmark["cost_micros"]
+    items_cost_micros = benchmark["items_cost_micros"]
+    selection_cost_micros = benchmark["selection_cost_micros"]
+    content_sha256 = benchmark["content_sha256"]
     gaps = [int(g) for g in counts["per_gap"]]
     hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
     header = "| domain | " + " | ".join(f"gap {g}" for g in gaps) + " | total |"
@@ -367,7 +634,11 @@ def _card(
         ("subset", "string", "the domain (RewardBench-style subset)"),
         ("playlist_id", "string", "the playlist the first segment's video belongs to"),
         ("domain", "string", "the playlist's domain"),
-        ("chosen_rating", "int64", "5 = the verified gold answer, 4..1 = graded distractors"),
+        (
+            "chosen_rating",
+            "int64",
+            "5 = the gold answer (checked as `provenance` says), 4..1 = graded distractors",
+        ),
         ("rejected_rating", "int64", "lower than chosen_rating"),
         ("gap", "int64", "chosen_rating − rejected_rating (1..4)"),
         ("videos", "list of {id, path, url, duration_s}", "the videos (url empty when local)"),
@@ -377,21 +648,31 @@ def _card(
             "models",
             "{difficulty_judges: list of {judge, verdict_chosen_first, verdict_rejected_first, "
             "failed}}",
-            "the weak judges of the difficulty gate, in both answer orders",
+            "the weak judges of the difficulty gate, in both answer orders, named as what "
+            "answered (`offline:<model>` for the offline provider); `failed`: the gate counted "
+            "the pair as failed by that judge",
         ),
         (
             "meta",
             "{seed_id, run_id, cost_micros, chosen_causal_record, rejected_causal_record}",
-            "provenance: the curation cost of the item (micro-USD) and each answer's causal "
-            "record (JSON text: the degradations that make it worse than the gold)",
+            "the curation cost of the item (micro-USD) and each answer's causal record (JSON "
+            "text: the degradations that make it worse than the gold)",
+        ),
+        (
+            "provenance",
+            "{offline, run_offline, generator, distractor_generator, checked_by, judges}",
+            "what made the pair, from the log: `offline` when the offline provider answered any "
+            "of its calls (or its run was curated offline: `run_offline`), and the models that "
+            "answered each part (`offline:<model>` for the offline provider)",
         ),
     ]
     field_rows = [f"| `{name}` | {kind} | {what} |" for name, kind, what in fields]
     lines = [
+        *_banner(provenance),
         "# PlaylistEval benchmark",
         "",
         "Preference pairs over questions that need two segments of different videos of one "
-        "playlist to answer. Each accepted item has a verified gold answer (rating 5) and four "
+        f"playlist to answer. Each accepted item has {_gold_wording(provenance)} and four "
         "graded distractors (ratings 4..1); a pair is two of the five answers, the higher rating "
         "preferred, kept when a weak judge fails it.",
         "",
@@ -412,6 +693,8 @@ def _card(
         *rows,
         total,
         "",
+        *_gate_lines(benchmark["gate"]),
+        *_provenance_lines(provenance),
         "## Loading",
         "",
         "```python",
@@ -422,7 +705,8 @@ def _card(
         "```",
         "",
         "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
-        "the version, the content hash, the counts, the settings and the cost.",
+        "the version, the content hash, the counts, the gaps through the gate, the provenance, "
+        "the settings and the cost.",
         "",
         "## Fields",
         "",
@@ -431,6 +715,9 @@ def _card(
         *field_rows,
         "",
         "## Generation settings",
+        "",
+        "Each run's settings as its `RunStarted` recorded them (`runs`), and the selection's "
+        "as given at export time (`selection`).",
         "",
         "```json",
         json.dumps(settings, sort_keys=True, ensure_ascii=False, indent=2),
@@ -498,14 +785,18 @@ def export_benchmark(
 
     ``settings`` are the selection's own settings (judges, pairs per domain, sampling seed); they
     go into ``benchmark.json`` and the dataset card beside each run's recorded generation
-    settings. ConfigError when a pair's seed has no accepted item, a rating is missing, or the
-    target is a folder of something else.
+    settings. They say nothing of who made the pairs: the provenance (and whether the card opens
+    with the offline banner) is read from the log alone, and a caller's ``offline`` and
+    ``difficulty_judges`` (:data:`LOG_FACTS`) are left out of them, since what the settings say
+    at export time need not be what made the pairs. ConfigError when a pair's seed has no
+    accepted item, a rating is missing, or the target is a folder of something else.
     """
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
     records = build_records(app, pairs)
     run_ids = sorted({r["meta"]["run_id"] for r in records})
-    all_settings = {"runs": _run_settings(app, run_ids), "selection": dict(settings or {})}
+    selection = {k: v for k, v in (settings or {}).items() if k not in LOG_FACTS}
+    all_settings = {"runs": _run_settings(app, run_ids), "selection": selection}
     try:
         settings_text = json.dumps(all_settings, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -527,22 +818,15 @@ def export_benchmark(
         "version": BENCHMARK_VERSION,
         "content_sha256": content_sha256,
         "counts": counts,
+        "gate": _gate_gaps(app, run_ids, records),
+        "provenance": _provenance_summary(records),
         "settings": all_settings,
         "cost_micros": cost_micros,
         "items_cost_micros": items_cost,
         "selection_cost_micros": selection_cost,
         "hours": round(hours, 6),
     }
-    card = _card(
-        records,
-        counts,
-        manifest,
-        all_settings,
-        cost_micros,
-        items_cost,
-        content_sha256,
-        selection_cost,
-    )
+    card = _card(benchmark, manifest)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))

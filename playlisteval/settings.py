@@ -30,6 +30,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from policies.pairs import GateRule, KeepWhen, Sampling, Ties
 from store.errors import ConfigError
 from tools.providers.family import ProviderFamily
 from tools.providers.registry import families, family_named
@@ -257,6 +258,25 @@ class ModelRoles(Section):
 class PairSettings(Section):
     """Pair selection and human validation (paper 3.3, Appendix)."""
 
+    keep_when: KeepWhen = Field(
+        "wrong_or_inconsistent",
+        description="When a difficulty judge fails a pair, which the gate then keeps as hard "
+        "(each judge sees both answer orders): `wrong_or_inconsistent` — it is not right in both "
+        "orders (the paper: a pair 'even a modest judge solves' is removed); `wrong_both_orders` "
+        "— it is wrong in both (a judge that flips with the order keeps nothing).",
+    )
+    ties: Ties = Field(
+        "ignore",
+        description="How a judge's tie or unparseable answer in one order counts: `ignore` — "
+        "not at all (a judge that only ties abstains and keeps no pair); `half` — half right; "
+        "`wrong` — as a wrong answer (an always-tying judge then keeps every pair).",
+    )
+    sampling: Sampling = Field(
+        "proportional",
+        description="How each domain's sample splits across rating gaps: `proportional` — in "
+        "the proportions the gate kept (the paper's benchmark: mostly gaps 1 and 2); "
+        "`stratified` — as evenly across gaps as the kept pairs allow.",
+    )
     pairs_per_domain: int = Field(
         90, description="Preference pairs sampled per domain into the benchmark."
     )
@@ -266,6 +286,10 @@ class PairSettings(Section):
     sample_seed: int = Field(
         0, description="Random seed of the pair sampling and of the human sample."
     )
+
+    def gate_rule(self) -> GateRule:
+        """The difficulty gate's rule these settings say (``keep_when``, ``ties``)."""
+        return GateRule(keep_when=self.keep_when, ties=self.ties)
 
 
 class BudgetSettings(Section):

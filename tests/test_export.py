@@ -67,6 +67,14 @@ EXPECTED_FEATURES = Features(
             "chosen_causal_record": Value("string"),
             "rejected_causal_record": Value("string"),
         },
+        "provenance": {
+            "offline": Value("bool"),
+            "run_offline": Value("bool"),
+            "generator": List(Value("string")),
+            "distractor_generator": List(Value("string")),
+            "checked_by": List(Value("string")),
+            "judges": List(Value("string")),
+        },
     }
 )
 
@@ -259,7 +267,10 @@ def test_card_and_benchmark_counts_match_the_records(
     assert benchmark["version"] == "1"
     assert benchmark["counts"]["per_domain"] == dict(per_domain)
     assert benchmark["counts"]["per_gap"] == {str(g): n for g, n in per_gap.items()}
-    assert benchmark["settings"]["selection"] == SELECTION
+    # Who judged is the log's to say (provenance), not the selection settings'.
+    assert benchmark["settings"]["selection"] == {
+        k: v for k, v in SELECTION.items() if k != "difficulty_judges"
+    }
     run_id = curated[1]
     assert benchmark["settings"]["runs"][run_id]["generation"]["max_attempts"] >= 1
     run_paid = sum(
@@ -394,10 +405,13 @@ def test_a_curated_run_exports_through_the_difficulty_gate(
     records = read_jsonl(summary.path / "pairs.jsonl")
     assert records
     assert len(records) == summary.pairs
-    # Every exported pair was failed by at least one difficulty judge, as the gate keeps them.
+    # Every exported pair was failed by at least one difficulty judge, as the gate keeps them;
+    # the judges are named as what answered: the offline provider, in the configured ones' place.
+    configured = app.settings.models.difficulty_judges
     for record in records:
         judges = record["models"]["difficulty_judges"]
-        assert {j["judge"] for j in judges} == set(app.settings.models.difficulty_judges)
+        assert {j["judge"] for j in judges} == {f"offline:{j}" for j in configured}
+        assert record["provenance"]["judges"] == sorted(f"offline:{j}" for j in configured)
         assert any(j["failed"] for j in judges)
     cache = str(tmp_path / "hf-cache")
     as_json = load_dataset(

@@ -1,5 +1,8 @@
-"""Preference pairs: the pure rules (candidates, ids, stratified sampling) and the difficulty gate
-end to end on the demo workspace (real SQLite log, real clips, the offline weak judges)."""
+"""Preference pairs: the pure rules (candidates, ids, sampling by gap) and the difficulty gate
+end to end on the demo workspace (real SQLite log, real clips, the offline weak judges).
+
+The gate's rule itself (ties, inconsistent judges) and the two samplings are tested in
+``tests/test_difficulty_gate.py``."""
 
 from __future__ import annotations
 
@@ -19,11 +22,14 @@ from playlisteval.app import App, model_factory
 from playlisteval.settings import load_settings
 from policies.budget import BudgetExhausted
 from policies.pairs import (
+    PAPER_GATE,
+    GateRule,
     SelectedPair,
     candidate_pairs,
     gap_quotas,
-    judge_failed,
+    judge_fails,
     pair_id,
+    proportional_quotas,
     rating_pairs,
     sample_pairs,
 )
@@ -94,7 +100,7 @@ def _kept(domain: str, items: int) -> list[SelectedPair]:
 
 def test_sampling_stratifies_each_domain_by_gap_and_keeps_a_small_domain_whole() -> None:
     kept = _kept("cooking", 10) + _kept("astronomy", 1) + _kept("woodworking", 3)
-    sample = sample_pairs(kept, per_domain=10, seed=0)
+    sample = sample_pairs(kept, per_domain=10, seed=0, sampling="stratified")
     per_domain = Counter(p.domain for p in sample)
     assert per_domain == {"cooking": 10, "astronomy": 10, "woodworking": 10}
     by_gap = Counter((p.domain, p.gap) for p in sample)
@@ -117,6 +123,9 @@ def test_sampling_is_deterministic_given_the_seed_whatever_the_input_order() -> 
     assert alone == [p for p in first if p.domain == "cooking"]
 
 
+STRICT = GateRule(keep_when="wrong_or_inconsistent", ties="wrong")
+
+
 @pytest.mark.parametrize(
     ("chosen_first", "rejected_first", "failed"),
     [
@@ -128,10 +137,10 @@ def test_sampling_is_deterministic_given_the_seed_whatever_the_input_order() -> 
         ("A", "invalid", True),
     ],
 )
-def test_a_judge_fails_a_pair_unless_it_prefers_the_chosen_answer_in_both_orders(
+def test_with_ties_as_wrong_a_judge_fails_a_pair_unless_it_prefers_the_chosen_answer_twice(
     chosen_first: str, rejected_first: str, failed: bool
 ) -> None:
-    assert judge_failed(chosen_first, rejected_first) is failed
+    assert judge_fails(chosen_first, rejected_first, STRICT) is failed
 
 
 # -- the difficulty gate on the demo workspace --------------------------------------------------
@@ -232,23 +241,26 @@ def test_every_judge_call_and_decision_is_an_event(selection: Selection) -> None
     assert sum(isinstance(e, PairsSampled) for e in events) == 1
 
 
-def test_a_pair_is_kept_exactly_when_a_judge_fails_it_in_either_order(
+def test_a_pair_is_kept_exactly_when_a_judge_fails_it_under_the_default_rule(
     selection: Selection,
 ) -> None:
     with App(load_settings(selection.home)) as app:
         events = _events(app)
-    wrong: dict[str, set[str]] = {}
+    choices: dict[tuple[str, str], dict[str, str]] = {}
     for e in events:
         if isinstance(e, PairJudged):
             assert e.correct == (e.choice == ("A" if e.order == "chosen_first" else "B"))
-            if not e.correct:
-                wrong.setdefault(e.pair_id, set()).add(e.judge)
+            choices.setdefault((e.pair_id, e.judge), {})[e.order] = e.choice
+    failing: dict[str, set[str]] = {}
+    for (pair, judge), by_order in choices.items():
+        if judge_fails(by_order["chosen_first"], by_order["rejected_first"], PAPER_GATE):
+            failing.setdefault(pair, set()).add(judge)
     kept = {e.pair_id: e.failed_by for e in events if isinstance(e, PairKept)}
     dropped = {e.pair_id for e in events if isinstance(e, PairDropped)}
     assert kept
     assert dropped
-    assert {p: set(f) for p, f in kept.items()} == wrong
-    assert dropped.isdisjoint(wrong)
+    assert {p: set(f) for p, f in kept.items()} == failing
+    assert dropped.isdisjoint(failing)
 
 
 def test_the_offline_judges_are_weak_on_close_pairs_and_differ_from_each_other(
@@ -275,33 +287,38 @@ def test_the_offline_judges_are_weak_on_close_pairs_and_differ_from_each_other(
 
 
 def test_the_sample_is_drawn_per_domain_and_by_gap_from_the_kept_pairs(
-    selection: Selection,
+    selection: Selection, tmp_path: Path
 ) -> None:
+    """Whichever seeds the run curated: the sample takes fewer pairs than the largest domain
+    kept, so it has to choose, and it chooses by the gaps' quotas."""
     with App(load_settings(selection.home)) as app:
         events = _events(app)
     candidates = {e.pair_id: e for e in events if isinstance(e, PairCandidate)}
     kept = [candidates[e.pair_id] for e in events if isinstance(e, PairKept)]
-    returned = selection.returned
     sampled = next(e for e in events if isinstance(e, PairsSampled))
     assert (sampled.per_domain, sampled.seed) == (PER_DOMAIN, SAMPLE_SEED)
-    assert sampled.pair_ids == tuple(p.pair_id for p in returned)
-    assert {p.pair_id for p in returned} <= {k.pair_id for k in kept}
-    for domain in {k.domain for k in kept}:
-        of_domain = [k for k in kept if k.domain == domain]
-        gaps = Counter(k.chosen_rating - k.rejected_rating for k in of_domain)
-        drawn = Counter(p.gap for p in returned if p.domain == domain)
-        assert sum(drawn.values()) == min(PER_DOMAIN, len(of_domain))
-        assert {g: drawn[g] for g in gaps} == gap_quotas(dict(gaps), PER_DOMAIN)
-    assert any(
-        sum(1 for k in kept if k.domain == d) > PER_DOMAIN for d in {k.domain for k in kept}
-    ), "no domain had more kept pairs than the sample takes: the test would not test sampling"
-    for pair in returned:
-        assert [v.judge for v in pair.judges] == sorted(JUDGES)
-        assert any(v.failed for v in pair.judges)
-        assert all(
-            v.failed == judge_failed(v.verdict_chosen_first, v.verdict_rejected_first)
-            for v in pair.judges
-        )
+    assert sampled.pair_ids == tuple(p.pair_id for p in selection.returned)
+    kept_per_domain = Counter(k.domain for k in kept)
+    per_domain = max(kept_per_domain.values()) - 1
+    assert per_domain >= 1, f"no domain kept two pairs to choose between: {kept_per_domain}"
+
+    home = _copy(selection.home, tmp_path / "ws")
+    for sampling, quotas_of in (("proportional", proportional_quotas), ("stratified", gap_quotas)):
+        with App(load_settings(home)) as app:
+            returned = _select(app, per_domain=per_domain, sampling=sampling)
+        assert {p.pair_id for p in returned} <= {k.pair_id for k in kept}
+        for domain, count in kept_per_domain.items():
+            gaps = Counter(k.chosen_rating - k.rejected_rating for k in kept if k.domain == domain)
+            drawn = Counter(p.gap for p in returned if p.domain == domain)
+            assert sum(drawn.values()) == min(per_domain, count)
+            assert {g: drawn[g] for g in gaps} == quotas_of(dict(gaps), per_domain), sampling
+        for pair in returned:
+            assert [v.judge for v in pair.judges] == sorted(JUDGES)
+            assert any(v.failed for v in pair.judges)
+            assert all(
+                v.failed == judge_fails(v.verdict_chosen_first, v.verdict_rejected_first)
+                for v in pair.judges
+            )
 
 
 def test_a_second_selection_judges_nothing_and_returns_the_same_pairs(
