@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from pydantic_ai.messages import BinaryContent
 
-from store.catalog import Catalog, SegmentRow
+from agents.citations import Citation, chunks_covered, parse_citations
+from store.catalog import Catalog, SegmentRow, VideoRow
 from store.errors import MediaError
 from tools.clips import ClipFetcher
 from tools.roles import ChunkText, SegmentEvidence, TranscriptWindow
+
+# The transcript test's windows are at most 10 minutes of 30-second chunks: the paper's shortest
+# segment, so paper-length segments all give windows of one length, and the most chunks a gold
+# may cite of one segment (15, the structural gate's default bound) fit in one window.
+MAX_WINDOW_CHUNKS = 20
 
 
 @dataclass(frozen=True)
@@ -130,33 +137,89 @@ class SeedEvidence:
         return out
 
     def transcript_windows(
-        self, per_window_chunks: int = 2, others: int = 4
+        self,
+        gold_answer: str = "",
+        *,
+        others: int = 4,
+        max_window_chunks: int = MAX_WINDOW_CHUNKS,
     ) -> tuple[TranscriptWindow, ...]:
-        """The two segments' transcripts shuffled among windows of another video of the same
-        playlist (or, failing that, of the same domain), labelled W1, W2, …"""
-        relevant = [" ".join(c.text for c in s.chunks if c.text) for s in self.segments]
+        """The two segments' transcripts shuffled among ``others`` windows of another video of
+        the same playlist (or, failing that, of the same domain), labelled W1, W2, …
+
+        Every window is the same number of 30-second chunks (so the same length in seconds, but
+        for a video's shorter last chunk): the shorter segment's chunk count, at most
+        ``max_window_chunks``. A longer segment is cut to that many chunks: the ones the gold
+        answer cites of it (``gold_answer``'s citations; with none, its middle) and their
+        nearest neighbours, so its window skips between cited spans that lie far apart.
+        Distractor windows are runs of consecutive chunks of another video, those nearest the
+        relevant windows' length in characters first; when the drawn video has too few, the next
+        videos of the pool fill in. The draws and the order come from RNGs seeded by the seed
+        id, so a replay of the same QA sees the same prompt, and a seed's relevant windows sit
+        at the same positions whatever its QA.
+        """
+        size = max(1, min(max_window_chunks, *(len(s.chunks) for s in self.segments)))
+        citations = parse_citations(gold_answer)
+        relevant = [
+            _joined(s.chunks[i].text for i in kept_chunks(s, citations, size))
+            for s in self.segments
+        ]
+        target = sum(len(t) for t in relevant) / len(relevant)
+        rng = random.Random(self.seed_id)
+        texts = [*relevant, *self._distractors(rng, size, others, target)]
+        random.Random(f"{self.seed_id}:positions").shuffle(texts)
+        return tuple(TranscriptWindow(label=f"W{i}", text=t) for i, t in enumerate(texts, 1))
+
+    def _distractor_pool(self) -> tuple[list[VideoRow], list[VideoRow]]:
+        """Indexed videos other than the seed's: those of the first segment's playlist, and the
+        rest of its domain."""
         own = {row.video_id for row in self.rows}
         first = self.catalog.video(self.rows[0].video_id)
-        pool = [
-            v
-            for v in self.catalog.videos(statuses=["indexed"])
-            if v.id not in own and first is not None and v.playlist_id == first.playlist_id
-        ] or [
-            v
-            for v in self.catalog.videos(statuses=["indexed"])
-            if v.id not in own and first is not None and v.domain == first.domain
+        if first is None:
+            return [], []
+        candidates = [v for v in self.catalog.videos(statuses=["indexed"]) if v.id not in own]
+        playlist = [v for v in candidates if v.playlist_id == first.playlist_id]
+        domain = [
+            v for v in candidates if v.playlist_id != first.playlist_id and v.domain == first.domain
         ]
-        rng = random.Random(self.seed_id)
-        windows: list[str] = []
-        if pool:
-            other = pool[rng.randrange(len(pool))]
-            chunks = self.catalog.chunks(other.id)
-            for start in range(0, len(chunks), per_window_chunks):
-                text = " ".join(c.transcript for c in chunks[start : start + per_window_chunks])
-                if text.strip():
-                    windows.append(text)
-            rng.shuffle(windows)
-            windows = windows[:others]
-        texts = [*relevant, *windows]
-        rng.shuffle(texts)
-        return tuple(TranscriptWindow(label=f"W{i}", text=t) for i, t in enumerate(texts, 1))
+        return playlist, domain
+
+    def _distractors(
+        self, rng: random.Random, size: int, others: int, target_chars: float
+    ) -> list[str]:
+        """``others`` windows of ``size`` chunks from a drawn video of the playlist (of the domain
+        when the playlist has no other), then from the playlist's and the domain's other videos
+        in a seeded order while too few; in each video, those nearest ``target_chars`` first."""
+        playlist, domain = self._distractor_pool()
+        rng.shuffle(playlist)
+        rng.shuffle(domain)
+        chosen: list[str] = []
+        for video in (*playlist, *domain):
+            chunks = self.catalog.chunks(video.id)
+            runs = [
+                _joined(c.transcript for c in chunks[start : start + size])
+                for start in range(0, len(chunks) - size + 1, size)
+            ]
+            runs = [r for r in runs if r.strip()]
+            rng.shuffle(runs)  # ties in length go by the seed, not by position in the video
+            runs.sort(key=lambda text: abs(len(text) - target_chars))
+            chosen.extend(runs[: others - len(chosen)])
+            if len(chosen) >= others:
+                break
+        return chosen
+
+
+def kept_chunks(segment: SegmentEvidence, citations: Sequence[Citation], size: int) -> list[int]:
+    """Indexes of the ``size`` chunks of ``segment`` a transcript window keeps, in time order:
+    all when it has no more, else the chunks ``citations`` cover (earliest first, when they are
+    more than ``size``) and then those nearest them (with no citation of the segment, those
+    nearest its middle chunk); a tie in distance goes to the earlier chunk."""
+    count = len(segment.chunks)
+    if count <= size:
+        return list(range(count))
+    anchors = sorted(chunks_covered(citations, segment)) or [count // 2]
+    nearest = sorted(range(count), key=lambda i: (min(abs(i - a) for a in anchors), i))
+    return sorted(nearest[:size])
+
+
+def _joined(texts: Iterable[str]) -> str:
+    return " ".join(t for t in texts if t)
