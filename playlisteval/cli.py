@@ -40,7 +40,7 @@ from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget, cap_micros, check_concurrency
 from store.catalog import FAILED, DomainHours, VideoRow
 from store.coordination import LeaseHeld
-from store.errors import PlaylistEvalError
+from store.errors import PlaylistEvalError, StoreUnreadable
 from store.events import (
     Event,
     GateRejected,
@@ -92,12 +92,15 @@ segment_max_minutes = 2.0
 EXIT_FIX = 2  # a setting, a value or the workspace needs fixing: the line says what
 EXIT_BUSY = 3  # another live process holds what this command would write to
 EXIT_TAMPERED = 4  # the log does not check out (replay or `store verify` found a difference)
+EXIT_UNREADABLE = 5  # a database file is corrupt or not a database: `doctor` says more
 
 
 def _fail(exc: PlaylistEvalError) -> typer.Exit:
     """Print ``exc`` as one line and return the exit that fits it."""
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-    return typer.Exit(EXIT_BUSY if isinstance(exc, LeaseHeld) else EXIT_FIX)
+    if isinstance(exc, LeaseHeld):
+        return typer.Exit(EXIT_BUSY)
+    return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 
 @contextmanager
@@ -952,15 +955,27 @@ def report(
 @app.command()
 def doctor(home: HomeOption = None) -> None:
     """Check prices, keys, seeds and the event log; each failure says what to do."""
-    from playlisteval.doctor import run_checks
+    from playlisteval.doctor import Check, database_checks, run_checks
 
-    with _open(home) as app_:
-        checks = run_checks(app_)
+    def show(checks: list[Check]) -> None:
         for check in checks:
             mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
             console.print(f"{mark} {escape(check.name)}: {escape(check.detail)}")
             if not check.ok and check.fix:
                 console.print(f"      → {escape(check.fix)}")
+
+    try:
+        settings = load_settings(home)
+    except PlaylistEvalError as exc:
+        raise _fail(exc) from exc
+    databases = database_checks(settings)
+    show(databases)
+    if not all(c.ok for c in databases):
+        # Opening the workspace would only fail on them again: fix these first.
+        raise typer.Exit(1)
+    with _open(home) as app_:
+        checks = run_checks(app_)
+        show(checks)
         if not all(c.ok for c in checks):
             raise typer.Exit(1)
 

@@ -4,7 +4,10 @@ Checks, in the order a user should fix them: a price for every configured model 
 storage price where context caching is on), the key of every provider a live run calls, every
 endpoint reachable (a plain GET that carries no key: any HTTP answer means the network path
 works), every configured model id listed by its provider's model-list call (live runs with the
-key at hand), the local model folders, the seeds, the event log.
+key at hand), the local model folders, the seeds, the event log. The databases come first
+(:func:`database_checks`): SQLite's integrity check on every workspace file, a connection to a
+PostgreSQL store; they run before anything opens the workspace, so a corrupt file is diagnosed
+rather than failing the doctor itself.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,7 @@ import httpx
 
 from playlisteval.app import App, endpoint, key_env, provider_config, role_models
 from playlisteval.settings import Settings
+from playlisteval.workspace import Workspace
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
 from tools.providers.base import ProviderConfig
@@ -48,6 +53,84 @@ def probe_url(url: str) -> str | None:
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return None
+
+
+INTEGRITY_LINES = 3  # problems SQLite's integrity check reports, shown per file
+
+
+def _sqlite_file(url: str | None, default: Path) -> Path | None:
+    """The SQLite file a store setting names (``None`` for a server database)."""
+    if url is None:
+        return default
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///") :])
+    return None if "://" in url else Path(url)
+
+
+def sqlite_integrity(path: Path) -> Check:
+    """SQLite's ``PRAGMA integrity_check`` on ``path``, opened read-only (nothing is written)."""
+    name = f"database {path}"
+    if not path.exists():
+        return Check(name, True, "not created yet (the first command that needs it creates it)")
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    if rows == ["ok"]:
+        return Check(name, True, "SQLite integrity check: ok")
+    return Check(
+        name,
+        False,
+        "SQLite integrity check: " + "; ".join(rows[:INTEGRITY_LINES]),
+        "restore the file from a backup; or move it aside and `playlisteval add` + `index` "
+        "rebuild the catalogue from the media (its event log is lost unless restored); for the "
+        "log's own hash chain, `playlisteval store verify`",
+    )
+
+
+def server_reachable(url: str) -> Check:
+    """A connection and ``SELECT 1`` to a server database (PostgreSQL)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    try:
+        engine = create_engine(url)
+    except Exception as exc:  # SQLAlchemy raises several types for a bad URL
+        return Check("database server", False, f"{url!r}: {exc}", "fix store.url")
+    shown = engine.url.render_as_string(hide_password=True)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        return Check(
+            f"database {shown}",
+            False,
+            f"cannot connect: {str(reason).strip().splitlines()[0]}",
+            "start the server (or fix store.url / store.catalog_url)",
+        )
+    finally:
+        engine.dispose()
+    return Check(f"database {shown}", True, "reachable (SELECT 1)")
+
+
+def database_checks(settings: Settings) -> list[Check]:
+    """Every database the workspace uses, checked without opening the workspace: an integrity
+    check of each SQLite file, a connection to each server."""
+    default = Workspace(settings.home).database
+    checks: list[Check] = []
+    seen: set[str] = set()
+    for url in (settings.store.url, settings.store.catalog_url):
+        path = _sqlite_file(url, default)
+        where = str(path) if path is not None else str(url)
+        if where in seen:
+            continue
+        seen.add(where)
+        checks.append(sqlite_integrity(path) if path is not None else server_reachable(str(url)))
+    return checks
 
 
 def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, event, func, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, delete, select
 
-from store.errors import ConfigError
+from store.errors import ConfigError, unreadable_database
 
 # Video status values. "listed": known, media not on disk yet; "ready": media on disk;
 # "indexed": every chunk and segment stored; "failed": a recorded error stopped it; "duplicate":
@@ -193,7 +194,14 @@ class Catalog:
             raise ConfigError(f"cannot open the catalogue at {url!r}: {exc}") from exc
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
-        SQLModel.metadata.create_all(engine)
+        try:
+            SQLModel.metadata.create_all(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            raise ConfigError(f"cannot open the catalogue at {url!r}: {exc.orig}") from exc
+        except DatabaseError as exc:  # a corrupt or truncated file, or not SQLite at all
+            engine.dispose()
+            raise unreadable_database(engine.url.database or url, exc.orig) from exc
         return cls(engine)
 
     def close(self) -> None:

@@ -40,6 +40,21 @@ class IndexBackendError(PlaylistEvalError):
     """The vector index (Qdrant) refused an operation or is unreachable."""
 
 
+class StoreUnreadable(PlaylistEvalError):
+    """A database file exists but is not a readable database (corrupt, truncated, or not
+    SQLite at all); the message names the file and how to recover."""
+
+
+def unreadable_database(path: object, reason: object) -> StoreUnreadable:
+    """The one message for a database file that cannot be read: which file, what SQLite said,
+    and the ways back (a backup, ``doctor``'s integrity check, rebuilding from the log)."""
+    return StoreUnreadable(
+        f"{str(path)!r} is not a readable database ({reason}): restore it from a backup (or "
+        "move it aside to start an empty workspace); `playlisteval doctor` runs SQLite's "
+        "integrity check on it"
+    )
+
+
 class StoreConflict(PlaylistEvalError):
     """An append lost an optimistic-concurrency race: the stream moved on since it was read."""
 

@@ -56,10 +56,10 @@ from sqlalchemy import (
 )
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
-from store.errors import ConfigError, StoreConflict
+from store.errors import ConfigError, StoreConflict, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
 
 PG_START_HINT = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
@@ -662,6 +662,9 @@ class SqliteEventStore(EventStore):
                 f"cannot open the event store at {str(file)!r}: {exc.orig}; "
                 "check the path is a writable SQLite file"
             ) from exc
+        except DatabaseError as exc:  # a corrupt or truncated file, or not SQLite at all
+            self.close()
+            raise unreadable_database(file, exc.orig) from exc
 
     # Appends talk to sqlite3 directly, inside the transaction SQLAlchemy opened: each
     # statement through SQLAlchemy's execution context costs more than the statement itself,
