@@ -543,8 +543,9 @@ def select_pairs(
     command: str = "pairs",
 ) -> tuple[str, list[SelectedPair]]:
     """``(run_id, sampled pairs)``: the run's accepted items as preference pairs, judged in both
-    orders by the difficulty judges (``models.difficulty_judges``), kept when one fails, sampled
-    per domain by rating gap. Decisions already in the log are not made (or paid) again.
+    orders by the difficulty judges (``models.difficulty_judges``), kept when one fails them by
+    ``pairs.keep_when`` (ties counted as ``pairs.ties`` says), sampled per domain across rating
+    gaps as ``pairs.sampling`` says. Judgments already in the log are not made (or paid) again.
 
     The judges' calls are capped (:func:`stream_cap`, ``budget.pairs_usd``) and, in a campaign,
     reserve in its accounts too; the selection runs under the run's pairs lease, so a second
@@ -568,6 +569,8 @@ def select_pairs(
                 judges=judges,
                 per_domain=per_domain or settings.pairs.pairs_per_domain,
                 sample_seed=settings.pairs.sample_seed,
+                rule=settings.pairs.gate_rule(),
+                sampling=settings.pairs.sampling,
                 budget_micros=cap,
                 concurrency=settings.curation.concurrency,
                 offline=offline,
@@ -606,11 +609,14 @@ def export(
         app,
         out_dir,
         pairs,
+        # How the pairs were chosen; who made and judged them comes from the log, not from
+        # these settings (export.py reads each record's provenance from the recorded calls).
         settings={
-            "difficulty_judges": list(settings.models.difficulty_judges),
             "pairs_per_domain": per_domain or settings.pairs.pairs_per_domain,
             "sample_seed": settings.pairs.sample_seed,
-            "offline": settings.curation.offline,
+            "keep_when": settings.pairs.keep_when,
+            "ties": settings.pairs.ties,
+            "sampling": settings.pairs.sampling,
         },
     )
 

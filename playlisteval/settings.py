@@ -183,21 +183,8 @@ class GenerationSettings(Section):
         description="Phase I structural gate: citations cover at most this many chunks of "
         "each segment.",
     )
-    distractors: int = Field(
-        4,
-        description="Wrong answers per item, rated 4 down to 1 (recorded with the run; the "
-        "Phase II structural gate requires exactly 4).",
-    )
-    gold_rating: int = Field(
-        5, description="Rating of the gold answer, above every distractor (recorded with the run)."
-    )
     max_attempts: int = Field(
         6, description="T: attempts per seed and phase before the seed is discarded."
-    )
-    phase2_regenerations: int = Field(
-        2,
-        description="Phase II retries with the QA kept after a rejection (recorded with the "
-        "run; the loop follows phase2_rejections_before_restart).",
     )
     phase2_rejections_before_restart: int = Field(
         3,
@@ -616,12 +603,12 @@ class CurationSettings(Section):
         True, description="Answer every role with the offline provider (no key, no network)."
     )
     max_seeds: int | None = Field(None, description="Curate at most this many seeds per run.")
-    seeds_per_segment: int | None = Field(
-        None,
+    seeds_per_segment: int = Field(
+        2,
         ge=1,
-        description="Set: a run takes each segment into at most this many seeds (spread over "
-        "the playlist, least-used segments first; raised, and recorded, when a run asks for "
-        "more seeds than that allows). Unset: the catalogue's order, domains in turn.",
+        description="A run takes each segment into at most this many seeds, spread over the "
+        "playlist (least-used segments first, domains in turn, ties by a seeded shuffle); "
+        "raised, and recorded, when a run asks for more seeds than that allows.",
     )
     seed_salt: str = Field(
         "",

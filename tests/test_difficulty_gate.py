@@ -40,7 +40,14 @@ from policies.pairs import (
     proportional_quotas,
     sample_pairs,
 )
-from store.events import CallRecorded, PairCandidate, PairDropped, PairKept, pairs_stream
+from store.events import (
+    CallRecorded,
+    PairCandidate,
+    PairDropped,
+    PairJudged,
+    PairKept,
+    pairs_stream,
+)
 from tests.workspaces import copy_workspace
 
 RUN = "gate"
@@ -194,6 +201,33 @@ def test_a_judge_right_in_one_order_and_wrong_in_the_other_is_handled_as_keep_wh
     assert kept == (candidates if kept_all else set())
     assert {p.pair_id for p in sample} == kept
     assert all(v.failed is kept_all for p in sample for v in p.judges)
+
+
+@pytest.mark.parametrize(
+    "pairs", [{}, {"keep_when": "wrong_both_orders"}, {"ties": "wrong", "sampling": "stratified"}]
+)
+def test_the_pairs_settings_decide_what_the_pairs_command_keeps(
+    curated: Path, tmp_path: Path, pairs: dict[str, str]
+) -> None:
+    """``pairs.keep_when`` and ``pairs.ties`` reach ``playlisteval pairs``: each pair is kept
+    exactly when, under the configured rule, a judge's recorded verdicts fail it."""
+    home = copy_workspace(curated, tmp_path / "ws")
+    with App(load_settings(home, pairs=pairs)) as app:
+        rule = app.settings.pairs.gate_rule()
+        runs.select_pairs(app, RUN)
+        events = [s.event() for s in app.events.read_stream(pairs_stream(RUN))]
+    verdicts: dict[tuple[str, str], dict[str, str]] = {}
+    for event in events:
+        if isinstance(event, PairJudged):
+            verdicts.setdefault((event.pair_id, event.judge), {})[event.order] = event.choice
+    failed = {
+        pair
+        for (pair, _), orders in verdicts.items()
+        if judge_fails(orders["chosen_first"], orders["rejected_first"], rule)
+    }
+    decided = {e.pair_id: e for e in events if isinstance(e, PairKept | PairDropped)}
+    assert decided
+    assert {p for p, d in decided.items() if isinstance(d, PairKept)} == failed
 
 
 # -- sampling across rating gaps -------------------------------------------------------------------
