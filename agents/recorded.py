@@ -381,6 +381,13 @@ class Pricing:
 
     scale: float = 1.0
     batch_text: bool = False
+    window_scale: float | None = None  # the transcript test's windows (capped): None = scale
+
+    @property
+    def windows(self) -> float:
+        """How much longer the transcript test's windows are priced (they stop growing at
+        their cap, while segments go on)."""
+        return self.scale if self.window_scale is None else self.window_scale
 
 
 @dataclass
@@ -886,16 +893,16 @@ class CallRecorder:
         scale = self.pricing.scale if self.offline else 1.0
         if scale != 1.0:
             # Longer segments carry longer transcripts; the instructions stay as they are. The
-            # transcript test's windows are all transcript.
-            transcript = (
-                shape.text_chars if context.role in WINDOW_ROLES else shape.transcript_chars
-            )
+            # transcript test's windows are all transcript, and grow only up to their cap.
+            windows = context.role in WINDOW_ROLES
+            transcript = shape.text_chars if windows else shape.transcript_chars
+            grown = self.pricing.windows if windows else scale
             clips = [replace(c, end_s=c.start_s + c.duration_s * scale) for c in clips]
             shape = replace(
                 shape,
                 video_seconds=shape.video_seconds * scale,
                 audio_seconds=shape.audio_seconds * scale,
-                text_chars=shape.text_chars + math.ceil(transcript * (scale - 1)),
+                text_chars=shape.text_chars + math.ceil(transcript * (grown - 1)),
                 video_frames=(
                     sum(max(1, math.ceil(c.duration_s * c.fps)) for c in clips) if clips else None
                 ),

@@ -17,6 +17,7 @@ from pydantic_ai.models.test import TestModel
 from agents.audit import Audit, audit_run
 from agents.curation import CurationProgress, Curator, RunReport
 from agents.deps import CallDeps
+from agents.evidence import MAX_WINDOW_CHUNKS
 from agents.ownership import SEEDS_LEASE, eval_lease, pairs_lease, run_lease
 from agents.recorded import NoCallModel, Pricing
 from agents.replay import Replayer, ReplayVerdict
@@ -427,6 +428,9 @@ def rehearse(
     if concurrency is not None:
         config = replace(config, concurrency=concurrency)
     scale, minutes = paper_scale(app, chosen) if paper else (1.0, 0.0)
+    # The transcript test's windows stop at MAX_WINDOW_CHUNKS chunks, however long the segments.
+    cap_s = MAX_WINDOW_CHUNKS * app.settings.index.chunk_seconds
+    windows = scale * min(1.0, cap_s / (minutes * 60.0)) if minutes > 0 else scale
     use_batch = app.settings.providers.batch if batch is None else batch
     traffic = traffic_for(app.settings, live=False)
     prices = app.prices()
@@ -441,7 +445,9 @@ def rehearse(
                     model_for=offline_models(),
                     prices=prices,
                     traffic=traffic,
-                    pricing=Pricing(scale=scale, batch_text=use_batch),
+                    pricing=Pricing(
+                        scale=scale, batch_text=use_batch, window_scale=max(windows, 1.0)
+                    ),
                 ),
                 config=config,
             )

@@ -301,3 +301,46 @@ def test_the_same_request_twice_in_a_seed_is_paid_once(tmp_path: Path) -> None:
     assert len([e for e in events if isinstance(e, CallReserved)]) == 1
     assert recorder.budget.spent_micros == recorded[0].cost_micros
     assert recorder.live_calls == 1
+
+
+@pytest.mark.parametrize("role", ["transcript_answerer", "transcript_matcher"])
+def test_a_rehearsal_grows_the_transcript_tests_windows_only_up_to_their_cap(
+    tmp_path: Path, role: str
+) -> None:
+    """Priced at paper length, the transcript test's windows grow by their own (capped) factor,
+    not the segments'; other roles are priced at the segments' scale either way."""
+    from agents.recorded import Pricing
+
+    tokens: dict[float | None, int] = {}
+    for window_scale in (None, 10.0):
+        store = open_event_store(tmp_path / f"log-{window_scale}.db")
+        recorder = CallRecorder(
+            budget=Budget(10_000_000),
+            prices=PriceTable.load(),
+            offline=True,
+            pricing=Pricing(scale=20.0, window_scale=window_scale),
+        )
+        events: list[Event] = []
+
+        async def append(event: Event, store: Any = store, events: list[Event] = events) -> None:
+            store.append("seed-r-s", [event])
+            events.append(event)
+
+        async def main(recorder: CallRecorder = recorder) -> None:
+            await recorder.call(
+                _scripted(_ok()),
+                CallContext(seed_id="s", role=role, model="gemini-3-flash-preview"),
+                append,
+                _prompt(),
+                None,
+                ModelRequestParameters(),
+            )
+
+        anyio.run(main)
+        store.close()
+        [recorded] = [e for e in events if isinstance(e, CallRecorded)]
+        tokens[window_scale] = recorded.input_tokens
+    if role == "transcript_answerer":
+        assert tokens[10.0] < tokens[None]
+    else:
+        assert tokens[10.0] == tokens[None]
