@@ -34,7 +34,7 @@ from agents.audit import Audit
 from agents.curation import RunReport
 from agents.fleet import WorkerReport
 from playlisteval import logs, runs, smoke
-from playlisteval.app import App
+from playlisteval.app import App, role_models
 from playlisteval.export import ExportSummary
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget, cap_micros, check_concurrency
@@ -472,6 +472,8 @@ def _curate(
         total = len(started.seeds)
     else:
         total = max_seeds or len(app_.catalog.seeds())
+        # Before the progress display: a model with no price is one line, and no run opens.
+        runs.check_prices(app_, role_models(app_.settings).all_models())
     view = LiveCuration(total)
     with Live(view.render(), console=console, transient=False, auto_refresh=False) as live:
         view.live = live

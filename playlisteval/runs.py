@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,16 +77,28 @@ def choose_seeds(
     )
 
 
+def check_prices(app: App, models: Iterable[str]) -> PriceTable:
+    """The price table, once every one of ``models`` is known to it: a model with no price
+    could never have a call reserved, so a run refuses it before it opens
+    (:class:`policies.prices.UnknownPriceError`, one line saying where to add the price)."""
+    prices = app.prices()
+    for model in sorted(set(models)):
+        prices.price(model)
+    return prices
+
+
 def run_settings(app: App, models: set[str], spread: SeedSpread | None = None) -> dict[str, Any]:
     """What a run records of how it was configured: the generation, model and index settings,
     the price rows its models are priced by, how each model's calls travel (frame caps, cache
     lifetimes): enough for a replay to price every call as the run did; and how its seeds were
-    spread over the playlist."""
+    spread over the playlist. A model with no known price is refused here, before the run is
+    opened (:func:`check_prices`)."""
+    prices = check_prices(app, models)
     settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
     if spread is not None:
         settings["seeding"] = spread.facts()
     traffic = traffic_for(app.settings, live=False)
-    settings["prices"] = app.prices().snapshot(models)
+    settings["prices"] = prices.snapshot(models)
     settings["traffic"] = {
         model: found.facts() for model in sorted(models) if (found := traffic(model))
     }
@@ -558,10 +570,10 @@ def select_pairs(
     ``pairs`` on the same run is refused rather than paying twice."""
     from agents.pairs import select_pairs as select
 
-    run = run_id or latest_run(app)
-    run_started(app.events, run)
     if per_domain is not None and per_domain < 1:
         raise ConfigError(f"--per-domain must be at least 1, got {per_domain!r}")
+    run = run_id or latest_run(app)
+    run_started(app.events, run)
     settings = app.settings
     judges = list(settings.models.difficulty_judges)
     offline = settings.curation.offline

@@ -8,6 +8,7 @@ environment variables (nested fields with ``__``: ``PLAYLISTEVAL_INDEX__CHUNK_SE
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -27,6 +28,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -681,9 +683,23 @@ def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
     ``overrides`` win over the environment and the workspace's ``playlisteval.toml``.
     """
     resolved = Path(home or default_home()).expanduser().resolve()
-    token = _TOML_FILE.set(resolved / SETTINGS_FILE)
+    file = resolved / SETTINGS_FILE
+    token = _TOML_FILE.set(file)
     try:
         return Settings(home=resolved, **overrides)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file} is not valid TOML: {exc}; fix that line") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file} is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    except SettingsError as exc:
+        # pydantic-settings: a PLAYLISTEVAL_* variable holding a table that is not valid JSON.
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        raise ConfigError(
+            f"{exc}{cause}: a PLAYLISTEVAL_* variable for a table takes JSON, e.g. "
+            """PLAYLISTEVAL_BUDGET__PRICE_OVERRIDES='{"my-model": {"input_per_mtok": 1}}'"""
+        ) from exc
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: "
