@@ -235,9 +235,12 @@ def _print_index(app_: App, summary: IndexSummary) -> None:
     console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
 
 
-def _index(app_: App) -> IndexSummary:
+def _index(app_: App, retry_failed: bool = False) -> IndexSummary:
     with _progress() as bars:
         indexer = app_.indexer(RichIndexProgress(bars))
+        if retry_failed:
+            again = indexer.retry_failed()
+            console.print(f"{len(again)} failed video(s) taken up again")
         media_task = bars.add_task("preparing media", total=None)
         indexer.prepare_media()
         bars.remove_task(media_task)
@@ -278,10 +281,19 @@ def add(
 
 
 @app.command()
-def index(home: HomeOption = None) -> None:
+def index(
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Take failed videos up again (a file restored or replaced, a backend fixed).",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
     """Index every video taken in: chunks, transcripts, embeddings, segments, duplicates, seeds."""
     with _open(home) as app_:
-        _print_index(app_, _index(app_))
+        _print_index(app_, _index(app_, retry_failed))
 
 
 @app.command()

@@ -236,7 +236,8 @@ class Catalog:
             return existing
 
     def upsert_video(self, row: VideoRow) -> VideoRow:
-        """Insert a video, or refresh its listing fields while keeping its progress."""
+        """Insert a video, or refresh its listing fields while keeping its progress (a video
+        that had failed is listed again: adding it again is asking for another try)."""
         with self.session() as s:
             existing = s.get(VideoRow, row.id)
             if existing is None:
@@ -248,6 +249,9 @@ class Catalog:
             existing.path = row.path or existing.path
             if row.captions != "[]":
                 existing.captions = row.captions
+            if existing.status == FAILED:
+                # Added again (the file replaced or restored): the next index tries it anew.
+                existing.status, existing.reason = LISTED, None
             s.add(existing)
             return existing
 

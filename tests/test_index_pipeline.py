@@ -463,3 +463,45 @@ def test_index_resumes_after_kill_9_without_recomputing_stored_chunks(
         in_search = total - len(app.catalog.chunks(duplicates[0].id))
         assert app.vectors.count(app.indexer().config.chunk_collection) == in_search
         assert app.catalog.duplicates(), "the planted duplicate is still found after a resume"
+
+
+def test_a_failed_video_comes_back_with_retry_failed_or_when_added_again(tmp_path: Path) -> None:
+    """A file missing while ``index`` runs fails that video; once it is back, a plain ``index``
+    leaves it failed, ``index --retry-failed`` indexes it, and so does ``add`` of it again."""
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    _write_video(folder / "stays.mp4", 31, audio=False, colour=1)
+    _write_video(folder / "moves.mp4", 31, audio=False, colour=2)
+    aside = tmp_path / "moves.mp4"
+    home = tmp_path / "home"
+    runner = CliRunner()
+    added = runner.invoke(cli_app, ["add", str(folder), "--domain", "misc", "--home", str(home)])
+    assert added.exit_code == 0, added.output
+
+    def status() -> dict[str, str]:
+        with App(load_settings(home)) as app:
+            return {Path(v.path or "").stem: v.status for v in app.catalog.videos()}
+
+    def index(*flags: str) -> str:
+        result = runner.invoke(cli_app, ["index", *flags, "--home", str(home)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    shutil.move(folder / "moves.mp4", aside)
+    index()
+    assert status() == {"stays": INDEXED, "moves": FAILED}
+    shutil.move(aside, folder / "moves.mp4")
+    index()
+    assert status()["moves"] == FAILED  # a plain index does not try it again
+    assert "1 failed video(s) taken up again" in index("--retry-failed")
+    assert status() == {"stays": INDEXED, "moves": INDEXED}
+
+    # The same through `add`: a video added again after it failed is tried anew.
+    with App(load_settings(home)) as app:
+        [moved] = [v for v in app.catalog.videos() if Path(v.path or "").stem == "moves"]
+        app.catalog.update_video(moved.id, status=FAILED, reason="index: made to fail")
+    again = runner.invoke(cli_app, ["add", str(folder), "--domain", "misc", "--home", str(home)])
+    assert again.exit_code == 0, again.output
+    assert status()["moves"] != FAILED
+    index()
+    assert status() == {"stays": INDEXED, "moves": INDEXED}

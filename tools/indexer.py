@@ -293,6 +293,15 @@ class Indexer:
         )
         return True
 
+    def retry_failed(self) -> list[str]:
+        """Every failed video listed again (``index --retry-failed``), so the next
+        :meth:`prepare_media` and :meth:`run` take it up from the start of what it lacks (its
+        chunks done stay done); the recorded problems stay as history. Returns their ids."""
+        again = [v.id for v in self.catalog.videos(statuses=[FAILED])]
+        for video_id in again:
+            self.catalog.update_video(video_id, status=LISTED, reason=None)
+        return again
+
     def prepare_media(
         self, download_progress: Callable[[dict[str, Any]], None] | None = None
     ) -> None:
