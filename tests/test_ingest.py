@@ -183,6 +183,20 @@ def test_folder_drops_a_symlink_that_leads_outside_the_folder(tmp_path: Path) ->
     assert "outside the allowed roots" in dropped.reason
 
 
+def test_folder_drops_symlink_loops_and_dangling_links_and_takes_the_rest(tmp_path: Path) -> None:
+    folder = make_folder(tmp_path / "course", {"ep1.mp4": TINY_CLIP})
+    (folder / "ep2.mp4").symlink_to(folder / "ep3.mp4")
+    (folder / "ep3.mp4").symlink_to(folder / "ep2.mp4")
+    (folder / "ep4.mp4").symlink_to(tmp_path / "gone.mp4")
+    [listing] = list_source(str(folder), domain="d")
+    assert [v.title for v in listing.videos] == ["ep1"]
+    reasons = {d.ref: d.reason for d in listing.dropped}
+    assert set(reasons) == {"ep2.mp4", "ep3.mp4", "ep4.mp4"}
+    assert "symlink loop" in reasons["ep2.mp4"]
+    assert "symlink loop" in reasons["ep3.mp4"]
+    assert "No such file" in reasons["ep4.mp4"]
+
+
 def test_folder_source_without_a_domain_says_to_pass_domain(tmp_path: Path) -> None:
     folder = make_folder(tmp_path / "f", {"ep1.mp4": TINY_CLIP})
     with pytest.raises(IngestError, match="--domain"):

@@ -396,7 +396,14 @@ def _list_folder(
     ]
     for path in sorted(candidates, key=lambda p: _natural_key(p.relative_to(root))):
         relative = path.relative_to(root)
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            # A symlink loop (RuntimeError before Python 3.13), a dangling link, a file gone
+            # meanwhile: this entry is dropped with its reason, the rest is taken in.
+            reason = "a symlink loop" if isinstance(exc, RuntimeError) else exc.strerror or exc
+            collector.drop(str(relative), path.stem, f"{str(relative)!r} cannot be read: {reason}")
+            continue
         # Ids hash the path as found under the root, so a symlinked file keeps a stable id.
         if _root_of(resolved, roots) is None:
             collector.drop(str(relative), path.stem, _outside_reason(str(relative), roots))
