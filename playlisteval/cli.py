@@ -40,7 +40,7 @@ from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget, cap_micros, check_concurrency
 from store.catalog import FAILED, DomainHours, VideoRow
 from store.coordination import LeaseHeld
-from store.errors import PlaylistEvalError, StoreUnreadable
+from store.errors import PlaylistEvalError, StoreUnreadable, UndecodableEvent
 from store.events import (
     Event,
     GateRejected,
@@ -100,6 +100,8 @@ def _fail(exc: PlaylistEvalError) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
     if isinstance(exc, LeaseHeld):
         return typer.Exit(EXIT_BUSY)
+    if isinstance(exc, UndecodableEvent):
+        return typer.Exit(EXIT_TAMPERED)
     return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 

@@ -55,6 +55,11 @@ def unreadable_database(path: object, reason: object) -> StoreUnreadable:
     )
 
 
+class UndecodableEvent(PlaylistEvalError):
+    """A stored event does not decode (its type or fields were edited, or a newer version wrote
+    it); the message names its seq and stream and what to run."""
+
+
 class StoreConflict(PlaylistEvalError):
     """An append lost an optimistic-concurrency race: the stream moved on since it was read."""
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
+from pydantic import ValidationError
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -59,7 +60,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
-from store.errors import ConfigError, StoreConflict, unreadable_database
+from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
 
 PG_START_HINT = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
@@ -170,8 +171,25 @@ class StoredEvent:
     hash: str | None = None  # the stream's chain up to this event (None: not read or not set)
 
     def event(self) -> AnyEvent:
-        """The typed event, upcast to the current schema."""
-        return decode_event(self.type, self.schema, self.data)
+        """The typed event, upcast to the current schema; :class:`UndecodableEvent` (naming
+        where it is) when the stored row is no event this code knows."""
+        try:
+            return decode_event(self.type, self.schema, self.data)
+        except ValueError as exc:  # pydantic's ValidationError, or an unknown schema
+            if isinstance(exc, ValidationError) and exc.errors():
+                error = exc.errors()[0]
+                where = ".".join(str(part) for part in error["loc"])
+                why = f"{where}: {error['msg']}" if where else error["msg"]
+                if error["type"] == "union_tag_invalid":
+                    why = f"no event type {self.type!r} is known"
+            else:
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UndecodableEvent(
+                f"event seq {self.seq} of {self.stream!r} does not decode as a {self.type!r} "
+                f"event ({why}): the log was edited, or written by a newer PlaylistEval; "
+                "`playlisteval store verify` lists every such event, and a backup restores "
+                "the file"
+            ) from exc
 
 
 def _utc_now() -> datetime:

@@ -5,18 +5,20 @@ real CLI; the damaged file is never changed by any of it."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from playlisteval.cli import EXIT_UNREADABLE
+from playlisteval.cli import EXIT_TAMPERED, EXIT_UNREADABLE
 from playlisteval.cli import app as cli_app
 from playlisteval.doctor import database_checks, server_reachable
 from playlisteval.settings import load_settings
 from playlisteval.workspace import Workspace
 from tests.conftest import PG_URL
+from tests.workspaces import copy_workspace
 
 
 def _truncated(db: Path) -> None:
@@ -112,3 +114,50 @@ def test_an_unreachable_server_database_is_one_failed_check() -> None:
 def test_the_real_postgresql_is_reachable() -> None:
     check = server_reachable(PG_URL)
     assert check.ok, check.detail
+
+
+# -- an edited event ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def curated_home(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace after a one-seed offline run (copy it before spoiling it)."""
+    from playlisteval import runs
+    from playlisteval.app import App
+
+    home = copy_workspace(demo_home, tmp_path_factory.mktemp("edited") / "ws")
+    with App(load_settings(home)) as app:
+        runs.curate(app, budget_usd=None, max_seeds=1, run_id="r")
+    return home
+
+
+EDITS = {
+    "type renamed": "UPDATE events SET type = 'GateZapped' WHERE seq = :seq",
+    "a field removed": "UPDATE events SET data = json_remove(data, '$.gate') WHERE seq = :seq",
+    "a field of the wrong type": (
+        "UPDATE events SET data = json_set(data, '$.attempt', 'x') WHERE seq = :seq"
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_an_edited_event_is_one_line_naming_it_and_exit_4(
+    curated_home: Path, tmp_path: Path, edit: str
+) -> None:
+    home = copy_workspace(curated_home, tmp_path / "ws")
+    db = Workspace(home).database
+    with sqlite3.connect(db) as conn:
+        [(seq,)] = conn.execute(
+            "SELECT seq FROM events WHERE type = 'GateRequested' ORDER BY seq LIMIT 1"
+        ).fetchall()
+        conn.execute(EDITS[edit], {"seq": seq})
+    runner = CliRunner()
+    audit = runner.invoke(cli_app, ["audit", "--run", "r", "--home", str(home)])
+    assert audit.exit_code == EXIT_TAMPERED, audit.output
+    assert "Traceback" not in audit.output
+    line = " ".join(audit.output.split())
+    assert f"event seq {seq} of" in line
+    assert "store verify" in line
+    verify = runner.invoke(cli_app, ["store", "verify", "--home", str(home)])
+    assert verify.exit_code == EXIT_TAMPERED, verify.output
+    assert f"seq {seq}" in " ".join(verify.output.split())
