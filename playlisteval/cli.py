@@ -481,6 +481,7 @@ def _curate(
     per_seed: float | None,
     again: bool = False,
 ) -> RunReport:
+    check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
     if run is not None:
         started = run_started(app_.events, run)
         total = len(started.seeds)
@@ -1081,6 +1082,9 @@ def worker(
     """Claim seeds (and, with a Qdrant server, indexing jobs) from the shared queue and curate
     them until SIGTERM. Run any number, on any number of machines, with store.url set."""
     with _open(home) as app_:
+        _checked(
+            lambda: check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
+        )
         index_job = None
         if app_.settings.vectors.backend == "qdrant-server":
             indexer = app_.indexer()
@@ -1136,6 +1140,9 @@ def serve(
     from playlisteval.daemon import Daemon
 
     with _open(home) as app_:
+        _checked(
+            lambda: check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
+        )
         daemon = Daemon(
             app_, work=work, playlists_file=playlists, concurrency=concurrency, metrics_port=port
         )

@@ -143,7 +143,7 @@ def curate(
     """
     cap = cap_micros(budget_usd, "--budget")
     per_seed = cap_micros(per_seed_usd, "--per-seed")
-    check_concurrency(concurrency)
+    check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
     _needs_cap(app, cap, "curation run")
     curator = app.curator(progress, concurrency)
     with app.writer(SEEDS_LEASE, "curate (choosing seeds)", wait_s=30.0):
@@ -221,7 +221,7 @@ def resume(
     """
     started = run_started(app.events, run_id)
     new_cap = cap_micros(budget_usd, "--budget")
-    check_concurrency(concurrency)
+    check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
     if app.queue().items(run_id=run_id):
         raise ConfigError(
             f"run {run_id!r} belongs to the fleet (its seeds are in the shared queue): start "
@@ -340,7 +340,7 @@ def replay_strict(
     cap = cap_micros(budget_usd, "--budget")
     if max_attempts is not None and max_attempts < 1:
         raise ConfigError(f"--max-attempts must be at least 1, got {max_attempts!r}")
-    check_concurrency(concurrency)
+    check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
     verdict = replayer(app).replay(
         run_id, budget_micros=cap, max_attempts=max_attempts, concurrency=concurrency
     )
@@ -433,6 +433,7 @@ def rehearse(
     and audit it. With ``paper`` the video, audio and transcripts of each call are priced at the
     paper's segment length (20 minutes) whatever this playlist's segments are. The workspace's
     log is not touched."""
+    check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
     chosen, _ = choose_seeds(app, seeds)
     if not chosen:
         raise ConfigError("no seeds to rehearse on: run `playlisteval index` first")

@@ -601,6 +601,12 @@ class CurationSettings(Section):
     """How a curation run executes."""
 
     concurrency: int = Field(8, ge=1, description="Seeds in flight at once.")
+    max_concurrency: int = Field(
+        256,
+        ge=1,
+        description="The most seeds in flight a command accepts (`--concurrency` or "
+        "`concurrency` above it is refused): each holds a task per role.",
+    )
     offline: bool = Field(
         True, description="Answer every role with the offline provider (no key, no network)."
     )
@@ -631,6 +637,15 @@ class CurationSettings(Section):
         description="The offline provider holds each call this long: a latency-bound stand-in "
         "for a live provider in tests, rehearsals of the daemon and bench/workers.py.",
     )
+
+    @model_validator(mode="after")
+    def _concurrency_bounded(self) -> CurationSettings:
+        if self.concurrency > self.max_concurrency:
+            raise ValueError(
+                f"concurrency {self.concurrency!r} is above max_concurrency "
+                f"{self.max_concurrency!r}; lower it, or raise max_concurrency"
+            )
+        return self
 
 
 class Settings(BaseSettings):

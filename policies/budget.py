@@ -92,12 +92,21 @@ def cap_micros(usd: float | None, what: str) -> int | None:
     return round(usd * 1_000_000)
 
 
-def check_concurrency(value: int | None, what: str = "--concurrency") -> int | None:
-    """``value`` when it is a whole number of at least 1 (``None`` passes: the default)."""
+def check_concurrency(
+    value: int | None, what: str = "--concurrency", most: int | None = None
+) -> int | None:
+    """``value`` when it is a whole number of at least 1 and at most ``most`` (the setting
+    ``curation.max_concurrency``; ``None`` passes: the default)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{what} must be a whole number of at least 1, got {value!r}")
+    if most is not None and value > most:
+        raise ConfigError(
+            f"{what} {value!r} is above curation.max_concurrency ({most}): each seed in flight "
+            "holds a task per role, so more than that only queues; raise the setting if the "
+            "providers' rate limits really allow it"
+        )
     return value
 
 

@@ -120,6 +120,30 @@ CASES = [
         ["curate", "--budget", "1", "--concurrency", "0"],
         "--concurrency",
     ),
+    Case(
+        "--concurrency 1000000",
+        _keep,
+        ["curate", "--budget", "1", "--concurrency", "1000000"],
+        "above curation.max_concurrency",
+    ),
+    Case(
+        "a worker's --concurrency past the bound",
+        _keep,
+        ["worker", "--concurrency", "100000"],
+        "above curation.max_concurrency",
+    ),
+    Case(
+        "a rehearsal's --concurrency past the bound",
+        _keep,
+        ["rehearse", "--concurrency", "100000"],
+        "above curation.max_concurrency",
+    ),
+    Case(
+        "concurrency above max_concurrency in the settings",
+        _settings_text("[curation]\nconcurrency = 300\nmax_concurrency = 100\n"),
+        ["status"],
+        "above max_concurrency",
+    ),
     Case("a negative --budget", _keep, ["curate", "--budget", "-1"], "--budget"),
     Case(
         "an unknown run to resume",
