@@ -734,6 +734,24 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _sweep_leftovers(out_dir: Path) -> list[Path]:
+    """What a killed export left beside ``out_dir``: its staging folders (``.NAME.new-*``) go;
+    an earlier export moved aside (``.NAME.old-*``) is put back when ``out_dir`` is missing (the
+    kill came between the two renames), any other is removed. Returns what was removed."""
+    parent = out_dir.parent
+    if not parent.is_dir():
+        return []
+    removed: list[Path] = []
+    olds = sorted(parent.glob(f".{out_dir.name}.old-*"), key=lambda p: p.stat().st_mtime)
+    if olds and not out_dir.exists() and not out_dir.is_symlink():
+        os.rename(olds.pop(), out_dir)
+    for left in [*parent.glob(f".{out_dir.name}.new-*"), *olds]:
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+            removed.append(left)
+    return removed
+
+
 def _replace_dir(staged: Path, out_dir: Path) -> None:
     """Move the staged export into place; an earlier export there is replaced, anything else
     is refused. The old export is moved aside first and put back if the move fails."""
@@ -829,6 +847,7 @@ def export_benchmark(
     card = _card(benchmark, manifest)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(out_dir)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
     try:
         (staged / "pairs.jsonl").write_bytes(jsonl)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -356,6 +357,25 @@ def test_export_into_an_earlier_export_replaces_it_whole_or_not_at_all(
         export_benchmark(app, out, [*subset, missing], settings=SELECTION)
     assert {name: (out / name).read_bytes() for name in FILES} == before
     assert [p.name for p in out.parent.iterdir()] == ["bench"], "a staging folder was left"
+
+
+def test_what_a_killed_export_left_is_swept_and_an_export_moved_aside_comes_back(
+    app: App, pairs: list[SelectedPair], tmp_path: Path
+) -> None:
+    """kill -9 mid-export leaves a staging folder, or (between its two renames) the earlier
+    export moved aside and none in place: the next export removes the one, restores the other
+    before replacing it, and leaves only the export."""
+    out = tmp_path / "exports" / "bench"
+    export_benchmark(app, out, pairs, settings=SELECTION)
+    staged = out.parent / ".bench.new-killed"
+    staged.mkdir()
+    (staged / "pairs.jsonl").write_text("half")
+    aside = out.parent / ".bench.old-killed"
+    os.rename(out, aside)
+    summary = export_benchmark(app, out, pairs[:2], settings=SELECTION)
+    assert summary.pairs == 2
+    assert [p.name for p in out.parent.iterdir()] == ["bench"]
+    assert len(read_jsonl(out / "pairs.jsonl")) == 2
 
 
 def test_a_folder_that_is_not_an_export_is_never_replaced(
