@@ -487,6 +487,45 @@ def test_media_serves_only_manifest_videos_with_range_requests(
         assert client.get(path).status_code == 404, path
 
 
+def test_media_serves_nothing_outside_the_workspace_and_the_benchmark(
+    opened: App, bench: Path, tmp_path: Path
+) -> None:
+    """An edited manifest cannot make the UI serve any file: outside the benchmark's folder,
+    the workspace's media and the catalogued videos it is 403, through ``..`` or a symlink too;
+    a missing file, a dangling link or a loop is 404."""
+    secret_file = tmp_path / "outside" / "secret.txt"
+    secret_file.parent.mkdir()
+    secret_file.write_text("not for the browser")
+    (bench / "link-out.mp4").symlink_to(secret_file)
+    (bench / "dangling.mp4").symlink_to(tmp_path / "gone.mp4")
+    (bench / "loop-a.mp4").symlink_to(bench / "loop-b.mp4")
+    (bench / "loop-b.mp4").symlink_to(bench / "loop-a.mp4")
+    (bench / "clip.mp4").write_bytes(b"a clip kept in the benchmark folder")
+    manifest = json.loads((bench / "manifest.json").read_text())
+    manifest["videos"] += [
+        {"id": "passwd", "path": "/etc/passwd"},
+        {"id": "secret", "path": str(secret_file)},
+        {"id": "dotdot", "path": "../outside/secret.txt"},
+        {"id": "link-out", "path": "link-out.mp4"},
+        {"id": "dangling", "path": "dangling.mp4"},
+        {"id": "loop", "path": "loop-a.mp4"},
+        {"id": "own", "path": "clip.mp4"},
+    ]
+    (bench / "manifest.json").write_text(json.dumps(manifest))
+    client = TestClient(create_app(opened, bench, sample_size=SAMPLE, secret=SECRET))
+    for video in ("passwd", "secret", "dotdot", "link-out"):
+        response = client.get(f"/media/{video}")
+        assert response.status_code == 403, video
+        assert b"not for the browser" not in response.content
+        assert b"root:" not in response.content
+    for video in ("dangling", "loop"):
+        assert client.get(f"/media/{video}").status_code == 404, video
+    own = client.get("/media/own")
+    assert own.status_code == 200
+    assert own.content == b"a clip kept in the benchmark folder"
+    assert client.get("/media/cooking-01").status_code == 200  # a catalogued video
+
+
 # -- audit ---------------------------------------------------------------------------------------
 
 

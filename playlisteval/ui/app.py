@@ -305,6 +305,36 @@ class _TooLarge(Exception):
     """A request body over the form limit."""
 
 
+class MediaRoots:
+    """What the media route may serve, whatever a benchmark's manifest says: files inside the
+    benchmark's own folder, the workspace's media folder or ``ingest.allowed_roots``, and the
+    files of the workspace's catalogued videos — each compared after resolving (symlinks
+    followed), so neither ``..`` nor a link leads out."""
+
+    def __init__(self, app: App, benchmark_root: Path) -> None:
+        self._app = app
+        roots = [benchmark_root, app.workspace.media, *app.settings.ingest.allowed_roots]
+        self._roots = [Path(root).expanduser().resolve() for root in roots]
+        self._videos: set[Path] = set()
+
+    def _catalogued(self) -> set[Path]:
+        found: set[Path] = set()
+        for video in self._app.catalog.videos():
+            if video.path:
+                try:
+                    found.add(Path(video.path).resolve(strict=True))
+                except (OSError, RuntimeError):
+                    continue
+        return found
+
+    def allows(self, real: Path) -> bool:
+        """Whether the resolved file ``real`` may be served."""
+        if any(real.is_relative_to(root) for root in self._roots) or real in self._videos:
+            return True
+        self._videos = self._catalogued()  # videos added since the last look
+        return real in self._videos
+
+
 def create_app(
     app: App,
     benchmark_dir: Path,
@@ -479,14 +509,28 @@ def create_app(
         )
         return _page("status.html", **view)
 
+    media_roots = MediaRoots(app, benchmark.path)
+
     @web.get("/media/{video_id}")
     def media(video_id: str) -> Response:
         path = benchmark.videos.get(video_id)
-        if path is None or not path.is_file():
+        if path is None:
             return _error(404, f"no video {video_id!r} in this benchmark's manifest")
-        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, a dangling link, a symlink loop
+            return _error(404, f"video {video_id!r} is not on this machine")
+        if not real.is_file():
+            return _error(404, f"video {video_id!r} is not a file")
+        if not media_roots.allows(real):
+            return _error(
+                403,
+                f"video {video_id!r} lies outside this workspace's media and this benchmark's "
+                "folder; the UI serves nothing else",
+            )
+        kind = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
         # FileResponse answers Range requests (206), which is how browsers seek in a video.
-        return FileResponse(path, media_type=kind)
+        return FileResponse(real, media_type=kind)
 
     return web
 
