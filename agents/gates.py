@@ -9,19 +9,28 @@ and the verifier finds each one's check in the table, by name, never as a method
 
 A new gate is one module: a spec and a check under ``@register_gate(spec)``, plus (when it calls a
 new role) that role's row in ``tools.roles``, its prompt template and the offline provider's answer.
+
+Verdicts are combined as the paper has it: a role call whose answer is unusable (malformed, cut
+off, refused) is made again (:data:`VERIFIER_RETRIES`), then its model gives no verdict
+(:class:`NoVerdict`); the gates with several verifiers (parametric test, textual
+undetectability) decide on those that answered and say so in the event, and a gate that no
+verifier answered does not pass the output (:func:`_undecided`). What a rejection tells the
+generator is in its own terms: its answers whole, its ratings, never the shuffled labels.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from agents.bus import Envelope
+from agents.prompts import retry_note
 from agents.structural import phase1_structural, phase2_structural
 from agents.workers import (
+    REJECTED_ANSWER_CHARS,
     GenerationLimits,
     MalformedOutput,
     ModelRunner,
@@ -58,6 +67,37 @@ ContextT = TypeVar("ContextT", bound=Frozen)
 OutputT = TypeVar("OutputT", bound=Frozen)
 
 
+VERIFIER_RETRIES = 1
+"""How many more times a gate's role call is made when its answer is unusable (malformed, cut
+off, refused) before that model counts as giving no verdict: two calls at most. Each retry is a
+new request through the runner — its prompt ends with a note of what was wrong before
+(:func:`agents.prompts.retry_note`), so the recorder does not answer it from the first
+record — reserved, recorded and paid like any other call, and served from the log on replay."""
+
+
+_HOW = {"malformed": "malformed", "truncated": "cut off", "refused": "refused"}
+
+
+class NoVerdict(Exception):
+    """A model gave a gate no usable answer in ``1 + VERIFIER_RETRIES`` calls: who, in which
+    role, and what was wrong each time (``failures``, in order)."""
+
+    def __init__(self, role: str, model: str, failures: Sequence[MalformedOutput]) -> None:
+        self.role = role
+        self.model = model
+        self.failures = tuple(failures)
+        last = self.failures[-1].detail if self.failures else ""
+        super().__init__(f"{self.summary}; the last time: {last[:300]}")
+
+    @property
+    def summary(self) -> str:
+        """``"gpt-5.4: no verdict (malformed twice)"``: the model and how it failed."""
+        kinds = {_HOW[f.kind] for f in self.failures}
+        how = " or ".join(sorted(kinds)) or "no answer"
+        times = {1: "once", 2: "twice"}.get(len(self.failures), f"{len(self.failures)} times")
+        return f"{self.model}: no verdict ({how} {times})"
+
+
 class Verdict(NamedTuple):
     """A gate's answer: passed or not, why, and (on a rejection) the output it rejected, as the
     generator will be shown it."""
@@ -88,21 +128,37 @@ class GateCall:
         """The seed's current distractor set (Phase II)."""
         return DistractorSet.model_validate(self.seed.distractors)
 
+    def output_text(self) -> str:
+        """The output this gate judges, as a rejection feeds it back to the generator."""
+        return qa_text(self.qa) if self.request.phase == 1 else _set_text(self.distractors)
+
     async def ask(
         self, role: RoleSpec[ContextT, OutputT], model_id: str, context: ContextT
     ) -> OutputT:
-        """One call of ``role`` for this gate; a video role gets the segments' verifier clips."""
+        """One call of ``role`` for this gate (a video role gets the segments' verifier clips,
+        and its context the rate the model is sent them at: the runner fills it), made again
+        up to :data:`VERIFIER_RETRIES` times while its answer is unusable; :class:`NoVerdict`
+        when it never was."""
         videos = self.seed.evidence.videos(self.limits.verifier_clip) if role.video else ()
-        return await self.runner.run(
-            self.seed,
-            role.name,
-            model_id,
-            context,  # type: ignore[arg-type]  # every role's context is one of AnyContext
-            role.output,
-            phase=self.request.phase,
-            gate=self.request.gate,
-            attachments=videos,
-        )
+        failures: list[MalformedOutput] = []
+        for _ in range(1 + VERIFIER_RETRIES):
+            try:
+                output: OutputT = await self.runner.run(
+                    self.seed,
+                    role.name,
+                    model_id,
+                    context,  # type: ignore[arg-type]  # every role's context is one of AnyContext
+                    role.output,
+                    phase=self.request.phase,
+                    gate=self.request.gate,
+                    attachments=videos,
+                    note=retry_note([f.kind for f in failures]) if failures else "",
+                )
+            except MalformedOutput as exc:
+                failures.append(exc)
+                continue
+            return output
+        raise NoVerdict(role.name, model_id, failures)
 
 
 GateCheck = Callable[[GateCall], Awaitable[Verdict]]
@@ -172,7 +228,14 @@ class VerifierAgent(RoleAgent):
         return {key: gate.check for key, gate in self._table.items()}
 
     async def handle(self, envelope: Envelope) -> Event:
-        """Run one gate on the seed's current output."""
+        """Run one gate on the seed's current output.
+
+        A gate whose only verifier gives no verdict (:class:`NoVerdict`, after its retries) does
+        not pass the output: a pass needs a verifier to vouch for it. It is rejected with a
+        reason that says so — that nothing was found wrong with it — so the generator may submit
+        it again; the attempt counts, as any rejection, which bounds what a verifier that never
+        answers can cost. (The gates with several verifiers decide on those that answered; see
+        :func:`parametric_test`.)"""
         request = envelope.message
         assert isinstance(request, GateRequested)
         gate = self._table.get((request.gate, request.phase))
@@ -181,9 +244,12 @@ class VerifierAgent(RoleAgent):
         call = GateCall(self.runner, self.models, self.limits, envelope.context, request)
         try:
             verdict = await gate.check(call)
+        except NoVerdict as exc:
+            last = exc.failures[-1].detail if exc.failures else ""
+            verdict = _undecided(request.gate, [exc.summary], call, last)
         except MalformedOutput as exc:
-            # A verifier that cannot answer in form cannot vouch for the output.
-            verdict = Verdict(False, f"verifier output unusable: {exc}")
+            # A gate that calls the runner itself (not through ``GateCall.ask``): no retries.
+            verdict = _undecided(request.gate, [f"{exc.model}: no verdict"], call, exc.detail)
         if verdict.passed:
             return GatePassed(
                 phase=request.phase,
@@ -198,6 +264,25 @@ class VerifierAgent(RoleAgent):
             reason=verdict.reason,
             rejected_output=clip_output(verdict.rejected_output),
         )
+
+
+def _undecided(gate: str, silent: Sequence[str], call: GateCall, last: str = "") -> Verdict:
+    """The verdict of a gate none of whose verifiers answered (``silent`` names each): not a
+    pass, since nobody vouches for the output, and told to the generator as what it is — no
+    judgment of the output (``last``: the last thing wrong with a verifier's answer)."""
+    why = f" (the last answer: {last[:300]})" if last else ""
+    return Verdict(
+        False,
+        f"no verdict: none of the {gate} gate's verifiers gave a usable answer "
+        f"({'; '.join(silent)}), so it cannot pass the output; nothing was found wrong with "
+        f"it{why}",
+        call.output_text(),
+    )
+
+
+def _noted(text: str, silent: Sequence[str]) -> str:
+    """``text`` with the verifiers that gave no verdict named after it."""
+    return text + "".join(f"; {s}" for s in silent)
 
 
 # -- Phase I -------------------------------------------------------------------------------------
@@ -251,34 +336,57 @@ async def transcript_test(call: GateCall) -> Verdict:
 
 @register_gate(default_gate("parametric_test", 1))
 async def parametric_test(call: GateCall) -> Verdict:
-    """Rejected only when every answerer–verifier pair recovers the gold from memory alone."""
+    """Rejected only when every answerer–verifier pair recovers the gold from memory alone.
+
+    As the paper has it, the QA is rejected only when all the pairs recover the gold; one pair
+    that does not settles it (a pass, and the remaining calls are saved). A pair whose answerer
+    or verifier gives no usable answer, after its retries (:data:`VERIFIER_RETRIES`), gives no
+    verdict and the pairs that answered decide: rejected when every one of them recovered the
+    gold, and the reason says how many answered and who gave no verdict. When no pair answered
+    the gate cannot decide, and the QA is not passed on a vacuous "nobody recovered it": it is
+    rejected as undecided (``_undecided``: no judgment of the QA, the attempt counts as any
+    rejection does, so a verifier that never answers costs at most the seed's attempts)."""
     qa = call.qa
     recovered: list[str] = []
+    silent: list[str] = []
     for answerer, verifier in call.models.parametric_pairs:
-        answer = await call.ask(
-            PARAMETRIC_ANSWERER, answerer, ParametricContext(question=qa.question)
-        )
-        verdict = await call.ask(
-            PARAMETRIC_VERIFIER,
-            verifier,
-            MatchContext(
-                role="parametric_verifier",
-                question=qa.question,
-                gold_answer=qa.gold_answer,
-                candidate=answer.answer,
-            ),
-        )
-        if not verdict.matches_gold:
-            # Rejected only if every pair recovers the gold: one miss settles it (and saves
-            # the remaining calls).
-            return Verdict(
-                True, f"{answerer}→{verifier} did not recover the gold: {verdict.reason}"
+        pair = f"{answerer}→{verifier}"
+        try:
+            answer = await call.ask(
+                PARAMETRIC_ANSWERER, answerer, ParametricContext(question=qa.question)
             )
-        recovered.append(f"{answerer}→{verifier}: {verdict.reason}")
+            verdict = await call.ask(
+                PARAMETRIC_VERIFIER,
+                verifier,
+                MatchContext(
+                    role="parametric_verifier",
+                    question=qa.question,
+                    gold_answer=qa.gold_answer,
+                    candidate=answer.answer,
+                ),
+            )
+        except NoVerdict as exc:
+            silent.append(f"{pair}: {exc.summary}")
+            continue
+        if not verdict.matches_gold:
+            return Verdict(
+                True,
+                _noted(f"{pair} did not recover the gold: {verdict.reason}", silent),
+            )
+        recovered.append(f"{pair}: {verdict.reason}")
+    if not recovered:
+        return _undecided("parametric_test", silent, call)
+    n = len(recovered)
     return Verdict(
         False,
-        "answerable from model memory alone (every generator–verifier pair recovered the "
-        "gold): " + "; ".join(recovered),
+        _noted(
+            f"rejected: {n} of {n} answerer–verifier pairs that answered recovered the gold "
+            "(the test rejects when every pair that answers does)",
+            silent,
+        )
+        + ". Answerable from model memory alone: "
+        + "; ".join(recovered)
+        + ". Ground the answer in what is seen, not in what a model knows.",
         qa_text(qa),
     )
 
@@ -309,7 +417,12 @@ async def sufficiency(call: GateCall) -> Verdict:
 
 
 def _set_text(distractors: DistractorSet) -> str:
-    return "\n\n".join(f"[rated {a.rating}] {a.answer}" for a in distractors.answers)
+    """A distractor set as a rejection feeds it back: every answer whole, under its rating
+    (an answer is cut only past the structural gate's own length limit)."""
+    return "\n\n".join(
+        f"--- your answer rated {a.rating} ---\n{clip_output(a.answer, REJECTED_ANSWER_CHARS)}"
+        for a in distractors.answers
+    )
 
 
 def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]:
@@ -318,6 +431,22 @@ def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str
     out = list(labelled)
     rng.shuffle(out)
     return out
+
+
+def _in_ratings(order: Sequence[str], rating_of: Mapping[str, str]) -> str:
+    """A ranker's order of shuffled labels told in the generator's own terms: the ratings of the
+    answers (``gold`` for the gold answer), never the labels it never saw. A label the ranker
+    made up shows as ``?``; answers it left out are named after the order."""
+
+    def name(label: str) -> str:
+        rating = rating_of.get(label)
+        return "?" if rating is None else ("gold" if rating == "5" else rating)
+
+    text = " > ".join(name(label) for label in order) or "nothing"
+    missing = [name(label) for label in rating_of if label not in order]
+    if missing:
+        text += f" (leaving out {', '.join(missing)})"
+    return text
 
 
 @register_gate(default_gate("structural", 2))
@@ -330,11 +459,18 @@ async def structural_2(call: GateCall) -> Verdict:
 
 @register_gate(default_gate("textual_undetectability", 2))
 async def textual_undetectability(call: GateCall) -> Verdict:
-    """Rejected only when every text-only ranker recovers the intended order gold ≻ 4 ≻ … ≻ 1."""
+    """Rejected only when every text-only ranker recovers the intended order gold ≻ 4 ≻ … ≻ 1.
+
+    As the paper has it, the set is rejected only when all the rankers recover the order; one
+    that does not settles it (a pass, the rest are not asked). A ranker that gives no usable
+    answer, after its retries, gives no verdict and those that answered decide, as in
+    :func:`parametric_test`; when none answered the set is rejected as undecided. Orders are
+    told in ratings, never in the shuffled labels the generator never saw."""
     qa, distractors = call.qa, call.distractors
     graded = [("5", qa.gold_answer), *((str(a.rating), a.answer) for a in distractors.answers)]
     order = _shuffled(graded, f"{call.seed.seed_id}|text|{call.request.attempt}")
     labels = {rating: chr(ord("A") + i) for i, (rating, _) in enumerate(order)}
+    rating_of = {label: rating for rating, label in labels.items()}
     intended = tuple(labels[r] for r in ("5", "4", "3", "2", "1"))
     rubric = tuple(sorted({d.attribute for a in distractors.answers for d in a.causal_record}))
     context = RankingContext(
@@ -344,23 +480,46 @@ async def textual_undetectability(call: GateCall) -> Verdict:
         rubric=rubric,
     )
     recovered: list[str] = []
+    silent: list[str] = []
     for model in call.models.textual_rankers:
-        ranking = await call.ask(TEXTUAL_RANKER, model, context)
+        try:
+            ranking = await call.ask(TEXTUAL_RANKER, model, context)
+        except NoVerdict as exc:
+            silent.append(exc.summary)
+            continue
         if tuple(ranking.order) != intended:
-            return Verdict(True, f"{model} could not recover the order from text alone")
+            return Verdict(
+                True,
+                _noted(
+                    f"{model} could not recover the order from text alone (it ranked "
+                    f"{_in_ratings(ranking.order, rating_of)})",
+                    silent,
+                ),
+            )
         recovered.append(model)
+    if not recovered:
+        return _undecided("textual_undetectability", silent, call)
+    n = len(recovered)
     return Verdict(
         False,
-        "the intended order gold ≻ 4 ≻ 3 ≻ 2 ≻ 1 is recoverable from the text alone (by "
-        + ", ".join(recovered)
-        + "): make the errors visual only and keep length, tone and structure identical",
+        _noted(
+            f"rejected: {n} of {n} text-only rankers that answered ({', '.join(recovered)}) "
+            "recovered the intended order gold > 4 > 3 > 2 > 1 from the text alone (the test "
+            "rejects when every ranker that answers does)",
+            silent,
+        )
+        + ": make the errors visual only and keep length, tone and structure identical",
         _set_text(distractors),
     )
 
 
 @register_gate(default_gate("visual_detectability", 2))
 async def visual_detectability(call: GateCall) -> Verdict:
-    """Passed only when, with the video, the four answers rank in the intended order 4 ≻ … ≻ 1."""
+    """Passed only when, with the video, the four answers rank in the intended order 4 ≻ … ≻ 1.
+
+    Its one ranker's order is told to the generator in ratings (the shuffled labels the ranker
+    saw mean nothing to it); a ranker that gives no verdict fails the gate (see
+    :meth:`VerifierAgent.handle`)."""
     qa, distractors = call.qa, call.distractors
     by_rating = {str(a.rating): a for a in distractors.answers}
     order = _shuffled(
@@ -368,6 +527,7 @@ async def visual_detectability(call: GateCall) -> Verdict:
         f"{call.seed.seed_id}|video|{call.request.attempt}",
     )
     labels = {rating: chr(ord("A") + i) for i, (rating, _) in enumerate(order)}
+    rating_of = {label: rating for rating, label in labels.items()}
     intended = tuple(labels[r] for r in ("4", "3", "2", "1") if r in labels)
     context = RankingContext(
         role="visual_ranker",
@@ -383,7 +543,8 @@ async def visual_detectability(call: GateCall) -> Verdict:
         return Verdict(True, "the video ranks the four answers in the intended order")
     return Verdict(
         False,
-        f"with the video the order is {'>'.join(ranking.order)!r}, not the intended "
-        f"{'>'.join(intended)!r} (4 ≻ 3 ≻ 2 ≻ 1): make each severity step visibly larger",
+        "with the video the ranker ordered your answers rated "
+        f"{_in_ratings(ranking.order, rating_of)}; the intended order is "
+        f"{_in_ratings(intended, rating_of)}: make each severity step visibly larger",
         _set_text(distractors),
     )

@@ -8,6 +8,7 @@ the offline provider included, reads the same facts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 
@@ -21,6 +22,8 @@ from tools.roles import (
     Phase2Context,
     RankingContext,
     SegmentEvidence,
+    SufficiencyContext,
+    VideoRate,
     embed_context,
 )
 
@@ -55,6 +58,49 @@ def feedback_section(feedback: tuple[Feedback, ...]) -> str:
     return template("feedback").format(items=items)
 
 
+def _fps(rate: float) -> str:
+    # Two decimals for the rates we send (0.5, 0.21); low rates keep two significant digits.
+    return f"{rate:.2f}" if rate >= 0.1 else f"{rate:.2g}"
+
+
+def video_rate_text(rates: tuple[VideoRate, ...]) -> str:
+    """The rate the prompt says the segments' video is sent at, as ``" at 0.21 fps"`` (one per
+    segment when they differ; a note when the request's frame cap thinned them), or nothing
+    when the context does not say: a prompt claims no rate its request does not carry."""
+    if not rates:
+        return ""
+    shown = [_fps(r.fps) for r in rates]
+    if len(set(shown)) == 1:
+        text = f" at {shown[0]} fps"
+    else:
+        text = " at " + " and ".join(
+            f"{fps} fps (segment {r.segment_id})" for fps, r in zip(shown, rates, strict=True)
+        )
+    thinned = [r for r in rates if r.max_frames is not None]
+    if thinned:
+        asked = sorted({_fps(r.asked_fps) for r in thinned})
+        text += (
+            f" (thinned from {' and '.join(asked)} fps to fit {thinned[0].max_frames} frames "
+            "per request)"
+        )
+    return text
+
+
+_UNUSABLE = {
+    "malformed": "it was not in the required form (the output schema)",
+    "truncated": "it was cut off at the output limit before it was complete",
+    "refused": "it was a refusal",
+}
+
+
+def retry_note(kinds: Sequence[str]) -> str:
+    """What ends the prompt of a call made again because its earlier answers (``kinds``, in
+    order: ``malformed``, ``truncated``, ``refused``) could not be used. It names each, so every
+    retry is a request of its own (the recorder answers a repeated request from its record)."""
+    told = "; ".join(f"answer {i}: {_UNUSABLE.get(kind, kind)}" for i, kind in enumerate(kinds, 1))
+    return template("retry").format(count=len(kinds), told=told).strip()
+
+
 def _answers_text(context: AnyContext) -> list[str]:
     """The answers a role weighs, as readable sections (the JSON block repeats them exactly)."""
     if isinstance(context, RankingContext):
@@ -84,6 +130,8 @@ def render_prompt(context: AnyContext) -> str:
             min_cited_chunks=context.min_cited_chunks,
             max_cited_chunks=context.max_cited_chunks,
         )
+    elif isinstance(context, SufficiencyContext | RankingContext):
+        text = text.format(video_rate=video_rate_text(context.video_rates))
     parts = [text.strip()]
     if isinstance(context, Phase1Context | Phase2Context):
         parts.append(feedback_section(context.feedback).strip())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
@@ -20,7 +20,9 @@ from agents.coordinator import FeedbackItem
 from agents.evidence import ClipSpec, SeedEvidence
 from agents.prompts import render_prompt
 from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
+from policies.ratelimits import Traffic
 from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
+from tools.providers.base import clip_info, frame_times
 from tools.roles import (
     PHASE1_GENERATOR,
     PHASE2_GENERATOR,
@@ -29,20 +31,41 @@ from tools.roles import (
     Feedback,
     Phase1Context,
     Phase2Context,
+    RankingContext,
+    SufficiencyContext,
+    VideoRate,
     role_spec,
 )
 
 T = TypeVar("T", bound=BaseModel)
 
-REJECTED_OUTPUT_CHARS = 4000  # what of a rejected output goes back into the next prompt
+# What of a rejected output goes back into the next prompt. The generator must see all of what
+# was rejected to fix it: every answer the structural gates let through (at most their
+# ``max_answer_chars``, 20,000 characters an answer) goes back whole, and so a whole Phase II set
+# of four such answers with its headers. Only what those gates would reject for its length
+# anyway is cut (a 100 kB answer is not echoed whole).
+REJECTED_ANSWER_CHARS = 20_000
+REJECTED_OUTPUT_CHARS = 4 * REJECTED_ANSWER_CHARS + 4_000
+
+
+Unusable = Literal["malformed", "truncated", "refused"]
 
 
 class MalformedOutput(Exception):
-    """The model answered, but not in the role's output type; ``raw`` is what it wrote."""
+    """The model answered, but not in the role's output type: ``kind`` says how (``malformed``,
+    ``truncated`` at the output-token cap, or ``refused``); ``raw`` is what it wrote, ``detail``
+    what was wrong with it."""
 
-    def __init__(self, role: str, model: str, raw: str, detail: str) -> None:
-        super().__init__(f"{role} ({model}) returned malformed output: {detail}")
+    def __init__(
+        self, role: str, model: str, raw: str, detail: str, *, kind: Unusable = "malformed"
+    ) -> None:
+        what = "refused to answer" if kind == "refused" else "returned malformed output"
+        super().__init__(f"{role} ({model}) {what}: {detail}")
+        self.role = role
+        self.model = model
         self.raw = raw
+        self.detail = detail
+        self.kind: Unusable = kind
 
 
 @dataclass(frozen=True)
@@ -143,11 +166,14 @@ class ModelRunner:
         gate: str | None,
         attachments: Sequence[BinaryContent] = (),
         extra_settings: ModelSettings | None = None,
+        note: str = "",
     ) -> T:
         """One structured call of ``role`` (its row in ``tools.roles.ROLES`` gives the output type
         ``output_type`` must be, whether it may take clips, and its output-token cap); malformed
         output raises :class:`MalformedOutput`. ``extra_settings`` join the role's (e.g. a
-        thinking budget)."""
+        thinking budget); ``note`` ends the prompt (a retry's word on what was wrong before).
+        A context that says at what rate its video is sent (sufficiency, the rankers) is told
+        the rate this model's request carries (:meth:`video_rates`)."""
         spec = role_spec(role)
         if output_type is not spec.output:
             raise ValueError(
@@ -155,6 +181,7 @@ class ModelRunner:
             )
         if attachments and not spec.video:
             raise ValueError(f"role {role!r} is not a video role: it takes no attachments")
+        context = self._with_video_rates(context, model_id, attachments)
         recorded = RecordedModel(
             self.model_for(model_id),
             self.recorder,
@@ -164,7 +191,8 @@ class ModelRunner:
         agent = self._agents.get(output_type)
         if agent is None:
             agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
-        prompt: list[Any] = [render_prompt(context), *attachments]
+        text = render_prompt(context) + (f"\n\n{note}" if note else "")
+        prompt: list[Any] = [text, *attachments]
         settings = ModelSettings(
             max_tokens=spec.max_output_tokens, temperature=0.0, thinking=spec.thinking
         )
@@ -173,19 +201,37 @@ class ModelRunner:
         try:
             result = await agent.run(prompt, model=recorded, model_settings=settings)
         except (ModelRefused, ContentFilterError) as exc:
-            refused = f"the model refused to answer: {exc}"
-            raise MalformedOutput(role, model_id, "", refused) from exc
+            raise MalformedOutput(role, model_id, "", str(exc), kind="refused") from exc
         except UnexpectedModelBehavior as exc:
             last = recorded.last_response
             detail = str(exc)
+            kind: Unusable = "malformed"
             if last is not None and last.finish_reason == "length":
+                kind = "truncated"
                 detail = (
                     f"output cut off at the {settings.get('max_tokens')}-token limit before it "
                     f"was complete ({detail})"
                 )
-            raise MalformedOutput(role, model_id, _raw_text(last), detail) from exc
+            raise MalformedOutput(role, model_id, _raw_text(last), detail, kind=kind) from exc
         output: T = result.output
         return output
+
+    def video_rates(
+        self, model_id: str, attachments: Sequence[BinaryContent]
+    ) -> tuple[VideoRate, ...]:
+        """The rate each clip of ``attachments`` reaches ``model_id`` at, as its adapter plans
+        it (:func:`video_rates` with the model's traffic, the recorder's own)."""
+        return video_rates(attachments, self.recorder.traffic(model_id))
+
+    def _with_video_rates(
+        self, context: AnyContext, model_id: str, attachments: Sequence[BinaryContent]
+    ) -> AnyContext:
+        # A context that says at what rate its video is sent (its prompt states it) is told the
+        # rate this model's request carries, whoever built it (a gate, a smoke call).
+        if not isinstance(context, SufficiencyContext | RankingContext) or context.video_rates:
+            return context
+        rates = self.video_rates(model_id, attachments)
+        return context.model_copy(update={"video_rates": rates}) if rates else context
 
 
 def _feedback(items: Sequence[FeedbackItem]) -> tuple[Feedback, ...]:
@@ -200,19 +246,57 @@ def _feedback(items: Sequence[FeedbackItem]) -> tuple[Feedback, ...]:
     )
 
 
-def qa_text(qa: QA) -> str:
-    """A QA as a rejected output is fed back: its question and gold answer."""
-    return f"Question: {qa.question}\n\nGold answer:\n{qa.gold_answer}"
+def video_rates(
+    attachments: Sequence[BinaryContent], traffic: Traffic | None
+) -> tuple[VideoRate, ...]:
+    """The rate each clip of ``attachments`` is sent at, for a model whose calls travel as
+    ``traffic`` says: for a frame-based provider (``traffic.video_fps`` set) the frames of
+    :func:`tools.providers.base.frame_times` — the plan its adapter sends and the budget
+    reserves — over the clip's seconds, thinned when the request's ``max_frames`` cannot hold
+    them all; for native video (Gemini) or a model of unknown traffic, the clip's own rate."""
+    clips = [info for part in attachments if (info := clip_info(part)) is not None]
+    if not clips:
+        return ()
+    if traffic is None or traffic.video_fps is None:
+        return tuple(
+            VideoRate(segment_id=c.segment_id, seconds=c.duration_s, fps=c.fps, asked_fps=c.fps)
+            for c in clips
+        )
+    fps, floor = traffic.video_fps, traffic.min_frames_per_clip
+    cap = traffic.max_frames or 0
+    plan = frame_times(clips, fps, cap, floor)
+    unthinned = frame_times(clips, fps, 0, floor)
+    out: list[VideoRate] = []
+    for clip, times, wanted in zip(clips, plan, unthinned, strict=True):
+        asked = min(clip.fps, fps) if clip.fps > 0 else fps
+        frames = len(times)
+        out.append(
+            VideoRate(
+                segment_id=clip.segment_id,
+                seconds=clip.duration_s,
+                fps=frames / clip.duration_s if clip.duration_s > 0 else asked,
+                asked_fps=asked,
+                frames=frames,
+                max_frames=cap if frames < len(wanted) else None,
+            )
+        )
+    return tuple(out)
 
 
-def clip_output(text: str) -> str:
-    """What of a rejected output goes back into the next prompt (the first few thousand
-    characters: a 100 kB answer is not echoed whole)."""
-    if len(text) <= REJECTED_OUTPUT_CHARS:
+def clip_output(text: str, limit: int = REJECTED_OUTPUT_CHARS) -> str:
+    """What of a rejected output goes back into the next prompt: all of it up to ``limit``
+    characters (room for a whole Phase II set the structural gate passes), then a note of
+    how much more there was."""
+    if len(text) <= limit:
         return text
-    return (
-        text[:REJECTED_OUTPUT_CHARS] + f"\n[… {len(text) - REJECTED_OUTPUT_CHARS} more characters]"
-    )
+    return text[:limit] + f"\n[… {len(text) - limit:,} more characters]"
+
+
+def qa_text(qa: QA) -> str:
+    """A QA as a rejected output is fed back: its question and its whole gold answer (cut only
+    past the structural gate's own length limit)."""
+    gold = clip_output(qa.gold_answer, REJECTED_ANSWER_CHARS)
+    return f"Question: {qa.question}\n\nGold answer:\n{gold}"
 
 
 @dataclass(frozen=True)

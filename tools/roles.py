@@ -150,13 +150,32 @@ class MatchVerdict(Frozen):
     reason: str
 
 
+class VideoRate(Frozen):
+    """How one segment's video reaches the model called: ``fps`` frames a second over its
+    ``seconds`` (``frames`` of them, for a provider that takes video as frames; None for native
+    video, which the provider samples at ``fps``). ``asked_fps`` is the rate it would have had
+    without the request's frame cap; ``max_frames`` is that cap when it thinned this clip.
+
+    The model runner fills it from the same frame plan the adapter sends
+    (``tools.providers.base.frame_times``), so a prompt states the rate the request carries."""
+
+    segment_id: str
+    seconds: float
+    fps: float
+    asked_fps: float
+    frames: int | None = None
+    max_frames: int | None = None
+
+
 class SufficiencyContext(Frozen):
-    """A third model family checks the QA against each segment's video and transcript."""
+    """A third model family checks the QA against each segment's video and transcript;
+    ``video_rates`` (filled by the model runner) say at what rate each segment's video is sent."""
 
     role: Literal["sufficiency"] = "sufficiency"
     question: str
     gold_answer: str
     segments: tuple[SegmentEvidence, SegmentEvidence]
+    video_rates: tuple[VideoRate, ...] = ()
 
 
 class SufficiencyVerdict(Frozen):
@@ -219,13 +238,15 @@ class LabelledAnswer(Frozen):
 
 class RankingContext(Frozen):
     """A ranker orders answers best → worst: from text alone (with the attributes as rubric), or
-    with the video (each answer with its causal record, to verify against the frames)."""
+    with the video (each answer with its causal record, to verify against the frames; the
+    ``video_rates`` each segment is sent at are filled by the model runner)."""
 
     role: Literal["textual_ranker", "visual_ranker"]
     question: str
     answers: tuple[LabelledAnswer, ...]
     rubric: tuple[str, ...] = ()
     segments: tuple[SegmentEvidence, ...] = ()
+    video_rates: tuple[VideoRate, ...] = ()
 
 
 class Ranking(Frozen):
