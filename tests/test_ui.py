@@ -526,6 +526,20 @@ def test_media_serves_nothing_outside_the_workspace_and_the_benchmark(
     assert client.get("/media/cooking-01").status_code == 200  # a catalogued video
 
 
+def test_a_benchmark_whose_records_were_edited_after_the_export_is_refused(
+    opened: App, bench: Path
+) -> None:
+    """Labels are filed under the benchmark's content hash: an edited pairs.jsonl beside the old
+    benchmark.json is refused with one line, not served as the old benchmark."""
+    lines = (bench / "pairs.jsonl").read_text().splitlines()
+    edited = json.loads(lines[0])
+    edited["chosen"] = "an answer swapped in by hand"
+    lines[0] = json.dumps(edited, sort_keys=True)
+    (bench / "pairs.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="does not match the content hash"):
+        create_app(opened, bench, sample_size=SAMPLE, secret=SECRET)
+
+
 # -- audit ---------------------------------------------------------------------------------------
 
 

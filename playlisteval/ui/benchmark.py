@@ -120,10 +120,19 @@ def load_benchmark(path: Path) -> Benchmark:
         digest = str(info.get("content_sha256") or "") if isinstance(info, dict) else ""
     else:
         digest = ""
+    actual = hashlib.sha256(raw).hexdigest()
+    if digest and digest != actual:
+        # Labels are filed under the content hash: an edited pairs.jsonl served under the old
+        # hash would count old labels for new records.
+        raise ConfigError(
+            f"{str(pairs_file)!r} does not match the content hash in benchmark.json "
+            f"({digest[:12]}…, the records hash to {actual[:12]}…): the records were changed "
+            "after the export; export the benchmark again (or restore its pairs.jsonl)"
+        )
     # An export always writes benchmark.json; the hash of the records stands in without it.
     return Benchmark(
         path=root,
-        content_sha256=digest or hashlib.sha256(raw).hexdigest(),
+        content_sha256=actual,
         pairs=pairs,
         videos=videos,
     )
