@@ -526,6 +526,23 @@ def test_media_serves_nothing_outside_the_workspace_and_the_benchmark(
     assert client.get("/media/cooking-01").status_code == 200  # a catalogued video
 
 
+def test_a_second_browser_cannot_take_over_an_annotators_name(
+    client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    """Typing an existing annotator's name in another browser is refused (409), and hands out
+    no cookie; the annotator's own browser joins again and carries on where it was."""
+    join(client, "ann")
+    label_next(client, records, "intended")
+    other = TestClient(create_app(opened, bench, sample_size=SAMPLE, secret=SECRET))
+    taken = other.post("/", data={"name": "ann"}, follow_redirects=False)
+    assert taken.status_code == 409
+    assert "is taken by another annotator" in taken.text
+    assert "set-cookie" not in taken.headers
+    assert other.get("/annotate", follow_redirects=False).status_code == 303  # not signed in
+    join(client, "ann")  # her own browser, her own cookie
+    assert client.get("/annotate").status_code == 200
+
+
 def test_a_benchmark_whose_records_were_edited_after_the_export_is_refused(
     opened: App, bench: Path
 ) -> None:

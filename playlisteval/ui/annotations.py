@@ -124,6 +124,12 @@ class BadChoice(AnnotationRefused):
     status = 422
 
 
+class NameTaken(AnnotationRefused):
+    """Another browser joined under this name: a name is an annotator's own, not a login."""
+
+    status = 409
+
+
 class BadName(AnnotationRefused):
     """The annotator name does not follow :data:`NAME_RULE`."""
 
@@ -275,12 +281,22 @@ class AnnotationLog:
             )
         return sample
 
-    def join(self, name: str) -> str:
-        """Record ``name`` as an annotator (once); returns the checked name."""
+    def join(self, name: str, *, signed_in_as: str | None = None) -> str:
+        """Record ``name`` as an annotator (once); returns the checked name. A name another
+        annotator already joined under is refused (:class:`NameTaken`) unless the request is
+        signed in as that annotator (``signed_in_as``, from its signed cookie): typing someone
+        else's name must not hand over their queue and their cookie."""
         clean = check_name(name)
 
         def decide(state: AnnotationState) -> list[Event]:
-            return [] if clean in state.annotators else [AnnotatorJoined(name=clean)]
+            if clean not in state.annotators:
+                return [AnnotatorJoined(name=clean)]
+            if signed_in_as != clean:
+                raise NameTaken(
+                    f"the name {clean!r} is taken by another annotator; choose another, or "
+                    "continue in the browser you joined from"
+                )
+            return []
 
         self._append(decide)
         return clean

@@ -395,7 +395,13 @@ def create_app(
         except _TooLarge:
             return _error(413, f"the form is over {MAX_FORM_BYTES} bytes")
         try:
-            name = await run_in_threadpool(log.join, form.get("name", ""))
+            signed_in = who(request)
+        except ForgedAnnotator:
+            signed_in = None
+        try:
+            name = await run_in_threadpool(
+                lambda: log.join(form.get("name", ""), signed_in_as=signed_in)
+            )
         except AnnotationRefused as exc:
             return _error(exc.status, str(exc))
         response = RedirectResponse("/annotate", status_code=303)
@@ -410,7 +416,7 @@ def create_app(
             return _error(exc.status, str(exc))
         if name is None:
             return RedirectResponse("/", status_code=303)
-        log.join(name)  # a signed name the stream has not seen (a new benchmark) joins now
+        log.join(name, signed_in_as=name)  # a signed name new to this benchmark joins now
         state = log.state()
         todo = state.remaining(name)
         total = len(state.pair_ids)
