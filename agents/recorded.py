@@ -592,6 +592,8 @@ class CallRecorder:
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
         cost = hit.cost_micros if isinstance(hit, CallRecorded) else hit.charged_micros
+        if isinstance(hit, CallRecorded) and hit.replayed and self.mode != "live":
+            cost = 0  # it was served from the log in the run too: it cost the run nothing
         if self.mode != "live":
             # A replay reports what the run cost: the recorded actual cost, under its own cap
             # (a counterfactual policy's budget can refuse it). Live runs get it for free.
