@@ -310,7 +310,7 @@ async def transcript_test(call: GateCall) -> Verdict:
         TRANSCRIPT_ANSWERER,
         call.models.transcript_answerer,
         TranscriptTestContext(
-            question=qa.question, windows=call.seed.evidence.transcript_windows()
+            question=qa.question, windows=call.seed.evidence.transcript_windows(qa.gold_answer)
         ),
     )
     verdict = await call.ask(
