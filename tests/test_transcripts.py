@@ -630,3 +630,20 @@ def test_whisper_gets_the_primary_language_subtag(code: str | None, expected: st
     from tools.transcripts import whisper_language
 
     assert whisper_language(code) == expected
+
+
+@pytest.mark.parametrize(
+    ("backend", "module"),
+    [("FasterWhisperTranscriber", "faster_whisper"), ("Qwen3AsrTranscriber", "qwen_asr")],
+)
+def test_a_missing_optional_package_names_the_extra_to_install(
+    backend: str, module: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the package, the error says to install the `asr` extra, not that the model
+    folder is in the wrong format."""
+    import tools.transcripts as transcripts
+
+    monkeypatch.setitem(sys.modules, module, None)  # what an uninstalled package imports as
+    with pytest.raises(TranscriptError, match=r"not installed.*\[asr\]") as caught:
+        getattr(transcripts, backend)(tmp_path)
+    assert "ct2-transformers-converter" not in str(caught.value)

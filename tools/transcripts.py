@@ -168,7 +168,12 @@ class FasterWhisperTranscriber:
         """Load a CTranslate2 Whisper model from a folder (or a faster-whisper size name)."""
         try:
             from faster_whisper import WhisperModel
-
+        except ImportError as exc:
+            raise TranscriptError(
+                f"faster-whisper is not installed ({exc.name or exc}): install the `asr` extra, "
+                "`pip install -e '.[asr]'` (or `pip install faster-whisper`)"
+            ) from exc
+        try:
             self._model = WhisperModel(
                 str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads
             )
@@ -242,7 +247,12 @@ class Qwen3AsrTranscriber:
         try:
             import torch
             from qwen_asr import Qwen3ASRModel
-
+        except ImportError as exc:
+            raise TranscriptError(
+                f"qwen-asr is not installed ({exc.name or exc}): install the `asr` extra, "
+                "`pip install -e '.[asr]'` (or `pip install qwen-asr`)"
+            ) from exc
+        try:
             # qwen-asr imports nagisa, a C extension built with -ffast-math: loading it turns on
             # flush-to-zero and denormals-are-zero for the thread (the x86 MXCSR), so every
             # later float operation here would flush subnormals. Turn IEEE-754 arithmetic back on.
