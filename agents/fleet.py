@@ -205,7 +205,8 @@ class FleetWorker(Curator):
         stopping = False
         self.pause_requested = lambda: stopping
         self._writer = writer = GroupCommit(self.store, self._committed)
-        await self._beat("working")
+        self.state = "working"  # what every heartbeat from now on reports, until the stop
+        await self._beat(self.state)
         logger.info("worker_starts", worker=fleet.owner, concurrency=slots)
         beats = anyio.CancelScope()
 

@@ -244,3 +244,25 @@ def test_indexing_jobs_are_claimed_from_the_queue(workspace: Path) -> None:
         "index:bad": ("parked", "error: no such file"),
     }
     app.close()
+
+
+def test_a_working_worker_reports_working_in_every_heartbeat(workspace: Path) -> None:
+    """The worker table (what /healthz, `fleet` and the status page show) says "working" while
+    the worker curates, beat after beat; "stopped" once it has stopped."""
+    app = open_app(workspace, "\n[curation]\nconcurrency = 1\noffline_latency_s = 0.2\n")
+    queue_run(app, 2)
+    worker = app.fleet_worker(app.fleet_config("busy"))
+    seen: list[tuple[str, float]] = []
+
+    def beat_while_curating() -> bool:
+        [row] = [w for w in app.queue().workers() if w["name"] == worker.fleet.owner] or [None]
+        if row is not None and worker._active:
+            seen.append((row["state"], row["age_s"]))
+        # Enough looks to span several heartbeats (0.3 s apart) mid-curation.
+        return len(seen) >= 12
+
+    anyio.run(work_until, worker, beat_while_curating)
+    assert {state for state, _ in seen} == {"working"}
+    [row] = [w for w in app.queue().workers() if w["name"] == worker.fleet.owner]
+    assert row["state"] == "stopped"
+    app.close()
