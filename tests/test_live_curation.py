@@ -9,11 +9,10 @@ run — which the servers quote back in their errors — appear nowhere it write
 
 from __future__ import annotations
 
-from collections import Counter
-
 import io
 import logging
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
