@@ -25,6 +25,7 @@ from tools.roles import (
     SufficiencyContext,
     VideoRate,
     embed_context,
+    neutralise_tags,
 )
 
 
@@ -142,5 +143,8 @@ def render_prompt(context: AnyContext) -> str:
     if question:
         parts.append(f"## Question\n{question}")
     parts.extend(_answers_text(context))
+    # Transcripts, titles, questions, answers and feedback are untrusted text: none of it may
+    # open or close the context block (the template, parts[0], is ours).
+    parts[1:] = [neutralise_tags(part) for part in parts[1:]]
     parts.append(embed_context(context))
     return "\n\n".join(p for p in parts if p)

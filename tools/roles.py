@@ -427,17 +427,32 @@ def role_spec(name: str) -> RoleSpec[Any, Any]:
     return spec
 
 
+_TAG_RE = re.compile(r"<(/?context)", re.I)
+
+
+def neutralise_tags(text: str) -> str:
+    """Untrusted text (a transcript, a title, an answer) with every ``<context`` and
+    ``</context`` written ``&lt;context`` / ``&lt;/context``: it can then never open or close
+    the prompt's context block, whatever it holds."""
+    return _TAG_RE.sub(r"&lt;\1", text)
+
+
 def embed_context(context: Frozen) -> str:
-    """The context as the JSON block a prompt ends with."""
-    return f"{CONTEXT_OPEN}{context.model_dump_json()}{CONTEXT_CLOSE}"
+    """The context as the JSON block a prompt ends with. Every ``<`` inside it is written as
+    its JSON escape (backslash, u003c: the same JSON string), so no text inside can close the
+    block early or open another."""
+    data = context.model_dump_json().replace("<", "\\u003c")
+    return f"{CONTEXT_OPEN}{data}{CONTEXT_CLOSE}"
 
 
 def parse_context(prompt: str) -> AnyContext:
     """The context a prompt carries; ``ValueError`` when there is none or it is malformed."""
-    match = _CONTEXT_RE.search(prompt)
-    if match is None:
+    blocks = _CONTEXT_RE.findall(prompt)
+    if not blocks:
         raise ValueError("the prompt holds no <context> block")
-    data = json.loads(match.group(1))
+    # The prompt's own block is its last: untrusted text before it is neutralised
+    # (:func:`neutralise_tags`), and nothing but a retry's fixed note comes after it.
+    data = json.loads(blocks[-1])
     role = ROLES.get(str(data.get("role")))
     if role is None:
         raise ValueError(f"unknown role {data.get('role')!r} in the <context> block")
