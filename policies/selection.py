@@ -92,4 +92,3 @@ def _domain_order(pool: Sequence[SeedRow], cap: int, limit: int) -> list[SeedRow
         if len(taken) >= limit or not left:
             break
     return taken
-
