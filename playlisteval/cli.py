@@ -1179,12 +1179,24 @@ def fleet(home: HomeOption = None) -> None:
     """Workers, the queue, the shared budget and parked items."""
     with _open(home) as app_:
         queue, accounts = app_.queue(), app_.accounts()
+        # True to the queue: the leases a worker holds are the queue's, not what its last
+        # heartbeat said, and one silent for three heartbeats is gone, whatever it last said.
+        stale_after_s = 3 * app_.settings.worker.heartbeat_s
+        items = queue.items()
+        leases = Counter(i.owner for i in items if i.state == "leased" and i.owner)
         table = Table(title="workers")
-        for column in ("worker", "state", "heartbeat age (s)", "holds"):
+        for column in ("worker", "state", "heartbeat age (s)", "leases held"):
             table.add_column(column)
         for row in queue.workers():
-            held = row["info"].get("active", [])
-            table.add_row(escape(row["name"]), row["state"], f"{row['age_s']:.1f}", str(len(held)))
+            state = str(row["state"])
+            if state != "stopped" and float(row["age_s"]) > stale_after_s:
+                state = f"gone ({state})"  # silent; what it said last
+            table.add_row(
+                escape(row["name"]),
+                escape(state),
+                f"{row['age_s']:.1f}",
+                str(leases.get(row["name"], 0)),
+            )
         console.print(table if table.row_count else "no worker has run yet")
         counts = queue.counts()
         table = Table(title="queue")
@@ -1203,7 +1215,7 @@ def fleet(home: HomeOption = None) -> None:
                 f"budget {escape(account.name)}: spent {micros_to_usd(account.spent_micros):.4f}"
                 f" + reserved {micros_to_usd(account.reserved_micros):.4f} of {cap} USD"
             )
-        for item in queue.items():
+        for item in items:
             if item.state == "parked":
                 console.print(f"parked {escape(item.id)}: {escape(item.result or '')}")
 

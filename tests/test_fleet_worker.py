@@ -266,3 +266,34 @@ def test_a_working_worker_reports_working_in_every_heartbeat(workspace: Path) ->
     [row] = [w for w in app.queue().workers() if w["name"] == worker.fleet.owner]
     assert row["state"] == "stopped"
     app.close()
+
+
+def test_fleet_lists_a_silent_worker_as_gone_and_the_leases_the_queue_says_it_holds(
+    workspace: Path,
+) -> None:
+    """A worker killed after it said "stopping" (a double SIGTERM) beats no more: `fleet` says
+    it is gone, and counts the leases the queue still gives it, not its last heartbeat's list."""
+    from typer.testing import CliRunner
+
+    from playlisteval.cli import app as cli_app
+    from store.coordination import WORKERS
+
+    app = open_app(workspace)
+    queue_run(app, 2)
+    queue = app.queue()
+    [lease] = queue.claim("dead-host:1", kinds=["seed"], limit=1, lease_s=600)
+    queue.worker_beat("dead-host:1", "stopping", {"active": [lease.item_id, "seed:long-gone"]})
+    queue.worker_beat("live-host:2", "working", {"active": []})
+    with app.events.engine.begin() as conn:
+        conn.execute(
+            update(WORKERS)
+            .where(WORKERS.c.name == "dead-host:1")
+            .values(heartbeat_at=WORKERS.c.heartbeat_at - 3600)
+        )
+    app.close()
+    result = CliRunner().invoke(cli_app, ["fleet", "--home", str(workspace)])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if "│" in line}
+    assert "gone (stopping)" in rows["dead-host:1"]
+    assert rows["dead-host:1"].split("│")[4].strip() == "1"  # the queue's one lease, not two
+    assert "working" in rows["live-host:2"]
