@@ -209,10 +209,14 @@ class FleetWorker(Curator):
         await self._beat(self.state)
         logger.info("worker_starts", worker=fleet.owner, concurrency=slots)
         beats = anyio.CancelScope()
+        beats_over = anyio.Event()
 
         async def heartbeats() -> None:
-            with beats:
-                await self._heartbeats()
+            try:
+                with beats:
+                    await self._heartbeats()
+            finally:
+                beats_over.set()
 
         async with anyio.create_task_group() as outer:
             outer.start_soon(writer.run)
@@ -241,9 +245,13 @@ class FleetWorker(Curator):
                     released = await anyio.to_thread.run_sync(self.queue.release_owner, fleet.owner)
                     if released:
                         logger.info("leases_released", worker=fleet.owner, items=released)
+                    # The heartbeats end first: a beat in flight (a thread, not cancellable)
+                    # would otherwise land after "stopped" and say the worker is still stopping.
+                    beats.cancel()
+                    with anyio.move_on_after(max(5.0, 2 * fleet.heartbeat_s)):
+                        await beats_over.wait()
                     self.state = "stopped"
                     await self._beat("stopped")
-                beats.cancel()
                 writer.close()  # it drains what is queued, then ends
         report.live_calls = recorder.live_calls
         report.replayed_calls = recorder.replayed_calls
