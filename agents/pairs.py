@@ -222,8 +222,8 @@ def decide(
     """The gate's decision on a pair from its judges' verdicts: kept when one fails it."""
     failed_by = failing_judges(verdicts, rule)
     if failed_by:
-        return PairKept(pair_id=pair_id, failed_by=failed_by)
-    return PairDropped(pair_id=pair_id, reason=gate_reason(verdicts, rule))
+        return PairKept(pair_id=pair_id, failed_by=failed_by, rule=rule.label())
+    return PairDropped(pair_id=pair_id, reason=gate_reason(verdicts, rule), rule=rule.label())
 
 
 def redecisions(log: PairsLog, rule: GateRule) -> list[PairKept | PairDropped]:
@@ -365,14 +365,19 @@ async def select_pairs(
     sample = sample_pairs(kept, per_domain, sample_seed, sampling)
     ids = tuple(pair.pair_id for pair in sample)
     last = log.sampled
-    if last is None or (last.per_domain, last.seed, last.pair_ids) != (
+    if last is None or (last.per_domain, last.seed, last.pair_ids, last.sampling) != (
         per_domain,
         sample_seed,
         ids,
+        sampling,
     ):
         store.append(
             stream,
-            [PairsSampled(per_domain=per_domain, seed=sample_seed, pair_ids=ids)],
+            [
+                PairsSampled(
+                    per_domain=per_domain, seed=sample_seed, pair_ids=ids, sampling=sampling
+                )
+            ],
             expected_version=len(stored),
         )
     logger.info(

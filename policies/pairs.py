@@ -53,6 +53,10 @@ class GateRule:
     keep_when: KeepWhen = "wrong_or_inconsistent"
     ties: Ties = "ignore"
 
+    def label(self) -> str:
+        """The rule as the gate's events record it."""
+        return f"keep_when={self.keep_when}, ties={self.ties}"
+
 
 PAPER_GATE = GateRule()
 """The default rule: the paper's gate (see :class:`GateRule`)."""

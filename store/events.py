@@ -340,31 +340,42 @@ class PairJudged(Event):
     reason: str = ""
 
 
-class PairKept(Event):
-    """The difficulty gate kept a pair: the judges in ``failed_by`` did not pick the preferred
-    answer in both orders."""
+# The difficulty gate's rule before it was a setting (schema 1 of PairKept and PairDropped):
+# a judge failed a pair unless right in both orders, a tie or unparseable answer counting wrong.
+_FIRST_GATE_RULE = "keep_when=wrong_or_inconsistent, ties=wrong"
 
+
+class PairKept(Event):
+    """The difficulty gate kept a pair: the judges in ``failed_by`` fail it under ``rule``
+    (``pairs.keep_when`` and ``pairs.ties``, as ``policies.pairs.GateRule.label`` writes it)."""
+
+    schema_version: int = 2
     type: Literal["PairKept"] = "PairKept"
     pair_id: str
     failed_by: tuple[str, ...]
+    rule: str
 
 
 class PairDropped(Event):
-    """The difficulty gate dropped a pair (every judge got it right in both orders)."""
+    """The difficulty gate dropped a pair: no judge fails it under ``rule``."""
 
+    schema_version: int = 2
     type: Literal["PairDropped"] = "PairDropped"
     pair_id: str
     reason: str
+    rule: str
 
 
 class PairsSampled(Event):
-    """The benchmark's pairs: ``per_domain`` of the kept pairs per domain, stratified by rating
-    gap, drawn with ``seed``."""
+    """The benchmark's pairs: ``per_domain`` of the kept pairs per domain, split across rating
+    gaps as ``sampling`` says (``proportional`` or ``stratified``), drawn with ``seed``."""
 
+    schema_version: int = 2
     type: Literal["PairsSampled"] = "PairsSampled"
     per_domain: int
     seed: int
     pair_ids: tuple[str, ...]
+    sampling: str
 
 
 AnyEvent = Annotated[
@@ -400,7 +411,13 @@ AnyEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 # (type, stored schema) → function bringing its data to the current schema.
-UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    # Schema 1 was written before the gate's rule and the sampling were settings: they were the
+    # first rule and stratified sampling.
+    ("PairKept", 1): lambda data: {**data, "rule": _FIRST_GATE_RULE},
+    ("PairDropped", 1): lambda data: {**data, "rule": _FIRST_GATE_RULE},
+    ("PairsSampled", 1): lambda data: {**data, "sampling": "stratified"},
+}
 
 
 def event_type(event: Event) -> str:

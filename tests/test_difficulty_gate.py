@@ -46,6 +46,8 @@ from store.events import (
     PairDropped,
     PairJudged,
     PairKept,
+    PairsSampled,
+    decode_event,
     pairs_stream,
 )
 from tests.workspaces import copy_workspace
@@ -228,6 +230,25 @@ def test_the_pairs_settings_decide_what_the_pairs_command_keeps(
     decided = {e.pair_id: e for e in events if isinstance(e, PairKept | PairDropped)}
     assert decided
     assert {p for p, d in decided.items() if isinstance(d, PairKept)} == failed
+    # The log says under which rule each pair was decided, and how the sample was drawn.
+    assert {d.rule for d in decided.values()} == {rule.label()}
+    sampled = [e for e in events if isinstance(e, PairsSampled)]
+    assert sampled
+    assert sampled[-1].sampling == pairs.get("sampling", "proportional")
+
+
+def test_decisions_logged_before_the_rule_was_recorded_read_as_the_first_rule() -> None:
+    """Schema 1 of the gate's events (no rule, no sampling) upcasts to what the code did then:
+    failed unless right in both orders with ties counted wrong, and stratified sampling."""
+    kept = decode_event("PairKept", 1, {"pair_id": "p", "failed_by": ["j"]})
+    dropped = decode_event("PairDropped", 1, {"pair_id": "q", "reason": "solved"})
+    sampled = decode_event("PairsSampled", 1, {"per_domain": 9, "seed": 0, "pair_ids": ["p"]})
+    first = GateRule(keep_when="wrong_or_inconsistent", ties="wrong").label()
+    assert isinstance(kept, PairKept)
+    assert isinstance(dropped, PairDropped)
+    assert isinstance(sampled, PairsSampled)
+    assert (kept.rule, dropped.rule, sampled.sampling) == (first, first, "stratified")
+    assert kept.schema_version == dropped.schema_version == sampled.schema_version == 2
 
 
 # -- sampling across rating gaps -------------------------------------------------------------------
