@@ -63,24 +63,27 @@ def load(store: EventStore, path: Path) -> str:
 
 
 def diverge(source: Path, target: Path) -> int:
-    """Copy ``source`` with the first sufficiency answer's verdict turned around; returns the
-    position (0-based line) of the changed record."""
+    """Copy ``source`` with the first passing sufficiency answer (answerable, every claim
+    supported) turned into "not answerable"; returns the position (0-based line) of the
+    changed record. Always a pass made a rejection, however the run's seeds interleaved."""
     changed = -1
     with target.open("w", encoding="utf-8") as out:
         for position, record in enumerate(records(source)):
             data = record["data"]
             if changed < 0 and record["type"] == "CallRecorded" and data["role"] == "sufficiency":
                 for part in data["response"]["parts"]:
-                    if part.get("part_kind") == "tool-call":
-                        args = part["args"]
-                        parsed = json.loads(args) if isinstance(args, str) else args
-                        parsed["answerable"] = not parsed.get("answerable", True)
-                        parsed["unsupported_claims"] = []
-                        part["args"] = json.dumps(parsed) if isinstance(args, str) else parsed
-                        changed = position
+                    if part.get("part_kind") != "tool-call":
+                        continue
+                    args = part["args"]
+                    parsed = json.loads(args) if isinstance(args, str) else args
+                    if parsed.get("answerable") is not True or parsed.get("unsupported_claims"):
+                        continue
+                    parsed["answerable"] = False
+                    part["args"] = json.dumps(parsed) if isinstance(args, str) else parsed
+                    changed = position
             out.write(json.dumps(record, sort_keys=True) + "\n")
     if changed < 0:
-        raise SystemExit("the golden run has no sufficiency call to make divergent")
+        raise SystemExit("the golden run has no passing sufficiency call to make divergent")
     return changed
 
 
