@@ -66,7 +66,7 @@ from store.ledger import current_cap
 from tools import media
 from tools.clips import ClipFetcher
 from tools.retrieval import Retriever, build_haystack
-from tools.roles import ChunkText, PairJudgeContext, PairVerdict, SegmentEvidence
+from tools.roles import ChunkText, JudgeEvidence, PairJudgeContext, PairVerdict, SegmentEvidence
 
 __all__ = [
     "OFFLINE_JUDGE_PRICES",
@@ -568,6 +568,20 @@ def thinking_settings(budget: int | None) -> ModelSettings | None:
     return settings
 
 
+def _receives(condition: Condition, view: _View) -> JudgeEvidence:
+    """What the judge is actually given under ``condition`` (no clip may have been cut, no
+    transcript may cover the spans): what its prompt then says it receives."""
+    clips = bool(view.clips)
+    text = any(segment.chunks for segment in view.segments)
+    if condition.modality == "none":
+        return "none"
+    if condition.modality == "audio":
+        return "audio" if clips else "none"
+    if clips:
+        return "frames+transcript" if text else "frames"
+    return "transcript" if text else "none"
+
+
 async def _judge_once(
     runner: ModelRunner,
     evidence: SeedEvidence,
@@ -583,7 +597,11 @@ async def _judge_once(
     chosen, rejected = str(record["chosen"]), str(record["rejected"])
     first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
     context = PairJudgeContext(
-        question=str(record["prompt"]), answer_a=first, answer_b=second, segments=view.segments
+        question=str(record["prompt"]),
+        answer_a=first,
+        answer_b=second,
+        segments=view.segments,
+        receives=_receives(condition, view),
     )
     pair_id = str(record["id"])
     owner = f"{pair_id}/{judge}/{condition.condition_id}/{order}"

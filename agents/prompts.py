@@ -87,6 +87,53 @@ def video_rate_text(rates: tuple[VideoRate, ...]) -> str:
     return text
 
 
+def judge_evidence(context: PairJudgeContext) -> dict[str, str]:
+    """What the pair judge's prompt says it receives and checks claims against: exactly its
+    ``receives`` (a judge shown transcripts is not told of frames, nor one shown frames of
+    a transcript), the video's rate when it is known, and nothing of how the answers were made."""
+    rate = video_rate_text(context.video_rates)
+    spans = "the spans listed below"
+    match context.receives:
+        case "frames+transcript":
+            return {
+                "evidence": f"You receive the video of each of {spans}{rate}, with its transcript.",
+                "source": "what the footage shows and says",
+                "check": "the frames and the transcript of the span it cites",
+                "tie": "the evidence cannot separate them",
+            }
+        case "frames":
+            return {
+                "evidence": f"You receive the video of each of {spans}{rate}, without sound or "
+                "transcript.",
+                "source": "what the footage shows",
+                "check": "the frames of the span it cites",
+                "tie": "the frames cannot separate them",
+            }
+        case "transcript":
+            return {
+                "evidence": f"You receive the transcript of each of {spans}; no video and no "
+                "sound.",
+                "source": "what the transcripts say",
+                "check": "the transcript of the span it cites",
+                "tie": "the transcripts cannot separate them",
+            }
+        case "audio":
+            return {
+                "evidence": f"You receive the sound of each of {spans}; no picture and no "
+                "transcript.",
+                "source": "what can be heard",
+                "check": "the sound of the span it cites",
+                "tie": "the sound cannot separate them",
+            }
+        case _:
+            return {
+                "evidence": "You receive no video, sound or transcript.",
+                "source": "the question",
+                "check": "what you know",
+                "tie": "you cannot separate them",
+            }
+
+
 _UNUSABLE = {
     "malformed": "it was not in the required form (the output schema)",
     "truncated": "it was cut off at the output limit before it was complete",
@@ -133,12 +180,16 @@ def render_prompt(context: AnyContext) -> str:
         )
     elif isinstance(context, SufficiencyContext | RankingContext):
         text = text.format(video_rate=video_rate_text(context.video_rates))
+    elif isinstance(context, PairJudgeContext):
+        text = text.format(**judge_evidence(context))
     parts = [text.strip()]
     if isinstance(context, Phase1Context | Phase2Context):
         parts.append(feedback_section(context.feedback).strip())
     segments = getattr(context, "segments", ())
     if segments:
-        parts.append("## Transcripts\n" + "\n\n".join(_segment_text(s) for s in segments))
+        # Spans with no transcript (a judge shown frames or sound only) are listed as spans.
+        heading = "Transcripts" if any(s.chunks for s in segments) else "Spans shown"
+        parts.append(f"## {heading}\n" + "\n\n".join(_segment_text(s) for s in segments))
     question = getattr(context, "question", None)
     if question:
         parts.append(f"## Question\n{question}")

@@ -29,6 +29,7 @@ from tools.roles import (
     QA,
     AnyContext,
     Feedback,
+    PairJudgeContext,
     Phase1Context,
     Phase2Context,
     RankingContext,
@@ -228,7 +229,10 @@ class ModelRunner:
     ) -> AnyContext:
         # A context that says at what rate its video is sent (its prompt states it) is told the
         # rate this model's request carries, whoever built it (a gate, a smoke call).
-        if not isinstance(context, SufficiencyContext | RankingContext) or context.video_rates:
+        if isinstance(context, PairJudgeContext):
+            if context.receives not in ("frames", "frames+transcript") or context.video_rates:
+                return context  # a judge given sound or text only is told no video rate
+        elif not isinstance(context, SufficiencyContext | RankingContext) or context.video_rates:
             return context
         rates = self.video_rates(model_id, attachments)
         return context.model_copy(update={"video_rates": rates}) if rates else context

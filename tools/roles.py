@@ -259,15 +259,23 @@ class Ranking(Frozen):
 # -- pair selection ------------------------------------------------------------------------------
 
 
+JudgeEvidence = Literal["frames+transcript", "frames", "transcript", "audio", "none"]
+"""What a pair judge receives of the spans it is shown (an evaluation condition's modality)."""
+
+
 class PairJudgeContext(Frozen):
-    """A difficulty judge sees both segments (as video) and two answers to one question, shown
-    as A and B, and says which is more faithful to what the footage shows."""
+    """A judge sees two answers to one question, shown as A and B, and says which is more
+    faithful to the evidence: ``receives`` says what it is given of the ``segments`` (video
+    and transcript for the difficulty gate; an evaluation condition's modality), and
+    ``video_rates`` (filled by the model runner) the rate any video reaches it at."""
 
     role: Literal["pair_judge"] = "pair_judge"
     question: str
     answer_a: str
     answer_b: str
     segments: tuple[SegmentEvidence, ...]
+    receives: JudgeEvidence = "frames+transcript"
+    video_rates: tuple[VideoRate, ...] = ()
 
 
 class PairVerdict(Frozen):
