@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import wave
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from policies.judging import (
     JudgmentRecord,
     Order,
     RetrievalCase,
+    Shown,
     SpanRecord,
     Verdict,
     parse_condition,
@@ -114,6 +116,17 @@ class _Shown:
     end_s: float
     fps: float
 
+    @property
+    def times(self) -> tuple[float, ...]:
+        """The instants (seconds into the video) its frames show: as
+        :func:`tools.providers.base.frame_times` samples a clip of this span at ``fps``."""
+        length = self.end_s - self.start_s
+        if length <= 0 or self.fps <= 0:
+            return ()
+        count = max(1, math.ceil(round(length * self.fps, 6)))
+        step = length / count
+        return tuple(round(self.start_s + i * step, 3) for i in range(count))
+
 
 @dataclass(frozen=True)
 class _View:
@@ -124,6 +137,7 @@ class _View:
     hours: float
     seed: int
     retrieved: tuple[SpanRecord, ...]
+    shown: Shown
 
 
 def pair_seed(pair_id: str) -> int:
@@ -230,12 +244,16 @@ def _audio(catalog: Catalog, shown: _Shown) -> BinaryContent | None:
 
 
 def _segment(catalog: Catalog, shown: _Shown, with_text: bool) -> SegmentEvidence:
+    """A shown span as the judge's prompt lists it: with, when the condition gives text, the
+    transcript of the moments it shows — the chunk each shown instant falls in — never the
+    whole span (under uniform sampling one span runs from a video's first instant to its end)."""
     video = catalog.video(shown.video_id)
+    times = shown.times or (shown.start_s,)
     chunks = (
         tuple(
             ChunkText(start_s=c.start_s, end_s=c.end_s, text=c.transcript)
             for c in catalog.chunks(shown.video_id)
-            if c.end_s > shown.start_s and c.start_s < shown.end_s
+            if any(c.start_s <= t < c.end_s for t in times)
         )
         if with_text
         else ()
@@ -290,12 +308,27 @@ def build_view(
         if condition.modality == "none"
         else tuple(_segment(catalog, s, condition.shows_transcript) for s in shown)
     )
+    pictures = condition.modality != "audio" and bool(attached)
+    frame_times = tuple((s.video_id, t) for s in shown if s.fps > 0 and pictures for t in s.times)
+    audio_s = sum(
+        float((a.vendor_metadata or {}).get("end_s", 0.0))
+        - float((a.vendor_metadata or {}).get("start_s", 0.0))
+        for a in attached
+        if condition.modality == "audio"
+    )
     return _View(
         segments=segments,
         clips=attached,
         hours=round(haystack.hours, 3),
         seed=seed,
         retrieved=retrieved,
+        shown=Shown(
+            frames=len(frame_times),
+            frame_times=frame_times,
+            resolution=condition.resolution if frame_times else None,
+            transcript_chars=sum(len(c.text) for g in segments for c in g.chunks),
+            audio_s=round(float(audio_s), 3),
+        ),
     )
 
 
@@ -638,6 +671,7 @@ async def _judge_once(
         seed=view.seed,
         call_key=keys.get(owner, ""),
         retrieved_spans=view.retrieved,
+        shown=view.shown,
         gold_spans=tuple(
             SpanRecord(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
             for e in record["evidence"]

@@ -1073,6 +1073,49 @@ def _span_records(raw: object, key: str) -> tuple[SpanRecord, ...]:
 
 
 @dataclass(frozen=True)
+class Shown:
+    """What one judgment's judge was given, so anyone can check it against the condition:
+    ``frames`` pictures (or frames of video) at ``frame_times`` (video id, seconds into it),
+    ``resolution`` their height in pixels (None when no picture was shown),
+    ``transcript_chars`` characters of transcript and ``audio_s`` seconds of sound."""
+
+    frames: int = 0
+    frame_times: tuple[tuple[str, float], ...] = ()
+    resolution: int | None = None
+    transcript_chars: int = 0
+    audio_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``judgments.jsonl`` holds it."""
+        return {
+            "frames": self.frames,
+            "frame_times": [[video, t] for video, t in self.frame_times],
+            "resolution": self.resolution,
+            "transcript_chars": self.transcript_chars,
+            "audio_s": self.audio_s,
+        }
+
+    @classmethod
+    def from_json(cls, raw: object) -> Shown:
+        """A recorded ``shown``; raises :class:`JudgingError` naming the faulty field."""
+        if not isinstance(raw, Mapping):
+            raise JudgingError(f"shown must be an object, got {raw!r}")
+        times = raw.get("frame_times") or []
+        if not isinstance(times, list) or not all(
+            isinstance(t, list) and len(t) == 2 and isinstance(t[1], int | float) for t in times
+        ):
+            raise JudgingError(f"shown.frame_times must be [video id, seconds] pairs: {times!r}")
+        resolution = raw.get("resolution")
+        return cls(
+            frames=_integer(raw, "frames", "shown"),
+            frame_times=tuple((str(video), float(t)) for video, t in times),
+            resolution=None if resolution is None else _integer(raw, "resolution", "shown"),
+            transcript_chars=_integer(raw, "transcript_chars", "shown"),
+            audio_s=_number(raw, "audio_s", "shown"),
+        )
+
+
+@dataclass(frozen=True)
 class JudgmentRecord:
     """One line of ``judgments.jsonl``: one judge's verdict on one pair in one answer order.
 
@@ -1098,6 +1141,7 @@ class JudgmentRecord:
     call_key: str = ""
     retrieved_spans: tuple[SpanRecord, ...] = ()
     gold_spans: tuple[SpanRecord, ...] = ()
+    shown: Shown | None = None  # what the judge was given (None in records written before)
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -1181,6 +1225,7 @@ class JudgmentRecord:
             "playlist_id": self.playlist_id,
             "length_hours": self.length_hours,
             "call_key": self.call_key,
+            **({} if self.shown is None else {"shown": self.shown.to_json()}),
         }
 
     def to_line(self) -> str:
@@ -1228,6 +1273,7 @@ class JudgmentRecord:
             call_key=_text(raw, "call_key", "record", optional=True),
             retrieved_spans=_span_records(raw.get("retrieved_spans"), "retrieved_spans"),
             gold_spans=_span_records(raw.get("gold_spans"), "gold_spans"),
+            shown=None if raw.get("shown") is None else Shown.from_json(raw["shown"]),
         )
 
     @classmethod

@@ -30,6 +30,7 @@ from agents.evaluation import (
     evaluate,
     judgments_of,
     parse_condition,
+    read_judgments,
     retrieval_cases,
 )
 from playlisteval import runs
@@ -193,6 +194,69 @@ def test_a_blind_condition_shows_no_frames_and_no_transcript(
         assert record.retrieved_spans == ()
         if record.judge != "offline-first":
             assert record.verdict == "tie", record.raw_output
+
+
+def test_every_record_says_what_its_judge_was_shown_as_its_condition_names(
+    evaluated: tuple[Evaluated, EvaluationResult],
+) -> None:
+    """``shown`` in every record: uniform frames are exactly n_frames pictures at the condition's
+    height and no transcript; blind shows nothing; retrieved shows n_frames frames inside the
+    retrieved spans with a transcript of only the chunks those frames fall in."""
+    harness, result = evaluated
+    with App(load_settings(harness.home)) as app:
+        chunk_chars = max(
+            len(c.transcript) for v in app.catalog.videos() for c in app.catalog.chunks(v.id)
+        )
+    for record in result.records:
+        shown = record.shown
+        assert shown is not None
+        condition = record.condition
+        if condition.modality == "none":
+            assert (shown.frames, shown.transcript_chars, shown.audio_s) == (0, 0, 0.0)
+            assert shown.resolution is None
+            continue
+        assert shown.frames == len(shown.frame_times) > 0
+        assert shown.resolution == condition.resolution
+        if condition.frames == "uniform":
+            assert shown.frames == condition.n_frames
+            assert shown.transcript_chars == 0  # frames only
+        else:
+            spans = [(s.video_id, s.start_s, s.end_s) for s in record.retrieved_spans]
+            assert all(
+                any(v == video and a <= t <= b for v, a, b in spans)
+                for video, t in shown.frame_times
+            )
+            # A transcript of the shown moments: at most one chunk per frame shown.
+            assert 0 < shown.transcript_chars <= shown.frames * chunk_chars
+    # What is written is what is read back.
+    again = {r.key: r.shown for r in read_judgments(harness.out / JUDGMENTS_FILE)}
+    assert again == {r.key: r.shown for r in result.records}
+
+
+@pytest.mark.parametrize("n_frames", [8, 32])
+def test_uniform_sampling_attaches_the_transcript_of_the_shown_moments_only(
+    evaluated: tuple[Evaluated, EvaluationResult], n_frames: int
+) -> None:
+    """Uniform frames over the haystack with the transcript: each chunk attached is one a
+    shown frame falls in, so the text is bounded by the frame count, not by the hours."""
+    from agents.evaluation import build_view
+
+    harness, _ = evaluated
+    record = json.loads((harness.bench / "pairs.jsonl").read_text().splitlines()[0])
+    condition = parse_condition(f"uniform::frames+transcript:1h:{n_frames}")
+    with App(load_settings(harness.home)) as app:
+        view = build_view(app.catalog, app.clips(), {}, record, condition)
+        every_chunk = [
+            c for v in {s.video_id for s in view.segments} for c in app.catalog.chunks(v)
+        ]
+    assert view.shown.frames == n_frames
+    chunks = [c for segment in view.segments for c in segment.chunks]
+    assert 0 < len(chunks) <= n_frames
+    for chunk in chunks:
+        assert any(chunk.start_s <= t < chunk.end_s for _, t in view.shown.frame_times)
+    assert view.shown.transcript_chars == sum(len(c.text) for c in chunks)
+    if n_frames < len(every_chunk):  # fewer moments than the haystack's chunks: less text
+        assert view.shown.transcript_chars < sum(len(c.transcript) for c in every_chunk)
 
 
 def test_uniform_frames_without_transcript_separate_the_readers(
