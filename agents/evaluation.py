@@ -536,9 +536,9 @@ async def evaluate(
                     runner, unread, append, keys, record, judge, condition, order, view
                 )
             except (BudgetExhausted, ProviderError, MediaError) as exc:
-                logger.warning(
-                    "judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc)
-                )
+                # Each at info: the caller reports the failures (the CLI the first few, and
+                # one line when nothing was judged), a warning per pair would flood stderr.
+                logger.info("judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc))
                 failures.append(exc)
                 return
             async with file_lock:

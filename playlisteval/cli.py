@@ -93,11 +93,14 @@ EXIT_FIX = 2  # a setting, a value or the workspace needs fixing: the line says 
 EXIT_BUSY = 3  # another live process holds what this command would write to
 EXIT_TAMPERED = 4  # the log does not check out (replay or `store verify` found a difference)
 EXIT_UNREADABLE = 5  # a database file is corrupt or not a database: `doctor` says more
+EXIT_NOTHING_JUDGED = 6  # an evaluation judged no pair at all: the line gives the first reason
 
 
-def _fail(exc: PlaylistEvalError) -> typer.Exit:
-    """Print ``exc`` as one line and return the exit that fits it."""
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+def _fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
+    """Print ``exc`` as one line (saying how many ``more`` errors came with it) and return the
+    exit that fits it."""
+    also = f" (and {more} more like it)" if more else ""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}{also}")
     if isinstance(exc, LeaseHeld):
         return typer.Exit(EXIT_BUSY)
     if isinstance(exc, UndecodableEvent):
@@ -114,6 +117,22 @@ def _open(home: Path | None, **overrides: Any) -> Iterator[App]:
             yield opened
     except PlaylistEvalError as exc:
         raise _fail(exc) from exc
+    except BaseExceptionGroup as group:
+        # Concurrent work (seeds, judgments) fails as a group: when every error in it is one of
+        # ours, the first is the line to print, not the group's traceback.
+        leaves = _leaves(group)
+        known = [e for e in leaves if isinstance(e, PlaylistEvalError)]
+        if not known or len(known) != len(leaves):
+            raise
+        raise _fail(known[0], more=len(known) - 1) from group
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The errors of a (nested) exception group, in order."""
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 def _checked(check: Callable[[], object]) -> None:
@@ -935,6 +954,14 @@ def eval_(
     _check_money(budget)
     with _open(home) as app_:
         result = runs.evaluate(app_, benchmark, judge, out, condition, budget_usd=budget)
+        if not result.records:
+            # Nothing to report on: say why in one line (the first failure), not exit 0.
+            why = str(result.failures[0]) if result.failures else "no pair and judge to judge"
+            err_console.print(
+                f"[bold red]error:[/] nothing could be judged ({len(result.failures)} "
+                f"failure(s)); the first: {escape(why)}"
+            )
+            raise typer.Exit(EXIT_NOTHING_JUDGED)
         console.print(
             f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
             f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"

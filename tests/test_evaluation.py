@@ -18,6 +18,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from structlog.testing import capture_logs
+from typer.testing import CliRunner
 
 from agents.deps import CallDeps
 from agents.evaluation import (
@@ -35,6 +36,8 @@ from agents.evaluation import (
 )
 from playlisteval import runs
 from playlisteval.app import App, offline_models
+from playlisteval.cli import EXIT_NOTHING_JUDGED
+from playlisteval.cli import app as cli_app
 from playlisteval.report import load_records, write_report
 from playlisteval.settings import load_settings
 from policies.judging import (
@@ -257,6 +260,79 @@ def test_uniform_sampling_attaches_the_transcript_of_the_shown_moments_only(
     assert view.shown.transcript_chars == sum(len(c.text) for c in chunks)
     if n_frames < len(every_chunk):  # fewer moments than the haystack's chunks: less text
         assert view.shown.transcript_chars < sum(len(c.transcript) for c in every_chunk)
+
+
+def test_eval_in_another_workspace_is_one_line_not_a_traceback(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """A benchmark evaluated against a workspace that does not hold its videos: the judgments
+    fail together, and the CLI prints the first reason (and how many more) with exit 2."""
+    harness, _ = evaluated
+    result = CliRunner().invoke(
+        cli_app,
+        [
+            "eval",
+            "--benchmark",
+            str(harness.bench),
+            "--judge",
+            "offline-frames",
+            "--out",
+            str(tmp_path / "eval"),
+            "--home",
+            str(tmp_path / "elsewhere"),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "is not in the catalogue: evaluate with the --home" in text
+    assert len([line for line in result.output.splitlines() if line.startswith("error:")]) == 1
+
+
+def test_an_evaluation_that_judges_nothing_says_why_and_exits_6(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """A cap too small for any call: no judgment, one line with the first reason, exit 6."""
+    harness, _ = evaluated
+    home = copy_workspace(harness.home, tmp_path / "ws")
+    args = ["--judge", "gpt-5.4", "--condition", UNIFORM, "--budget", "0.000001"]
+    out = ["--out", str(tmp_path / "eval"), "--home", str(home)]
+    result = CliRunner().invoke(cli_app, ["eval", "--benchmark", str(harness.bench), *args, *out])
+    assert result.exit_code == EXIT_NOTHING_JUDGED, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert "nothing could be judged" in " ".join(result.output.split())
+    assert "budget exhausted" in " ".join(result.output.split())
+
+
+def test_a_live_judge_id_in_an_offline_workspace_is_played_by_the_offline_provider(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """`eval --judge gpt-5.4` with the default (offline) settings judges every pair (the offline
+    provider finds each shown span's clip), where it ended with 0 judgments and exit 0."""
+    harness, _ = evaluated
+    home = copy_workspace(harness.home, tmp_path / "ws")
+    result = CliRunner().invoke(
+        cli_app,
+        [
+            "eval",
+            "--benchmark",
+            str(harness.bench),
+            "--judge",
+            "gpt-5.4",
+            "--condition",
+            UNIFORM,
+            "--out",
+            str(tmp_path / "eval"),
+            "--home",
+            str(home),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    records = read_judgments(tmp_path / "eval" / JUDGMENTS_FILE)
+    pairs = (harness.bench / "pairs.jsonl").read_text().splitlines()
+    assert len(records) == 2 * len(pairs)
+    assert "not judged" not in result.output
 
 
 def test_uniform_frames_without_transcript_separate_the_readers(

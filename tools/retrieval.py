@@ -489,7 +489,10 @@ def build_haystack(
     for video_id in sorted(set(evidence_video_ids)):
         video = catalog.video(video_id)
         if video is None:
-            raise ConfigError(f"evidence video {video_id!r} is not in the catalogue")
+            raise ConfigError(
+                f"evidence video {video_id!r} is not in the catalogue: evaluate with the --home "
+                "of the workspace the benchmark was made from (or add and index its playlist)"
+            )
         evidence.append(video)
     playlists = {v.playlist_id for v in evidence}
     domains = {v.domain for v in evidence}

@@ -882,6 +882,11 @@ class OfflineProvider:
             name = clip.identifier or f"clip-{index}"
             videos[name] = self._frames(clip)
             described[name] = self._facts(clip, videos[name])
+            # An evaluation's clip is named "video@start-end@rate@height", its span (the segment
+            # the judge's prompt lists) "video@start-end": found by either name.
+            span = "@".join(name.split("@")[:2])
+            if span != name and span not in videos:
+                videos[span], described[span] = videos[name], described[name]
         output = answer(
             context,
             videos,
