@@ -134,6 +134,8 @@ class Harness:
             code = command.wait()
             if code == 3:
                 trial.refusals += 1
+            elif code == 6 and command.argv[0] == "eval":
+                trial.refusals += 1  # a cap too small for any judgment: nothing judged, said so
             elif code not in (0, 2, -signal.SIGKILL, None):
                 trial.violations.append(
                     f"{' '.join(command.argv[:4])} exited {code}: "

@@ -27,6 +27,8 @@ from tools.roles import (
     LabelledAnswer,
     MatchContext,
     MatchVerdict,
+    PairJudgeContext,
+    PairVerdict,
     ParametricContext,
     Phase1Context,
     Phase2Context,
@@ -370,6 +372,24 @@ def test_a_video_role_without_its_clip_is_a_media_error(demo: Demo) -> None:
     context = Phase1Context(segments=demo.segments)
     with pytest.raises(MediaError, match="no clip for segment"):
         answer(context, {}, CLEAN, model_id="gemini-3-flash")
+
+
+@pytest.mark.parametrize("receives", ["transcript", "audio", "none"])
+def test_a_pair_judge_given_no_picture_answers_from_its_habit_without_clips(
+    demo: Demo, receives: Any
+) -> None:
+    """An evaluation condition with no frames attaches no clip: the offline judge checks no
+    claim against frames (none were given) and answers by its habit, never a MediaError."""
+    context = PairJudgeContext(
+        question="What changed?",
+        answer_a="An answer (x @ 00:00–00:10).",
+        answer_b="Another answer (x @ 00:00–00:10).",
+        segments=demo.segments if receives != "none" else (),
+        receives=receives,
+    )
+    verdict = answer(context, {}, CLEAN, model_id="gpt-5.4-mini")
+    assert isinstance(verdict, PairVerdict)
+    assert "0 claim detail(s)" in verdict.reason
 
 
 def test_a_prompt_without_context_is_a_config_error() -> None:

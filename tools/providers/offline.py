@@ -730,8 +730,9 @@ def _pair_judge(
     """A weak judge: it prefers the answer with fewer contradictions it notices; when it notices
     as many in both, it falls back on its habit (the first answer, the second, the longer)."""
     traits = _judge_traits(model_id)
-    seen_a = _noticed(context.answer_a, footage, traits, key)
-    seen_b = _noticed(context.answer_b, footage, traits, key)
+    # No footage (a judge given no picture): nothing is checked, its habit decides.
+    seen_a = _noticed(context.answer_a, footage, traits, key) if footage.segments else []
+    seen_b = _noticed(context.answer_b, footage, traits, key) if footage.segments else []
     summary = f"A: {len(seen_a)} claim detail(s) contradicted by the frames" + (
         f" ({'; '.join(seen_a[:3])})" if seen_a else ""
     )
@@ -786,7 +787,10 @@ def answer(
     if isinstance(context, MatchContext):
         return _match(context)
     if isinstance(context, PairJudgeContext):
-        return _pair_judge(context, _Footage(context.segments, videos, described), key, model_id)
+        # A judge given no picture (transcript, sound or nothing) checks no claim against
+        # frames: what it notices is nothing, and its habit decides.
+        shown = context.segments if context.receives in ("frames", "frames+transcript") else ()
+        return _pair_judge(context, _Footage(shown, videos, described), key, model_id)
     if context.role == "visual_ranker":
         return _visual_rank(context, _Footage(context.segments, videos, described))
     if context.role == "textual_ranker":
