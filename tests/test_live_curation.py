@@ -127,7 +127,11 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     assert {e.call_id for e in events if isinstance(e, CallReserved)} == closed
     attempts = sum(e.attempts for e in events if isinstance(e, CallRecorded | CallFailed))
     requests = sum(len(h.model_requests()) for h in fakes.all())
-    assert attempts == requests
+    # An attempt the client gave up on (a timeout) may never have reached the server — on a
+    # starved 2-core machine even a request the fake meant to answer: those alone may differ.
+    timeouts = sum(1 for e in events if isinstance(e, CallRetried) and e.kind == "timeout")
+    timeouts += sum(1 for e in events if isinstance(e, CallFailed) and "Timeout" in e.error)
+    assert requests <= attempts <= requests + timeouts
     assert run_events[-1].type == "RunFinished"
     for stop in (e for e in events if isinstance(e, SeedStopped)):
         assert stop.reason in ("provider", "budget")
