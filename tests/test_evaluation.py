@@ -18,7 +18,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from structlog.testing import capture_logs
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from agents.deps import CallDeps
 from agents.evaluation import (
@@ -262,26 +262,19 @@ def test_uniform_sampling_attaches_the_transcript_of_the_shown_moments_only(
         assert view.shown.transcript_chars < sum(len(c.transcript) for c in every_chunk)
 
 
+def eval_cli(harness: Evaluated, home: Path, out: Path, judge: str, *more: str) -> Result:
+    """``playlisteval eval`` of the harness's benchmark by ``judge`` in workspace ``home``."""
+    args = ["eval", "--benchmark", str(harness.bench), "--judge", judge, *more]
+    return CliRunner().invoke(cli_app, [*args, "--out", str(out), "--home", str(home)])
+
+
 def test_eval_in_another_workspace_is_one_line_not_a_traceback(
     evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
 ) -> None:
     """A benchmark evaluated against a workspace that does not hold its videos: the judgments
     fail together, and the CLI prints the first reason (and how many more) with exit 2."""
     harness, _ = evaluated
-    result = CliRunner().invoke(
-        cli_app,
-        [
-            "eval",
-            "--benchmark",
-            str(harness.bench),
-            "--judge",
-            "offline-frames",
-            "--out",
-            str(tmp_path / "eval"),
-            "--home",
-            str(tmp_path / "elsewhere"),
-        ],
-    )
+    result = eval_cli(harness, tmp_path / "elsewhere", tmp_path / "eval", "offline-frames")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     text = " ".join(result.output.split())
@@ -295,9 +288,9 @@ def test_an_evaluation_that_judges_nothing_says_why_and_exits_6(
     """A cap too small for any call: no judgment, one line with the first reason, exit 6."""
     harness, _ = evaluated
     home = copy_workspace(harness.home, tmp_path / "ws")
-    args = ["--judge", "gpt-5.4", "--condition", UNIFORM, "--budget", "0.000001"]
-    out = ["--out", str(tmp_path / "eval"), "--home", str(home)]
-    result = CliRunner().invoke(cli_app, ["eval", "--benchmark", str(harness.bench), *args, *out])
+    result = eval_cli(
+        harness, home, tmp_path / "eval", "gpt-5.4", "--condition", UNIFORM, "--budget", "1e-6"
+    )
     assert result.exit_code == EXIT_NOTHING_JUDGED, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1
@@ -312,22 +305,7 @@ def test_a_live_judge_id_in_an_offline_workspace_is_played_by_the_offline_provid
     provider finds each shown span's clip), where it ended with 0 judgments and exit 0."""
     harness, _ = evaluated
     home = copy_workspace(harness.home, tmp_path / "ws")
-    result = CliRunner().invoke(
-        cli_app,
-        [
-            "eval",
-            "--benchmark",
-            str(harness.bench),
-            "--judge",
-            "gpt-5.4",
-            "--condition",
-            UNIFORM,
-            "--out",
-            str(tmp_path / "eval"),
-            "--home",
-            str(home),
-        ],
-    )
+    result = eval_cli(harness, home, tmp_path / "eval", "gpt-5.4", "--condition", UNIFORM)
     assert result.exit_code == 0, result.output
     records = read_judgments(tmp_path / "eval" / JUDGMENTS_FILE)
     pairs = (harness.bench / "pairs.jsonl").read_text().splitlines()
