@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from pydantic_ai.models import Model
@@ -51,6 +51,8 @@ from tools.providers.registry import release_models
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationResult
+
+T = TypeVar("T")
 
 
 def new_run_id(now: datetime | None = None, salt: str = "") -> str:
@@ -171,7 +173,7 @@ def curate(
     with lease:
         return anyio.run(
             lambda: _then_release(
-                curator,
+                curator.deps.model_for,
                 curator.curate(
                     run_id,
                     seeds,
@@ -184,14 +186,16 @@ def curate(
         )
 
 
-async def _then_release(curator: Curator, work: Awaitable[RunReport]) -> RunReport:
-    """``work``, then the run's live adapters closed: their connections, and the whole-source
-    uploads Gemini holds against the project's file quota (a resumed run uploads again)."""
+async def _then_release(model_for: Callable[[str], Model], work: Awaitable[T]) -> T:
+    """``work``, then the live adapters behind ``model_for`` closed: their connections (an
+    unclosed SDK client closes itself when collected, on whatever event loop then runs, and
+    fails if its own is gone), and the whole-source uploads Gemini holds against the project's
+    file quota (a resumed run uploads again)."""
     try:
         return await work
     finally:
         with anyio.CancelScope(shield=True):
-            await release_models(curator.deps.model_for)
+            await release_models(model_for)
 
 
 def _no_fresh_seeds(app: App) -> str:
@@ -241,7 +245,7 @@ def resume(
         seeds = app.catalog.seeds_by_id(started.seeds)
         return anyio.run(
             lambda: _then_release(
-                curator,
+                curator.deps.model_for,
                 curator.curate(
                     run_id,
                     seeds,
@@ -581,20 +585,24 @@ def select_pairs(
     with app.writer(pairs_lease(run), f"{command} --run {run}") as lease:
         cap = stream_cap(app, pairs_stream(run), budget_usd, "budget.pairs_usd", "difficulty gate")
         _needs_cap(app, cap, "difficulty gate")
+        model_for = model_factory(settings, app, set(judges))
         chosen = anyio.run(
-            lambda: select(
-                app.call_deps(model_for=model_factory(settings, app, set(judges))),
-                run_id=run,
-                judges=judges,
-                per_domain=per_domain or settings.pairs.pairs_per_domain,
-                sample_seed=settings.pairs.sample_seed,
-                rule=settings.pairs.gate_rule(),
-                sampling=settings.pairs.sampling,
-                budget_micros=cap,
-                concurrency=settings.curation.concurrency,
-                offline=offline,
-                lease=lease.name,
-                command=command,
+            lambda: _then_release(
+                model_for,
+                select(
+                    app.call_deps(model_for=model_for),
+                    run_id=run,
+                    judges=judges,
+                    per_domain=per_domain or settings.pairs.pairs_per_domain,
+                    sample_seed=settings.pairs.sample_seed,
+                    rule=settings.pairs.gate_rule(),
+                    sampling=settings.pairs.sampling,
+                    budget_micros=cap,
+                    concurrency=settings.curation.concurrency,
+                    offline=offline,
+                    lease=lease.name,
+                    command=command,
+                ),
             )
         )
     return run, chosen
@@ -681,7 +689,8 @@ def evaluate(
         overrides={**budget.price_overrides, **OFFLINE_JUDGE_PRICES}, extra_file=budget.price_file
     )
     live = [j for j in judges if j not in OFFLINE_JUDGES]
-    model_for = judge_models(model_factory(settings, app, set(live)))
+    live_models = model_factory(settings, app, set(live))
+    model_for = judge_models(live_models)
     search = app.search()
     bm25 = BM25Retriever(app.catalog)
     text = TextEmbeddingRetriever(app.catalog, search)
@@ -701,16 +710,19 @@ def evaluate(
         if live:
             _needs_cap(app, cap, "evaluation")
         return anyio.run(
-            lambda: run_evaluation(
-                app.call_deps(model_for=model_for, prices=prices),
-                benchmark_dir=benchmark,
-                judges=judges,
-                conditions=parsed,
-                out_dir=out_dir,
-                retrievers=retrievers,
-                concurrency=settings.curation.concurrency,
-                budget_micros=cap,
-                offline=offline,
-                lease=held.name,
+            lambda: _then_release(
+                live_models,
+                run_evaluation(
+                    app.call_deps(model_for=model_for, prices=prices),
+                    benchmark_dir=benchmark,
+                    judges=judges,
+                    conditions=parsed,
+                    out_dir=out_dir,
+                    retrievers=retrievers,
+                    concurrency=settings.curation.concurrency,
+                    budget_micros=cap,
+                    offline=offline,
+                    lease=held.name,
+                ),
             )
         )

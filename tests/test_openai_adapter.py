@@ -449,22 +449,24 @@ def test_a_strict_schema_outside_openais_subset_is_refused_with_its_400(
 ) -> None:
     """Sent by the SDK as it is, a strict schema OpenAI cannot enforce is a 400
     ``invalid_json_schema`` naming the schema and the rule."""
-    client = openai.AsyncOpenAI(
-        api_key="sk-fake-key", base_url=f"{strict_harness.server.base_url}/v1", max_retries=0
-    )
     fmt = {"name": "Answer", "schema": schema, "strict": True}
     model = strict_harness.config(strict_harness.default_model).model_name
 
     async def send() -> Any:
-        if strict_harness.api == "responses":
-            return await client.responses.create(
-                model=model, input="Hi.", text={"format": {"type": "json_schema", **fmt}}
+        # Closed on the loop that opened it (a client left to the collector closes itself on
+        # whichever loop runs then, and fails there).
+        async with openai.AsyncOpenAI(
+            api_key="sk-fake-key", base_url=f"{strict_harness.server.base_url}/v1", max_retries=0
+        ) as client:
+            if strict_harness.api == "responses":
+                return await client.responses.create(
+                    model=model, input="Hi.", text={"format": {"type": "json_schema", **fmt}}
+                )
+            return await client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "Hi."}],
+                response_format={"type": "json_schema", "json_schema": fmt},
             )
-        return await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": "Hi."}],
-            response_format={"type": "json_schema", "json_schema": fmt},
-        )
 
     with pytest.raises(openai.BadRequestError) as raised:
         anyio.run(send)
@@ -880,21 +882,21 @@ def test_more_media_than_the_servers_limit_mm_per_prompt_is_vllms_400(
 def test_a_video_for_a_model_served_without_video_is_vllms_400(demo: Demo) -> None:
     """A model vLLM serves without video support allows 0 videos a prompt."""
     with openai_compatible_harness() as harness:
-        client = openai.AsyncOpenAI(
-            api_key="EMPTY", base_url=f"{harness.server.base_url}/v1", max_retries=0
-        )
         url = "data:video/mp4;base64," + base64.b64encode(demo.clips[0].data).decode()
 
         async def send() -> Any:
-            return await client.chat.completions.create(
-                model="OpenGVLab/InternVL3_5-8B",
-                messages=[
-                    {
-                        "role": "user",
-                        "content": [{"type": "video_url", "video_url": {"url": url}}],
-                    }
-                ],
-            )
+            async with openai.AsyncOpenAI(
+                api_key="EMPTY", base_url=f"{harness.server.base_url}/v1", max_retries=0
+            ) as client:
+                return await client.chat.completions.create(
+                    model="OpenGVLab/InternVL3_5-8B",
+                    messages=[
+                        {
+                            "role": "user",
+                            "content": [{"type": "video_url", "video_url": {"url": url}}],
+                        }
+                    ],
+                )
 
         with pytest.raises(openai.BadRequestError) as raised:
             anyio.run(send)

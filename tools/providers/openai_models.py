@@ -40,7 +40,7 @@ from typing import Any, Literal, TypedDict, cast
 import anyio.to_thread
 import av
 import numpy as np
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from openai.types import chat
 from PIL import Image
 from pydantic_ai.messages import (
@@ -145,12 +145,26 @@ class OpenAIFramesModel(WrapperModel):
     """
 
     def __init__(
-        self, wrapped: Model, model_id: str, config: ProviderConfig, *, video: bool = False
+        self,
+        wrapped: Model,
+        model_id: str,
+        config: ProviderConfig,
+        *,
+        video: bool = False,
+        client: AsyncOpenAI | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.our_model_id = model_id
         self.config = config
         self.video = video
+        self._client = client
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections. A run closes its adapters when it ends; an
+        unclosed client closes itself when collected, on whatever event loop runs then, and
+        fails there ("Event loop is closed") when its own loop is gone."""
+        if self._client is not None:
+            await self._client.close()
 
     async def request(
         self,
@@ -342,11 +356,15 @@ def _has_clip(message: ModelMessage) -> bool:
 
 def _client(config: ProviderConfig, api_key: str | None) -> AsyncOpenAI:
     # SDK retries off: the recorded-call wrapper retries, so each attempt is logged and budgeted.
+    # Our own HTTP client (the SDK's defaults, without the wrapper the SDK makes for itself,
+    # whose __del__ schedules aclose() on whatever loop is running when it is collected and
+    # fails there when its own loop is gone): OpenAIFramesModel.aclose closes it.
     return AsyncOpenAI(
         api_key=api_key,
         base_url=config.base_url,
         max_retries=0,
         timeout=config.timeout_s,
+        http_client=DefaultAsyncHttpxClient(timeout=config.timeout_s),
     )
 
 
@@ -359,9 +377,10 @@ def openai_model(
     caches (its prompt caching is automatic).
     """
     del resources
-    provider = OpenAIProvider(openai_client=_client(config, config.api_key))
+    client = _client(config, config.api_key)
+    provider = OpenAIProvider(openai_client=client)
     wrapped = _StrictResponsesModel(config.model_name, provider=provider, profile=_NATIVE_OUTPUT)
-    return OpenAIFramesModel(wrapped, model_id, config)
+    return OpenAIFramesModel(wrapped, model_id, config, client=client)
 
 
 class _VideoURL(TypedDict):
@@ -434,11 +453,14 @@ def openai_compatible_model(
     A server with no key (local vLLM) is sent ``EMPTY``. ``resources`` is unused (no uploads).
     """
     del resources
-    provider = OpenAIProvider(openai_client=_client(config, config.api_key or NO_KEY))
+    client = _client(config, config.api_key or NO_KEY)
+    provider = OpenAIProvider(openai_client=client)
     wrapped = _CostReportingChatModel(
         config.model_name, provider=provider, profile=_compatible_profile(config.model_name)
     )
-    return OpenAIFramesModel(wrapped, model_id, config, video=_takes_video(config.model_name))
+    return OpenAIFramesModel(
+        wrapped, model_id, config, video=_takes_video(config.model_name), client=client
+    )
 
 
 async def openai_list_models(config: ProviderConfig) -> list[str]:
