@@ -8,7 +8,9 @@ to one of three labels: ``"intended"`` (the answer the rating marks as better), 
   counting "can't tell" as not agreeing and over answered labels only;
 * inter-annotator agreement: Cohen's kappa for two annotators and Krippendorff's nominal alpha for
   any number of annotators with missing values;
-* the same numbers per stratum (domain, rating gap) via :func:`stratified` and :func:`summary`.
+* the same numbers per stratum (domain, rating gap) via :func:`stratified` and :func:`summary`;
+* how many items two or more annotators shared, and a 95 % percentile-bootstrap interval of kappa
+  and alpha over those items (vectorised formulas, pinned to the reference implementations).
 
 The statistics come from reference implementations (statsmodels for Cohen's kappa and the Wilson
 interval, ``krippendorff`` for alpha): published benchmark numbers should. A degenerate table
@@ -201,6 +203,93 @@ def krippendorff_alpha(units: Mapping[_Unit, Sequence[_Label | None]]) -> float:
     )
 
 
+BOOTSTRAP_DRAWS = 2000
+"""Resamples of the shared items behind each bootstrap interval."""
+
+
+def kappa_of_tables(tables: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of each ``(L, L)`` contingency table in ``tables`` (shape ``(B, L, L)``), by
+    its definition ``(p_o - p_e) / (1 - p_e)``: what statsmodels' ``cohens_kappa`` gives for
+    one table (tests pin the two together), for thousands of resampled tables at once. A table
+    whose chance agreement is 1 (one label throughout) gives 1.0, as :func:`cohen_kappa` does."""
+    n = tables.sum(axis=(1, 2))
+    observed = np.trace(tables, axis1=1, axis2=2) / n
+    chance = (tables.sum(axis=2) * tables.sum(axis=1)).sum(axis=1) / (n * n)
+    degenerate = np.isclose(chance, 1.0)
+    safe = np.where(degenerate, 0.0, chance)
+    return np.where(degenerate, 1.0, (observed - safe) / (1.0 - safe))
+
+
+def alpha_of_coincidences(coincidences: np.ndarray) -> np.ndarray:
+    """Krippendorff's nominal alpha of each ``(L, L)`` coincidence matrix in ``coincidences``
+    (shape ``(B, L, L)``): ``1 - (n - 1) * sum(o_ck, c != k) / sum(n_c * n_k, c != k)``, what
+    the ``krippendorff`` package gives for one set of units (tests pin the two together). One
+    label throughout gives 1.0, as :func:`krippendorff_alpha` does."""
+    off = ~np.eye(coincidences.shape[1], dtype=bool)
+    totals = coincidences.sum(axis=2)
+    n = totals.sum(axis=1)
+    disagreement = coincidences[:, off].sum(axis=1)
+    expected = (totals[:, :, None] * totals[:, None, :])[:, off].sum(axis=1)
+    degenerate = np.isclose(expected, 0.0)
+    safe = np.where(degenerate, 1.0, expected)
+    return np.where(degenerate, 1.0, 1.0 - (n - 1) * disagreement / safe)
+
+
+def _percentile_interval(values: np.ndarray) -> tuple[float, float]:
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _resample_weights(items: int, draws: int, seed: int) -> np.ndarray:
+    """How often each of ``items`` is drawn in each of ``draws`` resamples with replacement."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(items, np.full(items, 1.0 / items), size=draws).astype(float)
+
+
+def bootstrap_kappa_interval(
+    a: Sequence[Hashable], b: Sequence[Hashable], draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[float, float] | None:
+    """A 95 % percentile-bootstrap interval of Cohen's kappa for two annotators' labels of the
+    same items (``a[i]`` with ``b[i]``): the items are resampled with replacement ``draws``
+    times (seeded by ``seed``: the same labels give the same interval). None below two items,
+    where resampling says nothing."""
+    if len(a) != len(b):
+        raise AgreementError(
+            f"kappa pairs the two annotators item by item, got {len(a)!r} and {len(b)!r} labels"
+        )
+    if len(a) < 2:
+        return None
+    categories = {label: i for i, label in enumerate(dict.fromkeys([*a, *b]))}
+    size = len(categories)
+    per_item = np.zeros((len(a), size * size))
+    for row, (x, y) in enumerate(zip(a, b, strict=True)):
+        per_item[row, categories[x] * size + categories[y]] = 1.0
+    tables = (_resample_weights(len(a), draws, seed) @ per_item).reshape(draws, size, size)
+    return _percentile_interval(kappa_of_tables(tables))
+
+
+def bootstrap_alpha_interval(
+    units: Mapping[_Unit, Sequence[_Label | None]], draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[float, float] | None:
+    """A 95 % percentile-bootstrap interval of Krippendorff's nominal alpha: the units with two
+    or more labels are resampled with replacement ``draws`` times (seeded by ``seed``). None
+    below two such units."""
+    rows = [[v for v in values if v is not None] for values in units.values()]
+    pairable = [row for row in rows if len(row) >= 2]
+    if len(pairable) < 2:
+        return None
+    labels = {label: i for i, label in enumerate(dict.fromkeys(v for row in pairable for v in row))}
+    size = len(labels)
+    per_unit = np.zeros((len(pairable), size, size))
+    for index, row in enumerate(pairable):
+        counts = np.bincount([labels[v] for v in row], minlength=size).astype(float)
+        # Each ordered pair of a unit's values, weighted 1 / (m - 1) (Krippendorff's coincidences).
+        per_unit[index] = (np.outer(counts, counts) - np.diag(counts)) / (len(row) - 1)
+    weights = _resample_weights(len(pairable), draws, seed)
+    coincidences = (weights @ per_unit.reshape(len(pairable), -1)).reshape(draws, size, size)
+    return _percentile_interval(alpha_of_coincidences(coincidences))
+
+
 def stratified(
     items: Iterable[_Item], key: Callable[[_Item], _Stratum]
 ) -> dict[_Stratum, list[_Item]]:
@@ -253,6 +342,11 @@ class StratumAgreement:
     cant_tell: int
     kappa: float | None
     alpha: float | None
+    # Items labelled by two or more annotators (what kappa and alpha are computed over), and a
+    # 95 % bootstrap interval of each over those items (None below two shared items).
+    shared: int = 0
+    kappa_interval: tuple[float, float] | None = None
+    alpha_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -275,11 +369,14 @@ def _stratum_agreement(labelled: Sequence[tuple[Annotation, str]]) -> StratumAgr
         per_item.setdefault(annotation.item_id, {})[annotation.annotator] = label
     annotators = sorted({annotation.annotator for annotation, _ in labelled})
     kappa: float | None = None
+    kappa_interval: tuple[float, float] | None = None
     if len(annotators) == 2:
         first, second = annotators
         shared = [by for by in per_item.values() if first in by and second in by]
         if shared:
-            kappa = cohen_kappa([by[first] for by in shared], [by[second] for by in shared])
+            a, b = [by[first] for by in shared], [by[second] for by in shared]
+            kappa = cohen_kappa(a, b)
+            kappa_interval = bootstrap_kappa_interval(a, b)
     pairable = {item: list(by.values()) for item, by in per_item.items() if len(by) >= 2}
     alpha = krippendorff_alpha(pairable) if pairable else None
     return StratumAgreement(
@@ -290,6 +387,9 @@ def _stratum_agreement(labelled: Sequence[tuple[Annotation, str]]) -> StratumAgr
         cant_tell=counts[CANT_TELL],
         kappa=kappa,
         alpha=alpha,
+        shared=len(pairable),
+        kappa_interval=kappa_interval,
+        alpha_interval=bootstrap_alpha_interval(pairable) if pairable else None,
     )
 
 
