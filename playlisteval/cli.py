@@ -903,23 +903,32 @@ def ui(
         int | None, typer.Option(help="Pairs in the human sample (default: pairs.human_sample).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    evaluation: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="An evaluation folder of this benchmark (`eval --out`) for the judgments "
+            "viewer at /evaluations (repeat)."
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
-    """Human validation (blind pairwise labels, agreement and kappa) and the curation audit, in
-    the browser."""
-    from playlisteval.ui import serve
+    """Human validation (blind pairwise labels, agreement and kappa), the judgments viewer and
+    the curation audit, in the browser."""
+    from playlisteval.ui import create_app, serve
 
     with _open(home) as app_:
         size = sample_size or app_.settings.pairs.human_sample
-        console.print(f"serving {benchmark} on http://{host}:{port}/ (Ctrl-C to stop)")
-        serve(
+        web = create_app(
             app_,
             benchmark,
-            host,
-            port,
             sample_size=size,
             sample_seed=app_.settings.pairs.sample_seed if seed is None else seed,
+            evaluations=evaluation or (),
         )
+        console.print(f"serving {benchmark} on http://{host}:{port}/ (Ctrl-C to stop)")
+        if evaluation:
+            console.print(f"judgments: http://{host}:{port}/evaluations")
+        serve(web, host, port)
 
 
 @app.command("eval")

@@ -21,6 +21,7 @@ import mimetypes
 import os
 import secrets
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,20 @@ from playlisteval.ui.annotations import (
     chosen_shown_as,
 )
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
+from playlisteval.ui.judgments import (
+    FILTER_TITLES,
+    FILTERS,
+    PromptRebuilder,
+    Thumbnails,
+    answer_name,
+    check_filter,
+    group_records,
+    group_views,
+    load_evaluations,
+)
 from policies.agreement import AgreementSummary, Annotation, ValidationItem, summary
 from store.coordination import AccountRow, ItemRow
-from store.errors import ConfigError
+from store.errors import ConfigError, MediaError
 from store.events import micros_to_usd
 from store.runlog import run_ids
 
@@ -343,6 +355,7 @@ def create_app(
     sample_seed: int = 0,
     secret: bytes | None = None,
     stale_after_s: float | None = None,
+    evaluations: Sequence[Path] = (),
 ) -> FastAPI:
     """The web UI for one exported benchmark over ``app``'s workspace.
 
@@ -351,8 +364,11 @@ def create_app(
     ``secret`` signs cookies and forms; by default the workspace's own (made once).
     The status page calls a worker stale when its last heartbeat is older than
     ``stale_after_s``; by default three of the workspace's heartbeat intervals.
+    ``evaluations`` are evaluation folders of this benchmark (``playlisteval eval --out``) the
+    judgments viewer shows under ``/evaluations``.
     """
     benchmark = load_benchmark(benchmark_dir)
+    evaluated = load_evaluations(evaluations, benchmark)
     log = AnnotationLog(app.events, benchmark)
     log.ensure_sample(sample_size, sample_seed)
     signer = Signer(secret if secret is not None else workspace_secret(app.workspace.root))
@@ -538,18 +554,106 @@ def create_app(
         # FileResponse answers Range requests (206), which is how browsers seek in a video.
         return FileResponse(real, media_type=kind)
 
+    rebuilder = PromptRebuilder(app)
+    thumbnails = Thumbnails()
+
+    def evaluation_named(name: str) -> Any:
+        found = evaluated.get(name)
+        if found is None:
+            raise StarletteHTTPException(
+                404,
+                f"no evaluation {name!r} is open in this UI; start it with "
+                "`playlisteval ui BENCH --evaluation EVAL_DIR`",
+            )
+        return found
+
+    @web.get("/evaluations", response_class=HTMLResponse)
+    def evaluation_list() -> Response:
+        return _page("evaluations.html", evaluations=list(evaluated.values()))
+
+    @web.get("/evaluations/{name}", response_class=HTMLResponse)
+    def evaluation_page(
+        name: str, show: str = "all", judge: str = "", condition: str = ""
+    ) -> Response:
+        evaluation = evaluation_named(name)
+        try:
+            which = check_filter(show)
+        except ConfigError as exc:
+            return _error(404, str(exc))
+        groups = [
+            g
+            for g in group_records(evaluation.records)
+            if (not judge or g.judge == judge) and (not condition or g.condition_id == condition)
+        ]
+        counts = {f: sum(1 for g in groups if g.shows(f)) for f in FILTERS}
+        return _page(
+            "evaluation.html",
+            evaluation=evaluation,
+            groups=[g for g in groups if g.shows(which)],
+            show=which,
+            filters=[(f, FILTER_TITLES[f], counts[f]) for f in FILTERS],
+            judge=judge,
+            condition=condition,
+            answer=answer_name,
+        )
+
+    @web.get("/evaluations/{name}/pair/{pair_id}", response_class=HTMLResponse)
+    def judgment_page(name: str, pair_id: str, judge: str, condition: str) -> Response:
+        evaluation = evaluation_named(name)
+        pair = benchmark.pairs.get(pair_id)
+        group = next(
+            (g for g in group_records(evaluation.records) if g.key == (pair_id, judge, condition)),
+            None,
+        )
+        if pair is None or group is None:
+            return _error(
+                404,
+                f"evaluation {name!r} holds no judgment of pair {pair_id!r} by {judge!r} "
+                f"under {condition!r}",
+            )
+        views = group_views(rebuilder, evaluation, pair, group)
+        return _page(
+            "judgment.html",
+            evaluation=evaluation,
+            pair=pair,
+            group=group,
+            views=views,
+            answer=answer_name,
+            clock=_clock,
+            frame_src=lambda video, t: (
+                f"/evaluations/{quote(name, safe='')}/frame/{quote(video, safe='')}?t={t!r}"
+            ),
+        )
+
+    @web.get("/evaluations/{name}/frame/{video_id}")
+    def frame(name: str, video_id: str, t: float) -> Response:
+        evaluation = evaluation_named(name)
+        shown = {
+            (video, at)
+            for record in evaluation.records
+            if record.shown is not None
+            for video, at in record.shown.frame_times
+        }
+        if (video_id, t) not in shown:
+            return _error(404, f"no judgment of this evaluation was shown {video_id!r} at {t!r} s")
+        video = app.catalog.video(video_id)
+        if video is None or not video.path:
+            return _error(404, f"video {video_id!r} is not in this workspace's catalogue")
+        try:
+            real = Path(video.path).resolve(strict=True)
+        except (OSError, RuntimeError):
+            return _error(404, f"video {video_id!r} is not on this machine")
+        if not media_roots.allows(real):
+            return _error(403, f"video {video_id!r} lies outside this workspace's media")
+        try:
+            data = thumbnails.jpeg(real, video_id, t)
+        except (MediaError, ConfigError) as exc:
+            return _error(404, str(exc))
+        return Response(data, media_type="image/jpeg", headers={"cache-control": "max-age=86400"})
+
     return web
 
 
-def serve(
-    app: App,
-    benchmark_dir: Path,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    *,
-    sample_size: int = 152,
-    sample_seed: int = 0,
-) -> None:
-    """Run the UI with uvicorn until interrupted."""
-    web = create_app(app, benchmark_dir, sample_size=sample_size, sample_seed=sample_seed)
+def serve(web: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the UI :func:`create_app` made with uvicorn until interrupted."""
     uvicorn.run(web, host=host, port=port, log_level="info")
