@@ -425,7 +425,9 @@ def demo(
         console.print(f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}")
         console.print(f"     playlisteval replay {report.run_id} --home {root}")
         console.print(f"benchmark: {exported.path}")
-        console.print(f"validate it: playlisteval ui {exported.path} --home {root}")
+        console.print(
+            f"validate it: playlisteval ui {exported.path} --home {root} --invite YOUR_NAME"
+        )
         console.print(f"judge report: {judged.markdown} and {judged.html}")
 
 
@@ -891,7 +893,10 @@ def export(
     with _open(home) as app_:
         summary = runs.export(app_, directory, run, per_domain=per_domain, budget_usd=budget)
         _print_export(summary)
-        console.print(f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root}")
+        console.print(
+            f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root} "
+            "--invite YOUR_NAME"
+        )
 
 
 @app.command()
@@ -910,6 +915,13 @@ def ui(
             "viewer at /evaluations (repeat)."
         ),
     ] = None,
+    invite: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Invite an annotator by name (repeat): each gets an invite link of their own, "
+            "printed here; only an invited annotator can join and label."
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Human validation (blind pairwise labels, agreement and kappa), the judgments viewer and
@@ -924,11 +936,26 @@ def ui(
             sample_size=size,
             sample_seed=app_.settings.pairs.sample_seed if seed is None else seed,
             evaluations=evaluation or (),
+            invites=invite or (),
         )
-        console.print(f"serving {benchmark} on http://{host}:{port}/ (Ctrl-C to stop)")
+        base = f"http://{host}:{port}"
+        console.print(f"serving {benchmark} on {base}/ (Ctrl-C to stop)")
+        _print_invites(web.state.invite_links, base, invite or [])
         if evaluation:
-            console.print(f"judgments: http://{host}:{port}/evaluations")
+            console.print(f"judgments: {base}/evaluations")
         serve(web, host, port)
+
+
+def _print_invites(links: dict[str, str], base: str, new: list[str]) -> None:
+    """One invite link per annotator (each is that annotator's login: hand it to them alone)."""
+    if not links:
+        console.print(
+            "[yellow]no annotator is invited yet[/]: add --invite NAME for each annotator"
+        )
+        return
+    for name, path in links.items():
+        earlier = "" if name in new else " (invited before)"
+        console.print(f"invite {escape(name)}: {base}{path}{earlier}", soft_wrap=True)
 
 
 @app.command("eval")
@@ -1254,6 +1281,30 @@ def fleet(home: HomeOption = None) -> None:
         for item in items:
             if item.state == "parked":
                 console.print(f"parked {escape(item.id)}: {escape(item.result or '')}")
+
+
+annotations_app = typer.Typer(
+    help="Human annotations of a benchmark: invites and label export.", no_args_is_help=True
+)
+app.add_typer(annotations_app, name="annotations")
+
+
+@annotations_app.command("invite")
+def annotations_invite(
+    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    names: Annotated[list[str], typer.Argument(help="Annotators to invite.")],
+    url: Annotated[
+        str, typer.Option(help="Where the UI is reached, to print whole links.")
+    ] = "http://127.0.0.1:8000",
+    home: HomeOption = None,
+) -> None:
+    """Invite annotators to label a benchmark and print each one's invite link (the same link
+    every time: `ui` prints them too)."""
+    from playlisteval.ui import invite_annotators
+
+    with _open(home) as app_:
+        links = invite_annotators(app_, benchmark, names)
+    _print_invites(links, url.rstrip("/"), names)
 
 
 store_app = typer.Typer(help="The event log.", no_args_is_help=True)

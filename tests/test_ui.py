@@ -14,19 +14,29 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from playlisteval import runs
 from playlisteval.app import App
+from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
-from playlisteval.ui.annotations import AnnotationRecorded, SampleDrawn, decode_annotation
-from playlisteval.ui.app import COOKIE, Signer, workspace_secret
-from playlisteval.ui.benchmark import BenchmarkPair, draw_sample
+from playlisteval.ui.annotations import (
+    AnnotationRecorded,
+    AnnotatorInvited,
+    BadName,
+    SampleDrawn,
+    decode_annotation,
+)
+from playlisteval.ui.app import Signer, cookie_name, invite_path, workspace_secret
+from playlisteval.ui.benchmark import BenchmarkPair, draw_sample, load_benchmark
 from store.errors import ConfigError
 from store.events import GateRejected, seed_stream
 
 SECRET = b"test-secret-0123456789abcdef0123456789"
 SAMPLE = 6
+# The annotators every test UI invites.
+INVITED = ("ann", "bob", "cy", "Ann Tator")
 
 # (domain, gap) of each pair the test benchmark holds: 2 domains, gaps 1..4, unevenly.
 CELLS = [
@@ -112,7 +122,9 @@ def opened(workspace: Path) -> Iterator[App]:
 @pytest.fixture
 def client(opened: App, bench: Path) -> TestClient:
     """The UI over the workspace and the benchmark, with a known secret."""
-    web = create_app(opened, bench, sample_size=SAMPLE, sample_seed=0, secret=SECRET)
+    web = create_app(
+        opened, bench, sample_size=SAMPLE, sample_seed=0, secret=SECRET, invites=INVITED
+    )
     return TestClient(web, follow_redirects=False)
 
 
@@ -133,8 +145,22 @@ def answer_text(page: str, letter: str) -> str:
     return html.unescape(match.group(1))
 
 
+def cookie_of(bench: Path) -> str:
+    """The name of the benchmark's annotator cookie."""
+    return cookie_name(load_benchmark(bench))
+
+
+def signer_of(bench: Path, secret: bytes = SECRET) -> Signer:
+    """What the test UI over ``bench`` signs with."""
+    return Signer(secret, stream_of(bench))
+
+
 def join(client: TestClient, name: str) -> None:
-    response = client.post("/", data={"name": name})
+    """Open ``name``'s invite link and start, as an annotator does."""
+    link = client.app.state.invite_links[name]  # type: ignore[attr-defined]
+    page = client.get(link)
+    assert page.status_code == 200, page.text
+    response = client.post("/join", data={"invite": hidden(page.text, "invite")})
     assert response.status_code == 303, response.text
     assert response.headers["location"] == "/annotate"
 
@@ -222,12 +248,13 @@ def test_the_workspace_secret_is_made_once_and_private(workspace: Path) -> None:
 @pytest.mark.parametrize(
     "name", ["", " ", "x" * 41, "<script>", "ann;drop", "Ann O'Tator", "émile"]
 )
-def test_a_bad_name_is_refused(client: TestClient, opened: App, bench: Path, name: str) -> None:
-    before = opened.events.stream_version(stream_of(bench))
-    response = client.post("/", data={"name": name})
-    assert response.status_code == 422
-    assert COOKIE not in response.cookies
-    assert opened.events.stream_version(stream_of(bench)) == before
+def test_a_bad_name_is_not_invited(opened: App, bench: Path, name: str) -> None:
+    with pytest.raises(BadName, match="is not allowed"):
+        create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, invites=["ann", name])
+    invited = [
+        s for s in opened.events.read_stream(stream_of(bench)) if s.type == "AnnotatorInvited"
+    ]
+    assert invited == []  # not even the good name: the invite is all or nothing
 
 
 def test_an_annotator_sees_the_pair_blind_with_playable_clips(
@@ -278,7 +305,7 @@ def test_bad_submissions_are_refused_and_change_nothing(
     pair_id, token = hidden(page, "pair_id"), hidden(page, "token")
     sample = set(opened.events.read_stream(stream_of(bench))[0].data["pair_ids"])
     outside = next(p for p in records if p not in sample)
-    signer = Signer(SECRET)
+    signer = signer_of(bench)
     other_in_sample = next(p for p in sorted(sample) if p != pair_id)
     good = {"pair_id": pair_id, "token": token, "choice": "A", "comment": ""}
     cases: list[tuple[dict[str, str], int, str]] = [
@@ -313,6 +340,7 @@ def test_bad_submissions_are_refused_and_change_nothing(
     "cookie",
     [
         Signer(b"another-secret-another-secret-another").cookie("ann"),  # forged with another key
+        Signer(SECRET, "annotations-0123456789ab").cookie("ann"),  # another benchmark's
         Signer(SECRET).cookie("ann").replace("YW5u", "Ym9i"),  # name swapped, signature kept
         "garbage",
     ],
@@ -325,10 +353,10 @@ def test_a_forged_or_tampered_annotator_cookie_is_forbidden(
     pair_id = hidden(page, "pair_id")
     before = opened.events.stream_version(stream_of(bench))
     client.cookies.clear()
-    client.cookies.set(COOKIE, cookie)
+    client.cookies.set(cookie_of(bench), cookie)
     assert client.get("/annotate").status_code == 403
     response = _post(
-        client, pair_id=pair_id, token=Signer(SECRET).form_token("bob", pair_id), choice="A"
+        client, pair_id=pair_id, token=signer_of(bench).form_token("bob", pair_id), choice="A"
     )
     assert response.status_code == 403
     client.cookies.clear()
@@ -354,7 +382,7 @@ def test_a_second_answer_is_refused_and_the_first_stands(
     other = TestClient(
         create_app(opened, bench, sample_size=SAMPLE, secret=SECRET), follow_redirects=False
     )
-    other.cookies.set(COOKIE, Signer(SECRET).cookie("ann"))
+    other.cookies.set(cookie_of(bench), signer_of(bench).cookie("ann"))
     assert other.post("/annotate", data={**fields, "choice": "B"}).status_code == 409
     assert opened.events.stream_version(stream_of(bench)) == version
     answers = [
@@ -405,7 +433,7 @@ def _cell(page: str, stratum: str, column: str) -> str:
 def test_three_annotators_get_agreement_and_alpha_as_computed_by_hand(
     opened: App, bench: Path, records: dict[str, dict[str, Any]]
 ) -> None:
-    web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET)
+    web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, invites=INVITED)
     drawn = decode_annotation(opened.events.read_stream(stream_of(bench))[0])
     assert isinstance(drawn, SampleDrawn)
     # Row k: what ann, bob and cy answer on pair k of the sorted sample, whatever order each of
@@ -445,16 +473,18 @@ def test_restarting_the_server_loses_no_answer(
 ) -> None:
     with App(load_settings(workspace)) as app:
         # Both servers sign with the workspace's own secret (made by the first, read by the second).
-        client = TestClient(create_app(app, bench, sample_size=SAMPLE), follow_redirects=False)
+        client = TestClient(
+            create_app(app, bench, sample_size=SAMPLE, invites=["ann"]), follow_redirects=False
+        )
         join(client, "ann")
         first = [label_next(client, records, label) for label in ("intended", "other", "cant_tell")]
         results = client.get("/results").text
-        cookie = client.cookies[COOKIE]
+        cookie = client.cookies[cookie_of(bench)]
     assert "No answers yet" not in results
     with App(load_settings(workspace)) as app:
         client = TestClient(create_app(app, bench, sample_size=SAMPLE), follow_redirects=False)
         assert client.get("/results").text == results
-        client.cookies.set(COOKIE, cookie)
+        client.cookies.set(cookie_of(bench), cookie)
         page = client.get("/annotate").text
         assert hidden(page, "pair_id") not in first
         assert '<span id="position">4</span> of 6' in page
@@ -526,21 +556,124 @@ def test_media_serves_nothing_outside_the_workspace_and_the_benchmark(
     assert client.get("/media/cooking-01").status_code == 200  # a catalogued video
 
 
-def test_a_second_browser_cannot_take_over_an_annotators_name(
+def test_joining_takes_an_invite_link_not_a_name(
+    client: TestClient, opened: App, bench: Path
+) -> None:
+    """No token, a forged one, another benchmark's or another UI's: refused (403), no cookie,
+    nothing written. The invite link signs the browser in as its annotator."""
+    before = opened.events.stream_version(stream_of(bench))
+    refused = [
+        client.post("/", data={"name": "ann"}),  # the old way in: a bare name
+        client.get("/join"),
+        client.get("/join", params={"invite": "garbage"}),
+        client.post("/join", data={"invite": ""}),
+        client.post("/join", data={"invite": signer_of(bench).cookie("ann")}),  # not an invite
+        client.post("/join", data={"invite": Signer(SECRET, "annotations-x").invite("ann")}),
+        client.post("/join", data={"invite": signer_of(bench, b"k" * 40).invite("ann")}),
+        client.post("/join", data={"invite": signer_of(bench).invite("dan")}),  # never invited
+    ]
+    for response in refused:
+        assert response.status_code == 403, response.text
+        assert "set-cookie" not in response.headers
+    assert "invite link" in html.unescape(refused[0].text)
+    assert opened.events.stream_version(stream_of(bench)) == before
+    assert client.get("/annotate").status_code == 303  # not signed in: back to the start page
+    start = client.get("/").text
+    assert 'id="invite-only"' in start
+    assert 'name="name"' not in start  # no name form any more
+    page = client.get(invite_path(signer_of(bench), "ann"))
+    assert page.status_code == 200
+    assert '<strong id="invited-name">ann</strong>' in page.text
+    joined = client.post("/join", data={"invite": hidden(page.text, "invite")})
+    assert joined.status_code == 303
+    assert cookie_of(bench) in joined.cookies
+    assert client.get("/annotate").status_code == 200
+    assert 'id="signed-in">ann<' in client.get("/").text
+
+
+def test_another_annotators_name_without_their_token_is_refused(
     client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
 ) -> None:
-    """Typing an existing annotator's name in another browser is refused (409), and hands out
-    no cookie; the annotator's own browser joins again and carries on where it was."""
+    """Bob, holding his own invite, can neither join as ann nor post her labels: her name in
+    any form without her token is refused; her own link signs her in on a second browser."""
     join(client, "ann")
     label_next(client, records, "intended")
-    other = TestClient(create_app(opened, bench, sample_size=SAMPLE, secret=SECRET))
-    taken = other.post("/", data={"name": "ann"}, follow_redirects=False)
-    assert taken.status_code == 409
-    assert "is taken by another annotator" in taken.text
-    assert "set-cookie" not in taken.headers
-    assert other.get("/annotate", follow_redirects=False).status_code == 303  # not signed in
-    join(client, "ann")  # her own browser, her own cookie
-    assert client.get("/annotate").status_code == 200
+    bob = TestClient(client.app, follow_redirects=False)
+    join(bob, "bob")
+    page = bob.get("/annotate").text
+    pair_id = hidden(page, "pair_id")
+    before = opened.events.stream_version(stream_of(bench))
+    bobs_invite = signer_of(bench).invite("bob")
+    as_ann = [
+        bob.post("/", data={"name": "ann"}),
+        bob.post("/join", data={"invite": bobs_invite.replace("Ym9i", "YW5u")}),  # name swapped
+        bob.post("/join", data={"invite": "YW5u." + bobs_invite.partition(".")[2]}),
+        # Her label through his signed-in browser: a form token made for her, not for him.
+        _post(bob, pair_id=pair_id, token=signer_of(bench).form_token("ann", pair_id), choice="A"),
+    ]
+    for response in as_ann:
+        assert response.status_code == 403, response.text
+        assert "set-cookie" not in response.headers
+    assert opened.events.stream_version(stream_of(bench)) == before
+    assert 'id="signed-in">bob<' in bob.get("/").text  # still bob
+    second = TestClient(client.app, follow_redirects=False)
+    join(second, "ann")  # her own link, on another browser of hers
+    assert hidden(second.get("/annotate").text, "pair_id") == hidden(
+        client.get("/annotate").text, "pair_id"
+    )
+
+
+def test_invites_are_recorded_once_and_their_links_survive_a_restart(
+    workspace: Path, bench: Path
+) -> None:
+    with App(load_settings(workspace)) as app:
+        first = create_app(app, bench, sample_size=SAMPLE, invites=["ann", "bob"])
+        links = dict(first.state.invite_links)
+    with App(load_settings(workspace)) as app:
+        again = create_app(app, bench, sample_size=SAMPLE, invites=["bob", "cy"])
+        assert again.state.invite_links == {**links, "cy": again.state.invite_links["cy"]}
+        invited = [
+            decode_annotation(s)
+            for s in app.events.read_stream(stream_of(bench))
+            if s.type == "AnnotatorInvited"
+        ]
+    assert [e.name for e in invited if isinstance(e, AnnotatorInvited)] == ["ann", "bob", "cy"]
+    client = TestClient(again, follow_redirects=False)
+    page = client.get(links["ann"])  # the link printed before the restart
+    assert page.status_code == 200
+    assert client.post("/join", data={"invite": hidden(page.text, "invite")}).status_code == 303
+
+
+def test_the_invite_command_prints_one_working_link_per_annotator(
+    workspace: Path, bench: Path
+) -> None:
+    """`annotations invite` prints each annotator's link (the same again on a second call, with
+    the earlier ones marked); the printed link joins a UI over the workspace; a bad name is one
+    line and exit 2."""
+    runner = CliRunner()
+    url = "http://127.0.0.1:8765"
+    argv = ["annotations", "invite", str(bench), "ann", "bob", "--url", url]
+    first = runner.invoke(cli_app, [*argv, "--home", str(workspace)])
+    assert first.exit_code == 0, first.output
+    printed = dict(re.findall(rf"invite (\w+): {re.escape(url)}(/join\?invite=\S+)", first.output))
+    assert set(printed) == {"ann", "bob"}
+    again = runner.invoke(
+        cli_app, ["annotations", "invite", str(bench), "cy", "--url", url, "--home", str(workspace)]
+    )
+    assert again.exit_code == 0, again.output
+    assert f"invite ann: {url}{printed['ann']} (invited before)" in again.output
+    assert "invite cy: " in again.output
+    with App(load_settings(workspace)) as app:
+        client = TestClient(create_app(app, bench, sample_size=SAMPLE), follow_redirects=False)
+        page = client.get(printed["bob"])
+        assert '<strong id="invited-name">bob</strong>' in page.text
+        assert client.post("/join", data={"invite": hidden(page.text, "invite")}).status_code == 303
+    bad = runner.invoke(
+        cli_app, ["annotations", "invite", str(bench), "<b>", "--home", str(workspace)]
+    )
+    assert bad.exit_code == 2
+    assert "is not allowed" in bad.output
+    assert "Traceback" not in bad.output
 
 
 def test_a_benchmark_whose_records_were_edited_after_the_export_is_refused(

@@ -40,6 +40,7 @@ SAMPLE = 6
 # I the intended answer, O the other one, C can't tell.
 PLAN = {"ann": "IIIOCIIO", "bob": "IIOOIICO"}
 COMMENT = "<script>alert(1)</script> unclear"
+links: dict[str, str] = {}  # each annotator's invite link, filled by the server fixture
 
 
 @pytest.fixture
@@ -47,7 +48,8 @@ def server(workspace: Path, tmp_path: Path, demo_playlist: Path) -> Iterator[tup
     """The UI served by uvicorn in a thread on a free loopback port."""
     bench = write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
     with App(load_settings(workspace)) as app:
-        web = create_app(app, bench, sample_size=SAMPLE, sample_seed=0)
+        web = create_app(app, bench, sample_size=SAMPLE, sample_seed=0, invites=list(PLAN))
+        links.update(web.state.invite_links)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -124,8 +126,7 @@ def test_two_annotators_in_chromium_get_the_hand_computed_agreement_and_kappa(
         name: {f"pair-{i:02d}": label for i, label in enumerate(row)} for name, row in PLAN.items()
     }
     for name, driver in browsers.items():
-        driver.get(base + "/")
-        driver.find_element(By.ID, "name").send_keys(name)
+        driver.get(base + links[name])
         driver.find_element(By.ID, "start").click()
         WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("/annotate"))
 

@@ -34,8 +34,16 @@ NAME_RULE = "1–40 letters, digits, spaces, dots, underscores or hyphens"
 _NAME = re.compile(r"[A-Za-z0-9 ._-]{1,40}")
 
 
+class AnnotatorInvited(Event):
+    """Whoever runs the UI invited an annotator by name (``ui --invite NAME``): only an
+    invited annotator can join, through the invite link made for that name."""
+
+    type: Literal["AnnotatorInvited"] = "AnnotatorInvited"
+    name: str
+
+
 class AnnotatorJoined(Event):
-    """Someone entered their name in the validation UI for the first time."""
+    """An invited annotator opened their invite link and joined, the first time."""
 
     type: Literal["AnnotatorJoined"] = "AnnotatorJoined"
     name: str
@@ -73,7 +81,8 @@ class AnnotationRecorded(Event):
 
 
 AnnotationEvent = Annotated[
-    AnnotatorJoined | SampleDrawn | AnnotationRecorded, Field(discriminator="type")
+    AnnotatorInvited | AnnotatorJoined | SampleDrawn | AnnotationRecorded,
+    Field(discriminator="type"),
 ]
 ANNOTATION_ADAPTER: TypeAdapter[AnnotationEvent] = TypeAdapter(AnnotationEvent)
 
@@ -124,10 +133,10 @@ class BadChoice(AnnotationRefused):
     status = 422
 
 
-class NameTaken(AnnotationRefused):
-    """Another browser joined under this name: a name is an annotator's own, not a login."""
+class NotInvited(AnnotationRefused):
+    """Joining without an invite: a name is not a login, an invite link is."""
 
-    status = 409
+    status = 403
 
 
 class BadName(AnnotationRefused):
@@ -169,6 +178,7 @@ class AnnotationState:
 
     version: int = 0
     sample: SampleDrawn | None = None
+    invited: list[str] = field(default_factory=list)
     annotators: list[str] = field(default_factory=list)
     labels: dict[tuple[str, str], AnnotationRecorded] = field(default_factory=dict)
 
@@ -178,6 +188,9 @@ class AnnotationState:
         if isinstance(event, SampleDrawn):
             if self.sample is None:
                 self.sample = event
+        elif isinstance(event, AnnotatorInvited):
+            if event.name not in self.invited:
+                self.invited.append(event.name)
         elif isinstance(event, AnnotatorJoined):
             if event.name not in self.annotators:
                 self.annotators.append(event.name)
@@ -281,22 +294,29 @@ class AnnotationLog:
             )
         return sample
 
-    def join(self, name: str, *, signed_in_as: str | None = None) -> str:
-        """Record ``name`` as an annotator (once); returns the checked name. A name another
-        annotator already joined under is refused (:class:`NameTaken`) unless the request is
-        signed in as that annotator (``signed_in_as``, from its signed cookie): typing someone
-        else's name must not hand over their queue and their cookie."""
+    def invite(self, names: Iterable[str]) -> list[str]:
+        """Invite annotators by name (each once); returns the checked names. A bad name is
+        :class:`BadName` and nothing is invited then."""
+        clean = list(dict.fromkeys(check_name(name) for name in names))
+
+        def decide(state: AnnotationState) -> list[Event]:
+            return [AnnotatorInvited(name=n) for n in clean if n not in state.invited]
+
+        self._append(decide)
+        return clean
+
+    def join(self, name: str) -> str:
+        """Record invited annotator ``name`` as joined (once); returns the name. The caller has
+        checked the invite link that names them; a name never invited is :class:`NotInvited`."""
         clean = check_name(name)
 
         def decide(state: AnnotationState) -> list[Event]:
-            if clean not in state.annotators:
-                return [AnnotatorJoined(name=clean)]
-            if signed_in_as != clean:
-                raise NameTaken(
-                    f"the name {clean!r} is taken by another annotator; choose another, or "
-                    "continue in the browser you joined from"
+            if clean not in state.invited:
+                raise NotInvited(
+                    f"{clean!r} is not invited to label this benchmark; ask whoever runs the UI "
+                    "for an invite link (`playlisteval ui BENCH --invite NAME`)"
                 )
-            return []
+            return [] if clean in state.annotators else [AnnotatorJoined(name=clean)]
 
         self._append(decide)
         return clean

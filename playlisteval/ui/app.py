@@ -1,14 +1,17 @@
-"""The validation and audit web UI: server-rendered pages over the workspace's event store.
+"""The validation, judgments and audit web UI: server-rendered pages over the workspace's event
+store.
 
-Annotators label a blind, stratified sample of an exported benchmark; the results page measures
-their agreement with the intended preference and with each other; the audit pages show the
+Invited annotators label a stratified sample of an exported benchmark; the results page measures
+their agreement with the intended preference and with each other; the judgments viewer shows what
+judges of an evaluation were shown and sent and what they answered; the audit pages show the
 curation runs of the same workspace, and the status page what the curator daemon and its
 workers are doing now (the coordination tables and the log's counters).
 
-Pages are Jinja2 with autoescaping on and no JavaScript. Identity is a name in a cookie signed
-with the workspace's secret (``<home>/ui_secret``), and every answer form carries a token signed
-for that annotator and pair, so neither can be forged. The audit and status pages, like the
-results, ask for no identity.
+Pages are Jinja2 with autoescaping on. Annotators are invited by name; each joins through an
+invite link signed for them and this benchmark, which sets a cookie signed the same way (with the
+workspace's secret, ``<home>/ui_secret``), and every answer form carries a token signed for that
+annotator and pair, so none can be forged or carried to another benchmark. The audit, status and
+judgments pages, like the results, ask for no identity.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, LogSnapshot
 from playlisteval.ui.annotations import (
     MAX_COMMENT_CHARS,
-    NAME_RULE,
     AnnotationLog,
     AnnotationRefused,
     AnnotationState,
@@ -103,26 +105,53 @@ def workspace_secret(home: Path) -> bytes:
 
 @dataclass(frozen=True)
 class Signer:
-    """HMAC-SHA256 signatures for annotator cookies and answer forms."""
+    """HMAC-SHA256 signatures for invite links, annotator cookies and answer forms, each bound
+    to one benchmark (``scope``, its annotations stream): what one benchmark's UI signs opens
+    nothing in another's, even on one workspace and one host."""
 
     key: bytes
+    scope: str = ""
 
     def _mac(self, *parts: str) -> str:
-        return hmac.new(self.key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
+        message = "|".join((self.scope, *parts)).encode()
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()
 
-    def cookie(self, name: str) -> str:
-        """The cookie value that names ``name``."""
+    def _named(self, purpose: str, name: str) -> str:
         encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
-        return f"{encoded}.{self._mac('annotator', name)}"
+        return f"{encoded}.{self._mac(purpose, name)}"
 
-    def annotator(self, cookie: str) -> str:
-        """The name a cookie value carries; :class:`ForgedAnnotator` unless this key signed it."""
-        encoded, _, mac = cookie.partition(".")
+    def _name(self, purpose: str, value: str) -> str | None:
+        """The name ``value`` carries when this key signed it for ``purpose``, else None."""
+        encoded, _, mac = value.partition(".")
         try:
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
-            raise ForgedAnnotator("the annotator cookie is not one this server made") from None
-        if not hmac.compare_digest(mac, self._mac("annotator", name)):
+            return None
+        return name if hmac.compare_digest(mac, self._mac(purpose, name)) else None
+
+    def invite(self, name: str) -> str:
+        """The invite token of annotator ``name``: whoever holds it joins as ``name``."""
+        return self._named("invite", name)
+
+    def invited(self, token: str) -> str:
+        """The name an invite token carries; :class:`ForgedAnnotator` unless this server made
+        it for this benchmark."""
+        name = self._name("invite", token)
+        if name is None:
+            raise ForgedAnnotator(
+                "the invite link is not one this UI made for this benchmark; ask whoever runs "
+                "the UI for yours (`playlisteval ui BENCH --invite NAME` prints it)"
+            )
+        return name
+
+    def cookie(self, name: str) -> str:
+        """The cookie value that names ``name``."""
+        return self._named("annotator", name)
+
+    def annotator(self, cookie: str) -> str:
+        """The name a cookie value carries; :class:`ForgedAnnotator` unless this key signed it."""
+        name = self._name("annotator", cookie)
+        if name is None:
             raise ForgedAnnotator("the annotator cookie was not signed by this server")
         return name
 
@@ -136,6 +165,31 @@ class Signer:
             raise ForgedAnnotator(
                 f"the form for pair {pair_id!r} was not issued to annotator {annotator!r}"
             )
+
+
+def cookie_name(benchmark: Benchmark) -> str:
+    """The annotator cookie of one benchmark's UI (UIs on one host share cookies across ports)."""
+    return f"{COOKIE}_{benchmark.content_sha256[:12]}"
+
+
+def invite_path(signer: Signer, name: str) -> str:
+    """The path of annotator ``name``'s invite link."""
+    return f"/join?invite={quote(signer.invite(name), safe='')}"
+
+
+def invite_annotators(
+    app: App, benchmark_dir: Path, names: Sequence[str], *, secret: bytes | None = None
+) -> dict[str, str]:
+    """Invite ``names`` to label the benchmark (each recorded once; a bad name invites no one)
+    and return every invited annotator's invite-link path, earlier invites included: the links
+    are signed with the workspace's secret, so a restart prints the same ones."""
+    benchmark = load_benchmark(benchmark_dir)
+    log = AnnotationLog(app.events, benchmark)
+    log.invite(names)
+    signer = Signer(
+        secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
+    )
+    return {name: invite_path(signer, name) for name in log.state().invited}
 
 
 def _clock(seconds: float) -> str:
@@ -356,12 +410,16 @@ def create_app(
     secret: bytes | None = None,
     stale_after_s: float | None = None,
     evaluations: Sequence[Path] = (),
+    invites: Sequence[str] = (),
 ) -> FastAPI:
     """The web UI for one exported benchmark over ``app``'s workspace.
 
     The sample (``sample_size`` pairs, stratified by domain and gap, seeded by ``sample_seed``)
     is recorded in the annotations stream the first time; every annotator labels all of it.
-    ``secret`` signs cookies and forms; by default the workspace's own (made once).
+    ``invites`` names annotators to invite (recorded once; earlier invites stand): each joins
+    through the invite link :func:`invite_path` makes for them, and the app's
+    ``state.invite_links`` maps every invited name to that path.
+    ``secret`` signs invites, cookies and forms; by default the workspace's own (made once).
     The status page calls a worker stale when its last heartbeat is older than
     ``stale_after_s``; by default three of the workspace's heartbeat intervals.
     ``evaluations`` are evaluation folders of this benchmark (``playlisteval eval --out``) the
@@ -371,13 +429,18 @@ def create_app(
     evaluated = load_evaluations(evaluations, benchmark)
     log = AnnotationLog(app.events, benchmark)
     log.ensure_sample(sample_size, sample_seed)
-    signer = Signer(secret if secret is not None else workspace_secret(app.workspace.root))
+    log.invite(invites)
+    signer = Signer(
+        secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
+    )
+    cookie = cookie_name(benchmark)
     queue, accounts = app.queue(), app.accounts()
     # One fold for the server's lifetime: each status page reads only what was appended since.
     log_metrics = LogMetrics(app.events)
     if stale_after_s is None:
         stale_after_s = 3 * app.settings.worker.heartbeat_s
     web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
+    web.state.invite_links = {name: invite_path(signer, name) for name in log.state().invited}
 
     @web.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
@@ -385,43 +448,64 @@ def create_app(
 
     def who(request: Request) -> str | None:
         """The signed-in annotator, None when there is no cookie; ForgedAnnotator if forged."""
-        cookie = request.cookies.get(COOKIE)
-        return None if cookie is None else signer.annotator(cookie)
+        value = request.cookies.get(cookie)
+        return None if value is None else signer.annotator(value)
 
     @web.get("/", response_class=HTMLResponse)
     def index(request: Request) -> Response:
         try:
             name = who(request)
         except ForgedAnnotator:
-            name = None  # a stale or foreign cookie: the form below replaces it
+            name = None  # a stale or foreign cookie: their invite link replaces it
         state = log.state()
         return _page(
             "index.html",
             name=name,
-            rule=NAME_RULE,
             sample=len(state.pair_ids),
+            invited=len(state.invited),
             annotators=len(state.annotators),
             benchmark=benchmark.path.name,
         )
 
     @web.post("/")
+    def join_by_name() -> Response:
+        # The old way in: a bare name is no proof of who is typing it.
+        return _error(
+            403,
+            "joining takes your invite link, not a name: ask whoever runs the UI for it "
+            "(`playlisteval ui BENCH --invite NAME` prints one per annotator)",
+        )
+
+    @web.get("/join", response_class=HTMLResponse)
+    def join_page(invite: str = "") -> Response:
+        try:
+            name = signer.invited(invite)
+        except ForgedAnnotator as exc:
+            return _error(exc.status, str(exc))
+        state = log.state()
+        if name not in state.invited:
+            return _error(403, f"{name!r} is not invited to label this benchmark")
+        return _page(
+            "join.html",
+            name=name,
+            invite=invite,
+            sample=len(state.pair_ids),
+            benchmark=benchmark.path.name,
+        )
+
+    @web.post("/join")
     async def join(request: Request) -> Response:
         try:
             form = await _read_form(request)
         except _TooLarge:
             return _error(413, f"the form is over {MAX_FORM_BYTES} bytes")
         try:
-            signed_in = who(request)
-        except ForgedAnnotator:
-            signed_in = None
-        try:
-            name = await run_in_threadpool(
-                lambda: log.join(form.get("name", ""), signed_in_as=signed_in)
-            )
+            name = signer.invited(form.get("invite", ""))
+            await run_in_threadpool(log.join, name)
         except AnnotationRefused as exc:
             return _error(exc.status, str(exc))
         response = RedirectResponse("/annotate", status_code=303)
-        response.set_cookie(COOKIE, signer.cookie(name), httponly=True, samesite="strict")
+        response.set_cookie(cookie, signer.cookie(name), httponly=True, samesite="strict")
         return response
 
     @web.get("/annotate", response_class=HTMLResponse)
@@ -432,7 +516,6 @@ def create_app(
             return _error(exc.status, str(exc))
         if name is None:
             return RedirectResponse("/", status_code=303)
-        log.join(name, signed_in_as=name)  # a signed name new to this benchmark joins now
         state = log.state()
         todo = state.remaining(name)
         total = len(state.pair_ids)
@@ -455,7 +538,7 @@ def create_app(
         try:
             name = who(request)
             if name is None:
-                raise ForgedAnnotator("no annotator cookie: enter your name first")
+                raise ForgedAnnotator("no annotator cookie: join through your invite link first")
             if pair_id in benchmark.pairs:
                 signer.check_form(name, pair_id, form.get("token", ""))
             await run_in_threadpool(
