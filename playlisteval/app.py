@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import structlog
 from pydantic_ai.models import Model
 
 from agents.batching import Batcher
@@ -50,6 +51,8 @@ from tools.search import ChunkSearch
 from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
 
+log = structlog.get_logger("playlisteval.app")
+
 
 def index_config(settings: Settings) -> IndexConfig:
     """The pipeline's numbers, from the settings."""
@@ -66,6 +69,7 @@ def index_config(settings: Settings) -> IndexConfig:
         seed_min_cosine=seeds.seed_min_cosine,
         seed_max_cosine=seeds.seed_max_cosine,
         batch_chunks=idx.embed_batch_size,
+        decode_workers=idx.decode_workers,
         collection_prefix=settings.vectors.collection_prefix,
         max_download_height=settings.ingest.max_height,
         subtitle_langs=tuple(settings.ingest.subtitle_langs),
@@ -73,11 +77,13 @@ def index_config(settings: Settings) -> IndexConfig:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The configured chunk embedder."""
+    """The configured chunk embedder, on ``index.device`` (a GPU asked for and absent is a
+    ConfigError), ``index.embed_batch_size`` chunks per model call."""
     idx = settings.index
+    options: dict[str, Any] = {"device": idx.device, "batch_size": idx.embed_batch_size}
     if idx.embedder == "qwen3-vl-embedding":
-        return make_embedder(idx.embedder, model=idx.qwen_embedding_model)
-    return make_embedder(idx.embedder)
+        options.update(model=idx.qwen_embedding_model, dtype=idx.dtype)
+    return make_embedder(idx.embedder, **options)
 
 
 def build_transcriber(settings: Settings) -> Transcriber:
@@ -86,15 +92,22 @@ def build_transcriber(settings: Settings) -> Transcriber:
     options: dict[str, Any] = {}
 
     def local(name: str) -> Transcriber:
+        # Local models run on index.device at index.dtype, index.asr_batch_size chunks a batch.
+        on_device = {"device": idx.device, "batch_size": idx.asr_batch_size}
         if name == "faster-whisper":
-            if idx.whisper_model_dir is None:
-                raise ConfigError(
-                    "index.transcriber 'faster-whisper' needs index.whisper_model_dir: "
-                    "a CTranslate2 Whisper model folder"
+            if idx.whisper_model_dir is not None:
+                log.warning(
+                    "setting_renamed",
+                    setting="index.whisper_model_dir",
+                    read_as="index.whisper_model",
+                    value=str(idx.whisper_model_dir),
+                    fix="rename the key to whisper_model in playlisteval.toml",
                 )
-            return make_transcriber(name, model_dir=idx.whisper_model_dir)
+            return make_transcriber(
+                name, model=idx.whisper_model, compute_type=idx.dtype, **on_device
+            )
         if name == "qwen3-asr":
-            return make_transcriber(name, model=idx.qwen_asr_model)
+            return make_transcriber(name, model=idx.qwen_asr_model, dtype=idx.dtype, **on_device)
         if name == DashScopeTranscriber.name:
             # Its family's endpoint and key, as generation has them (regions take different keys).
             limits = settings.providers.family(DashScopeTranscriber.family)

