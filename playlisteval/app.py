@@ -37,7 +37,7 @@ from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
 from policies.tokens import provider_family
 from store.catalog import Catalog
 from store.coordination import BudgetAccounts, Leases, WorkQueue
-from store.errors import ConfigError
+from store.errors import ConfigError, disk_full
 from store.events import usd_to_micros
 from store.eventstore import EventStore, open_event_store
 from store.projections import Projections
@@ -361,7 +361,18 @@ class App:
     _events: EventStore | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.workspace = Workspace(Path(self.settings.home)).create()
+        try:
+            self.workspace = Workspace(Path(self.settings.home)).create()
+        except OSError as exc:
+            full = disk_full(exc)
+            if full is not None:
+                raise full from exc
+            # --home naming a file, or a file where the workspace keeps a folder (qdrant, media).
+            raise ConfigError(
+                f"cannot use {str(self.settings.home)!r} as a workspace: {exc.strerror or exc} "
+                f"({str(exc.filename)!r}); --home must be a folder, and its qdrant, media and "
+                "exports entries folders too"
+            ) from exc
 
     @property
     def catalog(self) -> Catalog:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -40,7 +41,14 @@ from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget, cap_micros, check_concurrency
 from store.catalog import FAILED, DomainHours, VideoRow
 from store.coordination import LeaseHeld
-from store.errors import PlaylistEvalError, StoreUnreadable, UndecodableEvent
+from store.errors import (
+    ConfigError,
+    DiskFull,
+    PlaylistEvalError,
+    StoreUnreadable,
+    UndecodableEvent,
+    disk_full,
+)
 from store.events import (
     Event,
     GateRejected,
@@ -94,6 +102,7 @@ EXIT_BUSY = 3  # another live process holds what this command would write to
 EXIT_TAMPERED = 4  # the log does not check out (replay or `store verify` found a difference)
 EXIT_UNREADABLE = 5  # a database file is corrupt or not a database: `doctor` says more
 EXIT_NOTHING_JUDGED = 6  # an evaluation judged no pair at all: the line gives the first reason
+EXIT_DISK = 7  # a write found no room (disk or quota full, file-size limit): what came before stays
 
 
 def _fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
@@ -105,6 +114,8 @@ def _fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
         return typer.Exit(EXIT_BUSY)
     if isinstance(exc, UndecodableEvent):
         return typer.Exit(EXIT_TAMPERED)
+    if isinstance(exc, DiskFull):
+        return typer.Exit(EXIT_DISK)
     return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 
@@ -116,15 +127,28 @@ def _open(home: Path | None, **overrides: Any) -> Iterator[App]:
         with App(load_settings(home, **overrides)) as opened:
             yield opened
     except PlaylistEvalError as exc:
-        raise _fail(exc) from exc
+        raise _fail(disk_full(exc) or exc) from exc
     except BaseExceptionGroup as group:
         # Concurrent work (seeds, judgments) fails as a group: when every error in it is one of
-        # ours, the first is the line to print, not the group's traceback.
+        # ours, the first is the line to print, not the group's traceback. A full disk fails
+        # every writer at once, whatever each was doing: that is the line then.
         leaves = _leaves(group)
+        no_room = [f for f in map(disk_full, leaves) if f is not None]
+        if no_room:
+            raise _fail(no_room[0]) from group
         known = [e for e in leaves if isinstance(e, PlaylistEvalError)]
         if not known or len(known) != len(leaves):
             raise
         raise _fail(known[0], more=len(known) - 1) from group
+    except typer.Exit:
+        raise  # already said
+    except Exception as exc:
+        # A write that found no room surfaces from SQLite, SQLAlchemy, pyarrow or a plain
+        # file: one line and EXIT_DISK; anything else is a bug and keeps its traceback.
+        written = disk_full(exc)
+        if written is None:
+            raise
+        raise _fail(written) from exc
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -286,6 +310,14 @@ def add(
     home: HomeOption = None,
 ) -> None:
     """Take a playlist in: list it, drop unavailable entries with a reason, download what is new."""
+
+    def check_target() -> None:
+        if target_hours is not None and not (math.isfinite(target_hours) and target_hours > 0):
+            raise ConfigError(
+                f"--target-hours must be a positive number of hours, got {target_hours!r}"
+            )
+
+    _checked(check_target)  # before anything is listed into the catalogue
     with _open(home) as app_:
         roots = [*app_.settings.ingest.allowed_roots, *(allowed_root or [])]
         target = target_hours if target_hours is not None else app_.settings.ingest.target_hours
@@ -293,7 +325,12 @@ def add(
         summary = indexer.add(source, domain=domain, allowed_roots=roots, target_hours=target)
         _print_add(summary)
         if download:
+            failed = {video.id for video in app_.catalog.videos(statuses=[FAILED])}
             indexer.prepare_media()
+            # A file that cannot be downloaded or read as a video: said here, with its reason.
+            for video in app_.catalog.videos(statuses=[FAILED]):
+                if video.id not in failed:
+                    console.print(f"[red]failed[/] {video.id}: {escape(video.reason or '')}")
             if target is not None:
                 for playlist in summary.playlists:
                     for ref, reason in indexer.apply_target_hours(playlist.domain, target):
@@ -324,6 +361,7 @@ def seeds(
     home: HomeOption = None,
 ) -> None:
     """Recompute near-duplicates and seeds from the stored vectors; print counts per domain."""
+    _check_count(show, 0, "--show")
     with _open(home) as app_:
         indexer = app_.indexer()
         duplicates = indexer.dedupe()
@@ -346,6 +384,7 @@ def search(
     home: HomeOption = None,
 ) -> None:
     """Search the chunk index; print video id, span, score and transcript."""
+    _check_count(k, 1, "-k")
     with _open(home) as app_:
         hits = app_.search().search(query, k=k, filters={"domain": domain} if domain else None)
         if not hits:
@@ -367,8 +406,9 @@ def status(home: HomeOption = None) -> None:
         console.print(f"chunks: {app_.catalog.chunk_count()}, seeds: {len(app_.catalog.seeds())}")
         console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
         for problem in app_.catalog.problems():
+            # Refs and reasons quote file names and titles: printed as written, never as markup.
             console.print(
-                f"[yellow]{problem.stage}[/] {problem.ref}: {problem.reason}", markup=True
+                f"[yellow]{problem.stage}[/] {escape(problem.ref)}: {escape(problem.reason)}"
             )
 
 
@@ -385,6 +425,7 @@ def demo(
     max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = 18,
 ) -> None:
     """Run the whole pipeline on a synthetic playlist: no key, no network."""
+    _check_count(max_seeds, 1, "--max-seeds")
     from tools.synthetic import make_demo_playlist
 
     root = (home or default_home() / "demo").expanduser().resolve()
@@ -541,6 +582,17 @@ def _check_money(
     _checked(lambda: check_concurrency(concurrency))
 
 
+def _check_count(value: int | None, least: int, flag: str) -> None:
+    """A count option below ``least`` is one line and exit 2 before anything opens
+    (``--max-seeds 0`` must not mean every seed, nor ``--show -3`` all but three)."""
+
+    def check() -> None:
+        if value is not None and value < least:
+            raise ConfigError(f"{flag} must be at least {least}, got {value!r}")
+
+    _checked(check)
+
+
 @app.command()
 def curate(
     budget: Annotated[
@@ -587,6 +639,7 @@ def curate(
     """Curate seeds into benchmark items under a dollar budget (offline provider by default).
     One process works on a run at a time: a second `curate --run` on it is refused (exit 3)."""
     _check_money(budget, per_seed, concurrency)
+    _check_count(max_seeds, 1, "--max-seeds")
     if run is not None and (again or max_seeds is not None or per_seed is not None):
         err_console.print(
             "[bold red]error:[/] --again, --max-seeds and --per-seed shape a new run; a resumed "
@@ -1224,6 +1277,7 @@ def enqueue(
     home: HomeOption = None,
 ) -> None:
     """Open a run over the active seeds never queued before, for `playlisteval worker`s."""
+    _check_count(max_seeds, 1, "--max-seeds")
     with _open(home) as app_:
         app_.set_budget_caps()
         opened = runs.queue_fresh_seeds(app_, max_seeds or app_.settings.curation.max_seeds)
@@ -1350,7 +1404,14 @@ smoke.register(app)
 def _setup() -> None:
     """Structured logs on stderr: warnings and errors unless PLAYLISTEVAL_LOG_LEVEL says more."""
     level = os.environ.get("PLAYLISTEVAL_LOG_LEVEL", "warning")
-    logs.configure(level=getattr(logging, level.upper(), logging.WARNING))
+    known = ("debug", "info", "warning", "error", "critical")
+    if level.lower() not in known:  # a typo must not quietly keep the default
+        err_console.print(
+            f"[bold red]error:[/] PLAYLISTEVAL_LOG_LEVEL={escape(repr(level))} is no log level; "
+            f"use one of {', '.join(known)}"
+        )
+        raise typer.Exit(EXIT_FIX)
+    logs.configure(level=getattr(logging, level.upper()))
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ class Section(BaseModel):
     """A settings section: a key it does not know is an error that names it (a misspelt
     ``chunk_second`` must not leave ``chunk_seconds`` silently at its default)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # inf and nan are no number of seconds, pixels or dollars: a float setting is finite.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class IngestSettings(Section):
@@ -318,10 +319,10 @@ class PairSettings(Section):
         "`stratified` — as evenly across gaps as the kept pairs allow.",
     )
     pairs_per_domain: int = Field(
-        90, description="Preference pairs sampled per domain into the benchmark."
+        90, ge=1, description="Preference pairs sampled per domain into the benchmark."
     )
     human_sample: int = Field(
-        152, description="Pairs in the stratified sample for human validation."
+        152, ge=1, description="Pairs in the stratified sample for human validation."
     )
     sample_seed: int = Field(
         0, description="Random seed of the pair sampling and of the human sample."
@@ -372,6 +373,9 @@ class BudgetSettings(Section):
         return self
 
 
+_DATABASE_URLS = ("postgresql://", "postgresql+psycopg://", "sqlite:///")
+
+
 class StoreSettings(Section):
     """Where the event log (and, for workers on several machines, the catalogue) lives."""
 
@@ -390,6 +394,17 @@ class StoreSettings(Section):
         description="The catalogue's database (videos, chunks, segments, seeds); default: the "
         "workspace's SQLite file. Workers on several machines set it to the PostgreSQL URL.",
     )
+
+    @field_validator("url", "catalog_url")
+    @classmethod
+    def _a_database_url(cls, value: str | None) -> str | None:
+        # A bare word would be opened as a SQLite file relative to wherever the command runs.
+        if value is not None and not value.startswith(_DATABASE_URLS):
+            raise ValueError(
+                f"{value!r} is not a database URL: give postgresql+psycopg://USER@HOST:PORT/DB "
+                "(or sqlite:///PATH), or leave it out for the workspace's own file"
+            )
+        return value
 
 
 class DaemonSettings(Section):
@@ -752,6 +767,10 @@ def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
     """
     resolved = Path(home or default_home()).expanduser().resolve()
     file = resolved / SETTINGS_FILE
+    if file.exists() and not file.is_file():
+        # A folder (or a pipe) under the settings file's name would be skipped silently, and
+        # every setting in it with it.
+        raise ConfigError(f"{file} is not a file; the settings file must be a TOML file")
     token = _TOML_FILE.set(file)
     try:
         return Settings(home=resolved, **overrides)

@@ -7,6 +7,8 @@ say what to do about it.
 
 from __future__ import annotations
 
+import errno
+
 
 class PlaylistEvalError(Exception):
     """Root of every error this project raises on purpose."""
@@ -53,6 +55,46 @@ def unreadable_database(path: object, reason: object) -> StoreUnreadable:
         "move it aside to start an empty workspace); `playlisteval doctor` runs SQLite's "
         "integrity check on it"
     )
+
+
+class DiskFull(PlaylistEvalError):
+    """A write found no room: the disk or a quota is full, or the process may not make a file
+    any larger (``ulimit -f``). What was written before stays; the message says what to do."""
+
+
+# errno values of a write that found no room (ENOSPC: no space; EFBIG: over the file-size
+# limit, RLIMIT_FSIZE; EDQUOT: over the user's quota).
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+# SQLite's result codes (https://www.sqlite.org/rescode.html): SQLITE_FULL is its ENOSPC; a
+# write the OS refused otherwise (EFBIG, EDQUOT) is SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC or
+# SQLITE_IOERR_TRUNCATE. Reads that fail (SQLITE_IOERR_READ, a damaged disk) are not ours.
+_SQLITE_FULL = 13
+_SQLITE_WRITE_ERRORS = frozenset({13, 778, 1034, 1546})
+
+_FREE_SPACE = (
+    "free space there (or raise the file-size limit, `ulimit -f`) and run the command again: "
+    "what was written before is kept, and a curation run resumes with `curate --run RUN`"
+)
+
+
+def disk_full(exc: BaseException) -> DiskFull | None:
+    """``exc`` as a :class:`DiskFull` when it, or an error that caused it, is a write that found
+    no room (an OS error, or SQLite's, re-raised by SQLAlchemy or wrapped by ours); else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFull):
+            return current
+        if isinstance(current, OSError) and current.errno in _NO_ROOM:
+            where = f" {current.filename!r}" if current.filename else ""
+            return DiskFull(f"cannot write{where}: {current.strerror}; {_FREE_SPACE}")
+        code = getattr(current, "sqlite_errorcode", None)
+        if isinstance(code, int) and code in _SQLITE_WRITE_ERRORS:
+            what = "the disk is full" if code == _SQLITE_FULL else f"{current}"
+            return DiskFull(f"cannot write the database: {what}; {_FREE_SPACE}")
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class UndecodableEvent(PlaylistEvalError):

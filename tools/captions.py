@@ -66,8 +66,11 @@ def _parse_block(block: str) -> tuple[float, float, list[str]] | None:
         if match is None:
             continue
         groups = match.groups()
-        start = _seconds(*groups[:4])
-        end = _seconds(*groups[4:])
+        try:
+            start = _seconds(*groups[:4])
+            end = _seconds(*groups[4:])
+        except OverflowError:  # hundreds of digits of hours: no time a video has
+            return None
         if end < start:
             return None
         text_lines = [cleaned for raw in lines[index + 1 :] if (cleaned := _clean_line(raw))]

@@ -219,6 +219,18 @@ def _outside_reason(given: str, roots: Sequence[Path]) -> str:
     )
 
 
+def _name_problem(given: str) -> str | None:
+    """Why ``given`` cannot name a file here, or None: a NUL character (no file name holds
+    one) or bytes that are not UTF-8 (ids, the catalogue and exports hold text)."""
+    if "\x00" in given:
+        return f"path {given!r} holds a NUL character, which no file name can; fix the entry"
+    try:
+        given.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"file name {given!r} is not UTF-8; rename the file"
+    return None
+
+
 def _file_url_to_path(url: str) -> Path:
     parsed = urllib.parse.urlparse(url)
     if parsed.netloc not in ("", "localhost"):
@@ -290,7 +302,18 @@ class _Collector:
         self.videos.append(entry)
 
     def drop(self, ref: str, title: str | None, reason: str) -> None:
-        self.dropped.append(DroppedEntry(ref=ref, title=title, reason=reason))
+        self.dropped.append(
+            DroppedEntry(
+                ref=_as_text(ref), title=None if title is None else _as_text(title), reason=reason
+            )
+        )
+
+
+def _as_text(name: str) -> str:
+    """``name`` as printable UTF-8 text: bytes of a file name that are not UTF-8 (which
+    Python keeps as lone surrogates) and NUL are written as escapes, so the reason can be
+    stored and printed."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _finish(
@@ -333,6 +356,10 @@ def _local_entry(
     caption_base: Path,
 ) -> None:
     """Vet one local path (roots first, never reading outside them) and add or drop it."""
+    problem = _name_problem(str(candidate))
+    if problem is not None:
+        collector.drop(given, title, problem)
+        return
     resolved = candidate.expanduser().resolve()
     root = _root_of(resolved, roots)
     if root is None:
@@ -354,6 +381,10 @@ def _local_entry(
     else:
         vetted: list[Path] = []
         for caption in captions:
+            problem = _name_problem(caption)
+            if problem is not None:
+                collector.drop(given, title, "caption " + problem)
+                return
             caption_path = (caption_base / caption).expanduser().resolve()
             if _root_of(caption_path, roots) is None:
                 collector.drop(given, title, "caption " + _outside_reason(caption, roots))
@@ -396,6 +427,10 @@ def _list_folder(
     ]
     for path in sorted(candidates, key=lambda p: _natural_key(p.relative_to(root))):
         relative = path.relative_to(root)
+        problem = _name_problem(str(relative))
+        if problem is not None:
+            collector.drop(str(relative), None, problem)
+            continue
         try:
             resolved = path.resolve(strict=True)
         except (OSError, RuntimeError) as exc:
@@ -819,6 +854,11 @@ def _read_manifest(path: Path) -> _Manifest:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         raise IngestError(
             f"manifest {str(path)!r} is not valid {kind}: {error}; fix the file and run again"
+        ) from error
+    except RecursionError as error:  # both parsers recurse once per level of nesting
+        raise IngestError(
+            f"manifest {str(path)!r} nests its lists or tables too deeply to read (a manifest "
+            "needs three levels); fix the file and run again"
         ) from error
     try:
         return _Manifest.model_validate(raw)

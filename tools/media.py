@@ -21,7 +21,7 @@ import av
 import av.error
 import numpy as np
 
-from store.errors import ConfigError, MediaError
+from store.errors import ConfigError, MediaError, disk_full
 
 __all__ = [
     "Frame",
@@ -45,6 +45,13 @@ _VFR_PROBE_PACKETS = 300
 _AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200})
 # Errors PyAV raises for broken input: FFmpeg's own, plus the ones it maps onto builtins.
 _AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, OSError, EOFError)
+# The largest picture a video may claim: 8K UHD is 7680x4320. A header claiming more is corrupt
+# or hostile, and decoding it would ask for gigabytes per frame.
+_MAX_SIDE = 16_384
+_MAX_PIXELS = 8_192 * 8_192
+# Video data that ends this much before the duration its own stream declares is a truncated
+# file (a download cut short, a copy interrupted), not a last frame held on screen.
+_TRUNCATED_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,15 @@ def _video_stream(container: av.container.InputContainer, path: Path) -> av.Vide
     if not real:
         raise MediaError(f"{str(path)!r} has no video stream; only video files can be indexed")
     stream = real[0]
-    if stream.codec_context.width <= 0 or stream.codec_context.height <= 0:
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width <= 0 or height <= 0:
         raise MediaError(f"video stream of {str(path)!r} has no frame size; the file is corrupt")
+    if max(width, height) > _MAX_SIDE or width * height > _MAX_PIXELS:
+        raise MediaError(
+            f"video stream of {str(path)!r} claims {width}x{height} pixels, more than any video "
+            f"indexed here (at most {_MAX_SIDE} a side, 8192x8192 in all): the file is corrupt "
+            "or not what it says; re-encode or drop it"
+        )
     return stream
 
 
@@ -310,6 +324,7 @@ def _timed_video_frames(
     recent: deque[int] = deque(maxlen=_LOOKAHEAD_PACKETS)
     packets = container.demux(stream)
     exhausted = False
+    data_end: int | None = None  # end of the last packet read (pts units)
     while not done():
         while not exhausted and len(window) < _LOOKAHEAD_PACKETS:
             try:
@@ -323,6 +338,8 @@ def _timed_video_frames(
             # The demuxer's end-of-stream marker; the decoder is flushed once, below.
             continue
         if packet.pts is not None:
+            packet_end = packet.pts + (packet.duration or 0)
+            data_end = packet_end if data_end is None else max(data_end, packet_end)
             later = [p.pts for p in window if p.pts is not None and p.pts > packet.pts]
             later += [p for p in recent if p > packet.pts]
             successor = min(later) if later else None
@@ -334,9 +351,38 @@ def _timed_video_frames(
     if not done():
         ctx.skip_frame = "DEFAULT"
         yield from decode(None)
+        _check_not_truncated(container, stream, data_end)
         if previous is not None:
             shown_until = max(duration or 0.0, previous_t + frame_step)
             yield from emit_until(shown_until)
+
+
+class _Truncated(MediaError):
+    """Video data that stops before its declared end (raised where the path is not known)."""
+
+
+def _check_not_truncated(
+    container: av.container.InputContainer, stream: av.VideoStream, data_end: int | None
+) -> None:
+    """Raise MediaError when the video data ran out well before the end its own stream
+    declares. Only MP4/MOV are judged: their header (``moov``) states each track's duration
+    exactly, so a file cut short after a front-loaded header still opens and would otherwise
+    show its last picture, frozen, until the declared end. Other containers estimate or omit
+    the stream's duration."""
+    if "mov" not in container.format.name.split(","):
+        return
+    time_base, duration = stream.time_base, stream.duration
+    if time_base is None or duration is None or duration <= 0:
+        return
+    declared_end = (stream.start_time or 0) + duration
+    ends = data_end if data_end is not None else stream.start_time or 0
+    if float((declared_end - ends) * time_base) > _TRUNCATED_S:
+        start = stream.start_time or 0
+        raise _Truncated(
+            f"its video data ends at {float((ends - start) * time_base):.1f} s of the "
+            f"{float(duration * time_base):.1f} s its header declares: the file is truncated; "
+            "download or copy it again"
+        )
 
 
 def iter_frames(
@@ -371,6 +417,8 @@ def iter_frames(
                 image = frame.to_ndarray(width=width, height=height, format="rgb24")
             last_frame, last_image = frame, image
             yield Frame(t=t, image=image)
+    except _Truncated as exc:
+        raise MediaError(f"cannot decode all of {str(path)!r}: {exc}") from exc
     except _AV_ERRORS as exc:
         raise MediaError(f"cannot decode video of {str(path)!r}: {exc}") from exc
     finally:
@@ -618,7 +666,12 @@ def export_clip(
             if audio and info.has_audio:
                 sources.append(_encoded_audio(path, out, start_s, end_s))
             _mux_in_time_order(out, sources)
-    except _AV_ERRORS as exc:
+    except (av.error.FFmpegError, OSError, EOFError, _Truncated) as exc:  # _AV_ERRORS and ours
+        # A half-written clip is no clip, and on a full disk its bytes are wanted back.
+        out_path.unlink(missing_ok=True)
+        full = disk_full(exc)
+        if full is not None:
+            raise full from exc  # not this clip's fault: every write fails alike
         raise MediaError(f"cannot export {str(path)!r} to {str(out_path)!r}: {exc}") from exc
     return out_path
 
