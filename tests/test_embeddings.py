@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from store.errors import ConfigError, EmbeddingError
-from tests.tiny_models import tiny_qwen_tokenizer
+from tests.tiny_models import save_tiny_qwen3_vl
 from tools.embeddings import (
     ChunkContent,
     Embedder,
@@ -143,73 +143,11 @@ def test_make_embedder_rejects_bad_configuration(
 # ----------------------------------------------------------------------------------------------
 # Qwen3-VL-Embedding on a tiny random model
 
-_VL_SPECIAL = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
-
 
 @pytest.fixture(scope="module")
 def tiny_qwen3_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised Qwen3-VL with a tiny BPE tokenizer and image processor on disk."""
-    import torch
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-    )
-
-    tokenizer = tiny_qwen_tokenizer(
-        _VL_SPECIAL, "a red cat sat on the mat; system user assistant input", vocab_size=400
-    )
-    images = Qwen2VLImageProcessor(
-        patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32, max_pixels=64 * 64
-    )
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _VL_SPECIAL}
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "head_dim": 32,
-            "max_position_embeddings": 4096,
-            "rope_scaling": {
-                "rope_type": "default",
-                "mrope_section": [8, 4, 4],
-                "mrope_interleaved": True,
-            },
-        },
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "patch_size": 16,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "deepstack_visual_indexes": [0],
-            "num_position_embeddings": 64,
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    torch.manual_seed(0)
-    model_dir = tmp_path_factory.mktemp("qwen3-vl-tiny")
-    Qwen3VLForConditionalGeneration(config).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    images.save_pretrained(model_dir)
-    return model_dir
+    return save_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3-vl-tiny"), stop_on_every_token=False)
 
 
 @pytest.mark.slow
@@ -235,3 +173,29 @@ def test_qwen3_vl_embedding_on_tiny_random_model(tiny_qwen3_vl: Path) -> None:
     assert np.linalg.norm(query) == pytest.approx(1.0, rel=1e-5)
     with pytest.raises(EmbeddingError, match="chunk 0 frame 0"):
         embedder.embed_chunks([ChunkContent([np.zeros((4, 4), dtype=np.uint8)], "x")])
+
+
+@pytest.mark.slow
+def test_qwen3_vl_embedding_in_batches_matches_one_chunk_at_a_time(tiny_qwen3_vl: Path) -> None:
+    """Padding a batch changes no row: chunks of different prompt lengths and frame counts
+    (none, one, three) embed as they do alone, whatever the batch size."""
+    chunks = [
+        ChunkContent([_noise(0), _noise(1), _noise(2)], "a red cat sat on the mat"),
+        ChunkContent((), "cat"),
+        ChunkContent([_noise(5)], ""),
+        ChunkContent((), ""),
+        ChunkContent([_noise(7), _noise(8)], "the mat"),
+    ]
+    rows = {}
+    for batch_size in (1, 2, 5):
+        embedder = make_embedder(
+            "qwen3-vl-embedding",
+            model=str(tiny_qwen3_vl),
+            dtype="float32",
+            max_frames=3,
+            batch_size=batch_size,
+        )
+        rows[batch_size] = embedder.embed_chunks(chunks)
+    np.testing.assert_allclose(rows[2], rows[1], atol=2e-5)
+    np.testing.assert_allclose(rows[5], rows[1], atol=2e-5)
+    assert len({tuple(np.round(row, 4)) for row in rows[1]}) == len(chunks)
