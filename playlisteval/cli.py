@@ -459,7 +459,7 @@ def demo(
         )
         from playlisteval.report import write_report
 
-        judged = write_report([evaluation.out_dir], root / "exports" / "report")
+        judged = write_report([evaluation.out_dir], root / "exports" / "report", events=app_.events)
         console.print(f"{len(evaluation.records)} judgments; report: {judged.html}")
         console.print(f"\nworkspace: {root}")
         console.print(f"try: playlisteval search 'kneading the dough' --home {root}")
@@ -1065,24 +1065,42 @@ def report(
     evaluations: Annotated[
         list[Path], typer.Argument(help="Evaluation folders (each with judgments.jsonl).")
     ],
-    out: Annotated[Path, typer.Option(help="Where to write report.md and report.html.")] = Path(
-        "report"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="The report folder (report.md, report.html, figures/, tables/).")
+    ] = Path("report"),
+    home: HomeOption = None,
 ) -> None:
-    """The evaluation report: markdown and one self-contained HTML page with tables and plots
-    (accuracy against hours, retrieved against uniform, modality ablation, swap consistency,
-    per domain, recall@k)."""
-    from playlisteval.report import write_report
+    """The evaluation report, fit for a paper: report.md and report.html with the provenance
+    (benchmark hash, judges and the provider ids that answered, conditions, dates, code version,
+    offline or live: read from the log of the workspace that evaluated, --home), figures as PNG
+    and PDF with 95 % intervals (accuracy by condition and against the hours built, retrieved
+    against uniform, modality ablation, swap consistency, per domain, recall@k) and every table
+    as CSV and LaTeX."""
+    from playlisteval.report import write_workspace_report
 
     try:
-        summary = write_report(evaluations, out)
+        summary = write_workspace_report(evaluations, out, home)
     except PlaylistEvalError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
-    console.print(f"{summary.judgments} judgments in {summary.runs} runs")
+    console.print(f"{summary.judgments} judgments in {summary.runs} runs ({summary.source})")
+    if summary.source in ("offline", "mixed"):
+        console.print(
+            "[yellow]offline judges:[/] the offline provider is a harness, not evidence of "
+            "model quality (the report says which judges)"
+        )
+    elif summary.source == "unknown":
+        console.print(
+            "[yellow]who answered is not known:[/] the evaluation's log was not read; give the "
+            "--home of the workspace that evaluated"
+        )
     for sentence in summary.omitted:
-        console.print(f"  (not drawn: {sentence})")
-    console.print(f"report: {summary.markdown}\n        {summary.html}")
+        console.print(f"  {sentence}")
+    console.print(
+        f"report: {summary.markdown}\n        {summary.html}\n"
+        f"        {len(summary.figure_files)} figure files in {out / 'figures'}, "
+        f"{len(summary.table_files)} table files in {out / 'tables'}"
+    )
 
 
 @app.command()

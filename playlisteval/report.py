@@ -1,35 +1,62 @@
-"""The evaluation report: judgments of one or more evaluations → ``report.md`` and ``report.html``.
+"""The evaluation report: judgments of one or more evaluations → a folder fit for a paper.
 
 An evaluation directory holds ``judgments.jsonl`` (one verdict per line: judge, condition, pair,
-answer order, what it picked, retrieved and gold spans) and ``evaluation.json``. This module reads
-those records with the strict parse of :class:`policies.judging.JudgmentRecord` (the one shape
-evaluation writes), turns them into :class:`policies.judging.Judgment` and
-:class:`policies.judging.RetrievalCase` and lets :mod:`policies.judging` compute every number;
-a condition is named by :meth:`policies.judging.Condition.label` here as in the evaluation. It
-then writes, in the spirit of the paper's Table 1 and figures:
+answer order, what it picked, what it was shown, retrieved and gold spans, the haystack's hours)
+and ``evaluation.json`` (its id, the benchmark's content hash, when it started). This module reads
+the records with the strict parse of :class:`policies.judging.JudgmentRecord`, lets
+:mod:`policies.judging` compute every metric and :mod:`policies.bootstrap` every 95 % interval,
+and writes into the report folder:
 
-* a table per judge × condition (accuracy, swap-averaged and consistent accuracy, position
-  consistency and bias, N, clustered SE), per-domain and per-gap tables, the modality ablation,
-  retrieved against uniform frames with a paired test, and retriever recall@k;
-* one self-contained HTML page with the same tables and inline SVG charts (no script, no external
-  resource; a Content-Security-Policy forbids loading any). A chart whose data is absent (say one
-  haystack length only) is replaced by a sentence that says why.
+* ``report.md`` and ``report.html`` (one page, nothing loaded from elsewhere: its figures are the
+  PNG files beside it, which a Content-Security-Policy of ``img-src 'self'`` lets it show);
+* ``figures/<name>.png`` and ``.pdf`` drawn with matplotlib (:mod:`playlisteval.figures`): accuracy
+  by condition, against the haystack hours actually built, retrieved against uniform frames, the
+  modality ablation, position consistency, per domain, and retriever recall@k — each accuracy
+  with its 95 % interval; a figure whose data is absent is a sentence that says why;
+* ``tables/<name>.csv`` and ``.tex`` (booktabs) for every table (:mod:`playlisteval.report_tables`);
+* a provenance block: the benchmark's content hash, the judges and the provider ids that answered
+  them (from the evaluation's log, when the workspace that ran it is given), the conditions with
+  the hours asked and built, the dates, the code version and whether the judges were live or the
+  offline provider — which is a harness, never evidence of model quality, and said so on every
+  page, table caption and figure.
+
+A condition keeps its one name (:meth:`policies.judging.Condition.label`) in the tables; figures
+and the hours columns name the haystack hours each run actually built (``length_hours``), so a
+condition asked as "1h" over a playlist of 0.1 h reads "0.1 h (1 h asked)". Two retrievers that
+returned the same spans for every pair are named as one measurement beside their recall.
 """
 
 from __future__ import annotations
 
 import html
+import importlib.metadata
+import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from playlisteval.figures import (
+    Bar,
+    BarFigure,
+    BarGroup,
+    FigureSpec,
+    HeatCell,
+    HeatFigure,
+    LineFigure,
+    Point,
+    Series,
+)
+from playlisteval.report_tables import Cell, Column, Stat, Table
+from policies.bootstrap import BOOTSTRAP_DRAWS, Interval, clustered_interval
 from policies.judging import (
     DEFAULT_KS,
     IOU_THRESHOLDS,
     Condition,
-    Estimate,
+    JudgedPair,
     JudgeMetrics,
     JudgingError,
     Judgment,
@@ -38,24 +65,40 @@ from policies.judging import (
     RetrievalCase,
     RetrievalMetrics,
     judge_metrics,
+    judged_pairs,
     paired_test,
+    recall_at_k,
     retrieval_metrics,
 )
 from store.errors import PlaylistEvalError
+from tools.providers.judges import OFFLINE_JUDGES
+
+if TYPE_CHECKING:
+    from store.eventstore import EventStore
 
 JUDGMENTS_FILE = "judgments.jsonl"
+EVALUATION_FILE = "evaluation.json"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
+FIGURES_DIR = "figures"
+TABLES_DIR = "tables"
 RECALL_THRESHOLD = 0.5
-"""The tIoU at which the recall@k chart is drawn (the tables show every threshold)."""
-
-TABLE1_METRICS: tuple[tuple[str, str], ...] = (
-    ("accuracy", "accuracy"),
-    ("swap_averaged_accuracy", "swap-averaged"),
-    ("consistent_accuracy", "consistent"),
-    ("position_consistency", "position consistency"),
-    ("position_bias", "position bias"),
+"""The tIoU at which the recall@k figure is drawn (the tables show every threshold)."""
+OFFLINE_NOTE = (
+    "Offline provider: a deterministic harness that exercises the pipeline; "
+    "these numbers are not evidence of model quality."
 )
+UNKNOWN_NOTE = (
+    "Not known whether the judges answered live or through the offline provider (the log was "
+    "not read); an offline answer is a harness, not evidence of model quality."
+)
+INTERVALS = (
+    f"95 % intervals are percentile bootstraps over {BOOTSTRAP_DRAWS} resamples (seeded) of "
+    "whole playlists drawn with replacement, or of whole pairs when a run's judgments come from "
+    "one playlist; with few playlists they are rough and tend to be narrow."
+)
+
+Source = Literal["offline", "live", "mixed", "unknown"]
 
 
 class ReportError(PlaylistEvalError):
@@ -69,8 +112,10 @@ class ReportError(PlaylistEvalError):
 class ReportSummary:
     """What :func:`write_report` wrote and from what.
 
-    ``figures`` are the titles of the charts drawn; ``omitted`` the sentences that stand in for
-    charts whose data is absent.
+    ``figures`` are the titles of the figures drawn and ``omitted`` the sentences that stand in
+    for those whose data is absent; ``figure_files`` the PNG and PDF files, ``table_files`` the
+    CSV and LaTeX files; ``source`` whether the judges were ``offline``, ``live``, ``mixed`` or
+    ``unknown`` (the evaluation's log was not read and a judge is no offline judge).
     """
 
     markdown: Path
@@ -79,6 +124,9 @@ class ReportSummary:
     runs: int
     figures: tuple[str, ...]
     omitted: tuple[str, ...]
+    figure_files: tuple[Path, ...] = ()
+    table_files: tuple[Path, ...] = ()
+    source: Source = "unknown"
 
 
 def _parse(line: str, where: str) -> JudgmentRecord:
@@ -125,7 +173,253 @@ def load_records(eval_dirs: Sequence[Path]) -> list[JudgmentRecord]:
     return [item for item, _ in seen.values()]
 
 
+# --- provenance ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnsweredCall:
+    """Who answered one recorded judgment call, as the evaluation's log says: the priced model
+    id, the provider id the response names (``provider:model`` as the provider reported it),
+    whether the offline provider answered, and when."""
+
+    model: str
+    answered_as: str
+    offline: bool
+    recorded_at: datetime
+
+
+def _evaluation_json(directory: Path) -> dict[str, Any]:
+    path = Path(directory) / EVALUATION_FILE
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ReportError(
+            f"{path} is not JSON ({error}); restore it or run `eval` again"
+        ) from error
+    return found if isinstance(found, dict) else {}
+
+
+def answered_calls(events: EventStore, eval_dirs: Sequence[Path]) -> dict[str, AnsweredCall]:
+    """Request key → who answered it, from each evaluation's stream ``eval-<id>`` (its id read
+    from ``evaluation.json``); a call served again from the log keeps its first answer."""
+    from agents.evaluation import eval_stream
+
+    found: dict[str, AnsweredCall] = {}
+    for directory in eval_dirs:
+        evaluation_id = _evaluation_json(directory).get("evaluation_id")
+        if not evaluation_id:
+            continue
+        for stored in events.read_stream(eval_stream(str(evaluation_id))):
+            if stored.type != "CallRecorded" or stored.data.get("replayed"):
+                continue
+            data = stored.data
+            raw = data.get("response")
+            response: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            model_name = str(response.get("model_name") or data.get("model", "?"))
+            provider = response.get("provider_name")
+            found.setdefault(
+                str(data.get("key", "")),
+                AnsweredCall(
+                    model=str(data.get("model", "?")),
+                    answered_as=f"{provider}:{model_name}" if provider else model_name,
+                    offline=bool(data.get("offline")),
+                    recorded_at=stored.recorded_at,
+                ),
+            )
+    return found
+
+
+def code_version() -> str:
+    """``git describe`` of the checkout this code runs from, else the installed version."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / ".git").exists():
+        try:
+            described = subprocess.run(
+                ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            if described:
+                return f"git {described}"
+        except (OSError, subprocess.SubprocessError):
+            pass  # no git here: the package's version says enough
+    try:
+        return f"playlisteval {importlib.metadata.version('playlisteval')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "playlisteval (version unknown)"
+
+
+@dataclass(frozen=True)
+class _JudgeSource:
+    judge: str
+    answered_as: tuple[str, ...]  # provider ids from the log
+    offline: bool | None  # None: not known
+    missing: int  # records whose call the log read does not hold
+
+
+def _judge_sources(
+    records: Sequence[JudgmentRecord], calls: Mapping[str, AnsweredCall] | None
+) -> dict[str, _JudgeSource]:
+    by_judge: dict[str, list[JudgmentRecord]] = {}
+    for r in records:
+        by_judge.setdefault(r.judge, []).append(r)
+    sources = {}
+    for judge, items in sorted(by_judge.items()):
+        answered = [calls.get(r.call_key) for r in items] if calls is not None else []
+        known = [a for a in answered if a is not None]
+        flags = {a.offline for a in known}
+        offline: bool | None
+        if known and len(known) == len(items) and len(flags) == 1:
+            offline = flags.pop()
+        elif judge in OFFLINE_JUDGES:
+            offline = True  # an offline judge exists only in the offline provider
+        else:
+            offline = None
+        sources[judge] = _JudgeSource(
+            judge=judge,
+            answered_as=tuple(sorted({a.answered_as for a in known})),
+            offline=offline,
+            missing=len(items) - len(known),
+        )
+    return sources
+
+
+def _source(sources: Mapping[str, _JudgeSource]) -> Source:
+    flags = {s.offline for s in sources.values()}
+    if flags == {True}:
+        return "offline"
+    if flags == {False}:
+        return "live"
+    if None in flags:
+        return "unknown"
+    return "mixed"
+
+
+def _source_sentence(source: Source, sources: Mapping[str, _JudgeSource]) -> str:
+    if source == "offline":
+        return "Offline evaluation. " + OFFLINE_NOTE
+    if source == "live":
+        return "Live evaluation: every judgment was answered by the provider named beside it."
+    if source == "mixed":
+        offline = ", ".join(s.judge for s in sources.values() if s.offline)
+        return f"Mixed evaluation: {offline} answered offline. " + OFFLINE_NOTE
+    unknown = ", ".join(s.judge for s in sources.values() if s.offline is None)
+    return (
+        f"Whether {unknown} answered live or through the offline provider is not known: the "
+        "evaluation's log was not read (run `playlisteval report` with the --home of the "
+        "workspace that evaluated). An offline answer is a harness, not evidence of model quality."
+    )
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _started(value: object) -> str:
+    """``evaluation.json``'s start time as the other dates read (as written if unreadable)."""
+    try:
+        return _stamp(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return str(value)
+
+
+def _provenance_table(
+    eval_dirs: Sequence[Path],
+    records: Sequence[JudgmentRecord],
+    runs: Sequence[_Run],
+    sources: Mapping[str, _JudgeSource],
+    source: Source,
+    calls: Mapping[str, AnsweredCall] | None,
+    log_note: str,
+    now: datetime,
+) -> Table:
+    rows: list[tuple[Cell, ...]] = [("source", _source_sentence(source, sources))]
+    metas = [(Path(d), _evaluation_json(d)) for d in eval_dirs]
+    hashes = {str(m.get("benchmark_sha256") or "") for _, m in metas}
+    for directory, meta in metas:
+        sha = meta.get("benchmark_sha256") or f"not recorded in {directory / EVALUATION_FILE}"
+        rows.append((f"benchmark of {directory}", f"sha256 {sha} (of pairs.jsonl)"))
+    if len(hashes) > 1:
+        rows.append(("benchmarks", "these evaluations judged different benchmarks"))
+    for directory, meta in metas:
+        rows.append((f"evaluation {directory}", f"id {meta.get('evaluation_id') or '—'}"))
+    for s in sources.values():
+        who = ", ".join(s.answered_as) if s.answered_as else "not in the log read"
+        if s.missing and s.answered_as:
+            who += f" ({s.missing} judgments not in the log read)"
+        mode = {True: "offline provider", False: "live", None: "not known"}[s.offline]
+        rows.append((f"judge {s.judge}", f"{mode}; answered as {who}"))
+    for run in _by_condition(runs):
+        asked = f"{run.condition.hours:g} h asked, {_hours_text(run.built)} h built"
+        rows.append((f"condition {run.condition_id}", asked))
+    for directory, meta in metas:
+        if meta.get("started"):
+            rows.append((f"evaluation started ({directory})", _started(meta["started"])))
+    times = [calls[r.call_key].recorded_at for r in records if calls and r.call_key in calls]
+    if times:
+        rows.append(("first judgment", _stamp(min(times))))
+        rows.append(("last judgment", _stamp(max(times))))
+    rows.append(("report written", _stamp(now)))
+    rows.append(("code version (of the report)", code_version()))
+    rows.append(("log", log_note))
+    rows.append(("intervals", INTERVALS))
+    rows.append(("judgments", f"{len(records)} in {len(runs)} runs (judge × condition)"))
+    return Table(
+        "provenance",
+        "Provenance",
+        (
+            Column("what", latex_width="0.3\\linewidth"),
+            Column("value", latex_width="0.6\\linewidth"),
+        ),
+        rows,
+    )
+
+
+def _by_condition(runs: Sequence[_Run]) -> list[_Run]:
+    """One run per condition id (its built hours are the same for every judge)."""
+    first: dict[str, _Run] = {}
+    for run in runs:
+        first.setdefault(run.condition_id, run)
+    return list(first.values())
+
+
 # --- computing -------------------------------------------------------------------------------
+
+
+def _score(judgment: Judgment) -> float:
+    """A judgment's accuracy score: 1 right, 0 wrong, 0.5 a tie or an unparseable verdict."""
+    if judgment.answered:
+        return 1.0 if judgment.correct else 0.0
+    return 0.5
+
+
+def _hours_text(hours: Sequence[float]) -> str:
+    if not hours:
+        return "?"
+    low, high = min(hours), max(hours)
+    return f"{low:.3g}" if math.isclose(low, high) else f"{low:.3g}–{high:.3g}"
+
+
+def _judgment_interval(judgments: Sequence[Judgment]) -> Interval | None:
+    return clustered_interval(
+        [_score(j) for j in judgments],
+        [j.playlist_id for j in judgments],
+        [j.key for j in judgments],
+    )
+
+
+def _pair_interval(pairs: Sequence[JudgedPair], value: Any) -> Interval | None:
+    if not pairs:
+        return None
+    return clustered_interval(
+        [float(value(p)) for p in pairs],
+        [p.playlist_id for p in pairs],
+        [(p.pair_id, p.length_hours) for p in pairs],
+    )
 
 
 @dataclass
@@ -139,6 +433,64 @@ class _Run:
     def judgments(self) -> list[Judgment]:
         return [r.judgment for r in self.records]
 
+    @property
+    def built(self) -> tuple[float, ...]:
+        """The haystack hours the run's judgments were actually given, distinct and sorted."""
+        return tuple(sorted({r.length_hours for r in self.records}))
+
+    @property
+    def mean_built(self) -> float:
+        return math.fsum(r.length_hours for r in self.records) / len(self.records)
+
+    def hours_label(self) -> str:
+        """The hours built, and those asked when they differ: ``0.1 h (1 h asked)``."""
+        built = _hours_text(self.built)
+        asked = self.condition.hours
+        # No-break spaces: a wrapped figure label keeps "(1 h asked)" on one line.
+        if len(self.built) == 1 and math.isclose(self.built[0], asked, rel_tol=0.005):
+            return f"{built}\u00a0h"
+        return f"{built}\u00a0h\u00a0({asked:g}\u00a0h\u00a0asked)"
+
+    def name(self, *without: str) -> str:
+        """The condition's label without its asked hours, then the hours built."""
+        return f"{self.condition.label('hours', *without)} · {self.hours_label()}"
+
+
+@dataclass(frozen=True)
+class _Stats:
+    """One run's metrics and the intervals the report shows beside them."""
+
+    metrics: JudgeMetrics
+    pairs: tuple[JudgedPair, ...]
+    accuracy: Interval | None
+    swap: Interval | None
+    consistent: Interval | None
+    consistency: Interval | None
+    by_domain: dict[str, Interval | None]
+    by_gap: dict[int, Interval | None]
+
+
+def _stats(run: _Run) -> _Stats:
+    judgments = run.judgments
+    pairs = tuple(judged_pairs(judgments))
+
+    def strata(key: str) -> dict[Any, Interval | None]:
+        groups: dict[Any, list[Judgment]] = {}
+        for j in judgments:
+            groups.setdefault(getattr(j, key), []).append(j)
+        return {k: _judgment_interval(v) for k, v in groups.items()}
+
+    return _Stats(
+        metrics=judge_metrics(judgments),
+        pairs=pairs,
+        accuracy=_judgment_interval(judgments),
+        swap=_pair_interval(pairs, lambda p: p.swap_averaged),
+        consistent=_pair_interval(pairs, lambda p: p.consistent_correct),
+        consistency=_pair_interval(pairs, lambda p: p.position_consistent),
+        by_domain=strata("domain"),
+        by_gap=strata("gap"),
+    )
+
 
 @dataclass(frozen=True)
 class _Comparison:
@@ -146,13 +498,16 @@ class _Comparison:
     retrieved: _Run
     uniform: _Run
     test: PairedTest
+    interval: Interval | None  # of the difference
 
 
 @dataclass(frozen=True)
 class _RecallRow:
     retriever: str
-    hours: float
+    hours: float  # asked
+    built: tuple[float, ...]
     metrics: RetrievalMetrics
+    cases: tuple[RetrievalCase, ...]
 
 
 def _runs(records: Iterable[JudgmentRecord]) -> list[_Run]:
@@ -187,7 +542,9 @@ def _run_order(run: _Run) -> tuple[Any, ...]:
     )
 
 
-def _comparisons(runs: Sequence[_Run]) -> list[_Comparison]:
+def _comparisons(
+    runs: Sequence[_Run], stats: Mapping[tuple[str, str], _Stats]
+) -> list[_Comparison]:
     """Each retrieved run against the same judge's uniform run that differs only in sampling."""
     uniform = {
         (r.judge, r.condition.without("frames", "retriever")): r
@@ -205,49 +562,94 @@ def _comparisons(runs: Sequence[_Run]) -> list[_Comparison]:
             test = paired_test(run.judgments, base.judgments)
         except JudgingError:
             continue  # no shared complete pair: nothing to compare
-        found.append(_Comparison(run.judge, run, base, test))
+        a = {(p.pair_id, p.length_hours): p for p in stats[(run.judge, run.condition_id)].pairs}
+        b = {(p.pair_id, p.length_hours): p for p in stats[(base.judge, base.condition_id)].pairs}
+        shared = [k for k in a if k in b]
+        interval = clustered_interval(
+            [a[k].swap_averaged - b[k].swap_averaged for k in shared],
+            [a[k].playlist_id for k in shared],
+            shared,
+        )
+        found.append(_Comparison(run.judge, run, base, test, interval))
     return found
 
 
 def _recall_rows(records: Iterable[JudgmentRecord]) -> list[_RecallRow]:
-    """Retriever quality per (retriever, hours), one case per pair (judges and orders share it)."""
-    cases: dict[tuple[str, float], dict[str, RetrievalCase]] = {}
+    """Retriever quality per (retriever, hours asked), one case per pair and haystack (judges,
+    modalities and orders share a retrieval)."""
+    cases: dict[tuple[str, float], dict[tuple[str, float], RetrievalCase]] = {}
     for item in records:
         c = item.condition
         if c.frames != "retrieved" or not item.gold:
             continue
-        per = cases.setdefault((c.retriever or "?", item.judgment.length_hours), {})
-        per.setdefault(item.pair_id, item.retrieval_case())
+        per = cases.setdefault((c.retriever or "?", c.hours), {})
+        per.setdefault((item.pair_id, item.length_hours), item.retrieval_case())
     return [
-        _RecallRow(retriever, hours, retrieval_metrics(per.values()))
+        _RecallRow(
+            retriever,
+            hours,
+            tuple(sorted({length for _, length in per})),
+            retrieval_metrics(per.values()),
+            tuple(per.values()),
+        )
         for (retriever, hours), per in sorted(cases.items())
     ]
 
 
-def _relabelled(records: Iterable[JudgmentRecord], condition: str) -> list[Judgment]:
-    return [replace(r.judgment, condition=condition) for r in records]
+@dataclass(frozen=True)
+class _Coincidence:
+    """Retrievers that returned the same ranked spans for every pair they share."""
+
+    hours: float
+    retrievers: tuple[str, ...]
+    pairs: int
 
 
-def _hours_series(runs: Sequence[_Run]) -> list[tuple[str, list[tuple[float, float]]]]:
-    """Accuracy against haystack hours, one line per judge and condition apart from its hours."""
-    families: dict[tuple[str, tuple[Any, ...]], tuple[str, list[JudgmentRecord]]] = {}
-    for run in runs:
-        key = (run.judge, run.condition.without("hours"))
-        label = f"{run.judge} · {run.condition.label('hours')}"
-        families.setdefault(key, (label, []))[1].extend(run.records)
-    series: list[tuple[str, list[tuple[float, float]]]] = []
-    for label, records in families.values():
-        table = judge_metrics(_relabelled(records, label)).tables["accuracy"]
-        if table is None:
+def _coincidences(records: Iterable[JudgmentRecord]) -> list[_Coincidence]:
+    spans: dict[float, dict[str, dict[tuple[str, float], tuple[Any, ...]]]] = {}
+    for item in records:
+        c = item.condition
+        if c.frames != "retrieved":
             continue
-        points = [
-            (float(hours), cell.value)
-            for hours, cell in table.by_length.cells.items()
-            if cell is not None
-        ]
-        if len(points) >= 2:
-            series.append((label, sorted(points)))
-    return series
+        per = spans.setdefault(c.hours, {}).setdefault(c.retriever or "?", {})
+        per.setdefault((item.pair_id, item.length_hours), item.ranked)
+    found: list[_Coincidence] = []
+    for hours, by_retriever in sorted(spans.items()):
+        left = sorted(by_retriever)
+        while left:
+            first, *rest = left
+            same = [
+                other
+                for other in rest
+                if (shared := by_retriever[first].keys() & by_retriever[other].keys())
+                and all(by_retriever[first][k] == by_retriever[other][k] for k in shared)
+            ]
+            if same:
+                shared_pairs = set(by_retriever[first])
+                for other in same:
+                    shared_pairs &= set(by_retriever[other])
+                found.append(_Coincidence(hours, (first, *same), len(shared_pairs)))
+            left = [r for r in rest if r not in same]
+    return found
+
+
+def _coincidence_sentence(c: _Coincidence) -> str:
+    names = " and ".join(c.retrievers)
+    count = {2: "two", 3: "three", 4: "four"}.get(len(c.retrievers), str(len(c.retrievers)))
+    return (
+        f"{names} returned the same ranked spans for every one of the {c.pairs} pairs at "
+        f"{c.hours:g} h asked: their recall, and the accuracy of judges shown their spans, are "
+        f"one measurement, not {count}."
+    )
+
+
+def _twin_names(coincidences: Sequence[_Coincidence]) -> dict[tuple[float, str], str]:
+    """(hours asked, retriever) → how figures name it, e.g. ``text = multimodal``."""
+    names = {}
+    for c in coincidences:
+        for r in c.retrievers:
+            names[(c.hours, r)] = " = ".join(c.retrievers)
+    return names
 
 
 def _modality_groups(runs: Sequence[_Run]) -> list[tuple[str, list[_Run]]]:
@@ -256,419 +658,663 @@ def _modality_groups(runs: Sequence[_Run]) -> list[tuple[str, list[_Run]]]:
     for run in runs:
         groups.setdefault((run.judge, run.condition.without("modality")), []).append(run)
     return [
-        (f"{members[0].judge} · {members[0].condition.label('modality')}", members)
+        (f"{members[0].judge} · {members[0].name('modality')}", members)
         for members in groups.values()
         if len({m.condition.modality for m in members}) >= 2
     ]
 
 
-# --- formatting ------------------------------------------------------------------------------
+# --- tables ----------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "—"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-def _metric(metrics: JudgeMetrics, name: str) -> Estimate | None:
+def _estimate(metrics: JudgeMetrics, name: str) -> float | None:
     table = metrics.tables[name]
-    return None if table is None else table.micro
+    return None if table is None else table.micro.value
 
 
-def _p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.3g}"
-
-
-@dataclass(frozen=True)
-class _Table:
-    """One table of the report, rendered both as markdown and as HTML."""
-
-    title: str
-    header: tuple[str, ...]
-    rows: Sequence[tuple[str, ...]]
-    note: str = ""
-
-    def markdown(self) -> str:
-        lines = [f"## {self.title}", ""]
-        if self.note:
-            lines += [self.note, ""]
-        if not self.rows:
-            return "\n".join([*lines, "_No data for this table._", ""])
-        lines.append("| " + " | ".join(self.header) + " |")
-        lines.append("|" + "|".join(" --- " for _ in self.header) + "|")
-        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in self.rows]
-        return "\n".join([*lines, ""])
-
-    def html(self) -> str:
-        e = html.escape
-        parts = [f"<h2>{e(self.title)}</h2>"]
-        if self.note:
-            parts.append(f"<p>{e(self.note)}</p>")
-        if not self.rows:
-            parts.append('<p class="no-data">No data for this table.</p>')
-            return "\n".join(parts)
-        parts.append("<table><thead><tr>")
-        parts += [f"<th>{e(h)}</th>" for h in self.header]
-        parts.append("</tr></thead><tbody>")
-        for row in self.rows:
-            parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-        parts.append("</tbody></table>")
-        return "\n".join(parts)
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _table1(runs: Sequence[_Run], metrics: Mapping[tuple[str, str], JudgeMetrics]) -> _Table:
-    rows = []
+def _table1(
+    runs: Sequence[_Run],
+    stats: Mapping[tuple[str, str], _Stats],
+    sources: Mapping[str, _JudgeSource],
+) -> Table:
+    rows: list[tuple[Cell, ...]] = []
     for run in runs:
-        m = metrics[(run.judge, run.condition_id)]
-        acc = _metric(m, "accuracy")
-        cells = [
-            _fmt(None if (e := _metric(m, name)) is None else e.value, name == "position_bias")
-            for name, _ in TABLE1_METRICS
-        ]
+        s = stats[(run.judge, run.condition_id)]
+        m = s.metrics
+        acc = m.tables["accuracy"]
+        source = sources[run.judge]
+        answered = (
+            ", ".join(source.answered_as)
+            or {
+                True: "offline provider",
+                False: "live",
+                None: "not known",
+            }[source.offline]
+        )
         rows.append(
             (
                 run.judge,
                 run.condition_id,
-                *cells,
-                str(m.judgments),
-                str(m.pairs),
-                _fmt(None if acc is None else acc.clustered_se),
+                _hours_text(run.built),
+                answered,
+                Stat(_estimate(m, "accuracy"), s.accuracy),
+                Stat(_estimate(m, "swap_averaged_accuracy"), s.swap),
+                Stat(_estimate(m, "consistent_accuracy"), s.consistent),
+                Stat(_estimate(m, "position_consistency"), s.consistency),
+                _estimate(m, "position_bias"),
+                m.judgments,
+                m.pairs,
+                None if acc is None else acc.micro.clustered_se,
             )
         )
-    return _Table(
+    return Table(
+        "judges-by-condition",
         "Judges by condition",
         (
-            "judge",
-            "condition",
-            *(label for _, label in TABLE1_METRICS),
-            "N",
-            "pairs",
-            "SE (clustered)",
+            Column("judge"),
+            Column("condition"),
+            Column("haystack h (built)"),
+            Column("answered by"),
+            Column("accuracy", "stat"),
+            Column("swap-averaged", "stat"),
+            Column("consistent", "stat"),
+            Column("position consistency", "stat"),
+            Column("position bias", "signed"),
+            Column("N", "int"),
+            Column("pairs", "int"),
+            Column("SE (clustered)", "num"),
         ),
         rows,
         note=(
             "Accuracy counts a tie or an unparseable verdict as 0.5; N counts judgments; "
             "swap-averaged, consistent and position consistency are over the pairs judged in "
-            "both orders; SE is the accuracy's standard error clustered by playlist."
+            "both orders; brackets hold the 95 % interval; SE is the accuracy's standard error "
+            "clustered by playlist; haystack h is what each judgment was given (the condition "
+            "names the hours asked)."
+        ),
+    )
+
+
+def _shown_table(runs: Sequence[_Run]) -> Table:
+    rows: list[tuple[Cell, ...]] = []
+    for run in runs:
+        shown = [r.shown for r in run.records if r.shown is not None]
+        if not shown:
+            rows.append((run.judge, run.condition_id, f"0 / {len(run.records)}", *([None] * 5)))
+            continue
+        frames = [s.frames for s in shown]
+        resolutions = sorted({s.resolution for s in shown if s.resolution is not None})
+        rows.append(
+            (
+                run.judge,
+                run.condition_id,
+                f"{len(shown)} / {len(run.records)}",
+                math.fsum(frames) / len(frames),
+                f"{min(frames)}–{max(frames)}" if min(frames) != max(frames) else str(frames[0]),
+                ", ".join(f"{r}p" for r in resolutions) or None,
+                math.fsum(s.transcript_chars for s in shown) / len(shown),
+                math.fsum(s.audio_s for s in shown) / len(shown),
+            )
+        )
+    return Table(
+        "shown",
+        "What the judges were shown",
+        (
+            Column("judge"),
+            Column("condition"),
+            Column("records with shown"),
+            Column("frames (mean)", "num"),
+            Column("frames (range)"),
+            Column("resolution"),
+            Column("transcript chars (mean)", "num"),
+            Column("audio s (mean)", "num"),
+        ),
+        rows,
+        note=(
+            "From each judgment's record of what its request carried (shown): pictures or "
+            "frames, their height, transcript characters and seconds of sound."
         ),
     )
 
 
 def _strata_table(
     runs: Sequence[_Run],
-    metrics: Mapping[tuple[str, str], JudgeMetrics],
-    by: str,
+    stats: Mapping[tuple[str, str], _Stats],
+    by: Literal["domain", "gap"],
     title: str,
-) -> _Table:
+) -> Table:
+    attr = f"by_{by}"
     keys: set[Any] = set()
-    for m in metrics.values():
-        table = m.tables["accuracy"]
+    for s in stats.values():
+        table = s.metrics.tables["accuracy"]
         if table is not None:
-            keys.update(getattr(table, by).cells)
+            keys.update(getattr(table, attr).cells)
     ordered = sorted(keys, key=lambda k: (str(type(k)), k))
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for run in runs:
-        table = metrics[(run.judge, run.condition_id)].tables["accuracy"]
-        cells: list[str] = []
+        s = stats[(run.judge, run.condition_id)]
+        table = s.metrics.tables["accuracy"]
+        intervals: Mapping[Any, Interval | None] = getattr(s, attr)
+        cells: list[Cell] = []
         for key in ordered:
-            cell = None if table is None else getattr(table, by).cells.get(key)
-            cells.append("—" if cell is None else f"{cell.value:.3f} (N={cell.n})")
-        macro = None if table is None else getattr(table, by).macro
-        rows.append((run.judge, run.condition_id, *cells, _fmt(macro)))
-    return _Table(
+            cell = None if table is None else getattr(table, attr).cells.get(key)
+            cells.append(None if cell is None else Stat(cell.value, intervals.get(key), cell.n))
+        macro = None if table is None else getattr(table, attr).macro
+        rows.append((run.judge, run.condition_id, *cells, macro))
+    return Table(
+        f"accuracy-per-{by}",
         title,
-        ("judge", "condition", *(str(k) for k in ordered), "macro"),
+        (
+            Column("judge"),
+            Column("condition"),
+            *(Column(str(k), "stat") for k in ordered),
+            Column("macro", "num"),
+        ),
         rows,
-        note="Accuracy per stratum with its N (judgments); macro is the unweighted mean of cells.",
+        note=(
+            "Accuracy per stratum with its 95 % interval and N (judgments); macro is the "
+            "unweighted mean of the cells."
+        ),
     )
 
 
 def _modality_table(
-    groups: Sequence[tuple[str, list[_Run]]], metrics: Mapping[tuple[str, str], JudgeMetrics]
-) -> _Table:
-    rows = []
+    groups: Sequence[tuple[str, list[_Run]]], stats: Mapping[tuple[str, str], _Stats]
+) -> Table:
+    rows: list[tuple[Cell, ...]] = []
     for _, members in groups:
         for run in sorted(members, key=lambda r: r.condition.modality):
-            m = metrics[(run.judge, run.condition_id)]
-            acc, swap = _metric(m, "accuracy"), _metric(m, "swap_averaged_accuracy")
+            s = stats[(run.judge, run.condition_id)]
             rows.append(
                 (
                     run.judge,
                     run.condition.label("modality"),
                     run.condition.modality,
-                    _fmt(None if acc is None else acc.value),
-                    _fmt(None if swap is None else swap.value),
-                    str(m.judgments),
+                    Stat(_estimate(s.metrics, "accuracy"), s.accuracy),
+                    Stat(_estimate(s.metrics, "swap_averaged_accuracy"), s.swap),
+                    s.metrics.judgments,
                 )
             )
-    return _Table(
+    return Table(
+        "modality-ablation",
         "Modality ablation",
-        ("judge", "setting", "modality", "accuracy", "swap-averaged", "N"),
+        (
+            Column("judge"),
+            Column("setting"),
+            Column("modality"),
+            Column("accuracy", "stat"),
+            Column("swap-averaged", "stat"),
+            Column("N", "int"),
+        ),
         rows,
         note="Runs of one judge that differ only in what the judge is shown.",
     )
 
 
-def _comparison_table(comparisons: Sequence[_Comparison]) -> _Table:
-    rows = []
+def _comparison_table(
+    comparisons: Sequence[_Comparison], twins: Mapping[tuple[float, str], str]
+) -> Table:
+    rows: list[tuple[Cell, ...]] = []
     for c in comparisons:
         t = c.test
+        retriever = c.retrieved.condition.retriever or "?"
         rows.append(
             (
                 c.judge,
-                c.retrieved.condition.retriever or "?",
+                twins.get((c.retrieved.condition.hours, retriever), retriever),
                 c.uniform.condition_id,
                 c.retrieved.condition_id,
-                str(t.pairs),
-                _fmt(t.difference.value, signed=True),
-                _fmt(t.difference.clustered_se),
-                _fmt(t.z, signed=True),
-                _p(t.p),
-                str(t.a_only),
-                str(t.b_only),
-                _p(t.sign_p),
+                t.pairs,
+                Stat(t.difference.value, c.interval),
+                t.difference.clustered_se,
+                t.z,
+                t.p,
+                t.a_only,
+                t.b_only,
+                t.sign_p,
             )
         )
-    return _Table(
+    return Table(
+        "retrieved-vs-uniform",
         "Retrieved against uniform frames",
         (
-            "judge",
-            "retriever",
-            "uniform",
-            "retrieved",
-            "pairs",
-            "difference",
-            "SE (clustered)",
-            "z",
-            "p",
-            "only retrieved consistent",
-            "only uniform consistent",
-            "sign test p",
+            Column("judge"),
+            Column("retriever"),
+            Column("uniform"),
+            Column("retrieved"),
+            Column("pairs", "int"),
+            Column("difference", "signed_stat"),
+            Column("SE (clustered)", "num"),
+            Column("z", "signed"),
+            Column("p", "p"),
+            Column("only retrieved consistent", "int"),
+            Column("only uniform consistent", "int"),
+            Column("sign test p", "p"),
         ),
         rows,
         note=(
             "Difference: retrieved minus uniform swap-averaged accuracy on the pairs both judged "
-            "in both orders; z and p from the playlist-clustered SE; the sign test is McNemar's "
-            "on pairs consistently correct under one run only."
+            "in both orders, with its 95 % interval; z and p from the playlist-clustered SE; the "
+            "sign test is McNemar's on pairs consistently correct under one run only."
         ),
     )
 
 
-def _recall_table(rows_in: Sequence[_RecallRow], ks: Sequence[int]) -> _Table:
-    rows = []
+def _recall_table(
+    rows_in: Sequence[_RecallRow], ks: Sequence[int], coincidences: Sequence[_Coincidence]
+) -> Table:
+    twins = {(c.hours, r): c.retrievers for c in coincidences for r in c.retrievers}
+    rows: list[tuple[Cell, ...]] = []
     for row in rows_in:
+        same = [r for r in twins.get((row.hours, row.retriever), ()) if r != row.retriever]
         for threshold in IOU_THRESHOLDS:
             rows.append(
                 (
                     row.retriever,
                     f"{row.hours:g}",
+                    _hours_text(row.built),
                     f"{threshold:g}",
-                    *(_fmt(row.metrics.recall[(k, threshold)].value) for k in ks),
-                    _fmt(row.metrics.coverage.value),
-                    _fmt(row.metrics.mean_best_iou.value),
-                    str(row.metrics.cases),
+                    *(row.metrics.recall[(k, threshold)].value for k in ks),
+                    row.metrics.coverage.value,
+                    row.metrics.mean_best_iou.value,
+                    row.metrics.cases,
+                    ", ".join(same) or None,
                 )
             )
-    return _Table(
+    sentences = " ".join(_coincidence_sentence(c) for c in coincidences)
+    return Table(
+        "retriever-recall",
         "Retriever recall of the gold evidence",
-        ("retriever", "hours", "tIoU ≥", *(f"R@{k}" for k in ks), "coverage", "mean IoU", "N"),
+        (
+            Column("retriever"),
+            Column("hours asked"),
+            Column("haystack h (built)"),
+            Column("tIoU ≥"),
+            *(Column(f"R@{k}", "num") for k in ks),
+            Column("coverage", "num"),
+            Column("mean IoU", "num"),
+            Column("N", "int"),
+            Column("same spans as"),
+        ),
         rows,
-        note="Recall@k: share of gold segments matched by a top-k retrieved span at the tIoU.",
+        note=(
+            "Recall@k: share of gold segments matched by a top-k retrieved span at the tIoU. "
+            + sentences
+        ).strip(),
     )
 
 
-# --- SVG charts ------------------------------------------------------------------------------
-
-_W, _H = 920, 320
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 340, 36, 56
-_COLOURS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
+# --- figures ---------------------------------------------------------------------------------
 
 
-def _svg_open(title: str, kind: str) -> list[str]:
-    e = html.escape
-    return [
-        f'<svg class="plot" data-kind="{e(kind)}" role="img" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}"><title>{e(title)}</title>',
-        f'<text x="{_W / 2:g}" y="20" text-anchor="middle" font-weight="bold">{e(title)}</text>',
-    ]
+def _bar(series: str, value: float | None, interval: Interval | None) -> Bar | None:
+    if value is None:
+        return None
+    if interval is None:
+        return Bar(series, value)
+    return Bar(series, value, interval.low, interval.high)
 
 
-def _y_axis(label: str) -> list[str]:
-    """A 0–1 vertical axis with gridlines every 0.25."""
-    e = html.escape
-    plot_h = _H - _TOP - _BOTTOM
-    parts = []
-    for i in range(5):
-        value = i / 4
-        y = _TOP + plot_h * (1 - value)
-        parts.append(
-            f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y:g}" y2="{y:g}" stroke="#ddd"/>'
-            f'<text x="{_LEFT - 6}" y="{y + 4:g}" text-anchor="end" font-size="11">{value:g}</text>'
-        )
-    parts.append(
-        f'<text x="14" y="{_TOP + plot_h / 2:g}" font-size="12" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_TOP + plot_h / 2:g})">{e(label)}</text>'
+def _present(*bars: Bar | None) -> tuple[Bar, ...]:
+    return tuple(b for b in bars if b is not None)
+
+
+@dataclass
+class _Figures:
+    """The figures to draw, each with its caption, and the sentences for those not drawn."""
+
+    drawn: list[tuple[FigureSpec, str]] = field(default_factory=list)
+    omitted: list[str] = field(default_factory=list)
+
+    def add(self, spec: FigureSpec | None, caption: str, title: str, why: str) -> None:
+        if spec is None:
+            self.omitted.append(f"{title}: not drawn, {why}.")
+        else:
+            self.drawn.append((spec, caption))
+
+
+WHISKERS = "Whiskers: 95 % intervals (see Provenance)."
+
+
+def _accuracy_figure(runs: Sequence[_Run], stats: Mapping[tuple[str, str], _Stats]) -> BarFigure:
+    groups: dict[str, list[Bar]] = {}
+    for run in sorted(runs, key=lambda r: (_run_order(r)[1:], r.judge)):
+        s = stats[(run.judge, run.condition_id)]
+        bar = _bar(run.judge, _estimate(s.metrics, "accuracy"), s.accuracy)
+        if bar is not None:
+            groups.setdefault(run.name(), []).append(bar)
+    return BarFigure(
+        "accuracy-by-condition",
+        "Accuracy by condition",
+        tuple(BarGroup(label, tuple(bars)) for label, bars in groups.items()),
+        "accuracy",
+        reference=0.5,
     )
-    return parts
 
 
-def _legend(labels: Sequence[str]) -> list[str]:
-    e = html.escape
-    x = _W - _RIGHT + 10
-    return [
-        f'<rect x="{x}" y="{_TOP + 16 * i}" width="10" height="10" '
-        f'fill="{_COLOURS[i % len(_COLOURS)]}"/>'
-        f'<text x="{x + 14}" y="{_TOP + 16 * i + 9}" font-size="11">{e(label)}</text>'
-        for i, label in enumerate(labels)
-    ]
-
-
-def _y(value: float) -> float:
-    plot_h = _H - _TOP - _BOTTOM
-    return _TOP + plot_h * (1 - max(0.0, min(1.0, value)))
-
-
-def line_chart(
-    title: str,
-    series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
-    x_label: str,
-    y_label: str,
-    log_x: bool = False,
-) -> str:
-    """An inline SVG line chart of ``series`` (label, points) with values from 0 to 1."""
-    e = html.escape
-    xs = sorted({x for _, points in series for x, _ in points})
-    log = log_x and xs[0] > 0
-
-    def scale(x: float) -> float:
-        return math.log10(x) if log else x
-
-    low, high = scale(xs[0]), scale(xs[-1])
-    width = _W - _LEFT - _RIGHT
-
-    def x_pos(x: float) -> float:
-        if high == low:
-            return _LEFT + width / 2
-        return _LEFT + width * (scale(x) - low) / (high - low)
-
-    parts = _svg_open(title, "line") + _y_axis(y_label)
-    base = _H - _BOTTOM
-    for x in xs:
-        parts.append(
-            f'<text x="{x_pos(x):g}" y="{base + 16}" text-anchor="middle" '
-            f'font-size="11">{x:g}</text>'
+def _hours_figure(
+    runs: Sequence[_Run], stats: Mapping[tuple[str, str], _Stats]
+) -> tuple[LineFigure | None, str]:
+    """Accuracy against the haystack hours built, one line per judge and condition apart from
+    its hours; or None and why not."""
+    families: dict[tuple[str, tuple[Any, ...]], list[_Run]] = {}
+    for run in runs:
+        families.setdefault((run.judge, run.condition.without("hours")), []).append(run)
+    series: list[Series] = []
+    collapsed: list[_Run] = []
+    for members in families.values():
+        points = []
+        for run in sorted(members, key=lambda r: (r.mean_built, r.condition.hours)):
+            s = stats[(run.judge, run.condition_id)]
+            value = _estimate(s.metrics, "accuracy")
+            if value is None:
+                continue
+            low = high = None
+            if s.accuracy is not None:
+                low, high = s.accuracy.low, s.accuracy.high
+            points.append(Point(round(run.mean_built, 4), value, low, high))
+        if len({p.x for p in points}) >= 2:
+            label = f"{members[0].judge} · {members[0].condition.label('hours')}"
+            series.append(Series(label, tuple(points)))
+        elif len({m.condition.hours for m in members}) >= 2:
+            collapsed += members
+    if series:
+        figure = LineFigure(
+            "accuracy-vs-hours",
+            "Accuracy against haystack hours",
+            tuple(series),
+            "haystack hours built",
+            "accuracy",
+            log_x=True,
+            reference=0.5,
         )
-    parts.append(
-        f'<text x="{_LEFT + width / 2:g}" y="{_H - 12}" text-anchor="middle" '
-        f'font-size="12">{e(x_label)}</text>'
-    )
-    for i, (label, points) in enumerate(series):
-        colour = _COLOURS[i % len(_COLOURS)]
-        path = " ".join(f"{x_pos(x):.1f},{_y(y):.1f}" for x, y in points)
-        parts.append(
-            f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" '
-            f'points="{path}"><title>{e(label)}</title></polyline>'
+        return figure, ""
+    if collapsed:
+        asked = [f"{h:g}" for h in sorted({r.condition.hours for r in collapsed})]
+        built = _hours_text([h for r in collapsed for h in r.built])
+        return None, (
+            f"conditions asked for {', '.join(asked[:-1])} and {asked[-1]} h, but every haystack "
+            f"built holds {built} h (the playlists hold no more), so there is no length axis"
         )
-        parts += [
-            f'<circle cx="{x_pos(x):.1f}" cy="{_y(y):.1f}" r="3" fill="{colour}">'
-            f"<title>{e(f'{label}: {y:.3f} at {x:g}')}</title></circle>"
-            for x, y in points
-        ]
-    parts += _legend([label for label, _ in series])
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return None, "no judge was run at more than one haystack length under one condition"
 
 
-def bar_chart(
-    title: str,
-    groups: Sequence[tuple[str, Sequence[tuple[str, float]]]],
-    y_label: str,
-) -> str:
-    """An inline SVG grouped bar chart: ``groups`` of (bar label, value from 0 to 1)."""
-    e = html.escape
-    labels: list[str] = []
-    for _, bars in groups:
-        labels += [label for label, _ in bars if label not in labels]
-    width = _W - _LEFT - _RIGHT
-    slot = width / max(1, len(groups))
-    bar_w = slot * 0.8 / max(1, len(labels))
-    parts = _svg_open(title, "bar") + _y_axis(y_label)
-    base = _H - _BOTTOM
-    for g, (group, bars) in enumerate(groups):
-        left = _LEFT + g * slot + slot * 0.1
-        for label, value in bars:
-            i = labels.index(label)
-            top = _y(value)
-            parts.append(
-                f'<rect class="bar" x="{left + i * bar_w:.1f}" y="{top:.1f}" '
-                f'width="{bar_w * 0.9:.1f}" height="{base - top:.1f}" '
-                f'fill="{_COLOURS[i % len(_COLOURS)]}">'
-                f"<title>{e(f'{group} · {label}: {value:.3f}')}</title></rect>"
-                f'<text x="{left + i * bar_w + bar_w * 0.45:.1f}" y="{top - 3:.1f}" '
-                f'text-anchor="middle" font-size="9">{value:.2f}</text>'
+def _comparison_figure(
+    comparisons: Sequence[_Comparison],
+    stats: Mapping[tuple[str, str], _Stats],
+    twins: Mapping[tuple[float, str], str],
+) -> BarFigure | None:
+    if not comparisons:
+        return None
+    groups: dict[tuple[str, str], list[Bar]] = {}
+    for c in comparisons:
+        key = (c.judge, c.uniform.condition_id)
+        bars = groups.setdefault(key, [])
+        if not bars:
+            s = stats[(c.uniform.judge, c.uniform.condition_id)]
+            bars += _present(
+                _bar("uniform", _estimate(s.metrics, "swap_averaged_accuracy"), s.swap)
             )
-        parts.append(
-            f'<text x="{left + slot * 0.4:.1f}" y="{base + 16}" text-anchor="middle" '
-            f'font-size="11">{e(group)}</text>'
-        )
-    parts += _legend(labels)
-    parts.append("</svg>")
-    return "\n".join(parts)
+        retriever = c.retrieved.condition.retriever or "?"
+        name = twins.get((c.retrieved.condition.hours, retriever), retriever)
+        series = f"retrieved: {name}"
+        if any(b.series == series for b in bars):
+            continue  # a retriever that coincides with one drawn: the same bar
+        s = stats[(c.retrieved.judge, c.retrieved.condition_id)]
+        value = _estimate(s.metrics, "swap_averaged_accuracy")
+        bars += _present(_bar(series, value, s.swap))
+    labels = {
+        (c.judge, c.uniform.condition_id): f"{c.judge} · {c.uniform.name('frames', 'retriever')}"
+        for c in comparisons
+    }
+    return BarFigure(
+        "retrieved-vs-uniform",
+        "Retrieved against uniform frames",
+        tuple(BarGroup(labels[key], tuple(bars)) for key, bars in groups.items()),
+        "swap-averaged accuracy",
+        reference=0.5,
+    )
+
+
+def _modality_figure(
+    groups: Sequence[tuple[str, list[_Run]]], stats: Mapping[tuple[str, str], _Stats]
+) -> BarFigure | None:
+    if not groups:
+        return None
+    drawn = []
+    for label, members in groups:
+        bars = []
+        for run in sorted(members, key=lambda r: r.condition.modality):
+            s = stats[(run.judge, run.condition_id)]
+            bars.append(_bar(run.condition.modality, _estimate(s.metrics, "accuracy"), s.accuracy))
+        drawn.append(BarGroup(label, _present(*bars)))
+    return BarFigure("modality-ablation", "Modality ablation", tuple(drawn), "accuracy", 0.5)
+
+
+def _consistency_figure(
+    runs: Sequence[_Run], stats: Mapping[tuple[str, str], _Stats]
+) -> BarFigure | None:
+    groups: dict[str, list[Bar]] = {}
+    for run in sorted(runs, key=lambda r: (_run_order(r)[1:], r.judge)):
+        s = stats[(run.judge, run.condition_id)]
+        bar = _bar(run.judge, _estimate(s.metrics, "position_consistency"), s.consistency)
+        if bar is not None:
+            groups.setdefault(run.name(), []).append(bar)
+    if not groups:
+        return None
+    return BarFigure(
+        "position-consistency",
+        "Position consistency across the answer swap",
+        tuple(BarGroup(label, tuple(bars)) for label, bars in groups.items()),
+        "share of pairs",
+    )
+
+
+def _domain_figure(
+    runs: Sequence[_Run], stats: Mapping[tuple[str, str], _Stats]
+) -> HeatFigure | None:
+    cells: dict[tuple[str, str], HeatCell] = {}
+    rows: list[str] = []
+    columns: set[str] = set()
+    for run in runs:
+        s = stats[(run.judge, run.condition_id)]
+        table = s.metrics.tables["accuracy"]
+        if table is None:
+            continue
+        row = f"{run.judge} · {run.name()}"
+        for domain, cell in table.by_domain.cells.items():
+            if cell is None:
+                continue
+            interval = s.by_domain.get(str(domain))
+            cells[(row, str(domain))] = HeatCell(
+                cell.value,
+                None if interval is None else interval.low,
+                None if interval is None else interval.high,
+                cell.n,
+            )
+            columns.add(str(domain))
+            if row not in rows:
+                rows.append(row)
+    if not cells:
+        return None
+    return HeatFigure(
+        "accuracy-per-domain", "Accuracy per domain", tuple(rows), tuple(sorted(columns)), cells
+    )
+
+
+def _recall_figure(
+    rows: Sequence[_RecallRow], ks: Sequence[int], twins: Mapping[tuple[float, str], str]
+) -> LineFigure | None:
+    series: list[Series] = []
+    seen: set[str] = set()
+    for row in rows:
+        name = twins.get((row.hours, row.retriever), row.retriever)
+        label = f"{name} · {_hours_text(row.built)} h"
+        if label in seen:
+            continue  # its twin is drawn: the same line
+        seen.add(label)
+        points = []
+        for k in ks:
+            values = [recall_at_k(c.gold, c.retrieved, k, RECALL_THRESHOLD) for c in row.cases]
+            interval = clustered_interval(
+                values, [c.playlist_id for c in row.cases], [c.pair_id for c in row.cases]
+            )
+            value = row.metrics.recall[(k, RECALL_THRESHOLD)].value
+            points.append(
+                Point(
+                    float(k),
+                    value,
+                    None if interval is None else interval.low,
+                    None if interval is None else interval.high,
+                )
+            )
+        series.append(Series(label, tuple(points)))
+    if not series:
+        return None
+    return LineFigure(
+        "retriever-recall",
+        f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
+        tuple(series),
+        "k (retrieved segments)",
+        "recall",
+    )
 
 
 # --- the report ------------------------------------------------------------------------------
 
 
-@dataclass
-class _Figures:
-    html: list[str] = field(default_factory=list)
-    drawn: list[str] = field(default_factory=list)
-    omitted: list[str] = field(default_factory=list)
-
-    def add(self, title: str, draw: Callable[[], str] | None, why: str) -> None:
-        """Draw the chart, or say in a sentence why there is none."""
-        if draw is None:
-            sentence = f"{title}: not drawn, {why}."
-            self.omitted.append(sentence)
-            self.html.append(f'<p class="no-figure">{html.escape(sentence)}</p>')
-        else:
-            self.drawn.append(title)
-            self.html.append(f"<figure>{draw()}</figure>")
-
-
 _CSS = """
-body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 80em; }
+table { border-collapse: collapse; margin: 0.5em 0 0.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: left; }
-figure { margin: 1em 0; }
+#provenance + table td { text-align: left; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 13px; color: #444; max-width: 60em; }
 .no-figure { color: #666; font-style: italic; }
+.files { font-size: 12px; }
+.offline { background: #fff3f3; border: 1px solid #d99; padding: 0.6em 1em; }
 """
 
 
-def write_report(eval_dirs: Sequence[Path], out_dir: Path) -> ReportSummary:
-    """Read the judgments of ``eval_dirs``; write ``report.md`` and ``report.html`` in ``out_dir``.
+@dataclass(frozen=True)
+class _Written:
+    spec: FigureSpec
+    caption: str
+    png: str  # relative to the report folder
+    pdf: str
 
-    Raises :class:`ReportError` when a directory has no judgments file, a record is malformed, or
-    there is no judgment at all.
+
+def _write_figures(
+    figures: Sequence[tuple[FigureSpec, str]], out_dir: Path, note: str | None
+) -> list[_Written]:
+    from playlisteval.figures import draw, save
+
+    written = []
+    for spec, caption in figures:
+        figure = draw(spec, note)
+        png, pdf = save(figure, out_dir / FIGURES_DIR / spec.slug)
+        written.append(
+            _Written(
+                spec,
+                caption,
+                png.relative_to(out_dir).as_posix(),
+                pdf.relative_to(out_dir).as_posix(),
+            )
+        )
+    return written
+
+
+def _figure_specs(
+    runs: Sequence[_Run],
+    stats: Mapping[tuple[str, str], _Stats],
+    comparisons: Sequence[_Comparison],
+    recall_rows: Sequence[_RecallRow],
+    coincidences: Sequence[_Coincidence],
+) -> _Figures:
+    twins = _twin_names(coincidences)
+    twin_note = " ".join(_coincidence_sentence(c) for c in coincidences)
+    figures = _Figures()
+    figures.add(
+        _accuracy_figure(runs, stats),
+        "Accuracy of each judge under each condition (a tie or an unparseable verdict counts "
+        "0.5), named with the haystack hours actually built. Dashed line: 0.5, a coin flip. "
+        + WHISKERS,
+        "Accuracy by condition",
+        "no run has an accuracy",
+    )
+    hours, why = _hours_figure(runs, stats)
+    figures.add(
+        hours,
+        "Accuracy against the haystack hours each judgment was given (log scale), one line per "
+        "judge and condition apart from its hours. " + WHISKERS,
+        "Accuracy against haystack hours",
+        why,
+    )
+    figures.add(
+        _comparison_figure(comparisons, stats, twins),
+        f"Swap-averaged accuracy with uniform and retrieved frames, all else equal. {WHISKERS} "
+        + twin_note,
+        "Retrieved against uniform frames",
+        "no judge has both a retrieved and a uniform run on the same pairs and setting",
+    )
+    modality_groups = _modality_groups(runs)
+    figures.add(
+        _modality_figure(modality_groups, stats),
+        "Accuracy of one judge shown different modalities, all else equal. " + WHISKERS,
+        "Modality ablation",
+        "no judge was run under two modalities with everything else equal",
+    )
+    figures.add(
+        _consistency_figure(runs, stats),
+        "Share of pairs whose two verdicts name the same answer across the answer swap. "
+        + WHISKERS,
+        "Position consistency across the answer swap",
+        "no pair was judged in both answer orders",
+    )
+    figures.add(
+        _domain_figure(runs, stats),
+        "Accuracy per domain with its 95 % interval (brackets) and N (judgments).",
+        "Accuracy per domain",
+        "no run has an accuracy",
+    )
+    figures.add(
+        _recall_figure(recall_rows, DEFAULT_KS, twins),
+        f"Share of gold segments matched at tIoU ≥ {RECALL_THRESHOLD:g} by a top-k retrieved "
+        f"span. {WHISKERS} " + twin_note,
+        f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
+        "no judgment carries retrieved and gold spans",
+    )
+    return figures
+
+
+def _files_md(table: Table) -> str:
+    return f"Files: [{table.slug}.csv]({TABLES_DIR}/{table.slug}.csv) · " + (
+        f"[{table.slug}.tex]({TABLES_DIR}/{table.slug}.tex)"
+    )
+
+
+def _files_html(table: Table) -> str:
+    e = html.escape
+    csv_path, tex_path = f"{TABLES_DIR}/{table.slug}.csv", f"{TABLES_DIR}/{table.slug}.tex"
+    return f'Files: <a href="{e(csv_path)}">CSV</a> · <a href="{e(tex_path)}">LaTeX</a>'
+
+
+def write_report(
+    eval_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    events: EventStore | None = None,
+    log_note: str | None = None,
+    now: datetime | None = None,
+) -> ReportSummary:
+    """Read the judgments of ``eval_dirs``; write the report folder ``out_dir``.
+
+    ``events`` is the event log of the workspace that evaluated: who answered each judgment
+    (provider ids, offline or live) and when are read from it; without it the report says they
+    were not read (``log_note``: why). Raises :class:`ReportError` when a directory has no
+    judgments file, a record is malformed, or there is no judgment at all.
     """
     if not eval_dirs:
         raise ReportError("write_report needs at least one evaluation directory, got none")
@@ -677,217 +1323,150 @@ def write_report(eval_dirs: Sequence[Path], out_dir: Path) -> ReportSummary:
         raise ReportError(
             f"no judgments in {[str(d) for d in eval_dirs]!r}; run `eval` before `report`"
         )
+    now = now or datetime.now(tz=UTC)
+    calls = answered_calls(events, eval_dirs) if events is not None else None
+    if log_note is None:
+        log_note = "read" if calls is not None else "not read (no workspace given)"
+    if calls is not None:
+        found = sum(1 for r in records if r.call_key in calls)
+        log_note += f"; the calls of {found} of {len(records)} judgments are in it"
     runs = _runs(records)
-    metrics = {(r.judge, r.condition_id): judge_metrics(r.judgments) for r in runs}
-    comparisons = _comparisons(runs)
+    stats = {(r.judge, r.condition_id): _stats(r) for r in runs}
+    comparisons = _comparisons(runs, stats)
     recall_rows = _recall_rows(records)
-    modality_groups = _modality_groups(runs)
-    hours_series = _hours_series(runs)
-    ks = DEFAULT_KS
+    coincidences = _coincidences(records)
+    sources = _judge_sources(records, calls)
+    source = _source(sources)
+    offline_note = OFFLINE_NOTE if source in ("offline", "mixed") else None
+    if source == "unknown":
+        offline_note = UNKNOWN_NOTE
 
     tables = [
-        _table1(runs, metrics),
-        _strata_table(runs, metrics, "by_domain", "Accuracy per domain"),
-        _strata_table(runs, metrics, "by_gap", "Accuracy per rating gap"),
-        _modality_table(modality_groups, metrics),
-        _comparison_table(comparisons),
-        _recall_table(recall_rows, ks),
+        _provenance_table(eval_dirs, records, runs, sources, source, calls, log_note, now),
+        _table1(runs, stats, sources),
+        _shown_table(runs),
+        _strata_table(runs, stats, "domain", "Accuracy per domain"),
+        _strata_table(runs, stats, "gap", "Accuracy per rating gap"),
+        _modality_table(_modality_groups(runs), stats),
+        _comparison_table(comparisons, _twin_names(coincidences)),
+        _recall_table(recall_rows, DEFAULT_KS, coincidences),
     ]
-
-    figures = _Figures()
-    figures.add(
-        "Accuracy against haystack hours",
-        (
-            (
-                lambda: line_chart(
-                    "Accuracy against haystack hours",
-                    hours_series,
-                    "haystack hours",
-                    "accuracy",
-                    log_x=True,
-                )
-            )
-            if hours_series
-            else None
-        ),
-        "no judge was run at more than one haystack length under one condition",
-    )
-    figures.add(
-        "Retrieved against uniform frames",
-        (
-            (
-                lambda: bar_chart(
-                    "Retrieved against uniform frames",
-                    [
-                        (
-                            f"{c.judge} · {c.uniform.condition.label('frames', 'retriever')}",
-                            [
-                                ("uniform", _swap(metrics, c.uniform)),
-                                (
-                                    f"retrieved ({c.retrieved.condition.retriever})",
-                                    _swap(metrics, c.retrieved),
-                                ),
-                            ],
-                        )
-                        for c in comparisons
-                    ],
-                    "swap-averaged accuracy",
-                )
-            )
-            if comparisons
-            else None
-        ),
-        "no judge has both a retrieved and a uniform run on the same pairs and setting",
-    )
-    figures.add(
-        "Modality ablation",
-        (
-            (
-                lambda: bar_chart(
-                    "Modality ablation",
-                    [
-                        (
-                            label,
-                            [
-                                (m.condition.modality, _accuracy(metrics, m))
-                                for m in sorted(members, key=lambda r: r.condition.modality)
-                            ],
-                        )
-                        for label, members in modality_groups
-                    ],
-                    "accuracy",
-                )
-            )
-            if modality_groups
-            else None
-        ),
-        "no judge was run under two modalities with everything else equal",
-    )
-    consistency: dict[str, list[tuple[str, float]]] = {}
-    for r in runs:
-        v = _value(metrics[(r.judge, r.condition_id)], "position_consistency")
-        if v is not None:
-            consistency.setdefault(r.judge, []).append((r.condition_id, v))
-    figures.add(
-        "Position consistency across the answer swap",
-        (
-            (
-                lambda: bar_chart(
-                    "Position consistency across the answer swap",
-                    list(consistency.items()),
-                    "share of pairs",
-                )
-            )
-            if consistency
-            else None
-        ),
-        "no pair was judged in both answer orders",
-    )
-    domain_groups = _domain_groups(runs, metrics)
-    figures.add(
-        "Accuracy per domain",
-        (
-            (lambda: bar_chart("Accuracy per domain", domain_groups, "accuracy"))
-            if domain_groups
-            else None
-        ),
-        "no run has an accuracy",
-    )
-    recall_series = [
-        (
-            f"{row.retriever} · {row.hours:g}h",
-            [(float(k), row.metrics.recall[(k, RECALL_THRESHOLD)].value) for k in ks],
-        )
-        for row in recall_rows
-    ]
-    figures.add(
-        f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
-        (
-            (
-                lambda: line_chart(
-                    f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
-                    recall_series,
-                    "k (retrieved segments)",
-                    "recall",
-                )
-            )
-            if recall_series
-            else None
-        ),
-        "no judgment carries retrieved and gold spans",
-    )
+    figures = _figure_specs(runs, stats, comparisons, recall_rows, coincidences)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    sources = ", ".join(str(d) for d in eval_dirs)
+    written = _write_figures(figures.drawn, out_dir, offline_note)
+    table_files: list[Path] = []
+    (out_dir / TABLES_DIR).mkdir(exist_ok=True)
+    for table in tables:
+        csv_path = out_dir / TABLES_DIR / f"{table.slug}.csv"
+        tex_path = out_dir / TABLES_DIR / f"{table.slug}.tex"
+        csv_path.write_text(table.csv_text(), encoding="utf-8")
+        tex_path.write_text(table.latex(offline_note or ""), encoding="utf-8")
+        table_files += [csv_path, tex_path]
+
+    sources_text = ", ".join(str(d) for d in eval_dirs)
+    summary_line = (
+        f"{len(records)} judgments, {len(runs)} runs (judge × condition), from {sources_text}."
+    )
+    banner = _source_sentence(source, sources)
+    md_figures: list[str] = []
+    for number, w in enumerate(written, start=1):
+        md_figures += [
+            f"### Figure {number}. {w.spec.title}",
+            "",
+            f"![{w.spec.title}]({w.png})",
+            "",
+            f"{w.caption.strip()} PDF: [{Path(w.pdf).name}]({w.pdf})",
+            "",
+        ]
+    md_figures += [f"_{sentence}_\n" for sentence in figures.omitted]
     markdown = "\n".join(
         [
             "# Judge evaluation report",
             "",
-            f"{len(records)} judgments, {len(runs)} runs (judge × condition), from {sources}.",
+            summary_line,
             "",
-            *(t.markdown() for t in tables),
+            f"**{banner}**",
+            "",
+            tables[0].markdown(_files_md(tables[0])),
+            "## Figures",
+            "",
+            *md_figures,
+            *(t.markdown(_files_md(t)) for t in tables[1:]),
         ]
     )
     md_path = out_dir / REPORT_MD
     md_path.write_text(markdown, encoding="utf-8")
 
     e = html.escape
+    html_figures = [
+        f'<figure><img src="{e(w.png)}" alt="{e(w.spec.title)}">'
+        f"<figcaption><b>{e(w.spec.title)}.</b> {e(w.caption.strip())} "
+        f'<a href="{e(w.pdf)}">PDF</a></figcaption></figure>'
+        for w in written
+    ]
+    html_figures += [f'<p class="no-figure">{e(s)}</p>' for s in figures.omitted]
     page = "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
-            # Nothing may load from anywhere: the page is one file, readable offline.
+            # Nothing may load from anywhere but the report's own folder (its figures).
             '<meta http-equiv="Content-Security-Policy" '
-            "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
+            "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src 'self'\">",
             "<title>Judge evaluation report</title>",
             f"<style>{_CSS}</style></head><body>",
             "<h1>Judge evaluation report</h1>",
-            f"<p>{len(records)} judgments, {len(runs)} runs (judge × condition), from "
-            f"{e(sources)}.</p>",
+            f"<p>{e(summary_line)}</p>",
+            f'<p class="{"offline" if source != "live" else "live"}">{e(banner)}</p>',
+            tables[0].html(_files_html(tables[0])),
             "<h2>Figures</h2>",
-            *figures.html,
-            *(t.html() for t in tables),
+            *html_figures,
+            *(t.html(_files_html(t)) for t in tables[1:]),
             "</body></html>",
             "",
         ]
     )
     html_path = out_dir / REPORT_HTML
     html_path.write_text(page, encoding="utf-8")
+    figure_files = [out_dir / p for w in written for p in (w.png, w.pdf)]
     return ReportSummary(
         markdown=md_path,
         html=html_path,
         judgments=len(records),
         runs=len(runs),
-        figures=tuple(figures.drawn),
+        figures=tuple(w.spec.title for w in written),
         omitted=tuple(figures.omitted),
+        figure_files=tuple(figure_files),
+        table_files=tuple(table_files),
+        source=source,
     )
 
 
-def _value(metrics: JudgeMetrics, name: str) -> float | None:
-    estimate = _metric(metrics, name)
-    return None if estimate is None else estimate.value
+def write_workspace_report(
+    eval_dirs: Sequence[Path], out_dir: Path, home: Path | None = None
+) -> ReportSummary:
+    """:func:`write_report`, reading who answered each judgment from the event log of the
+    workspace ``home`` (default: the default workspace) when it has one; a workspace that does
+    not exist is not made, and the report says the log was not read."""
+    from playlisteval.app import App
+    from playlisteval.settings import load_settings
+    from playlisteval.workspace import Workspace
+
+    settings = load_settings(home)
+    database = Workspace(Path(settings.home)).database
+    if not (settings.store.url or database.exists()):
+        note = f"not read: no workspace at {settings.home} (give the --home that evaluated)"
+        return write_report(eval_dirs, out_dir, log_note=note)
+    with App(settings) as app:
+        where = "the PostgreSQL event log" if settings.store.url else str(database)
+        return write_report(eval_dirs, out_dir, events=app.events, log_note=f"read from {where}")
 
 
-def _swap(metrics: Mapping[tuple[str, str], JudgeMetrics], run: _Run) -> float:
-    return _value(metrics[(run.judge, run.condition_id)], "swap_averaged_accuracy") or 0.0
-
-
-def _accuracy(metrics: Mapping[tuple[str, str], JudgeMetrics], run: _Run) -> float:
-    return _value(metrics[(run.judge, run.condition_id)], "accuracy") or 0.0
-
-
-def _domain_groups(
-    runs: Sequence[_Run], metrics: Mapping[tuple[str, str], JudgeMetrics]
-) -> list[tuple[str, list[tuple[str, float]]]]:
-    """Per domain a bar per run with its accuracy there."""
-    groups: dict[str, list[tuple[str, float]]] = {}
-    for run in runs:
-        table = metrics[(run.judge, run.condition_id)].tables["accuracy"]
-        if table is None:
-            continue
-        for domain, cell in table.by_domain.cells.items():
-            if cell is not None:
-                groups.setdefault(str(domain), []).append(
-                    (f"{run.judge} · {run.condition_id}", cell.value)
-                )
-    return sorted(groups.items())
+def figure_specs(records: Sequence[JudgmentRecord]) -> list[FigureSpec]:
+    """The figures a report of ``records`` draws, as data (a test draws and measures them)."""
+    runs = _runs(records)
+    stats = {(r.judge, r.condition_id): _stats(r) for r in runs}
+    figures = _figure_specs(
+        runs, stats, _comparisons(runs, stats), _recall_rows(records), _coincidences(records)
+    )
+    return [spec for spec, _ in figures.drawn]

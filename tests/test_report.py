@@ -1,28 +1,51 @@
-"""The evaluation report: hand-written judgments → report.md numbers checked by hand, and
-report.html opened in headless Debian chromium with the network off, its plots found.
+"""The evaluation report: hand-written judgments → numbers and intervals checked by hand, and the
+demo's report folder (curated, exported and evaluated through the product path, reported by the
+CLI) holding figures as PNG and PDF, every table as CSV and LaTeX, and the provenance.
 
-The fixture: four pairs in two playlists (PL-A: p1, p2; PL-B: p3, p4), three in "cooking" and one
-in "sports". Judge "first" always picks the first answer. Judge "mixed" at 1 h with uniform frames
-gets p1 and p2 right in both orders, picks the first answer on p3 both times and ties on p4; at
-10 h it always picks the first answer; with retrieved frames (bm25) it is always right; with
-frames only it is always right; with the transcript only it always ties.
+The hand-written fixture: four pairs in two playlists (PL-A: p1, p2; PL-B: p3, p4), three in
+"cooking" and one in "sports". Judge "first" always picks the first answer. Judge "mixed" at 1 h
+with uniform frames gets p1 and p2 right in both orders, picks the first answer on p3 both times
+and ties on p4; at 10 h it always picks the first answer; with retrieved frames (bm25) it is
+always right; with frames only it is always right; with the transcript only it always ties.
+
+Its intervals are known exactly: with two playlists a resample takes playlist A twice, B twice or
+one of each, so the 95 % percentile interval over 2000 resamples runs from one playlist's mean to
+the other's (see tests/test_bootstrap.py). A stratum inside one playlist resamples its pairs.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from playlisteval.report import ReportError, write_report
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.cli import app as cli_app
+from playlisteval.figures import BarFigure, LineFigure, draw, text_overlaps
+from playlisteval.report import (
+    OFFLINE_NOTE,
+    ReportError,
+    ReportSummary,
+    code_version,
+    figure_specs,
+    load_records,
+    write_report,
+)
+from playlisteval.settings import load_settings
+from policies.judging import parse_condition
+from tests.workspaces import copy_workspace
 
 PAIRS = {  # pair id: (domain, gap, playlist)
     "p1": ("cooking", 1, "PL-A"),
@@ -40,6 +63,7 @@ RETRIEVED = [
     {"video_id": "v1", "start_s": 0.0, "end_s": 10.0, "score": 0.9},
     {"video_id": "v9", "start_s": 0.0, "end_s": 10.0, "score": 0.5},
 ]
+NBSP = "\u00a0"
 
 Picker = Callable[[str, str], str | None]  # (pair id, order) -> picked
 
@@ -60,22 +84,30 @@ def _mixed(pair: str, order: str) -> str | None:
     return {"p1": _right, "p2": _right, "p3": _first, "p4": _tie}[pair](pair, order)
 
 
-def _condition(frames: str, modality: str, hours: float) -> dict[str, Any]:
-    return {
+def _records(
+    judge: str,
+    frames: str,
+    modality: str,
+    hours: float,
+    pick: Picker,
+    *,
+    built: float | None = None,
+    retriever: str = "bm25",
+    spans: Callable[[str], list[dict[str, Any]]] = lambda pair: RETRIEVED,
+) -> list[str]:
+    """The lines an evaluation writes for one judge under one condition: every pair in both
+    orders, in a haystack of ``built`` hours (default: the hours asked)."""
+    condition = {
         "frames": frames,
-        "retriever": "bm25" if frames == "retrieved" else None,
+        "retriever": retriever if frames == "retrieved" else None,
         "modality": modality,
         "hours": hours,
         "n_frames": 32,
         "thinking_budget": None,
         "resolution": 448,
     }
-
-
-def _records(judge: str, frames: str, modality: str, hours: float, pick: Picker) -> list[str]:
-    condition = _condition(frames, modality, hours)
-    retriever = "-bm25" if frames == "retrieved" else ""
-    condition_id = f"{frames}{retriever}-{modality}-{hours:g}h-32f-448p"
+    named = f"-{retriever}" if frames == "retrieved" else ""
+    condition_id = f"{frames}{named}-{modality}-{hours:g}h-32f-448p"
     lines = []
     for pair, (domain, gap, playlist) in PAIRS.items():
         for order in ("chosen_first", "rejected_first"):
@@ -90,28 +122,27 @@ def _records(judge: str, frames: str, modality: str, hours: float, pick: Picker)
                 "raw_output": f"[[{verdict}]]",
                 "verdict": verdict,
                 "picked": picked,
-                "retrieved_spans": RETRIEVED if frames == "retrieved" else [],
+                "retrieved_spans": spans(pair) if frames == "retrieved" else [],
                 "gold_spans": GOLD,
                 "seed": 0,
                 "domain": domain,
                 "gap": gap,
                 "playlist_id": playlist,
-                "length_hours": hours,
+                "length_hours": hours if built is None else built,
                 "call_key": f"{judge}/{condition_id}/{pair}/{order}",
             }
             lines.append(json.dumps(record))
     return lines
 
 
-def _write_eval(directory: Path, lines: list[str]) -> Path:
+def _write_eval(directory: Path, lines: list[str], meta: dict[str, Any] | None = None) -> Path:
     directory.mkdir(parents=True)
     (directory / "judgments.jsonl").write_text("\n".join(lines) + "\n")
-    (directory / "evaluation.json").write_text(json.dumps({"judges": [], "conditions": []}))
+    (directory / "evaluation.json").write_text(json.dumps(meta or {"judges": []}))
     return directory
 
 
-@pytest.fixture
-def full_eval(tmp_path: Path) -> list[Path]:
+def full_eval_dirs(root: Path) -> list[Path]:
     """Two evaluation directories: the "first" judge in one, the "mixed" judge in the other."""
     first = _records("first", "uniform", "frames+transcript", 1, _first) + _records(
         "first", "uniform", "frames+transcript", 10, _first
@@ -123,15 +154,27 @@ def full_eval(tmp_path: Path) -> list[Path]:
         + _records("mixed", "uniform", "frames", 1, _right)
         + _records("mixed", "uniform", "transcript", 1, _tie)
     )
-    return [
-        _write_eval(tmp_path / "eval-first", first),
-        _write_eval(tmp_path / "eval-mixed", mixed),
-    ]
+    return [_write_eval(root / "eval-first", first), _write_eval(root / "eval-mixed", mixed)]
+
+
+@pytest.fixture
+def full_eval(tmp_path: Path) -> list[Path]:
+    """The hand-written evaluations (see the module docstring)."""
+    return full_eval_dirs(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], ReportSummary]:
+    """The report of the hand-written evaluations, written once for the tests that read it."""
+    root = tmp_path_factory.mktemp("full")
+    dirs = full_eval_dirs(root)
+    return dirs, write_report(dirs, root / "out")
 
 
 def _section(markdown: str, title: str) -> str:
-    start = markdown.index(f"## {title}\n")
-    end = markdown.find("\n## ", start + 1)
+    """The ``## title`` section of a markdown page (not a ``###`` figure heading)."""
+    start = markdown.index(f"\n## {title}") + 1
+    end = markdown.find("\n## ", start)
     return markdown[start : end if end >= 0 else len(markdown)]
 
 
@@ -157,102 +200,105 @@ def _clustered_se(values: list[float], clusters: list[str]) -> float:
 
 U1 = "uniform-frames+transcript-1h-32f-448p"
 R1 = "retrieved-bm25-frames+transcript-1h-32f-448p"
+NOT_KNOWN = "not known"  # who answered: no log was read and "first"/"mixed" are no offline judges
 
 
-def test_table1_gives_the_hand_computed_metrics(full_eval: list[Path], tmp_path: Path) -> None:
-    summary = write_report(full_eval, tmp_path / "out")
+def test_table1_gives_the_hand_computed_metrics_and_intervals(
+    full_report: tuple[list[Path], ReportSummary],
+) -> None:
+    _, summary = full_report
     assert summary.judgments == 8 * 7
     assert summary.runs == 7
     table = _section(summary.markdown.read_text(), "Judges by condition")
-    # accuracy, swap-averaged, consistent, position consistency, position bias, N, pairs, SE
+    # hours built, answered by, accuracy, swap-averaged, consistent, position consistency (each
+    # with its interval), position bias, N, pairs, SE. "first" scores 1 then 0 on every pair:
+    # both playlists' means are 0.5, and so is every resample.
     assert _row(table, "first", U1) == [
-        "0.500", "0.500", "0.000", "0.000", "+0.500", "8", "4", "0.000"
+        "1", NOT_KNOWN, "0.500 [0.500, 0.500]", "0.500 [0.500, 0.500]", "0.000 [0.000, 0.000]",
+        "0.000 [0.000, 0.000]", "+0.500", "8", "4", "0.000",
     ]  # fmt: skip
-    # mixed at 1 h, per judgment (cf, rf): p1 1 1, p2 1 1, p3 1 0, p4 .5 .5 -> 6/8.
-    # Pairs: swap-averaged 1 1 .5 .5; consistent 1 1 0 0; position-consistent 1 1 0 1 (tie=tie).
-    # Decisive verdicts picking "first": p1 1, p2 1, p3 2 of 6 -> 4/6 - 1/2.
+    # mixed at 1 h, per judgment (cf, rf): p1 1 1, p2 1 1 (PL-A: mean 1), p3 1 0, p4 .5 .5
+    # (PL-B: .5) -> 6/8 in [0.5, 1]. Pairs: swap-averaged 1 1 | .5 .5; consistent 1 1 | 0 0;
+    # position-consistent 1 1 | 0 1 (tie = tie). Decisive verdicts picking "first": 4 of 6.
     se = _clustered_se([1, 1, 1, 1, 1, 0, 0.5, 0.5], ["PL-A"] * 4 + ["PL-B"] * 4)
     assert se == pytest.approx(0.25)
     assert _row(table, "mixed", U1) == [
-        "0.750", "0.750", "0.500", "0.750", f"{4 / 6 - 0.5:+.3f}", "8", "4", f"{se:.3f}"
+        "1", NOT_KNOWN, "0.750 [0.500, 1.000]", "0.750 [0.500, 1.000]", "0.500 [0.000, 1.000]",
+        "0.750 [0.500, 1.000]", f"{4 / 6 - 0.5:+.3f}", "8", "4", f"{se:.3f}",
     ]  # fmt: skip
     assert _row(table, "mixed", R1) == [
-        "1.000", "1.000", "1.000", "1.000", "+0.000", "8", "4", "0.000"
+        "1", NOT_KNOWN, "1.000 [1.000, 1.000]", "1.000 [1.000, 1.000]", "1.000 [1.000, 1.000]",
+        "1.000 [1.000, 1.000]", "+0.000", "8", "4", "0.000",
     ]  # fmt: skip
     # Always tie: accuracy 0.5, both orders tie so the pair is position-consistent, and no
     # decisive verdict leaves the position bias undefined.
     assert _row(table, "mixed", "uniform-transcript-1h-32f-448p") == [
-        "0.500", "0.500", "0.000", "1.000", "—", "8", "4", "0.000"
+        "1", NOT_KNOWN, "0.500 [0.500, 0.500]", "0.500 [0.500, 0.500]", "0.000 [0.000, 0.000]",
+        "1.000 [1.000, 1.000]", "—", "8", "4", "0.000",
     ]  # fmt: skip
 
 
-def test_strata_modality_paired_test_and_recall(full_eval: list[Path], tmp_path: Path) -> None:
-    markdown = write_report(full_eval, tmp_path / "out").markdown.read_text()
+def test_strata_modality_paired_test_and_recall(
+    full_report: tuple[list[Path], ReportSummary],
+) -> None:
+    markdown = full_report[1].markdown.read_text()
 
     domains = _section(markdown, "Accuracy per domain")
     assert "| judge | condition | cooking | sports | macro |" in domains
-    # cooking: p1 1 1, p2 1 1, p3 1 0 -> 5/6; sports: p4 .5 .5.
-    assert _row(domains, "mixed", U1) == ["0.833 (N=6)", "0.500 (N=2)", f"{(5 / 6 + 0.5) / 2:.3f}"]
-    assert _row(domains, "first", U1) == ["0.500 (N=6)", "0.500 (N=2)", "0.500"]
+    # cooking: p1 1 1, p2 1 1 (PL-A), p3 1 0 (PL-B) -> 5/6 in [0.5, 1]; sports: p4 .5 .5, one
+    # pair in one playlist: nothing to resample.
+    assert _row(domains, "mixed", U1) == [
+        "0.833 [0.500, 1.000] (N=6)", "0.500 (N=2)", f"{(5 / 6 + 0.5) / 2:.3f}"
+    ]  # fmt: skip
+    assert _row(domains, "first", U1) == [
+        "0.500 [0.500, 0.500] (N=6)", "0.500 (N=2)", "0.500"
+    ]  # fmt: skip
     gaps = _section(markdown, "Accuracy per rating gap")
-    # gap 1: p1 -> 1; gap 2: p2 1 1, p3 1 0, p4 .5 .5 -> 4/6.
-    assert _row(gaps, "mixed", U1) == ["1.000 (N=2)", "0.667 (N=6)", f"{(1 + 4 / 6) / 2:.3f}"]
+    # gap 1: p1 -> 1 (one pair); gap 2: p2 1 1 (PL-A), p3 1 0, p4 .5 .5 (PL-B) -> 4/6.
+    assert _row(gaps, "mixed", U1) == [
+        "1.000 (N=2)", "0.667 [0.500, 1.000] (N=6)", f"{(1 + 4 / 6) / 2:.3f}"
+    ]  # fmt: skip
 
     modality = _section(markdown, "Modality ablation")
     setting = "uniform-1h-32f-448p"  # the one label, as the evaluation names it
-    assert _row(modality, "mixed", setting, "frames") == ["1.000", "1.000", "8"]
-    assert _row(modality, "mixed", setting, "frames+transcript") == ["0.750", "0.750", "8"]
-    assert _row(modality, "mixed", setting, "transcript") == ["0.500", "0.500", "8"]
+    assert _row(modality, "mixed", setting, "frames") == [
+        "1.000 [1.000, 1.000]", "1.000 [1.000, 1.000]", "8"
+    ]  # fmt: skip
+    assert _row(modality, "mixed", setting, "frames+transcript") == [
+        "0.750 [0.500, 1.000]", "0.750 [0.500, 1.000]", "8"
+    ]  # fmt: skip
+    assert _row(modality, "mixed", setting, "transcript") == [
+        "0.500 [0.500, 0.500]", "0.500 [0.500, 0.500]", "8"
+    ]  # fmt: skip
     assert "| first |" not in modality  # "first" ran under one modality only
 
     paired = _section(markdown, "Retrieved against uniform frames")
-    # Per pair retrieved minus uniform swap-averaged: 0, 0 (PL-A), .5, .5 (PL-B) -> mean .25.
+    # Per pair retrieved minus uniform swap-averaged: 0, 0 (PL-A), .5, .5 (PL-B) -> mean .25
+    # in [0, 0.5].
     se = _clustered_se([0, 0, 0.5, 0.5], ["PL-A", "PL-A", "PL-B", "PL-B"])
     z = 0.25 / se
     p = math.erfc(abs(z) / math.sqrt(2))
     # p3 and p4 are consistently right with retrieval only: sign test 2 * (1/2)**2.
     assert _row(paired, "mixed", "bm25") == [
-        U1,
-        R1,
-        "4",
-        "+0.250",
-        f"{se:.3f}",
-        f"{z:+.3f}",
-        f"{p:.3g}",
-        "2",
-        "0",
+        U1, R1, "4", "+0.250 [+0.000, +0.500]", f"{se:.3f}", f"{z:+.3f}", f"{p:.3g}", "2", "0",
         "0.5",
-    ]
+    ]  # fmt: skip
     assert "| first |" not in paired
 
     recall = _section(markdown, "Retriever recall of the gold evidence")
     # Ranked by score: v1 0-10 (IoU 1 with gold v1), v9, v2 5-15 (IoU 5/15 with gold v2).
-    # R@1..10, coverage (10 + 5 of 20 gold seconds), mean best IoU ((1 + 1/3) / 2), N.
-    assert _row(recall, "bm25", "1", "0.3") == [
-        "0.500", "1.000", "1.000", "1.000", "0.750", f"{(1 + 1 / 3) / 2:.3f}", "4"
+    # R@1..10, coverage (10 + 5 of 20 gold seconds), mean best IoU ((1 + 1/3) / 2), N, twins.
+    assert _row(recall, "bm25", "1", "1", "0.3") == [
+        "0.500", "1.000", "1.000", "1.000", "0.750", f"{(1 + 1 / 3) / 2:.3f}", "4", "—"
     ]  # fmt: skip
-    assert _row(recall, "bm25", "1", "0.5") == [
-        "0.500", "0.500", "0.500", "0.500", "0.750", "0.667", "4"
+    assert _row(recall, "bm25", "1", "1", "0.5") == [
+        "0.500", "0.500", "0.500", "0.500", "0.750", "0.667", "4", "—"
     ]  # fmt: skip
-
-
-def test_every_figure_is_drawn_when_its_data_is_there(
-    full_eval: list[Path], tmp_path: Path
-) -> None:
-    summary = write_report(full_eval, tmp_path / "out")
-    assert summary.omitted == ()
-    assert summary.figures == FIGURES
-    page = summary.html.read_text()
-    assert page.count('<svg class="plot"') == len(FIGURES)
-    # Accuracy against hours: one line per judge whose condition was run at 1 and 10 hours.
-    hours_svg = page[page.index("<title>Accuracy against haystack hours</title>") :]
-    hours_svg = hours_svg[: hours_svg.index("</svg>")]
-    assert hours_svg.count('class="series"') == 2
-    assert "0.750 at 1" in hours_svg
-    assert "0.500 at 10" in hours_svg
+    assert "same ranked spans" not in markdown  # one retriever: nothing coincides
 
 
 FIGURES = (
+    "Accuracy by condition",
     "Accuracy against haystack hours",
     "Retrieved against uniform frames",
     "Modality ablation",
@@ -262,14 +308,138 @@ FIGURES = (
 )
 
 
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (after checking the signature)."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def _figure_files_are_real(summary: Any) -> None:
+    assert len(summary.figure_files) == 2 * len(summary.figures)
+    for path in summary.figure_files:
+        if path.suffix == ".png":
+            width, height = _png_size(path)
+            assert width > 300
+            assert height > 200
+        else:
+            assert path.suffix == ".pdf"
+            data = path.read_bytes()
+            assert data.startswith(b"%PDF-")
+            assert b"%%EOF" in data[-64:]
+
+
+def test_every_figure_is_drawn_when_its_data_is_there(
+    full_report: tuple[list[Path], ReportSummary],
+) -> None:
+    full_eval, summary = full_report
+    out = summary.html.parent
+    assert summary.omitted == ()
+    assert summary.figures == FIGURES
+    _figure_files_are_real(summary)
+    page, markdown = summary.html.read_text(), summary.markdown.read_text()
+    for path in summary.figure_files:
+        name = path.relative_to(out).as_posix()
+        assert name in markdown
+        assert (f'<img src="{name}"' in page) == (path.suffix == ".png")
+        assert (f'href="{name}"' in page) == (path.suffix == ".pdf")
+    specs = {spec.title: spec for spec in figure_specs(load_records(full_eval))}
+    hours = specs["Accuracy against haystack hours"]
+    assert isinstance(hours, LineFigure)
+    # One line per judge whose condition ran at 1 and at 10 hours, at the hours built.
+    lines = {s.label: [(p.x, p.y) for p in s.points] for s in hours.series}
+    assert lines == {
+        "first · uniform-frames+transcript-32f-448p": [(1.0, 0.5), (10.0, 0.5)],
+        "mixed · uniform-frames+transcript-32f-448p": [(1.0, 0.75), (10.0, 0.5)],
+    }
+    mixed_1h = next(p for p in hours.series[1].points if p.x == 1.0)
+    assert (mixed_1h.low, mixed_1h.high) == (0.5, 1.0)  # the interval rides along
+
+
+def test_no_two_texts_of_any_figure_collide(
+    full_report: tuple[list[Path], ReportSummary],
+) -> None:
+    """Tick labels, value labels, legends and titles are measured on the drawn canvas."""
+    for spec in figure_specs(load_records(full_report[0])):
+        assert text_overlaps(draw(spec, OFFLINE_NOTE)) == [], spec.title
+
+
+def test_a_condition_is_named_by_the_hours_its_haystack_holds(tmp_path: Path) -> None:
+    """Asked for 1 h and 10 h over a playlist of 0.1 h: both built 0.1 h, and say so."""
+    lines = _records("first", "uniform", "frames", 1, _right, built=0.1) + _records(
+        "first", "uniform", "frames", 10, _first, built=0.1
+    )
+    directory = _write_eval(tmp_path / "eval", lines)
+    summary = write_report([directory], tmp_path / "out")
+    table = _section(summary.markdown.read_text(), "Judges by condition")
+    assert _row(table, "first", "uniform-frames-1h-32f-448p")[0] == "0.1"
+    assert _row(table, "first", "uniform-frames-10h-32f-448p")[0] == "0.1"
+    [sentence] = [s for s in summary.omitted if s.startswith("Accuracy against haystack hours")]
+    assert "asked for 1 and 10 h, but every haystack built holds 0.1 h" in sentence
+    [accuracy] = [s for s in figure_specs(load_records([directory])) if isinstance(s, BarFigure)][
+        :1
+    ]
+    labels = [group.label for group in accuracy.groups]
+    assert labels == [
+        f"uniform-frames-32f-448p · 0.1{NBSP}h{NBSP}(1{NBSP}h{NBSP}asked)",
+        f"uniform-frames-32f-448p · 0.1{NBSP}h{NBSP}(10{NBSP}h{NBSP}asked)",
+    ]
+    provenance = _section(summary.markdown.read_text(), "Provenance")
+    assert "| condition uniform-frames-10h-32f-448p | 10 h asked, 0.1 h built |" in provenance
+
+
+def _twins(pair: str) -> list[dict[str, Any]]:
+    return RETRIEVED
+
+
+def _other(pair: str) -> list[dict[str, Any]]:
+    """bm25's spans: the same as the twins' except on p4."""
+    return RETRIEVED if pair != "p4" else RETRIEVED[:1]
+
+
+def test_retrievers_with_the_same_spans_for_every_pair_are_named_as_one(tmp_path: Path) -> None:
+    lines = _records("mixed", "uniform", "frames", 1, _first)
+    for retriever, spans in (("text", _twins), ("multimodal", _twins), ("bm25", _other)):
+        lines += _records(
+            "mixed", "retrieved", "frames", 1, _right, retriever=retriever, spans=spans
+        )
+    directory = _write_eval(tmp_path / "eval", lines)
+    markdown = write_report([directory], tmp_path / "out").markdown.read_text()
+    recall = _section(markdown, "Retriever recall of the gold evidence")
+    sentence = (
+        "multimodal and text returned the same ranked spans for every one of the 4 pairs at 1 h "
+        "asked: their recall, and the accuracy of judges shown their spans, are one "
+        "measurement, not two."
+    )
+    assert sentence in recall
+    assert _row(recall, "text", "1", "1", "0.5")[-1] == "multimodal"
+    assert _row(recall, "multimodal", "1", "1", "0.5")[-1] == "text"
+    assert _row(recall, "bm25", "1", "1", "0.5")[-1] == "—"  # p4 differs
+    specs = {s.title: s for s in figure_specs(load_records([directory]))}
+    compared = specs["Retrieved against uniform frames"]
+    assert isinstance(compared, BarFigure)
+    assert [b.series for b in compared.groups[0].bars] == [
+        "uniform",
+        "retrieved: bm25",
+        "retrieved: multimodal = text",  # one bar for the two
+    ]
+    recall_figure = specs["Retriever recall@k at tIoU ≥ 0.5"]
+    assert isinstance(recall_figure, LineFigure)
+    assert [s.label for s in recall_figure.series] == ["bm25 · 1 h", "multimodal = text · 1 h"]
+
+
 def test_absent_data_gives_a_sentence_instead_of_a_figure(tmp_path: Path) -> None:
-    """One judge at one length, uniform frames only: four charts have nothing to draw."""
-    judge = "<img src=x onerror=alert(1)> & co"
+    """One judge at one length, uniform frames only: four figures have nothing to draw."""
+    judge = "<img src=x onerror=alert(1)> & co_1 %"
     directory = _write_eval(
         tmp_path / "eval", _records(judge, "uniform", "frames+transcript", 1, _mixed)
     )
     summary = write_report([directory], tmp_path / "out")
-    assert summary.figures == ("Position consistency across the answer swap", "Accuracy per domain")
+    assert summary.figures == (
+        "Accuracy by condition",
+        "Position consistency across the answer swap",
+        "Accuracy per domain",
+    )
     assert [s.split(":")[0] for s in summary.omitted] == [
         "Accuracy against haystack hours",
         "Retrieved against uniform frames",
@@ -277,20 +447,25 @@ def test_absent_data_gives_a_sentence_instead_of_a_figure(tmp_path: Path) -> Non
         "Retriever recall@k at tIoU ≥ 0.5",
     ]
     page = summary.html.read_text()
-    assert page.count('<svg class="plot"') == 2
+    assert page.count("<img ") == 3
     assert page.count('<p class="no-figure">') == 4
     assert "more than one haystack length" in page
-    assert "<img" not in page  # the judge's name is text, escaped everywhere
-    assert "&lt;img src=x onerror=alert(1)&gt; &amp; co" in page
+    assert "<img src=x" not in page  # the judge's name is text, escaped everywhere
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; co_1 %" in page
     table = _section(summary.markdown.read_text(), "Judges by condition")
-    assert _row(table, judge, U1)[:2] == ["0.750", "0.750"]
+    assert _row(table, judge, U1)[2:4] == ["0.750 [0.500, 1.000]", "0.750 [0.500, 1.000]"]
+    tex = (tmp_path / "out" / "tables" / "judges-by-condition.tex").read_text()
+    assert r"<img src=x onerror=alert(1)> \& co\_1 \%" in tex
+    rows = list(
+        csv.reader(io.StringIO((tmp_path / "out/tables/judges-by-condition.csv").read_text()))
+    )
+    assert rows[1][0] == judge  # quoted by the CSV writer, read back as written
 
 
 def test_a_verdict_recorded_twice_counts_once_and_a_clash_raises(
     full_eval: list[Path], tmp_path: Path
 ) -> None:
-    summary = write_report([*full_eval, full_eval[0]], tmp_path / "out")
-    assert summary.judgments == 8 * 7  # the repeated directory adds nothing
+    assert len(load_records([*full_eval, full_eval[0]])) == 8 * 7  # the repeat adds nothing
 
     lines = _records("first", "uniform", "frames+transcript", 1, _first)
     clash = json.loads(lines[0])
@@ -310,6 +485,11 @@ def test_missing_and_malformed_judgments_raise_report_errors(tmp_path: Path) -> 
     del record["condition_id"]
     directory = _write_eval(tmp_path / "missing", [json.dumps(record)])
     with pytest.raises(ReportError, match="no 'condition_id' field"):
+        write_report([directory], tmp_path / "out")
+    good = _records("first", "uniform", "frames", 1, _first)
+    directory = _write_eval(tmp_path / "torn-meta", good)
+    (directory / "evaluation.json").write_text('{"evaluation_id": ')
+    with pytest.raises(ReportError, match=r"evaluation\.json is not JSON"):
         write_report([directory], tmp_path / "out")
 
 
@@ -340,12 +520,16 @@ def test_a_judgments_file_written_before_is_read_and_named_by_the_one_label(
     assert record.ranked == (Span(0.0, 5.0, "v2"), Span(2.0, 12.0, "v1"))  # best score first
     assert record.judgment.correct
     summary = write_report([_write_eval(tmp_path / "old", [OLD_LINE])], tmp_path / "out")
-    table = _section(summary.markdown.read_text(), "Judges by condition")
-    assert _row(table, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")[-3:] == [
-        "1",
-        "0",
-        "—",
-    ]
+    markdown = summary.markdown.read_text()
+    table = _section(markdown, "Judges by condition")
+    row = _row(table, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")
+    assert row[0] == "0.052"  # the hours built, not the 1 h asked
+    assert row[-3:] == ["1", "0", "—"]
+    shown = _section(markdown, "What the judges were shown")
+    # Written before judgments said what they were shown: the table says so, it invents nothing.
+    assert _row(shown, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f") == [
+        "0 / 1", "—", "—", "—", "—", "—"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -370,80 +554,248 @@ def test_a_record_that_breaks_the_shape_is_refused_with_its_line_and_field(
         write_report([directory], tmp_path / "out")
 
 
-# --- the page in a real browser --------------------------------------------------------------
+def test_without_the_log_the_provenance_says_what_it_does_not_know(tmp_path: Path) -> None:
+    meta = {
+        "evaluation_id": "e1",
+        "benchmark_sha256": "ab" * 32,
+        "started": "2026-01-02T03:04:05+00:00",
+    }
+    lines = _records("offline-first", "uniform", "frames", 1, _first) + _records(
+        "gpt-5.4", "uniform", "frames", 1, _right
+    )
+    directory = _write_eval(tmp_path / "eval", lines, meta)
+    summary = write_report([directory], tmp_path / "out")
+    assert summary.source == "unknown"  # gpt-5.4 may have been live or the offline provider
+    provenance = _section(summary.markdown.read_text(), "Provenance")
+    assert f"| benchmark of {directory} | sha256 {'ab' * 32} (of pairs.jsonl) |" in provenance
+    assert f"| evaluation {directory} | id e1 |" in provenance
+    assert "| judge offline-first | offline provider; answered as not in the log read |" in (
+        provenance
+    )
+    assert "| judge gpt-5.4 | not known; answered as not in the log read |" in provenance
+    assert "Whether gpt-5.4 answered live or through the offline provider is not known" in (
+        provenance
+    )
+    assert f"| evaluation started ({directory}) | 2026-01-02 03:04:05 UTC |" in provenance
+    assert "| first judgment |" not in provenance  # no log, no call times
+    assert f"| code version (of the report) | {code_version()} |" in provenance
+    assert "| log | not read (no workspace given) |" in provenance
+    assert "percentile bootstraps over 2000 resamples" in provenance
 
 
-@pytest.fixture
-def chromium() -> Iterator[Any]:
-    """Headless Debian chromium through selenium, its network switched off."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip(
-            "needs Debian's chromium and chromium-driver at /usr/bin "
-            "(apt-get install chromium chromium-driver)"
-        )
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(str(CHROMEDRIVER)), options=options)
-    try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd(
-            "Network.emulateNetworkConditions",
-            {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
-        )
-        yield driver
-    finally:
-        driver.quit()
+# --- the demo's report folder ----------------------------------------------------------------
+
+DEMO_CONDITIONS = (
+    "uniform::frames+transcript:1h:8",
+    "uniform::frames+transcript:10h:8",
+    "retrieved:bm25:frames+transcript:1h:8",
+    "retrieved:text:frames+transcript:1h:8",
+    "retrieved:multimodal:frames+transcript:1h:8",
+)
+DEMO_JUDGES = ("offline-first", "offline-frames")
 
 
-def test_report_html_opens_offline_in_chromium_with_its_plots(
-    full_eval: list[Path], tmp_path: Path, chromium: Any
+@dataclass(frozen=True)
+class DemoReport:
+    """A benchmark curated from the demo workspace, evaluated, and reported by the CLI."""
+
+    home: Path
+    bench: Path
+    eval_dir: Path
+    out: Path
+    output: str
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo_home: Path, tmp_path_factory: pytest.TempPathFactory) -> DemoReport:
+    root = tmp_path_factory.mktemp("report")
+    home = copy_workspace(demo_home, root / "ws")
+    with App(load_settings(home)) as app:
+        curated = runs.curate(app, budget_usd=None, max_seeds=3)
+        runs.export(app, root / "bench", curated.run_id)
+        runs.evaluate(app, root / "bench", list(DEMO_JUDGES), root / "eval", list(DEMO_CONDITIONS))
+    out = root / "report"
+    result = CliRunner().invoke(
+        cli_app, ["report", str(root / "eval"), "--out", str(out), "--home", str(home)]
+    )
+    assert result.exit_code == 0, result.output
+    return DemoReport(home, root / "bench", root / "eval", out, result.output)
+
+
+TABLES = (
+    "provenance",
+    "judges-by-condition",
+    "shown",
+    "accuracy-per-domain",
+    "accuracy-per-gap",
+    "modality-ablation",
+    "retrieved-vs-uniform",
+    "retriever-recall",
+)
+
+
+def test_the_demo_report_folder_holds_figures_tables_and_the_pages(
+    demo_report: DemoReport,
 ) -> None:
-    from selenium.webdriver.common.by import By
+    out = demo_report.out
+    markdown, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    pngs = sorted((out / "figures").glob("*.png"))
+    assert pngs, "no figure was drawn"
+    assert sorted(p.stem for p in (out / "figures").glob("*.pdf")) == [p.stem for p in pngs]
+    for png in pngs:
+        name = png.relative_to(out).as_posix()
+        assert f"]({name})" in markdown
+        assert f'<img src="{name}"' in page
+        assert f"({png.with_suffix('.pdf').relative_to(out).as_posix()})" in markdown
+        width, height = _png_size(png)
+        assert width > 300
+        assert height > 200
+        assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF-")
+    for slug in TABLES:
+        assert f"(tables/{slug}.csv)" in markdown
+        assert f"(tables/{slug}.tex)" in markdown
+        assert f'href="tables/{slug}.csv"' in page
+        assert f'href="tables/{slug}.tex"' in page
+        rows = list(csv.reader(io.StringIO((out / "tables" / f"{slug}.csv").read_text())))
+        assert rows, slug
+        assert all(len(r) == len(rows[0]) for r in rows), slug
+        tex = (out / "tables" / f"{slug}.tex").read_text()
+        _check_latex(tex, slug)
+    assert "report.html" in demo_report.output.replace("\n", "")  # rich wraps long paths
+    assert "(offline)" in demo_report.output
 
-    summary = write_report(full_eval, tmp_path / "out")
-    page = summary.html.read_text()
-    # Self-contained: nothing to fetch, no script.
-    assert not re.search(r"\b(src|href)\s*=", page)
-    assert "url(" not in page
-    assert "<script" not in page
 
-    chromium.get(summary.html.resolve().as_uri())
-    assert chromium.title == "Judge evaluation report"
-    plots = chromium.find_elements(By.CSS_SELECTOR, "svg.plot")
-    assert len(plots) == len(FIGURES)
-    titles = [
-        chromium.execute_script(
-            "return arguments[0].querySelector(':scope > title').textContent", p
+def _check_latex(tex: str, slug: str) -> None:
+    """A booktabs table whose rows all have the header's number of cells, braces balanced and
+    no special character left bare (a bare ``_`` or ``%`` would break or cut the line)."""
+    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
+        assert rule in tex, slug
+    body = tex[tex.index("\\toprule") : tex.index("\\bottomrule")]
+    rows = [line for line in body.splitlines() if line.endswith("\\\\")]
+    header, *rest = [len(re.split(r"(?<!\\)&", row)) for row in rows]
+    spans = [int(n) for n in re.findall(r"\\multicolumn\{(\d+)\}", body)]
+    if spans:  # an empty table: its header and one line that spans it
+        assert spans == [header], slug
+    else:
+        assert set(rest) == {header}, f"{slug}: a header of {header} cells, rows of {set(rest)}"
+    assert tex.count("{") - tex.count("\\{") == tex.count("}") - tex.count("\\}"), slug
+    assert not re.search(r"(?<!\\)[_%#]", tex.split("\n", 1)[1]), slug  # past the % comment
+
+
+def _csv_rows(out: Path, slug: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO((out / "tables" / f"{slug}.csv").read_text())))
+
+
+def test_every_accuracy_has_its_interval_in_the_tables(demo_report: DemoReport) -> None:
+    rows = _csv_rows(demo_report.out, "judges-by-condition")
+    records = load_records([demo_report.eval_dir])
+    assert len(rows) == len(DEMO_JUDGES) * len(DEMO_CONDITIONS)
+    playlists = {r.playlist_id for r in records}
+    for row in rows:
+        for name in ("accuracy", "swap-averaged"):
+            value, low, high = (float(row[f"{name}{s}"]) for s in ("", " 95% low", " 95% high"))
+            assert low <= value <= high, row
+        mine = [r for r in records if (r.judge, r.condition_id) == (row["judge"], row["condition"])]
+        scores = [
+            1.0 if r.judgment.correct else 0.5 if not r.judgment.answered else 0.0 for r in mine
+        ]
+        assert float(row["accuracy"]) == pytest.approx(sum(scores) / len(scores))
+        assert row["haystack h (built)"] == f"{mine[0].length_hours:.3g}"
+        assert row["answered by"] == f"offline:{row['judge']}"
+    assert len(playlists) >= 2, "the demo's pairs should span playlists for the intervals"
+
+
+def test_the_provenance_names_the_benchmark_judges_conditions_dates_and_code(
+    demo_report: DemoReport,
+) -> None:
+    markdown = (demo_report.out / "report.md").read_text()
+    provenance = _section(markdown, "Provenance")
+    sha = hashlib.sha256((demo_report.bench / "pairs.jsonl").read_bytes()).hexdigest()
+    assert json.loads((demo_report.bench / "benchmark.json").read_text())["content_sha256"] == sha
+    assert f"sha256 {sha} (of pairs.jsonl)" in provenance
+    for judge in DEMO_JUDGES:
+        assert f"| judge {judge} | offline provider; answered as offline:{judge} |" in provenance
+    records = load_records([demo_report.eval_dir])
+    built = {r.condition_id: r.length_hours for r in records}
+    assert set(built) == {parse_condition(text).label() for text in DEMO_CONDITIONS}
+    for condition_id, hours in built.items():
+        asked = next(r.condition.hours for r in records if r.condition_id == condition_id)
+        assert f"| condition {condition_id} | {asked:g} h asked, {hours:.3g} h built |" in (
+            provenance
         )
-        for p in plots
-    ]
-    assert tuple(titles) == FIGURES
-    for plot in plots:  # laid out, with marks drawn
-        assert plot.size["width"] > 0
-        assert plot.size["height"] > 0
-        assert plot.find_elements(By.CSS_SELECTOR, "rect.bar, polyline.series")
-    bars = chromium.find_elements(By.CSS_SELECTOR, "svg.plot[data-kind='bar'] rect.bar")
-    assert bars
-    assert all(float(b.get_attribute("height")) >= 0 for b in bars)
-    # The page loaded no resource beyond itself (the network is off and nothing was asked for).
-    assert chromium.execute_script("return performance.getEntriesByType('resource').length") == 0
-    assert chromium.find_element(By.TAG_NAME, "h1").text == "Judge evaluation report"
+    for row in ("first judgment", "last judgment", "report written", "evaluation started"):
+        assert re.search(rf"\| {row}[^|]* \| \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", provenance)
+    assert f"| code version (of the report) | {code_version()} |" in provenance
+    assert (
+        f"| log | read from {demo_report.home / 'playlisteval.db'}; the calls of "
+        f"{len(records)} of {len(records)} judgments are in it |"
+    ) in provenance
+    assert code_version() == _expected_code_version()
 
 
-def test_the_report_command_writes_both_files_and_says_where(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
+def _expected_code_version() -> str:
+    """What the report should call this checkout: git's description, else the version."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / ".git").exists():
+        described = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if described:
+            return f"git {described}"
+    import importlib.metadata
 
-    from playlisteval.cli import app as cli_app
+    return f"playlisteval {importlib.metadata.version('playlisteval')}"
 
+
+def test_an_offline_evaluation_says_so_on_every_page_and_caption(demo_report: DemoReport) -> None:
+    out = demo_report.out
+    assert "**Offline evaluation. " + OFFLINE_NOTE + "**" in (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
+    assert f'<p class="offline">Offline evaluation. {OFFLINE_NOTE}</p>' in page
+    for tex in (out / "tables").glob("*.tex"):
+        assert "not evidence of model quality" in tex.read_text(), tex.name
+
+
+def test_retrievers_that_coincide_in_the_demo_are_named_beside_their_recall(
+    demo_report: DemoReport,
+) -> None:
+    """Whatever the demo's embedder does: the sentence is there exactly when two retrievers
+    returned the same spans for every pair."""
+    records = load_records([demo_report.eval_dir])
+    spans: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.condition.retriever:
+            spans.setdefault(r.condition.retriever, {})[r.pair_id] = r.ranked
+    same = spans["text"] == spans["multimodal"]
+    recall = _section((demo_report.out / "report.md").read_text(), "Retriever recall")
+    said = "multimodal and text returned the same ranked spans for every one of the"
+    assert (said in recall) == same
+    assert (spans["bm25"] == spans["text"]) == ("bm25 and" in recall)
+
+
+def test_the_demo_figures_are_legible(demo_report: DemoReport) -> None:
+    specs = figure_specs(load_records([demo_report.eval_dir]))
+    assert {s.slug for s in specs} == {p.stem for p in (demo_report.out / "figures").glob("*.png")}
+    for spec in specs:
+        assert text_overlaps(draw(spec, OFFLINE_NOTE)) == [], spec.title
+
+
+def test_the_report_command_writes_the_folder_and_says_where(tmp_path: Path) -> None:
     run = _write_eval(tmp_path / "eval", _records("first", "uniform", "none", 1.0, _first))
     result = CliRunner().invoke(cli_app, ["report", str(run), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "rep" / "report.md").is_file()
     assert (tmp_path / "rep" / "report.html").is_file()
-    assert "report.html" in result.output.replace("\n", "")  # rich wraps long paths
+    assert (tmp_path / "rep" / "tables" / "judges-by-condition.tex").is_file()
+    output = result.output.replace("\n", "")  # rich wraps long paths
+    assert "report.html" in output
+    assert "(unknown)" in output  # no workspace here: who answered is not known
+    provenance = _section((tmp_path / "rep" / "report.md").read_text(), "Provenance")
+    assert "| log | not read: no workspace at " in provenance
+    assert not (tmp_path / "home").exists()  # the default workspace was not made
     missing = CliRunner().invoke(cli_app, ["report", str(tmp_path / "nothing")])
     assert missing.exit_code == 2
     assert "error" in missing.output
