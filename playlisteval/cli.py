@@ -993,6 +993,7 @@ def ui(
         )
         base = f"http://{host}:{port}"
         console.print(f"serving {benchmark} on {base}/ (Ctrl-C to stop)")
+        console.print(f"sample: {web.state.design}")
         _print_invites(web.state.invite_links, base, invite or [])
         if evaluation:
             console.print(f"judgments: {base}/evaluations")
@@ -1377,6 +1378,26 @@ def annotations_invite(
     with _open(home) as app_:
         links = invite_annotators(app_, benchmark, names)
     _print_invites(links, url.rstrip("/"), names)
+
+
+@annotations_app.command("export")
+def annotations_export(
+    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    out: Annotated[Path, typer.Option(help="The file to write: labels.csv or labels.jsonl.")],
+    format_: Annotated[
+        str | None,
+        typer.Option("--format", help="csv or jsonl (default: from OUT's suffix)."),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Write the benchmark's standing human labels (one row per annotator and pair: the letter
+    picked, the label it means, the comment, the pair's strata, overlap or not, when) as CSV or
+    JSON Lines."""
+    from playlisteval.ui import export_labels
+
+    with _open(home) as app_:
+        count = export_labels(app_, benchmark, out, format_)
+    console.print(f"{count} label(s) written to {out}")
 
 
 store_app = typer.Typer(help="The event log.", no_args_is_help=True)

@@ -324,6 +324,19 @@ class PairSettings(Section):
     human_sample: int = Field(
         152, ge=1, description="Pairs in the stratified sample for human validation."
     )
+    human_overlap: int = Field(
+        2,
+        ge=2,
+        description="Annotators who each label a pair of the overlap share (at least 2): "
+        "agreement between annotators is measured on those pairs.",
+    )
+    human_overlap_share: float = Field(
+        0.25,
+        gt=0.0,
+        le=1.0,
+        description="Share of the human sample that `human_overlap` invited annotators label "
+        "each; every other pair goes to one annotator (1.0: every pair to `human_overlap`).",
+    )
     sample_seed: int = Field(
         0, description="Random seed of the pair sampling and of the human sample."
     )

@@ -205,6 +205,9 @@ def krippendorff_alpha(units: Mapping[_Unit, Sequence[_Label | None]]) -> float:
 
 BOOTSTRAP_DRAWS = 2000
 """Resamples of the shared items behind each bootstrap interval."""
+MIN_BOOTSTRAP_ITEMS = 10
+"""Fewer shared items get no interval: resampling a handful says little (two items that agree
+resample to [1, 1]), and a narrow interval there would mislead."""
 
 
 def kappa_of_tables(tables: np.ndarray) -> np.ndarray:
@@ -251,13 +254,13 @@ def bootstrap_kappa_interval(
 ) -> tuple[float, float] | None:
     """A 95 % percentile-bootstrap interval of Cohen's kappa for two annotators' labels of the
     same items (``a[i]`` with ``b[i]``): the items are resampled with replacement ``draws``
-    times (seeded by ``seed``: the same labels give the same interval). None below two items,
-    where resampling says nothing."""
+    times (seeded by ``seed``: the same labels give the same interval). None below
+    :data:`MIN_BOOTSTRAP_ITEMS` items."""
     if len(a) != len(b):
         raise AgreementError(
             f"kappa pairs the two annotators item by item, got {len(a)!r} and {len(b)!r} labels"
         )
-    if len(a) < 2:
+    if len(a) < MIN_BOOTSTRAP_ITEMS:
         return None
     categories = {label: i for i, label in enumerate(dict.fromkeys([*a, *b]))}
     size = len(categories)
@@ -273,10 +276,10 @@ def bootstrap_alpha_interval(
 ) -> tuple[float, float] | None:
     """A 95 % percentile-bootstrap interval of Krippendorff's nominal alpha: the units with two
     or more labels are resampled with replacement ``draws`` times (seeded by ``seed``). None
-    below two such units."""
+    below :data:`MIN_BOOTSTRAP_ITEMS` such units."""
     rows = [[v for v in values if v is not None] for values in units.values()]
     pairable = [row for row in rows if len(row) >= 2]
-    if len(pairable) < 2:
+    if len(pairable) < MIN_BOOTSTRAP_ITEMS:
         return None
     labels = {label: i for i, label in enumerate(dict.fromkeys(v for row in pairable for v in row))}
     size = len(labels)
@@ -343,7 +346,7 @@ class StratumAgreement:
     kappa: float | None
     alpha: float | None
     # Items labelled by two or more annotators (what kappa and alpha are computed over), and a
-    # 95 % bootstrap interval of each over those items (None below two shared items).
+    # 95 % bootstrap interval of each over those items (None below MIN_BOOTSTRAP_ITEMS).
     shared: int = 0
     kappa_interval: tuple[float, float] | None = None
     alpha_interval: tuple[float, float] | None = None

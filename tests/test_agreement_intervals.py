@@ -66,9 +66,9 @@ def test_the_vectorised_alpha_equals_the_krippendorff_package(units: dict[str, l
 
 def test_kappa_intervals_are_seeded_hold_the_estimate_and_narrow_with_more_items() -> None:
     a, b = KAPPA_CASES[0]
-    few = bootstrap_kappa_interval(a, b)
+    few = bootstrap_kappa_interval(a * 2, b * 2)
     assert few is not None
-    assert few == bootstrap_kappa_interval(a, b)  # the same labels, the same interval
+    assert few == bootstrap_kappa_interval(a * 2, b * 2)  # the same labels, the same interval
     many = bootstrap_kappa_interval(a * 10, b * 10)
     assert many is not None
     assert many != bootstrap_kappa_interval(a * 10, b * 10, seed=1)  # the seed draws them
@@ -76,32 +76,36 @@ def test_kappa_intervals_are_seeded_hold_the_estimate_and_narrow_with_more_items
     for low, high in (few, many):
         assert -1.0 <= low <= point <= high <= 1.0
     assert many[1] - many[0] < few[1] - few[0]
-    assert bootstrap_kappa_interval([INT], [OTH]) is None  # one shared item: no interval
+    # Below ten shared items no interval: six that resample to anything say little.
+    assert bootstrap_kappa_interval(a, b) is None
 
 
-def test_alpha_intervals_hold_the_estimate_and_need_two_shared_items() -> None:
-    units = ALPHA_CASES[0]
+def test_alpha_intervals_hold_the_estimate_and_need_ten_shared_items() -> None:
+    units = {f"{k}-{n}": v for n in range(2) for k, v in ALPHA_CASES[0].items()}
     interval = bootstrap_alpha_interval(units)
     assert interval is not None
     low, high = interval
     assert low <= krippendorff_alpha(units) <= high
-    assert bootstrap_alpha_interval({"p1": [INT, OTH], "p2": [INT]}) is None
+    assert bootstrap_alpha_interval(ALPHA_CASES[0]) is None  # five shared items
 
 
 def test_the_summary_says_how_many_items_were_shared_and_gives_intervals() -> None:
     items = {
         f"p{i}": ValidationItem(f"p{i}", intended="A", other="B", domain="d", gap=1)
-        for i in range(5)
+        for i in range(12)
     }
-    # ann labels all five; bob three of them (p0..p2): three shared items.
-    choices = {"ann": "AABAB", "bob": "ABB"}
+    # ann labels all twelve; bob eleven of them (p0..p10): eleven shared items.
+    choices = {"ann": "AABABBAABABA", "bob": "ABBABAABBAB"}
     annotations = [
         Annotation(item_id=f"p{i}", annotator=name, choice=choice)
         for name, row in choices.items()
         for i, choice in enumerate(row)
     ]
     overall = summary(annotations, items).overall
-    assert overall.shared == 3
-    assert overall.kappa == pytest.approx(cohen_kappa([INT, INT, OTH], [INT, OTH, OTH]))
-    assert overall.kappa_interval == bootstrap_kappa_interval([INT, INT, OTH], [INT, OTH, OTH])
+    assert overall.shared == 11
+    labels = {"A": INT, "B": OTH}
+    ann = [labels[c] for c in choices["ann"][:11]]
+    bob = [labels[c] for c in choices["bob"]]
+    assert overall.kappa == pytest.approx(cohen_kappa(ann, bob))
+    assert overall.kappa_interval == bootstrap_kappa_interval(ann, bob)
     assert overall.alpha_interval is not None

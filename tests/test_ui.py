@@ -8,7 +8,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +22,30 @@ from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
 from playlisteval.ui.annotations import (
+    AnnotationLog,
     AnnotationRecorded,
+    AnnotationRetracted,
+    AnnotationState,
     AnnotatorInvited,
     BadName,
+    OverlapDesigned,
     SampleDrawn,
+    assignees,
     decode_annotation,
+    design_overlap,
 )
 from playlisteval.ui.app import Signer, cookie_name, invite_path, workspace_secret
 from playlisteval.ui.benchmark import BenchmarkPair, draw_sample, load_benchmark
+from policies.agreement import cohen_kappa
 from store.errors import ConfigError
 from store.events import GateRejected, seed_stream
 
 SECRET = b"test-secret-0123456789abcdef0123456789"
 SAMPLE = 6
-# The annotators every test UI invites.
+# The annotators every test UI invites, and a design that gives each of them every pair (each
+# pair to all four), so one annotator walks the whole sample.
 INVITED = ("ann", "bob", "cy", "Ann Tator")
+FULL: dict[str, Any] = {"overlap": len(INVITED), "overlap_share": 1.0}
 
 # (domain, gap) of each pair the test benchmark holds: 2 domains, gaps 1..4, unevenly.
 CELLS = [
@@ -75,8 +84,14 @@ def _record(index: int, domain: str, gap: int, video: str) -> dict[str, Any]:
     }
 
 
-def write_benchmark(out: Path, demo_playlist: Path, cells: list[tuple[str, int]]) -> Path:
-    """An export folder per the spec, its videos the demo playlist's own files."""
+def write_benchmark(
+    out: Path,
+    demo_playlist: Path,
+    cells: list[tuple[str, int]],
+    answers: Callable[[int, str], tuple[str, str]] | None = None,
+) -> Path:
+    """An export folder per the spec, its videos the demo playlist's own files; ``answers``
+    gives pair ``i`` of ``video`` its (chosen, rejected) answers instead of the plain ones."""
     root = demo_playlist.parent
     videos = {
         "cooking": root / "cooking" / "cooking-01.mp4",
@@ -84,6 +99,9 @@ def write_benchmark(out: Path, demo_playlist: Path, cells: list[tuple[str, int]]
     }
     out.mkdir(parents=True)
     records = [_record(i, d, g, f"{d}-01") for i, (d, g) in enumerate(cells)]
+    if answers is not None:
+        for i, record in enumerate(records):
+            record["chosen"], record["rejected"] = answers(i, record["evidence"][0]["video_id"])
     text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
     (out / "pairs.jsonl").write_text(text)
     manifest = {
@@ -123,7 +141,7 @@ def opened(workspace: Path) -> Iterator[App]:
 def client(opened: App, bench: Path) -> TestClient:
     """The UI over the workspace and the benchmark, with a known secret."""
     web = create_app(
-        opened, bench, sample_size=SAMPLE, sample_seed=0, secret=SECRET, invites=INVITED
+        opened, bench, sample_size=SAMPLE, sample_seed=0, secret=SECRET, invites=INVITED, **FULL
     )
     return TestClient(web, follow_redirects=False)
 
@@ -140,9 +158,10 @@ def hidden(page: str, name: str) -> str:
 
 
 def answer_text(page: str, letter: str) -> str:
+    """The text of answer ``letter`` as shown (its diff marks and citation links taken off)."""
     match = re.search(rf'id="answer-{letter}">(.*?)</div>', page, re.S)
     assert match
-    return html.unescape(match.group(1))
+    return html.unescape(re.sub(r"<[^>]+>", "", match.group(1)))
 
 
 def cookie_of(bench: Path) -> str:
@@ -230,9 +249,17 @@ def test_the_sample_is_recorded_once_and_kept_across_restarts(workspace: Path, b
     assert len(drawn) == 1
     assert isinstance(drawn[0], SampleDrawn)
     assert len(drawn[0].pair_ids) == SAMPLE
-    assert drawn[0].assignment == "full_overlap"
+    designed = [decode_annotation(s) for s in stored if s.type == "OverlapDesigned"]
+    assert len(designed) == 1
+    assert isinstance(designed[0], OverlapDesigned)
+    # The settings' default design: a quarter of the sample (rounded up) to two annotators.
+    assert (designed[0].k, designed[0].share) == (2, 0.25)
+    assert len(designed[0].overlap_pair_ids) == 2
+    assert set(designed[0].overlap_pair_ids) <= set(drawn[0].pair_ids)
     with App(load_settings(workspace)) as app, pytest.raises(ConfigError, match="seed 0"):
         create_app(app, bench, sample_size=SAMPLE, sample_seed=3, secret=SECRET)
+    with App(load_settings(workspace)) as app, pytest.raises(ConfigError, match="human_overlap=2"):
+        create_app(app, bench, sample_size=SAMPLE, secret=SECRET, overlap=3)
 
 
 def test_the_workspace_secret_is_made_once_and_private(workspace: Path) -> None:
@@ -270,9 +297,14 @@ def test_an_annotator_sees_the_pair_blind_with_playable_clips(
     assert shown == {record["chosen"], record["rejected"]}
     assert "<b>with a tag</b>" not in page  # answers are escaped, not rendered
     video = record["evidence"][0]["video_id"]
-    assert f'<video controls preload="metadata" src="/media/{video}#t=12,47.5">' in page
+    # One evidence player, at the first clip's start; every clip a link that seeks it.
+    assert f'<video id="player" controls preload="metadata" src="/media/{video}#t=12">' in page
+    for clip in record["evidence"]:
+        assert f'data-video="{clip["video_id"]}" data-start="{clip["start_s"]:g}"' in page
     assert f"{video} @ 0:12–0:47" in page
+    assert f"{video} @ 1:00–1:30" in page
     assert 'name="choice" value="cant_tell"' in page
+    assert 'id="guidelines" open' in page  # open on an annotator's first pair
 
 
 def test_the_letter_order_is_random_across_pairs_and_fixed_per_annotator(
@@ -376,11 +408,12 @@ def test_a_second_answer_is_refused_and_the_first_stands(
     version = opened.events.stream_version(stream_of(bench))
     again = _post(client, **fields, choice="B")
     assert again.status_code == 409
-    assert "the first answer stands" in again.text
+    assert "the answer stands" in again.text
     # A second server on the same workspace (its own state, read before the first answer)
     # refuses too: the check is made against the stream at append time.
     other = TestClient(
-        create_app(opened, bench, sample_size=SAMPLE, secret=SECRET), follow_redirects=False
+        create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, **FULL),
+        follow_redirects=False,
     )
     other.cookies.set(cookie_of(bench), signer_of(bench).cookie("ann"))
     assert other.post("/annotate", data={**fields, "choice": "B"}).status_code == 409
@@ -410,6 +443,162 @@ def test_a_comment_with_script_is_stored_as_written_and_shown_escaped(
     assert "<script>" not in page
 
 
+def undo_fields(page: str) -> dict[str, str]:
+    """The fields of a page's undo form (Back, u)."""
+    form = re.search(r'<form method="post" action="/undo" id="undo-form".*?</form>', page, re.S)
+    assert form, "no undo form on the page"
+    return {"pair_id": hidden(form.group(0), "pair_id"), "token": hidden(form.group(0), "token")}
+
+
+def _stored(opened: App, bench: Path, kind: type[Any]) -> list[Any]:
+    events = [decode_annotation(s) for s in opened.events.read_stream(stream_of(bench))]
+    return [e for e in events if isinstance(e, kind)]
+
+
+def test_undo_takes_back_the_latest_answer_and_shows_that_pair_again(
+    client: TestClient, opened: App, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    """Back (u) retracts the annotator's latest answer (kept in the log, no longer counted) and
+    shows its pair next with the earlier answer said and the comment kept; a second undo from
+    the same page, a forged token or another annotator's token change nothing."""
+    join(client, "ann")
+    first = label_next(client, records, "intended", comment="the sauce colour")
+    page = client.get("/annotate").text
+    assert hidden(page, "pair_id") != first
+    undo = undo_fields(page)
+    assert undo["pair_id"] == first
+    for forged in (
+        {**undo, "token": "0" * 64},
+        {**undo, "token": signer_of(bench).form_token("ann", first)},  # an answer's, not an undo's
+        {**undo, "token": signer_of(bench).form_token("bob", "undo\x1f" + first)},
+    ):
+        assert client.post("/undo", data=forged).status_code == 403
+    assert _stored(opened, bench, AnnotationRetracted) == []
+    back = client.post("/undo", data=undo)
+    assert back.status_code == 303
+    assert back.headers["location"] == f"/annotate?pair={first}"
+    again = client.get(back.headers["location"]).text
+    assert hidden(again, "pair_id") == first
+    assert 'id="before">You answered' in again
+    assert ">the sauce colour</textarea>" in again  # the comment is not lost
+    assert client.post("/undo", data=undo).status_code == 409  # already undone
+    assert hidden(client.get("/annotate").text, "pair_id") == first  # next in the order too
+    assert label_next(client, records, "cant_tell") == first
+    state = AnnotationLog(opened.events, load_benchmark(bench)).state()
+    assert state.labels[("ann", first)].choice == "cant_tell"
+    assert [e.pair_id for e in _stored(opened, bench, AnnotationRetracted)] == [first]
+    assert len(_stored(opened, bench, AnnotationRecorded)) == 2  # the first answer stays logged
+
+
+def test_the_overlap_design_gives_a_stated_share_to_k_annotators_and_the_rest_to_one(
+    opened: App, bench: Path
+) -> None:
+    web = create_app(
+        opened,
+        bench,
+        sample_size=SAMPLE,
+        secret=SECRET,
+        invites=["ann", "bob", "cy"],
+        overlap=2,
+        overlap_share=0.5,
+    )
+    state = AnnotationLog(opened.events, load_benchmark(bench)).state()
+    assert len(state.overlap) == 3  # half of the six sampled pairs
+    for pair_id in state.pair_ids:
+        holders = [a for a in state.invited if pair_id in state.assigned(a)]
+        assert len(holders) == (2 if pair_id in state.overlap else 1), pair_id
+    for name in state.invited:
+        mine = state.assigned(name)
+        shared = [p for p in mine if p in state.overlap]
+        assert mine[: len(shared)] == shared  # the shared pairs come first
+    results = TestClient(web).get("/results").text
+    assert "3 of the 6 pairs (50 %) go to 2 of the 3 invited annotators each" in results
+    for name in state.invited:
+        assert f'<tr data-annotator="{name}"><td>{name}</td><td>not yet</td>' in results
+
+
+def test_inviting_one_more_annotator_only_moves_pairs_to_them() -> None:
+    pairs = [f"p{i:03d}" for i in range(200)]
+    before, after = ["ann", "bob", "cy"], ["ann", "bob", "cy", "dan"]
+    moved = 0
+    for pair_id in pairs:
+        old, new = set(assignees(pair_id, before, 2)), set(assignees(pair_id, after, 2))
+        assert new - old <= {"dan"}
+        moved += len(new - old)
+    assert 0 < moved < len(pairs)  # dan takes a share, not everything
+    design = design_overlap(pairs, 2, 0.25, seed=0)
+    assert len(design.overlap_pair_ids) == 50
+    assert design == design_overlap(list(reversed(pairs)), 2, 0.25, seed=0)
+    for k, share in ((1, 0.5), (2, 0.0), (2, 1.5)):
+        with pytest.raises(ConfigError):
+            design_overlap(pairs, k, share, seed=0)
+    assert AnnotationState().overlap == frozenset()
+
+
+def test_labels_export_as_csv_and_jsonl_from_the_cli_and_the_results_page(
+    client: TestClient, workspace: Path, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    """The standing labels, one row each; a label taken back is not among them; the download
+    links give what the command writes; an unknown format is one line and exit 2."""
+    join(client, "ann")
+    taken_back = label_next(client, records, "intended", comment='says "red", a, b')
+    page = client.get("/annotate").text
+    client.post("/undo", data=undo_fields(page))
+    kept = [label_next(client, records, label) for label in ("other", "cant_tell", "intended")]
+    assert kept[0] == taken_back  # answered again: that label counts, the first does not
+    runner = CliRunner()
+    out = workspace.parent / "labels"
+    out.mkdir()
+    for fmt in ("csv", "jsonl"):
+        result = runner.invoke(
+            cli_app,
+            [
+                "annotations",
+                "export",
+                str(bench),
+                "--out",
+                str(out / f"labels.{fmt}"),
+                "--home",
+                str(workspace),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert "3 label(s) written" in result.output
+        written = (out / f"labels.{fmt}").read_text(encoding="utf-8")
+        assert client.get(f"/annotations.{fmt}").text == written
+    import csv as csv_module
+
+    rows = list(csv_module.DictReader((out / "labels.csv").open(encoding="utf-8")))
+    lines = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    assert [r["pair_id"] for r in rows] == [r["pair_id"] for r in lines] == kept
+    assert [r["label"] for r in lines] == ["other", "cant_tell", "intended"]
+    for row, line in zip(rows, lines, strict=True):
+        record = records[line["pair_id"]]
+        assert line["annotator"] == row["annotator"] == "ann"
+        assert line["domain"] == record["domain"]
+        assert line["gap"] == record["gap"]
+        assert (line["choice"] == line["chosen_shown_as"]) == (line["label"] == "intended")
+        assert line["recorded_at"]
+    download = client.get("/annotations.csv")
+    assert download.headers["content-type"].startswith("text/csv")
+    assert "attachment" in download.headers["content-disposition"]
+    assert client.get("/annotations.xml").status_code == 404
+    bad = runner.invoke(
+        cli_app,
+        [
+            "annotations",
+            "export",
+            str(bench),
+            "--out",
+            str(out / "labels.xlsx"),
+            "--home",
+            str(workspace),
+        ],
+    )
+    assert bad.exit_code == 2
+    assert "cannot tell the label format" in " ".join(bad.output.split())
+
+
 # -- results -------------------------------------------------------------------------------------
 
 
@@ -430,10 +619,24 @@ def _cell(page: str, stratum: str, column: str) -> str:
     return value.group(1)
 
 
+def _bound(page: str, stratum: str, column: str, which: str) -> str:
+    row = re.search(rf'data-stratum="{stratum}">(.*?)</tr>', page, re.S)
+    assert row, f"no row {stratum!r}"
+    found = re.search(rf'class="num {column}"[^>]* data-{which}="([^"]*)"', row.group(1))
+    assert found, f"no {which} of {column!r} in row {stratum!r}"
+    return found.group(1)
+
+
+def _annotator_row(page: str, name: str) -> str:
+    row = re.search(rf'<tr data-annotator="{name}">(.*?)</tr>', page, re.S)
+    assert row, f"no row for annotator {name!r}"
+    return row.group(1)
+
+
 def test_three_annotators_get_agreement_and_alpha_as_computed_by_hand(
     opened: App, bench: Path, records: dict[str, dict[str, Any]]
 ) -> None:
-    web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, invites=INVITED)
+    web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, invites=INVITED, **FULL)
     drawn = decode_annotation(opened.events.read_stream(stream_of(bench))[0])
     assert isinstance(drawn, SampleDrawn)
     # Row k: what ann, bob and cy answer on pair k of the sorted sample, whatever order each of
@@ -464,8 +667,53 @@ def test_three_annotators_get_agreement_and_alpha_as_computed_by_hand(
     # D_o = 6, D_e = 2 (13*3 + 13*2 + 3*2) = 142, alpha = 1 - (18 - 1) * 6 / 142.
     assert float(_cell(page, "overall", "alpha")) == pytest.approx(1 - 17 * 6 / 142)
     assert _cell(page, "overall", "kappa") == ""  # three annotators: no Cohen's kappa
+    assert _cell(page, "overall", "shared") == "6"  # N: every pair labelled by all three
+    assert _bound(page, "overall", "alpha", "low") == ""  # six shared pairs: no interval
+    assert "(N &lt; 10: no interval)" in page
     for name in ("ann", "bob", "cy"):
-        assert f'<td>{name}</td><td class="num">{SAMPLE} / {SAMPLE}</td>' in page
+        assert f'<td class="num done">{SAMPLE} / {SAMPLE}</td>' in _annotator_row(page, name)
+
+
+def test_kappa_is_shown_with_the_shared_pairs_and_a_bootstrap_interval(
+    opened: App, tmp_path: Path, demo_playlist: Path
+) -> None:
+    """Two annotators on twelve shared pairs: kappa as computed by hand from their labels, N =
+    12 beside it, and a 95 % interval around it."""
+    bench = write_benchmark(tmp_path / "big", demo_playlist, CELLS * 2)
+    records = {
+        r["id"]: r for r in map(json.loads, (bench / "pairs.jsonl").read_text().splitlines())
+    }
+    web = create_app(
+        opened,
+        bench,
+        sample_size=12,
+        secret=SECRET,
+        invites=["ann", "bob"],
+        overlap=2,
+        overlap_share=1.0,
+    )
+    plan = {"ann": "IIOICIOIIOIC", "bob": "IOOICIIIOOIC"}
+    names = {"I": "intended", "O": "other", "C": "cant_tell"}
+    given: dict[str, dict[str, str]] = {}
+    for name, row in plan.items():
+        client = TestClient(web, follow_redirects=False)
+        join(client, name)
+        sample = sorted(AnnotationLog(opened.events, load_benchmark(bench)).state().pair_ids)
+        wanted = dict(zip(sample, row, strict=True))
+        given[name] = {}
+        for _ in range(12):
+            pair = hidden(client.get("/annotate").text, "pair_id")
+            given[name][pair] = names[wanted[pair]]
+            label_next(client, records, given[name][pair])
+    pairs = sorted(given["ann"])
+    kappa = cohen_kappa([given["ann"][p] for p in pairs], [given["bob"][p] for p in pairs])
+    page = TestClient(web).get("/results").text
+    assert float(_cell(page, "overall", "kappa")) == pytest.approx(kappa)
+    assert _cell(page, "overall", "shared") == "12"
+    low, high = (float(_bound(page, "overall", "kappa", b)) for b in ("low", "high"))
+    assert low <= kappa <= high
+    assert low < high  # twelve pairs with disagreements: a real interval
+    assert f"{kappa:.3f} [{low:.2f}, {high:.2f}]" in page
 
 
 def test_restarting_the_server_loses_no_answer(
@@ -487,7 +735,7 @@ def test_restarting_the_server_loses_no_answer(
         client.cookies.set(cookie_of(bench), cookie)
         page = client.get("/annotate").text
         assert hidden(page, "pair_id") not in first
-        assert '<span id="position">4</span> of 6' in page
+        assert '<span id="position">4</span> of <span id="total">6</span>' in page
         # The curation projections fold a log holding annotation events without tripping on them.
         assert app.projections().rebuild() == app.events.last_seq()
 

@@ -1,10 +1,18 @@
-"""The validation UI in a real browser: uvicorn on a loopback port, headless Debian chromium
-driven by Selenium. Two annotators label the whole sample; the results page must show the
-agreement and Cohen's kappa this test computes by hand from the labels it chose."""
+"""The annotation UI in a real browser, by keyboard only: uvicorn on a loopback port, headless
+Debian chromium driven by Selenium at a 1366x768 viewport, one browser for the module (each
+annotator in turn, cookies cleared between them).
+
+Two invited annotators label a sample of six pairs whose answers are three paragraphs apart by
+one word, under an overlap design that gives half of the pairs to both: the differing word is
+highlighted, the answers and Submit sit above the fold, 1/2/3 pick, Enter submits, u takes the
+last answer back and the pair is answered again, a citation seeks the evidence player to its
+span, the labels download as CSV holding what was answered, and the results page shows Cohen's
+kappa over the shared pairs as this test computes it by hand, with N and an interval.
+Screenshots of each page go to /tmp/playlisteval-screenshots."""
 
 from __future__ import annotations
 
-import json
+import csv
 import socket
 import threading
 import time
@@ -19,10 +27,13 @@ import uvicorn
 from playlisteval.app import App
 from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
+from playlisteval.ui.annotations import AnnotationLog
+from playlisteval.ui.benchmark import load_benchmark
 from tests.test_ui import CELLS, write_benchmark
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOTS = Path("/tmp/playlisteval-screenshots")
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
@@ -33,26 +44,59 @@ webdriver = pytest.importorskip(
     "selenium.webdriver", reason="needs selenium (pip install selenium)"
 )
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 SAMPLE = 6
-# What each annotator answers on pair-00 … pair-07 of the benchmark (the sample is 6 of them):
-# I the intended answer, O the other one, C can't tell.
-PLAN = {"ann": "IIIOCIIO", "bob": "IIOOIICO"}
-COMMENT = "<script>alert(1)</script> unclear"
-links: dict[str, str] = {}  # each annotator's invite link, filled by the server fixture
+ANNOTATORS = ("ann", "bob")
+# What each annotator answers, by pair (pair-00 … pair-07; the sample is six of them): I the
+# intended answer, O the other one, C can't tell. Each answers only the pairs assigned to them.
+PLAN = {"ann": "IIOCIOIC", "bob": "IOOCIIIO"}
+WIDTH, HEIGHT = 1366, 768
+LID = ("red", "green")  # the one word the chosen and the rejected answer differ in
 
 
-@pytest.fixture
-def server(workspace: Path, tmp_path: Path, demo_playlist: Path) -> Iterator[tuple[str, Path]]:
-    """The UI served by uvicorn in a thread on a free loopback port."""
-    bench = write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
-    with App(load_settings(workspace)) as app:
-        web = create_app(app, bench, sample_size=SAMPLE, sample_seed=0, invites=list(PLAN))
-        links.update(web.state.invite_links)
+def _answers(index: int, video: str) -> tuple[str, str]:
+    """Three paragraphs, cited as gold answers are, the rejected one a word apart."""
+
+    def text(colour: str) -> str:
+        return (
+            f"In the first segment the cook lifts the lid of the large pot "
+            f"({video} @ 00:12–00:47): the lid is {colour}, and steam rises while a wooden "
+            "spoon rests across the rim. The burner under the pot is on its highest setting "
+            "and the handle points towards the left of the frame.\n\n"
+            f"In the second segment the sauce is poured into a wide white bowl ({video} @ "
+            "01:00–01:30), the same spoon scraping the last of it from the pot; a sprig of "
+            "basil lies on the board beside the bowl and a cloth hangs from the oven door.\n\n"
+            f"So between the two segments the pot goes from simmering to empty, question "
+            f"{index}'s change, while the spoon and the basil stay where they were."
+        )
+
+    return text(LID[0]), text(LID[1])
+
+
+@pytest.fixture(scope="module")
+def served(
+    demo_home: Path, demo_playlist: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path, Path, dict[str, str]]]:
+    """The UI over a copy of the demo workspace, served by uvicorn on a free loopback port:
+    (base URL, benchmark, workspace, invite links)."""
+    from tests.workspaces import copy_workspace
+
+    root = tmp_path_factory.mktemp("browser")
+    home = copy_workspace(demo_home, root / "ws")
+    bench = write_benchmark(root / "bench", demo_playlist, CELLS, answers=_answers)
+    with App(load_settings(home)) as app:
+        web = create_app(
+            app,
+            bench,
+            sample_size=SAMPLE,
+            invites=ANNOTATORS,
+            overlap=2,
+            overlap_share=0.5,
+        )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
         uv = uvicorn.Server(uvicorn.Config(web, log_level="warning", lifespan="off"))
         thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
@@ -62,32 +106,77 @@ def server(workspace: Path, tmp_path: Path, demo_playlist: Path) -> Iterator[tup
             assert time.monotonic() < deadline, "uvicorn did not start within 30 s"
             time.sleep(0.02)
         try:
-            yield f"http://127.0.0.1:{port}", bench
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}", bench, home, web.state.invite_links
         finally:
             uv.should_exit = True
             thread.join(timeout=10)
             sock.close()
 
 
-def _browser() -> Any:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """One headless chromium for the module, its viewport 1366x768, downloads into a folder."""
+    downloads = tmp_path_factory.mktemp("downloads")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=webdriver.ChromeService(str(CHROMEDRIVER)), options=options)
-
-
-@pytest.fixture
-def browsers() -> Iterator[dict[str, Any]]:
-    """One headless chromium per annotator (each with its own cookies)."""
-    opened: dict[str, Any] = {}
+    options.add_experimental_option(
+        "prefs",
+        {"download.default_directory": str(downloads), "download.prompt_for_download": False},
+    )
+    driver = webdriver.Chrome(service=webdriver.ChromeService(str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+    )
+    driver.execute_cdp_cmd(
+        "Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
+    )
+    SCREENSHOTS.mkdir(exist_ok=True)
     try:
-        for name in PLAN:
-            opened[name] = _browser()
-        yield opened
+        yield driver, downloads
     finally:
-        for driver in opened.values():
-            driver.quit()
+        driver.quit()
+
+
+def _keys(driver: Any, *keys: str) -> None:
+    """Type ``keys`` into whatever has the focus, as a person at the keyboard does."""
+    chain = webdriver.ActionChains(driver)
+    for key in keys:
+        chain.send_keys(key)
+    chain.perform()
+
+
+def _pair_id(driver: Any) -> str:
+    return str(
+        driver.find_element(By.CSS_SELECTOR, "#answer-form input[name=pair_id]").get_attribute(
+            "value"
+        )
+    )
+
+
+def _next_page(driver: Any, before: str) -> None:
+    """Wait for the page after ``before`` (a pair id, or the done page)."""
+    WebDriverWait(driver, 20).until(
+        lambda d: (
+            d.find_elements(By.ID, "done")
+            or (d.find_elements(By.ID, "answer-form") and _pair_id(d) != before)
+        )
+    )
+
+
+def _letter(driver: Any, label: str) -> str:
+    """The key that picks ``label`` (I intended, O other, C can't tell) on the shown pair: the
+    intended answer is the one with the lid of the chosen colour."""
+    marked_a = driver.find_element(By.CSS_SELECTOR, "#answer-A mark.diff").text
+    intended = "1" if marked_a == LID[0] else "2"
+    other = "2" if intended == "1" else "1"
+    return {"I": intended, "O": other, "C": "3"}[label]
+
+
+def _shot(driver: Any, name: str) -> None:
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 
 def _kappa(a: list[str], b: list[str]) -> float:
@@ -99,86 +188,110 @@ def _kappa(a: list[str], b: list[str]) -> float:
     return (p_o - p_e) / (1 - p_e)
 
 
-def _answer(driver: Any, record: dict[str, Any], label: str, comment: str) -> None:
-    """Pick the letter under which ``label``'s answer is shown, comment, submit."""
-    shown_a = driver.find_element(By.ID, "answer-A").text
-    shown_b = driver.find_element(By.ID, "answer-B").text
-    assert {shown_a, shown_b} == {record["chosen"], record["rejected"]}
-    chosen = "A" if shown_a == record["chosen"] else "B"
-    choice = {"I": chosen, "O": "B" if chosen == "A" else "A", "C": "cant_tell"}[label]
-    driver.find_element(By.ID, f"choice-{choice}").click()
-    if comment:
-        driver.find_element(By.ID, "comment").send_keys(comment)
-    driver.find_element(By.ID, "submit").click()
+def _join(driver: Any, base: str, link: str) -> None:
+    driver.delete_all_cookies()
+    driver.get(base + link)
+    assert driver.switch_to.active_element.get_attribute("id") == "start"  # focused: Enter
+    _keys(driver, Keys.ENTER)
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "answer-form"))
 
 
-def _cell(driver: Any, stratum: str, column: str) -> Any:
-    return driver.find_element(By.CSS_SELECTOR, f'tr[data-stratum="{stratum}"] td.{column}')
-
-
-def test_two_annotators_in_chromium_get_the_hand_computed_agreement_and_kappa(
-    server: tuple[str, Path], browsers: dict[str, Any]
+def test_a_full_annotation_flow_by_keyboard_then_the_labels_download(
+    served: tuple[str, Path, Path, dict[str, str]], browser: tuple[Any, Path]
 ) -> None:
-    base, bench = server
-    lines = (bench / "pairs.jsonl").read_text().splitlines()
-    records = {r["id"]: r for r in map(json.loads, lines)}
+    base, bench, home, links = served
+    driver, downloads = browser
     plan = {
         name: {f"pair-{i:02d}": label for i, label in enumerate(row)} for name, row in PLAN.items()
     }
-    for name, driver in browsers.items():
-        driver.get(base + links[name])
-        driver.find_element(By.ID, "start").click()
-        WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("/annotate"))
 
-    seen: dict[str, list[str]] = {name: [] for name in PLAN}
-    # The annotators take turns, one pair each, as two people working at once would.
-    for turn in range(SAMPLE):
-        for name, driver in browsers.items():
-            pair_id = driver.find_element(By.NAME, "pair_id").get_attribute("value")
-            record = records[pair_id]
-            assert driver.find_element(By.ID, "question").text == record["prompt"]
-            videos = driver.find_elements(By.TAG_NAME, "video")
-            assert [v.get_attribute("src") for v in videos] == [
-                f"{base}/media/{e['video_id']}#t={e['start_s']:g},{e['end_s']:g}"
-                for e in record["evidence"]
-            ]
-            if turn == 0:
-                # The clip plays from the server (range requests) at its media-fragment start.
-                first = videos[0]
-                WebDriverWait(driver, 20).until(
-                    lambda d, v=first: d.execute_script("return arguments[0].readyState", v) >= 1
-                )
-                start = driver.execute_script("return arguments[0].currentTime", first)
-                assert start == pytest.approx(record["evidence"][0]["start_s"])
-            seen[name].append(pair_id)
-            comment = COMMENT if (name, turn) == ("bob", 2) else ""
-            _answer(driver, record, plan[name][pair_id], comment)
-    for driver in browsers.values():
-        assert driver.find_element(By.ID, "done").text == "All done"
-    assert sorted(seen["ann"]) == sorted(seen["bob"])
-    assert seen["ann"] != seen["bob"]  # same pairs, each annotator in an order of their own
-    sample = sorted(seen["ann"])
-    assert len(sample) == SAMPLE
-
-    driver = browsers["ann"]
-    driver.find_element(By.ID, "results-link").click()
-    ann = [plan["ann"][p] for p in sample]
-    bob = [plan["bob"][p] for p in sample]
-    agreed = sum(label == "I" for label in ann + bob)
-    overall = _cell(driver, "overall", "agreement")
-    assert float(overall.get_attribute("data-value")) == pytest.approx(agreed / (2 * SAMPLE))
-    assert overall.text.startswith(f"{agreed / (2 * SAMPLE) * 100:.1f} %")
-    kappa = _kappa(ann, bob)
-    cell = _cell(driver, "overall", "kappa")
-    assert float(cell.get_attribute("data-value")) == pytest.approx(kappa)
-    assert cell.text == f"{kappa:.3f}"
-    for domain in sorted({records[p]["domain"] for p in sample}):
-        pairs = [p for p in sample if records[p]["domain"] == domain]
-        labels = [plan[n][p] for n in PLAN for p in pairs]
-        cell = _cell(driver, f"domain {domain}", "agreement")
-        assert float(cell.get_attribute("data-value")) == pytest.approx(
-            labels.count("I") / len(labels)
+    # ann: the first pair, above the fold at 1366x768, its one differing word highlighted.
+    driver.get(base + links["ann"])
+    _shot(driver, "join")
+    _join(driver, base, links["ann"])
+    height = driver.execute_script("return window.innerHeight")
+    assert height == HEIGHT
+    for element in ("answer-A", "answer-B", "submit", "choice-cant_tell"):
+        box = driver.execute_script(
+            "return arguments[0].getBoundingClientRect()", driver.find_element(By.ID, element)
         )
-        assert _cell(driver, f"domain {domain}", "items").text == str(len(pairs))
-    comment = driver.find_element(By.CSS_SELECTOR, "#comments td.comment")
-    assert comment.text == COMMENT  # shown as text, not run as a script
+        assert box["top"] >= 0, element
+        assert box["bottom"] <= height, f"{element} ends at {box['bottom']}, below the fold"
+    marks = {
+        letter: [
+            m.text for m in driver.find_elements(By.CSS_SELECTOR, f"#answer-{letter} mark.diff")
+        ]
+        for letter in "AB"
+    }
+    assert sorted(marks["A"] + marks["B"]) == sorted(LID)  # one word each, nothing else
+    assert driver.find_element(By.ID, "guidelines").get_attribute("open") is not None
+    _shot(driver, "annotate-first")
+
+    # The citation to the second evidence span seeks the player there.
+    cite = driver.find_elements(By.CSS_SELECTOR, "#answer-A a.cite")[1]
+    assert cite.get_attribute("data-start") == "60"
+    cite.click()
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script(
+            "const p = document.getElementById('player');"
+            "return p.readyState >= 1 && p.currentTime === 60 && !p.seeking"
+        )
+    )
+    assert driver.find_element(By.ID, "now-showing").text.endswith("@ 01:00–01:30")
+    driver.find_element(By.TAG_NAME, "body").click()  # the focus back on the page
+
+    # Label the first pair wrongly on purpose, go on, take it back with u, answer it again.
+    first = _pair_id(driver)
+    wrong = {"1": "2", "2": "1", "3": "1"}[_letter(driver, plan["ann"][first])]
+    _keys(driver, wrong)
+    assert driver.find_element(By.ID, f"choice-{'A' if wrong == '1' else 'B'}").is_selected()
+    _keys(driver, Keys.ENTER)
+    _next_page(driver, first)
+    assert driver.find_element(By.ID, "position").text == "2"
+    _keys(driver, "u")
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "before"))
+    assert _pair_id(driver) == first
+    assert driver.find_element(By.ID, "position").text == "1"
+    _shot(driver, "annotate-after-undo")
+    _keys(driver, _letter(driver, plan["ann"][first]), Keys.ENTER)
+    _next_page(driver, first)
+
+    labelled: dict[str, dict[str, str]] = {"ann": {first: plan["ann"][first]}, "bob": {}}
+    for name in ANNOTATORS:
+        if name == "bob":
+            _join(driver, base, links["bob"])
+        while not driver.find_elements(By.ID, "done"):
+            pair = _pair_id(driver)
+            _keys(driver, "3")  # changing one's mind before Enter is free
+            _keys(driver, _letter(driver, plan[name][pair]), Keys.ENTER)
+            labelled[name][pair] = plan[name][pair]
+            _next_page(driver, pair)
+        _shot(driver, f"done-{name}")
+
+    with App(load_settings(home)) as app:
+        state = AnnotationLog(app.events, load_benchmark(bench)).state()
+    for name in ANNOTATORS:
+        assert set(labelled[name]) == set(state.assigned(name))
+        names = {"I": "intended", "O": "other", "C": "cant_tell"}
+        assert {p: names[v] for p, v in labelled[name].items()} == {
+            p: state.labels[(name, p)].label for p in labelled[name]
+        }
+    shared = sorted(set(labelled["ann"]) & set(labelled["bob"]))
+    assert shared == sorted(state.overlap)  # both labelled the shared half, no more
+
+    driver.find_element(By.ID, "results-link").click()
+    kappa = _kappa([labelled["ann"][p] for p in shared], [labelled["bob"][p] for p in shared])
+    cell = driver.find_element(By.CSS_SELECTOR, 'tr[data-stratum="overall"] td.kappa')
+    assert float(cell.get_attribute("data-value")) == pytest.approx(kappa)
+    assert cell.get_attribute("data-n") == str(len(shared))
+    assert cell.text == f"{kappa:.3f} (N < 10: no interval)"  # three shared pairs say little
+    _shot(driver, "results")
+    driver.find_element(By.ID, "download-csv").click()
+    deadline = time.monotonic() + 30
+    while not list(downloads.glob("labels-*.csv")):  # the download's arrival, not a timing test
+        assert time.monotonic() < deadline, "the CSV did not download within 30 s"
+        time.sleep(0.1)
+    rows = list(csv.DictReader(next(downloads.glob("labels-*.csv")).open(encoding="utf-8")))
+    got = {(r["annotator"], r["pair_id"]): r["label"] for r in rows}
+    names = {"I": "intended", "O": "other", "C": "cant_tell"}
+    assert got == {(n, p): names[v] for n in ANNOTATORS for p, v in labelled[n].items()}

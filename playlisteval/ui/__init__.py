@@ -1,5 +1,5 @@
 """The human-validation, judgments and audit web UI (``playlisteval ui``)."""
 
-from playlisteval.ui.app import create_app, invite_annotators, serve
+from playlisteval.ui.app import create_app, export_labels, invite_annotators, serve
 
-__all__ = ["create_app", "invite_annotators", "serve"]
+__all__ = ["create_app", "export_labels", "invite_annotators", "serve"]

@@ -1,4 +1,5 @@
-"""Human annotations as events: who joined, which pairs were drawn, what each annotator chose.
+"""Human annotations as events: who was invited and joined, which pairs were drawn and how they
+are shared among the annotators, what each annotator chose (and took back).
 
 The events live in the workspace's event store, in the stream ``annotations-<hash[:12]>`` of
 the benchmark they label. They subclass :class:`store.events.Event`, so
@@ -10,12 +11,18 @@ rather than :meth:`StoredEvent.event`. Everything the UI knows is a fold over th
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
+import math
+import random
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -50,8 +57,9 @@ class AnnotatorJoined(Event):
 
 
 class SampleDrawn(Event):
-    """The pairs to be labelled. Every annotator labels all of them (full overlap), so agreement
-    between annotators is measured on every pair."""
+    """The pairs to be labelled. How they are shared among annotators is the
+    :class:`OverlapDesigned` recorded after it (``assignment`` is the field's old default: a
+    stream written before designs gave every annotator every pair)."""
 
     type: Literal["SampleDrawn"] = "SampleDrawn"
     benchmark_sha256: str
@@ -61,9 +69,23 @@ class SampleDrawn(Event):
     assignment: Literal["full_overlap"] = "full_overlap"
 
 
+class OverlapDesigned(Event):
+    """How the sample is shared among the invited annotators: each pair of ``overlap_pair_ids``
+    (``share`` of the sample, drawn with ``seed``) goes to ``k`` of them, so agreement between
+    annotators is measured on those; every other pair to one. Who gets a pair is
+    :func:`assignees` of it."""
+
+    type: Literal["OverlapDesigned"] = "OverlapDesigned"
+    k: int
+    share: float
+    seed: int
+    overlap_pair_ids: tuple[str, ...]
+
+
 class AnnotationRecorded(Event):
     """One annotator's answer on one pair: the letter picked, and under which letter the
-    intended (chosen) answer was shown to them."""
+    intended (chosen) answer was shown to them. It stands until the annotator takes it back
+    (:class:`AnnotationRetracted`, the UI's undo)."""
 
     type: Literal["AnnotationRecorded"] = "AnnotationRecorded"
     annotator: str
@@ -80,8 +102,22 @@ class AnnotationRecorded(Event):
         return "intended" if self.choice == self.chosen_shown_as else "other"
 
 
+class AnnotationRetracted(Event):
+    """The annotator took back their latest answer on ``pair_id`` (undo) to answer it again;
+    the answer stays in the log, it no longer counts."""
+
+    type: Literal["AnnotationRetracted"] = "AnnotationRetracted"
+    annotator: str
+    pair_id: str
+
+
 AnnotationEvent = Annotated[
-    AnnotatorInvited | AnnotatorJoined | SampleDrawn | AnnotationRecorded,
+    AnnotatorInvited
+    | AnnotatorJoined
+    | SampleDrawn
+    | OverlapDesigned
+    | AnnotationRecorded
+    | AnnotationRetracted,
     Field(discriminator="type"),
 ]
 ANNOTATION_ADAPTER: TypeAdapter[AnnotationEvent] = TypeAdapter(AnnotationEvent)
@@ -116,7 +152,13 @@ class PairNotInSample(AnnotationRefused):
 
 
 class AlreadyLabelled(AnnotationRefused):
-    """The annotator already answered this pair; the first answer stands."""
+    """The annotator already answered this pair; the answer stands unless they undo it."""
+
+    status = 409
+
+
+class NothingToUndo(AnnotationRefused):
+    """The undo names no answer that is the annotator's latest standing one."""
 
     status = 409
 
@@ -172,44 +214,123 @@ def chosen_shown_as(annotator: str, pair_id: str) -> Shown:
     return "A" if _digest(annotator, pair_id)[0] % 2 == 0 else "B"
 
 
+def design_overlap(pair_ids: Sequence[str], k: int, share: float, seed: int) -> OverlapDesigned:
+    """The overlap design of a sample: ``ceil(share * len(pair_ids))`` pairs, drawn with
+    ``seed``, each to ``k`` annotators. :class:`ConfigError` for ``k < 2`` (agreement needs two)
+    or a share outside (0, 1]."""
+    if k < 2:
+        raise ConfigError(
+            f"pairs.human_overlap={k!r}: each overlap pair needs at least 2 annotators"
+        )
+    if not 0 < share <= 1:
+        raise ConfigError(
+            f"pairs.human_overlap_share={share!r} must be above 0 and at most 1 (the share of "
+            "the sample that several annotators label)"
+        )
+    count = min(len(pair_ids), math.ceil(round(share * len(pair_ids), 9)))
+    chosen = random.Random(seed).sample(sorted(pair_ids), count)
+    return OverlapDesigned(k=k, share=share, seed=seed, overlap_pair_ids=tuple(sorted(chosen)))
+
+
+def assignees(pair_id: str, annotators: Sequence[str], k: int) -> list[str]:
+    """The ``k`` of ``annotators`` who label ``pair_id`` (all of them when there are fewer):
+    those whose hash with the pair ranks first (rendezvous hashing). Each gets an even share in
+    expectation, and inviting one more annotator only moves pairs to them, never between the
+    others."""
+    return sorted(annotators, key=lambda name: _digest(name, pair_id))[:k]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Where and when the log recorded an event."""
+
+    seq: int
+    at: datetime | None
+
+
 @dataclass
 class AnnotationState:
     """What an annotations stream says so far."""
 
     version: int = 0
     sample: SampleDrawn | None = None
+    design: OverlapDesigned | None = None
     invited: list[str] = field(default_factory=list)
     annotators: list[str] = field(default_factory=list)
+    # Standing answers, oldest first (an answer given again after an undo moves to the end).
     labels: dict[tuple[str, str], AnnotationRecorded] = field(default_factory=dict)
+    stamps: dict[tuple[str, str], Stamp] = field(default_factory=dict)
+    # The latest answer each (annotator, pair) took back, until it is answered again.
+    retracted: dict[tuple[str, str], AnnotationRecorded] = field(default_factory=dict)
 
-    def apply(self, version: int, event: AnnotationEvent) -> None:
+    def apply(self, version: int, event: AnnotationEvent, stamp: Stamp | None = None) -> None:
         """Fold one event in (in stream order)."""
         self.version = version
         if isinstance(event, SampleDrawn):
             if self.sample is None:
                 self.sample = event
+        elif isinstance(event, OverlapDesigned):
+            if self.design is None:
+                self.design = event
         elif isinstance(event, AnnotatorInvited):
             if event.name not in self.invited:
                 self.invited.append(event.name)
         elif isinstance(event, AnnotatorJoined):
             if event.name not in self.annotators:
                 self.annotators.append(event.name)
+        elif isinstance(event, AnnotationRetracted):
+            key = (event.annotator, event.pair_id)
+            taken = self.labels.pop(key, None)
+            self.stamps.pop(key, None)
+            if taken is not None:
+                self.retracted[key] = taken
         else:
-            self.labels.setdefault((event.annotator, event.pair_id), event)
+            key = (event.annotator, event.pair_id)
+            if key not in self.labels:
+                self.labels[key] = event
+                self.stamps[key] = stamp or Stamp(seq=0, at=None)
+                self.retracted.pop(key, None)
 
     @property
     def pair_ids(self) -> tuple[str, ...]:
         """The sampled pairs (none before the sample is drawn)."""
         return self.sample.pair_ids if self.sample is not None else ()
 
+    @property
+    def overlap(self) -> frozenset[str]:
+        """The pairs several annotators label (every pair, for a stream with no design)."""
+        if self.design is None:
+            return frozenset(self.pair_ids)
+        return frozenset(self.design.overlap_pair_ids)
+
+    def pair_annotators(self, pair_id: str) -> list[str]:
+        """The invited annotators ``pair_id`` is assigned to."""
+        if self.design is None:
+            return list(self.invited)  # no design: everyone labels everything
+        k = self.design.k if pair_id in self.overlap else 1
+        return assignees(pair_id, self.invited, k)
+
+    def assigned(self, annotator: str) -> list[str]:
+        """The sampled pairs assigned to ``annotator``, in the order they are shown: the overlap
+        pairs first (agreement grows from the start), each part in the annotator's own
+        shuffled order (no pair is always seen first, or tired)."""
+        mine = [p for p in self.pair_ids if annotator in self.pair_annotators(p)]
+        overlap = self.overlap
+        return sorted(mine, key=lambda p: (p not in overlap, _digest(annotator, p)))
+
     def remaining(self, annotator: str) -> list[str]:
-        """The sampled pairs ``annotator`` has not labelled, in that annotator's own order
-        (shuffled per annotator so no pair is always seen first or tired)."""
-        todo = [p for p in self.pair_ids if (annotator, p) not in self.labels]
-        return sorted(todo, key=lambda p: _digest(annotator, p))
+        """The pairs assigned to ``annotator`` they have not answered, in the order shown."""
+        return [p for p in self.assigned(annotator) if (annotator, p) not in self.labels]
+
+    def latest(self, annotator: str) -> AnnotationRecorded | None:
+        """The annotator's most recent standing answer (what undo takes back)."""
+        for (name, _pair), label in reversed(self.labels.items()):
+            if name == annotator:
+                return label
+        return None
 
     def recorded(self) -> list[AnnotationRecorded]:
-        """Every annotation, in the order recorded."""
+        """Every standing answer, in the order recorded."""
         return list(self.labels.values())
 
 
@@ -217,8 +338,68 @@ def fold(stored: Iterable[StoredEvent], state: AnnotationState | None = None) ->
     """Fold stored annotation events into ``state`` (a fresh one when None)."""
     state = AnnotationState() if state is None else state
     for item in stored:
-        state.apply(item.version, decode_annotation(item))
+        state.apply(item.version, decode_annotation(item), Stamp(item.seq, item.recorded_at))
     return state
+
+
+# -- the labels, exported ----------------------------------------------------------------------
+
+EXPORT_FORMATS = ("csv", "jsonl")
+EXPORT_COLUMNS = (
+    "benchmark_sha256",
+    "pair_id",
+    "annotator",
+    "choice",
+    "chosen_shown_as",
+    "label",
+    "comment",
+    "domain",
+    "gap",
+    "overlap",
+    "seq",
+    "recorded_at",
+)
+
+
+def label_rows(state: AnnotationState, benchmark: Benchmark) -> list[dict[str, Any]]:
+    """One row per standing answer, in the order recorded: the letter picked and under which
+    letter the intended answer was shown, the label both imply (intended / other / can't tell),
+    the comment, the pair's strata, whether it is an overlap pair, and where the log holds it."""
+    overlap = state.overlap
+    rows = []
+    for (annotator, pair_id), label in state.labels.items():
+        pair = benchmark.pairs.get(pair_id)
+        stamp = state.stamps.get((annotator, pair_id))
+        rows.append(
+            {
+                "benchmark_sha256": benchmark.content_sha256,
+                "pair_id": pair_id,
+                "annotator": annotator,
+                "choice": label.choice,
+                "chosen_shown_as": label.chosen_shown_as,
+                "label": label.label,
+                "comment": label.comment,
+                "domain": pair.domain if pair else "",
+                "gap": pair.gap if pair else None,
+                "overlap": pair_id in overlap,
+                "seq": stamp.seq if stamp else None,
+                "recorded_at": stamp.at.isoformat() if stamp and stamp.at else None,
+            }
+        )
+    return rows
+
+
+def labels_text(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+    """``rows`` as CSV (a header, then one line per label) or JSON Lines."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if fmt != "csv":
+        raise ConfigError(f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 # -- the shell ---------------------------------------------------------------------------------
@@ -265,6 +446,29 @@ class AnnotationLog:
                 self._catch_up()
                 return
         raise StoreConflict(f"stream {self.stream!r} keeps moving; try the request again")
+
+    def ensure_design(self, k: int, share: float) -> OverlapDesigned:
+        """The stream's overlap design, made (:func:`design_overlap`, seeded like the sample)
+        and recorded now if it has none yet; a stream whose design has another ``k`` or share
+        is a :class:`ConfigError` (labels were given under it)."""
+
+        def decide(state: AnnotationState) -> list[Event]:
+            if state.design is not None or state.sample is None:
+                return []
+            return [design_overlap(state.pair_ids, k, share, state.sample.seed)]
+
+        self._append(decide)
+        design = self.state().design
+        if design is None:
+            raise ConfigError("draw the sample before its overlap design")
+        if (design.k, design.share) != (k, share):
+            raise ConfigError(
+                f"the annotations of this benchmark ({self.stream!r}) share the sample as "
+                f"{design.share!r} of its pairs to {design.k!r} annotators each, not {share!r} "
+                f"to {k!r}; start the UI with pairs.human_overlap={design.k!r} and "
+                f"pairs.human_overlap_share={design.share!r}"
+            )
+        return design
 
     def ensure_sample(self, size: int, seed: int) -> SampleDrawn:
         """The stream's sample, drawn and recorded now if it has none yet. A stream already
@@ -340,7 +544,8 @@ class AnnotationLog:
                 raise ForgedAnnotator(f"no annotator {annotator!r} has joined")
             if (annotator, pair_id) in state.labels:
                 raise AlreadyLabelled(
-                    f"{annotator!r} already labelled pair {pair_id!r}; the first answer stands"
+                    f"{annotator!r} already labelled pair {pair_id!r}; the answer stands (undo "
+                    "it with u or Back on the next pair to answer again)"
                 )
             try:
                 event = AnnotationRecorded(
@@ -353,5 +558,21 @@ class AnnotationLog:
             except ValidationError as exc:
                 raise BadChoice(str(exc)) from exc
             return [event]
+
+        self._append(decide)
+
+    def retract(self, annotator: str, pair_id: str) -> None:
+        """Take back ``annotator``'s answer on ``pair_id`` (undo), which must be their latest
+        standing one: a second undo sent from the same page finds nothing to take back
+        (:class:`NothingToUndo`) instead of an older answer."""
+
+        def decide(state: AnnotationState) -> list[Event]:
+            latest = state.latest(annotator)
+            if latest is None or latest.pair_id != pair_id:
+                raise NothingToUndo(
+                    f"pair {pair_id!r} is not {annotator!r}'s latest answer (already undone, or "
+                    "answered since); reload the page"
+                )
+            return [AnnotationRetracted(annotator=annotator, pair_id=pair_id)]
 
         self._append(decide)

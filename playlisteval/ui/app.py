@@ -42,13 +42,17 @@ from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, LogSnapshot
 from playlisteval.ui.annotations import (
+    EXPORT_FORMATS,
     MAX_COMMENT_CHARS,
     AnnotationLog,
     AnnotationRefused,
     AnnotationState,
     ForgedAnnotator,
     chosen_shown_as,
+    label_rows,
+    labels_text,
 )
+from playlisteval.ui.answer_diff import diff_answers
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
 from playlisteval.ui.judgments import (
     FILTER_TITLES,
@@ -61,7 +65,13 @@ from playlisteval.ui.judgments import (
     group_views,
     load_evaluations,
 )
-from policies.agreement import AgreementSummary, Annotation, ValidationItem, summary
+from policies.agreement import (
+    MIN_BOOTSTRAP_ITEMS,
+    AgreementSummary,
+    Annotation,
+    ValidationItem,
+    summary,
+)
 from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError, MediaError
 from store.events import micros_to_usd
@@ -81,6 +91,30 @@ _TEMPLATES = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def export_labels(app: App, benchmark_dir: Path, out: Path, fmt: str | None = None) -> int:
+    """Write the standing labels of the benchmark's annotations to ``out`` (CSV or JSON Lines:
+    ``fmt``, else ``out``'s suffix), whole or not at all; returns how many labels."""
+    suffixes = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+    chosen = fmt or suffixes.get(out.suffix.lower())
+    if chosen not in EXPORT_FORMATS:
+        raise ConfigError(
+            f"cannot tell the label format of {str(out)!r} ({fmt!r}): name it .csv or .jsonl, "
+            f"or give --format {' or '.join(EXPORT_FORMATS)}"
+        )
+    benchmark = load_benchmark(benchmark_dir)
+    rows = label_rows(AnnotationLog(app.events, benchmark).state(), benchmark)
+    text = labels_text(rows, chosen)
+    out = out.expanduser()
+    if out.is_dir():
+        raise ConfigError(f"{str(out)!r} is a folder; give a file name such as labels.{chosen}")
+    if not out.parent.is_dir():
+        raise ConfigError(f"folder {str(out.parent)!r} does not exist; create it first")
+    partial = out.with_name(f".{out.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, out)  # a reader never sees half a file
+    return len(rows)
 
 
 def workspace_secret(home: Path) -> bytes:
@@ -240,6 +274,38 @@ def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary |
     )
 
 
+def design_sentence(state: AnnotationState) -> str:
+    """How the sample is shared among the annotators, in one sentence."""
+    sample = len(state.pair_ids)
+    if state.design is None:
+        return f"{sample} pairs, every one to every annotator"
+    shared = len(state.overlap)
+    return (
+        f"{sample} pairs: {shared} ({state.design.share:.0%}) to {state.design.k} of the "
+        f"{len(state.invited)} invited annotators each, {sample - shared} to one"
+    )
+
+
+def _progress_rows(state: AnnotationState) -> list[dict[str, Any]]:
+    """Each invited annotator's standing: joined or not, answers given of the pairs assigned
+    (and answers on pairs no longer theirs, after later invites moved them)."""
+    rows = []
+    for name in state.invited + [a for a in state.annotators if a not in state.invited]:
+        assigned = state.assigned(name)
+        mine = set(assigned)
+        given = [p for (a, p) in state.labels if a == name]
+        rows.append(
+            {
+                "name": name,
+                "joined": name in state.annotators,
+                "done": sum(1 for p in given if p in mine),
+                "assigned": len(assigned),
+                "extra": sum(1 for p in given if p not in mine),
+            }
+        )
+    return rows
+
+
 def _gate_rates(audit: Audit) -> list[dict[str, Any]]:
     """GatePassed against GateRejected per (phase, gate), from the audit's timelines."""
     passed: Counter[tuple[int, str]] = Counter()
@@ -325,28 +391,59 @@ def _status_view(
     }
 
 
+def _undo_target(pair_id: str) -> str:
+    """What an undo form's token is signed for (never a pair id: it cannot pass as an answer's)."""
+    return f"undo\x1f{pair_id}"
+
+
+def _undo_form(signer: Signer, state: AnnotationState, annotator: str) -> dict[str, str] | None:
+    """The undo form of ``annotator``: their latest standing answer and its signed token."""
+    latest = state.latest(annotator)
+    if latest is None:
+        return None
+    return {
+        "pair_id": latest.pair_id,
+        "token": signer.form_token(annotator, _undo_target(latest.pair_id)),
+    }
+
+
 def _annotation_view(
-    pair: BenchmarkPair, annotator: str, signer: Signer, done: int, total: int
+    pair: BenchmarkPair, annotator: str, signer: Signer, state: AnnotationState
 ) -> dict[str, Any]:
+    """What the annotation page shows of ``pair`` to ``annotator``: the answers under their
+    letters, word-diffed, with their citations; the evidence clips; where they stand in their
+    share; the answer they took back on this pair, if any; and their latest answer to undo."""
     chosen_as = chosen_shown_as(annotator, pair.id)
     answers = {chosen_as: pair.chosen, ("B" if chosen_as == "A" else "A"): pair.rejected}
+    pieces_a, pieces_b = diff_answers(answers["A"], answers["B"])
+    assigned = state.assigned(annotator)
+    done = sum(1 for p in assigned if (annotator, p) in state.labels)
     return {
         "annotator": annotator,
         "pair": pair,
         "answer_a": answers["A"],
         "answer_b": answers["B"],
+        "pieces_a": pieces_a,
+        "pieces_b": pieces_b,
         "clips": [
             {
-                "src": f"/media/{quote(c.video_id, safe='')}#t={c.start_s:g},{c.end_s:g}",
+                "src": f"/media/{quote(c.video_id, safe='')}",
                 "video_id": c.video_id,
+                "start": f"{c.start_s:g}",
+                "end": f"{c.end_s:g}",
                 "span": f"{_clock(c.start_s)}–{_clock(c.end_s)}",
             }
             for c in pair.evidence
         ],
         "token": signer.form_token(annotator, pair.id),
+        "position": min(done + 1, len(assigned)) if pair.id in assigned else done + 1,
         "done": done,
-        "total": total,
+        "total": len(assigned),
+        "overlap": pair.id in state.overlap,
+        "before": state.retracted.get((annotator, pair.id)),
+        "undo": _undo_form(signer, state, annotator),
         "max_comment": MAX_COMMENT_CHARS,
+        "clock": _clock,
     }
 
 
@@ -411,14 +508,19 @@ def create_app(
     stale_after_s: float | None = None,
     evaluations: Sequence[Path] = (),
     invites: Sequence[str] = (),
+    overlap: int | None = None,
+    overlap_share: float | None = None,
 ) -> FastAPI:
     """The web UI for one exported benchmark over ``app``'s workspace.
 
     The sample (``sample_size`` pairs, stratified by domain and gap, seeded by ``sample_seed``)
-    is recorded in the annotations stream the first time; every annotator labels all of it.
+    is recorded in the annotations stream the first time.
     ``invites`` names annotators to invite (recorded once; earlier invites stand): each joins
     through the invite link :func:`invite_path` makes for them, and the app's
     ``state.invite_links`` maps every invited name to that path.
+    ``overlap`` annotators label each pair of ``overlap_share`` of the sample, one annotator
+    every other pair (recorded once; by default ``pairs.human_overlap`` and
+    ``pairs.human_overlap_share``).
     ``secret`` signs invites, cookies and forms; by default the workspace's own (made once).
     The status page calls a worker stale when its last heartbeat is older than
     ``stale_after_s``; by default three of the workspace's heartbeat intervals.
@@ -429,6 +531,10 @@ def create_app(
     evaluated = load_evaluations(evaluations, benchmark)
     log = AnnotationLog(app.events, benchmark)
     log.ensure_sample(sample_size, sample_seed)
+    log.ensure_design(
+        app.settings.pairs.human_overlap if overlap is None else overlap,
+        app.settings.pairs.human_overlap_share if overlap_share is None else overlap_share,
+    )
     log.invite(invites)
     signer = Signer(
         secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
@@ -441,6 +547,7 @@ def create_app(
         stale_after_s = 3 * app.settings.worker.heartbeat_s
     web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
     web.state.invite_links = {name: invite_path(signer, name) for name in log.state().invited}
+    web.state.design = design_sentence(log.state())
 
     @web.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
@@ -509,7 +616,7 @@ def create_app(
         return response
 
     @web.get("/annotate", response_class=HTMLResponse)
-    def next_pair(request: Request) -> Response:
+    def next_pair(request: Request, pair: str = "") -> Response:
         try:
             name = who(request)
         except ForgedAnnotator as exc:
@@ -517,14 +624,35 @@ def create_app(
         if name is None:
             return RedirectResponse("/", status_code=303)
         state = log.state()
+        # ``pair``: the one just taken back (undo) comes next, whatever the order says.
+        wanted = pair if pair in state.pair_ids and (name, pair) not in state.labels else ""
         todo = state.remaining(name)
-        total = len(state.pair_ids)
-        if not todo:
-            return _page("done.html", annotator=name, total=total)
-        pair = benchmark.pairs[todo[0]]
-        return _page(
-            "annotate.html", **_annotation_view(pair, name, signer, total - len(todo), total)
-        )
+        if not wanted and not todo:
+            return _page(
+                "done.html",
+                annotator=name,
+                total=len(state.assigned(name)),
+                undo=_undo_form(signer, state, name),
+            )
+        shown = benchmark.pairs[wanted or todo[0]]
+        return _page("annotate.html", **_annotation_view(shown, name, signer, state))
+
+    @web.post("/undo")
+    async def undo(request: Request) -> Response:
+        try:
+            form = await _read_form(request)
+        except _TooLarge:
+            return _error(413, f"the form is over {MAX_FORM_BYTES} bytes")
+        pair_id = form.get("pair_id", "")
+        try:
+            name = who(request)
+            if name is None:
+                raise ForgedAnnotator("no annotator cookie: join through your invite link first")
+            signer.check_form(name, _undo_target(pair_id), form.get("token", ""))
+            await run_in_threadpool(log.retract, name, pair_id)
+        except AnnotationRefused as exc:
+            return _error(exc.status, str(exc))
+        return RedirectResponse(f"/annotate?pair={quote(pair_id, safe='')}", status_code=303)
 
     @web.post("/annotate")
     async def record(request: Request) -> Response:
@@ -552,16 +680,32 @@ def create_app(
     def results() -> Response:
         state = log.state()
         agreement = _summary(state, benchmark)
-        progress = Counter(annotator for annotator, _pair in state.labels)
         comments = [r for r in state.recorded() if r.comment]
         return _page(
             "results.html",
             summary=agreement,
             sample=len(state.pair_ids),
-            annotators=[(a, progress[a]) for a in state.annotators],
+            design=state.design,
+            overlap=len(state.overlap),
+            invited=len(state.invited),
+            annotators=_progress_rows(state),
+            min_interval=MIN_BOOTSTRAP_ITEMS,
             comments=comments,
             benchmark=benchmark.path.name,
             digest=benchmark.content_sha256,
+        )
+
+    @web.get("/annotations.{fmt}")
+    def download(fmt: str) -> Response:
+        if fmt not in EXPORT_FORMATS:
+            return _error(404, f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
+        text = labels_text(label_rows(log.state(), benchmark), fmt)
+        kind = "text/csv" if fmt == "csv" else "application/x-ndjson"
+        filename = f"labels-{benchmark.content_sha256[:12]}.{fmt}"
+        return Response(
+            text.encode("utf-8"),
+            media_type=f"{kind}; charset=utf-8",
+            headers={"content-disposition": f'attachment; filename="{filename}"'},
         )
 
     @web.get("/audit", response_class=HTMLResponse)
