@@ -10,20 +10,23 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from playlisteval.app import App
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
-from store.catalog import DUPLICATE, FAILED, INDEXED
-from store.errors import ConfigError
+from store.catalog import DUPLICATE, FAILED, INDEXED, vectors_from_bytes
+from store.errors import ConfigError, MediaError
 from tests.fakes_http import Route, rss, serve
 from tools import media
+from tools.indexer import DecodedBatch, _DecodeAhead
 from tools.synthetic import espeak_available, make_narrated_clip
 
 DEMO_INDEX = {
@@ -147,6 +150,131 @@ def test_fetch_clip_cuts_and_caches_a_span(indexed_demo: App) -> None:
     again = clips.fetch_clip(video.id, 10.0, 20.0, fps=0.5, max_height=120, audio=True)
     assert again.path == clip.path
     assert again.path.stat().st_mtime_ns == mtime
+
+
+# -- decoding ahead of the models ---------------------------------------------------------------
+
+
+def test_decoding_ahead_in_threads_stores_what_decoding_inline_stores(
+    indexed_demo: App, demo_playlist: Path, tmp_path: Path
+) -> None:
+    """The demo indexed with decoders in two threads (the module's workspace) and in the
+    models' own thread, three chunks a step: the same chunks, transcripts and vectors."""
+    with App(
+        load_settings(tmp_path, **_settings(tmp_path, decode_workers=0, embed_batch_size=3))
+    ) as inline:
+        indexer = inline.indexer()
+        indexer.add(str(demo_playlist), domain=None)
+        indexer.prepare_media()
+        indexer.run()
+        threaded = indexed_demo.catalog
+        assert [v.id for v in inline.catalog.videos()] == [v.id for v in threaded.videos()]
+        for video in threaded.videos():
+            ours, theirs = inline.catalog.chunks(video.id), threaded.chunks(video.id)
+            assert [(c.idx, c.transcript) for c in ours] == [(c.idx, c.transcript) for c in theirs]
+            np.testing.assert_allclose(
+                vectors_from_bytes([c.vector for c in ours]),
+                vectors_from_bytes([c.vector for c in theirs]),
+                atol=1e-5,
+            )
+
+
+def _batches(tag: str, count: int, log: list[str]) -> Iterator[DecodedBatch]:
+    for number in range(count):
+        log.append(f"{tag}{number}")
+        yield DecodedBatch([(number, [])], None)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_decoded_batches_come_video_by_video_in_order(workers: int) -> None:
+    log: list[str] = []
+    jobs = [lambda tag=tag, n=n: _batches(tag, n, log) for tag, n in [("a", 3), ("b", 0), ("c", 2)]]
+    with _DecodeAhead(jobs, workers) as feed:
+        got = [[b.chunks[0][0] for b in feed.batches(number)] for number in range(len(jobs))]
+    assert got == [[0, 1, 2], [], [0, 1]]
+    assert sorted(log) == ["a0", "a1", "a2", "c0", "c1"]
+
+
+def test_the_next_video_is_decoded_while_the_models_hold_the_first() -> None:
+    second_started = threading.Event()
+
+    def first() -> Iterator[DecodedBatch]:
+        yield DecodedBatch([(0, [])], None)
+
+    def second() -> Iterator[DecodedBatch]:
+        second_started.set()
+        yield DecodedBatch([(0, [])], None)
+
+    with _DecodeAhead([first, second], workers=2) as feed:
+        batches = feed.batches(0)
+        next(batches)  # the models have the first batch and have not asked for more
+        # Not a speed check: the guard only turns a hang into a failure.
+        assert second_started.wait(timeout=60), "the second video waited for the first"
+        assert list(batches) == []
+        assert len(list(feed.batches(1))) == 1
+
+
+def test_a_decoding_error_reaches_the_models_thread_after_the_batches_before_it() -> None:
+    def broken() -> Iterator[DecodedBatch]:
+        yield DecodedBatch([(0, [])], None)
+        raise MediaError("frame 7 is garbage")
+
+    def fine() -> Iterator[DecodedBatch]:
+        yield DecodedBatch([(5, [])], None)
+
+    with _DecodeAhead([broken, fine], workers=2) as feed:
+        batches = feed.batches(0)
+        assert next(batches).chunks[0][0] == 0
+        with pytest.raises(MediaError, match="frame 7 is garbage"):
+            next(batches)
+        assert [b.chunks[0][0] for b in feed.batches(1)] == [5]
+
+
+def test_a_cancelled_or_closed_decoder_stops_and_its_thread_ends() -> None:
+    stopped: list[str] = []
+
+    def endless(tag: str) -> Iterator[DecodedBatch]:
+        try:
+            while True:
+                yield DecodedBatch([(0, [])], None)
+        finally:
+            stopped.append(tag)
+
+    feed = _DecodeAhead([lambda: endless("cancelled"), lambda: endless("closed")], workers=2)
+    next(feed.batches(0))
+    feed.cancel(0)
+    next(feed.batches(1))
+    feed.close()  # returns only once both decoder threads have ended
+    assert sorted(stopped) == ["cancelled", "closed"]
+
+
+def test_a_batchs_audio_is_read_in_one_pass_and_cut_at_the_chunk_bounds(tmp_path: Path) -> None:
+    from tools.indexer import _batch_audio
+
+    video = tmp_path / "tone.mp4"
+    _tone_video(video, seconds=70)
+    grid = media.chunk_grid(media.probe(video).duration_s)
+    whole = media.extract_audio(video)
+    cut = _batch_audio(video, grid, [(0, []), (1, []), (2, [])], 16_000)
+    for idx, (start, end) in enumerate(grid):
+        expected = whole[round(start * 16_000) : round(end * 16_000)]
+        np.testing.assert_array_equal(cut[idx], expected)
+
+
+def _tone_video(path: Path, seconds: int) -> None:
+    """A small video whose audio is a rising tone (every instant has its own samples)."""
+    import imageio_ffmpeg  # type: ignore[import-untyped]
+
+    subprocess.run(
+        [
+            imageio_ffmpeg.get_ffmpeg_exe(),
+            *("-hide_banner", "-loglevel", "error", "-y"),
+            *("-f", "lavfi", "-i", f"color=c=blue:s=64x48:r=2:d={seconds}"),
+            *("-f", "lavfi", "-i", f"aevalsrc='sin(200*t*t)':s=16000:d={seconds}"),
+            *("-c:v", "libx264", "-c:a", "aac", "-shortest", str(path)),
+        ],
+        check=True,
+    )
 
 
 # -- real inputs --------------------------------------------------------------------------------
