@@ -257,7 +257,7 @@ def code_version() -> str:
 class _JudgeSource:
     judge: str
     answered_as: tuple[str, ...]  # provider ids from the log
-    offline: bool | None  # None: not known
+    mode: Source  # offline, live, mixed (some calls each way) or unknown
     missing: int  # records whose call the log read does not hold
 
 
@@ -272,31 +272,39 @@ def _judge_sources(
         answered = [calls.get(r.call_key) for r in items] if calls is not None else []
         known = [a for a in answered if a is not None]
         flags = {a.offline for a in known}
-        offline: bool | None
-        if known and len(known) == len(items) and len(flags) == 1:
-            offline = flags.pop()
+        mode: Source
+        if len(flags) == 2:
+            mode = "mixed"
         elif judge in OFFLINE_JUDGES:
-            offline = True  # an offline judge exists only in the offline provider
+            mode = "offline"  # an offline judge exists only in the offline provider
+        elif known and len(known) == len(items):
+            mode = "offline" if flags == {True} else "live"
         else:
-            offline = None
+            mode = "unknown"
         sources[judge] = _JudgeSource(
             judge=judge,
             answered_as=tuple(sorted({a.answered_as for a in known})),
-            offline=offline,
+            mode=mode,
             missing=len(items) - len(known),
         )
     return sources
 
 
 def _source(sources: Mapping[str, _JudgeSource]) -> Source:
-    flags = {s.offline for s in sources.values()}
-    if flags == {True}:
-        return "offline"
-    if flags == {False}:
-        return "live"
-    if None in flags:
+    modes = {s.mode for s in sources.values()}
+    if "unknown" in modes:
         return "unknown"
+    if len(modes) == 1:
+        return modes.pop()
     return "mixed"
+
+
+MODE_TEXT: dict[Source, str] = {
+    "offline": "offline provider",
+    "live": "live",
+    "mixed": "partly offline provider, partly live",
+    "unknown": "not known",
+}
 
 
 def _source_sentence(source: Source, sources: Mapping[str, _JudgeSource]) -> str:
@@ -305,13 +313,14 @@ def _source_sentence(source: Source, sources: Mapping[str, _JudgeSource]) -> str
     if source == "live":
         return "Live evaluation: every judgment was answered by the provider named beside it."
     if source == "mixed":
-        offline = ", ".join(s.judge for s in sources.values() if s.offline)
-        return f"Mixed evaluation: {offline} answered offline. " + OFFLINE_NOTE
-    unknown = ", ".join(s.judge for s in sources.values() if s.offline is None)
+        offline = ", ".join(s.judge for s in sources.values() if s.mode != "live")
+        return f"Mixed evaluation: {offline} answered offline, in whole or in part. " + OFFLINE_NOTE
+    unknown = ", ".join(s.judge for s in sources.values() if s.mode == "unknown")
     return (
-        f"Whether {unknown} answered live or through the offline provider is not known: the "
-        "evaluation's log was not read (run `playlisteval report` with the --home of the "
-        "workspace that evaluated). An offline answer is a harness, not evidence of model quality."
+        f"Whether {unknown} answered live or through the offline provider is not known: no log "
+        "was read, or the one read lacks their calls (run `playlisteval report` with the --home "
+        "of the workspace that evaluated). An offline answer is a harness, not evidence of model "
+        "quality."
     )
 
 
@@ -351,8 +360,7 @@ def _provenance_table(
         who = ", ".join(s.answered_as) if s.answered_as else "not in the log read"
         if s.missing and s.answered_as:
             who += f" ({s.missing} judgments not in the log read)"
-        mode = {True: "offline provider", False: "live", None: "not known"}[s.offline]
-        rows.append((f"judge {s.judge}", f"{mode}; answered as {who}"))
+        rows.append((f"judge {s.judge}", f"{MODE_TEXT[s.mode]}; answered as {who}"))
     for run in _by_condition(runs):
         asked = f"{run.condition.hours:g} h asked, {_hours_text(run.built)} h built"
         rows.append((f"condition {run.condition_id}", asked))
@@ -683,14 +691,7 @@ def _table1(
         m = s.metrics
         acc = m.tables["accuracy"]
         source = sources[run.judge]
-        answered = (
-            ", ".join(source.answered_as)
-            or {
-                True: "offline provider",
-                False: "live",
-                None: "not known",
-            }[source.offline]
-        )
+        answered = ", ".join(source.answered_as) or MODE_TEXT[source.mode]
         rows.append(
             (
                 run.judge,
@@ -1326,7 +1327,11 @@ def write_report(
     now = now or datetime.now(tz=UTC)
     calls = answered_calls(events, eval_dirs) if events is not None else None
     if log_note is None:
-        log_note = "read" if calls is not None else "not read (no workspace given)"
+        log_note = (
+            "read from the event log given"
+            if calls is not None
+            else "not read (no workspace given)"
+        )
     if calls is not None:
         found = sum(1 for r in records if r.call_key in calls)
         log_note += f"; the calls of {found} of {len(records)} judgments are in it"

@@ -45,6 +45,8 @@ from playlisteval.report import (
 )
 from playlisteval.settings import load_settings
 from policies.judging import parse_condition
+from store.events import CallRecorded
+from store.eventstore import open_event_store
 from tests.workspaces import copy_workspace
 
 PAIRS = {  # pair id: (domain, gap, playlist)
@@ -581,6 +583,67 @@ def test_without_the_log_the_provenance_says_what_it_does_not_know(tmp_path: Pat
     assert f"| code version (of the report) | {code_version()} |" in provenance
     assert "| log | not read (no workspace given) |" in provenance
     assert "percentile bootstraps over 2000 resamples" in provenance
+
+
+def _answered(key: str, model: str, *, offline: bool, provider: str | None) -> CallRecorded:
+    """A judgment call as the evaluation's log records it, answered as ``model``."""
+    response = {"kind": "response", "parts": [], "model_name": model, "provider_name": provider}
+    return CallRecorded(
+        call_id=f"{key}:1",
+        key=key,
+        role="pair_judge",
+        model="gpt-5.4",
+        gate="evaluation",
+        response=response,
+        cost_micros=0 if offline else 120,
+        offline=offline,
+    )
+
+
+@pytest.mark.parametrize(
+    ("offline_pairs", "source", "mode"),
+    [
+        (set(), "live", "live"),
+        ({"p4"}, "mixed", "partly offline provider, partly live"),
+    ],
+)
+def test_who_answered_is_read_from_the_evaluations_log(
+    tmp_path: Path, offline_pairs: set[str], source: str, mode: str
+) -> None:
+    """A live judge's provider id comes from its recorded responses; a judge some of whose
+    calls the offline provider answered is called mixed, and the report is labelled."""
+    lines = _records("gpt-5.4", "uniform", "frames", 1, _right)
+    directory = _write_eval(tmp_path / "eval", lines, {"evaluation_id": "e1"})
+    events = open_event_store(tmp_path / "events.db")
+    try:
+        for line in lines:
+            record = json.loads(line)
+            offline = record["pair_id"] in offline_pairs
+            answer = _answered(
+                record["call_key"],
+                "offline:gpt-5.4" if offline else "gpt-5.4-2026-03-05",
+                offline=offline,
+                provider=None if offline else "openai",
+            )
+            events.append("eval-e1", [answer])
+        summary = write_report([directory], tmp_path / "out", events=events)
+    finally:
+        events.close()
+    assert summary.source == source
+    markdown = summary.markdown.read_text()
+    provenance = _section(markdown, "Provenance")
+    who = (
+        "openai:gpt-5.4-2026-03-05"
+        if source == "live"
+        else "offline:gpt-5.4, openai:gpt-5.4-2026-03-05"
+    )
+    assert f"| judge gpt-5.4 | {mode}; answered as {who} |" in provenance
+    assert "| first judgment |" in provenance
+    assert "the calls of 8 of 8 judgments are in it" in provenance
+    table = _section(markdown, "Judges by condition")
+    assert _row(table, "gpt-5.4", "uniform-frames-1h-32f-448p")[1] == who
+    tex = (tmp_path / "out" / "tables" / "judges-by-condition.tex").read_text()
+    assert ("not evidence of model quality" in tex) == (source == "mixed")
 
 
 # --- the demo's report folder ----------------------------------------------------------------
