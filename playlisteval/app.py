@@ -41,6 +41,7 @@ from store.errors import ConfigError, disk_full
 from store.events import usd_to_micros
 from store.eventstore import EventStore, open_event_store
 from store.projections import Projections
+from tools.calibration import SeedBand, stored_band
 from tools.clips import ClipFetcher
 from tools.embeddings import Embedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
@@ -54,9 +55,26 @@ from tools.vectors import VectorIndex, open_vector_index
 log = structlog.get_logger("playlisteval.app")
 
 
+def _or(value: float | None, stored: float) -> float:
+    return stored if value is None else value
+
+
+def seed_band(settings: Settings) -> SeedBand:
+    """The seed band in force: the ``seeds`` settings, each unset one from the band stored for
+    the configured embedder (:data:`tools.calibration.SEED_BANDS`)."""
+    seeds, band = settings.seeds, stored_band(settings.index.embedder)
+    given = {"seed_min_cosine", "seed_max_cosine", "duplicate_cosine"} & seeds.model_fields_set
+    return SeedBand(
+        _or(seeds.seed_min_cosine, band.min_cosine),
+        _or(seeds.seed_max_cosine, band.max_cosine),
+        _or(seeds.duplicate_cosine, band.duplicate_cosine),
+        "the [seeds] settings" if given else band.source,
+    )
+
+
 def index_config(settings: Settings) -> IndexConfig:
-    """The pipeline's numbers, from the settings."""
-    idx, seeds = settings.index, settings.seeds
+    """The pipeline's numbers, from the settings (the seed band: :func:`seed_band`)."""
+    idx, band = settings.index, seed_band(settings)
     return IndexConfig(
         chunk_s=idx.chunk_seconds,
         segment_min_s=idx.segment_min_minutes * 60.0,
@@ -65,9 +83,9 @@ def index_config(settings: Settings) -> IndexConfig:
         frame_fps=idx.frame_fps,
         frame_max_height=idx.frame_max_height,
         audio_rate=idx.audio_rate,
-        duplicate_cosine=seeds.duplicate_cosine,
-        seed_min_cosine=seeds.seed_min_cosine,
-        seed_max_cosine=seeds.seed_max_cosine,
+        duplicate_cosine=band.duplicate_cosine,
+        seed_min_cosine=band.min_cosine,
+        seed_max_cosine=band.max_cosine,
         batch_chunks=idx.embed_batch_size,
         decode_workers=idx.decode_workers,
         collection_prefix=settings.vectors.collection_prefix,

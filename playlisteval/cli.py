@@ -35,7 +35,7 @@ from agents.audit import Audit
 from agents.curation import RunReport
 from agents.fleet import WorkerReport
 from playlisteval import logs, runs, smoke
-from playlisteval.app import App, role_models
+from playlisteval.app import App, role_models, seed_band
 from playlisteval.export import ExportSummary
 from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
 from policies.budget import Budget, cap_micros, check_concurrency
@@ -358,10 +358,23 @@ def index(
 def seeds(
     domain: Annotated[str | None, typer.Option(help="Only this domain.")] = None,
     show: Annotated[int, typer.Option(help="Print this many seeds per domain.")] = 0,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="Change nothing: print how the same-domain segment pairs' cosines fall for "
+            "the embedder in use, the share in the seed band and at the duplicate threshold, "
+            "and a suggested band (related but distinct).",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Recompute near-duplicates and seeds from the stored vectors; print counts per domain."""
     _check_count(show, 0, "--show")
+    if calibrate:
+        with _open(home) as app_:
+            _print_calibration(app_)
+        return
     with _open(home) as app_:
         indexer = app_.indexer()
         duplicates = indexer.dedupe()
@@ -374,6 +387,44 @@ def seeds(
                     console.print(
                         f"  {seed.id}  {seed.segment_a} ~ {seed.segment_b}  {seed.cosine:.3f}"
                     )
+
+
+def _print_calibration(app_: App) -> None:
+    """``seeds --calibrate``: the distribution, the shares, the suggested band, the warnings."""
+    from tools.indexer import seed_calibration
+
+    found = seed_calibration(app_.catalog, seed_band(app_.settings))
+    embedder = app_.settings.index.embedder
+    console.print(
+        f"seed band calibration for embedder {embedder}: {found.pairs} same-domain pairs of "
+        "segments of different videos"
+    )
+    if not found.pairs:
+        console.print("no same-domain pairs: index at least two videos of a domain first")
+        return
+    widest = max(count for _, _, count in found.histogram)
+    for low, high, count in found.histogram:
+        bar = "#" * math.ceil(40 * count / widest) if count else ""
+        console.print(f"  {low:.2f}-{high:.2f} {bar:<40} {count}")
+    quantiles = "  ".join(f"{q:.0%} {v:.3f}" for q, v in found.quantiles.items())
+    console.print(f"quantiles: {quantiles}")
+    if found.cross_quantiles:
+        cross = "  ".join(f"{q:.0%} {v:.3f}" for q, v in found.cross_quantiles.items())
+        console.print(f"cross-domain pairs (unrelated): {cross}")
+    band, suggested = found.current, found.suggested
+    console.print(
+        f"band in force [{band.min_cosine:.2f}, {band.max_cosine:.2f}] ({band.source}): "
+        f"{found.in_current:.1%} of the pairs; at or above the duplicate threshold "
+        f"{band.duplicate_cosine:.2f}: {found.duplicates:.1%}"
+    )
+    console.print(
+        f"suggested band [{suggested.min_cosine:.2f}, {suggested.max_cosine:.2f}]: "
+        f"{found.in_suggested:.1%} of the pairs; to use it, put under \\[seeds] in "
+        f"playlisteval.toml: seed_min_cosine = {suggested.min_cosine:.2f}, "
+        f"seed_max_cosine = {suggested.max_cosine:.2f}"
+    )
+    for warning in found.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 @app.command()

@@ -198,9 +198,22 @@ class VectorSettings(Section):
 class SeedSettings(Section):
     """Near-duplicates and seed pairs."""
 
-    duplicate_cosine: float = Field(0.95, description="Segments above this are near-duplicates.")
-    seed_min_cosine: float = Field(0.40, description="Seed pairs: lowest segment cosine.")
-    seed_max_cosine: float = Field(0.90, description="Seed pairs: highest segment cosine.")
+    duplicate_cosine: float | None = Field(
+        None,
+        description="Segments above this are near-duplicates. Unset: the embedder's stored "
+        "value (0.95, the paper's, for both embedders).",
+    )
+    seed_min_cosine: float | None = Field(
+        None,
+        description="Seed pairs: lowest segment cosine. Unset: the embedder's stored band "
+        "(the paper's 0.40 for qwen3-vl-embedding; 0.33 for minilm-text+frame-stats, from "
+        "`playlisteval seeds --calibrate`, which suggests one for your catalogue).",
+    )
+    seed_max_cosine: float | None = Field(
+        None,
+        description="Seed pairs: highest segment cosine. Unset: the embedder's stored band "
+        "(0.90, the paper's, for both embedders).",
+    )
 
 
 class GenerationSettings(Section):

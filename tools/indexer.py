@@ -47,6 +47,7 @@ from store.errors import (
     TranscriptError,
 )
 from tools import ingest, media
+from tools.calibration import Calibration, SeedBand, calibrate, pair_cosines
 from tools.embeddings import ChunkContent, Embedder
 from tools.seeding import (
     SegmentRef,
@@ -282,6 +283,22 @@ def _batch_audio(
         lo, hi = round((start - first) * rate), round((end - first) * rate)
         out[idx] = samples[lo:hi].copy()
     return out
+
+
+def segments_in_seeding(catalog: Catalog) -> tuple[list[str], list[SegmentRef], np.ndarray]:
+    """The videos that take part in seeding (indexed, and near-duplicates, whose decision is
+    recomputed each time) in seeding order, their segments and the segments' vectors."""
+    order = [v.id for v in catalog.videos(statuses=[INDEXED, DUPLICATE])]
+    rows = catalog.segments(video_ids=order)
+    refs = [SegmentRef(r.id, r.video_id, r.domain) for r in rows]
+    return order, refs, vectors_from_bytes([r.vector for r in rows])
+
+
+def seed_calibration(catalog: Catalog, current: SeedBand) -> Calibration:
+    """How the catalogue's same-domain segment pairs fall under the band ``current``, and the
+    band :func:`tools.calibration.calibrate` suggests (``seeds --calibrate``)."""
+    _order, refs, vectors = segments_in_seeding(catalog)
+    return calibrate(pair_cosines(refs, vectors), current)
 
 
 class Indexer:
@@ -736,10 +753,7 @@ class Indexer:
         self.catalog.replace_segments(video.id, rows)
 
     def _segments_in_seeding(self) -> tuple[list[str], list[SegmentRef], np.ndarray]:
-        order = [v.id for v in self.catalog.videos(statuses=[INDEXED, DUPLICATE])]
-        rows = self.catalog.segments(video_ids=order)
-        refs = [SegmentRef(r.id, r.video_id, r.domain) for r in rows]
-        return order, refs, vectors_from_bytes([r.vector for r in rows])
+        return segments_in_seeding(self.catalog)
 
     def dedupe(self) -> list[DuplicateRow]:
         """Drop near-duplicate videos (the later one of a pair), recording each decision.
