@@ -939,8 +939,8 @@ def _recall_table(
         ),
         rows,
         note=(
-            "Recall@k: share of gold segments matched by a top-k retrieved span at the tIoU. "
-            + sentences
+            "Recall@k: share of gold segments matched by a top-k retrieved span at the tIoU "
+            "(a k past the spans retrieved repeats R@ that number). " + sentences
         ).strip(),
     )
 
@@ -1155,7 +1155,9 @@ def _recall_figure(
             continue  # its twin is drawn: the same line
         seen.add(label)
         points = []
-        for k in ks:
+        # A k past the spans the retriever handed over repeats the last point: not drawn.
+        handed = max(len(c.retrieved) for c in row.cases)
+        for k in [k for k in ks if k <= handed] or list(ks[:1]):
             values = [recall_at_k(c.gold, c.retrieved, k, RECALL_THRESHOLD) for c in row.cases]
             interval = clustered_interval(
                 values, [c.playlist_id for c in row.cases], [c.pair_id for c in row.cases]
@@ -1283,7 +1285,7 @@ def _figure_specs(
     figures.add(
         _recall_figure(recall_rows, DEFAULT_KS, twins),
         f"Share of gold segments matched at tIoU ≥ {RECALL_THRESHOLD:g} by a top-k retrieved "
-        f"span. {WHISKERS} " + twin_note,
+        f"span, for k up to the spans the retriever handed over. {WHISKERS} " + twin_note,
         f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
         "no judgment carries retrieved and gold spans",
     )

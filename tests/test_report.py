@@ -356,6 +356,10 @@ def test_every_figure_is_drawn_when_its_data_is_there(
     }
     mixed_1h = next(p for p in hours.series[1].points if p.x == 1.0)
     assert (mixed_1h.low, mixed_1h.high) == (0.5, 1.0)  # the interval rides along
+    recall = specs["Retriever recall@k at tIoU ≥ 0.5"]
+    assert isinstance(recall, LineFigure)
+    # Three spans retrieved per pair: k = 1 and 3 drawn (5 and 10 would repeat k = 3).
+    assert [(p.x, p.y) for p in recall.series[0].points] == [(1.0, 0.5), (3.0, 0.5)]
 
 
 def test_no_two_texts_of_any_figure_collide(
