@@ -279,7 +279,10 @@ def test_a_full_annotation_flow_by_keyboard_then_the_labels_download(
     shared = sorted(set(labelled["ann"]) & set(labelled["bob"]))
     assert shared == sorted(state.overlap)  # both labelled the shared half, no more
 
-    driver.find_element(By.ID, "results-link").click()
+    driver.get(base + "/")
+    assert driver.find_element(By.ID, "signed-in").text == "bob"
+    _shot(driver, "start")
+    driver.get(base + "/results")
     kappa = _kappa([labelled["ann"][p] for p in shared], [labelled["bob"][p] for p in shared])
     cell = driver.find_element(By.CSS_SELECTOR, 'tr[data-stratum="overall"] td.kappa')
     assert float(cell.get_attribute("data-value")) == pytest.approx(kappa)

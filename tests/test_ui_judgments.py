@@ -292,6 +292,21 @@ def test_a_prompt_the_log_does_not_hold_is_shown_as_rebuilt_and_not_matching(
     assert "## Answer A" in section  # rebuilt, and shown
 
 
+def test_judgments_the_offline_provider_answered_are_labelled_a_harness_on_every_page(
+    client: TestClient, evaluated: Evaluated
+) -> None:
+    """The fixture evaluated offline: every recorded call says so, and every page of the viewer
+    says those verdicts are a harness's."""
+    total = len(evaluated.records)
+    assert f"{total} offline" in client.get("/evaluations").text
+    page = client.get("/evaluations/eval").text
+    assert f"OFFLINE HARNESS — {total} of these {total} judgments" in page
+    assert page.count('<span class="flag flag-offline">offline</span>') == len(_rows(page))
+    record = evaluated.records[0]
+    section = _section(_group_page(client, record), record.order)
+    assert "OFFLINE HARNESS — answered by the offline provider" in section
+
+
 def test_thumbnails_are_the_shown_frames_and_nothing_else(
     client: TestClient, evaluated: Evaluated
 ) -> None:
@@ -384,6 +399,7 @@ def test_the_viewer_in_chromium_filters_and_shows_a_record(
     SCREENSHOTS.mkdir(exist_ok=True)
     expected = _expected(evaluated.records)
     browser.get(served + "/evaluations")
+    browser.save_screenshot(str(SCREENSHOTS / "evaluations.png"))
     browser.find_element(By.LINK_TEXT, "eval").click()
     rows = browser.find_elements(By.CSS_SELECTOR, "tr.group")
     assert len(rows) == len(expected["all"])

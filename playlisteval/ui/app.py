@@ -64,6 +64,7 @@ from playlisteval.ui.judgments import (
     group_records,
     group_views,
     load_evaluations,
+    offline_keys,
 )
 from policies.agreement import (
     MIN_BOOTSTRAP_ITEMS,
@@ -783,6 +784,17 @@ def create_app(
 
     rebuilder = PromptRebuilder(app)
     thumbnails = Thumbnails()
+    # Which judgments the offline provider answered, per evaluation: read once, on first view.
+    offline_seen: dict[str, frozenset[str]] = {}
+
+    def offline_of(evaluation: Any) -> frozenset[str]:
+        if evaluation.name not in offline_seen:
+            offline_seen[evaluation.name] = offline_keys(app.events, evaluation)
+        return offline_seen[evaluation.name]
+
+    def offline_count(evaluation: Any) -> int:
+        keys = offline_of(evaluation)
+        return sum(1 for r in evaluation.records if r.call_key in keys)
 
     def evaluation_named(name: str) -> Any:
         found = evaluated.get(name)
@@ -796,7 +808,11 @@ def create_app(
 
     @web.get("/evaluations", response_class=HTMLResponse)
     def evaluation_list() -> Response:
-        return _page("evaluations.html", evaluations=list(evaluated.values()))
+        return _page(
+            "evaluations.html",
+            evaluations=list(evaluated.values()),
+            offline={e.name: offline_count(e) for e in evaluated.values()},
+        )
 
     @web.get("/evaluations/{name}", response_class=HTMLResponse)
     def evaluation_page(
@@ -822,6 +838,8 @@ def create_app(
             judge=judge,
             condition=condition,
             answer=answer_name,
+            offline=offline_count(evaluation),
+            offline_keys=offline_of(evaluation),
         )
 
     @web.get("/evaluations/{name}/pair/{pair_id}", response_class=HTMLResponse)
@@ -846,6 +864,7 @@ def create_app(
             group=group,
             views=views,
             answer=answer_name,
+            offline_keys=offline_of(evaluation),
             clock=_clock,
             frame_src=lambda video, t: (
                 f"/evaluations/{quote(name, safe='')}/frame/{quote(video, safe='')}?t={t!r}"

@@ -67,6 +67,7 @@ from policies.judging import ORDERS, Condition, JudgmentRecord, Order
 from policies.prices import PriceTable
 from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDivergence
 from store.events import CallRecorded, Event
+from store.eventstore import EventStore
 from tools import media
 from tools.roles import JudgeEvidence, PairJudgeContext, PairVerdict, SegmentEvidence
 
@@ -152,6 +153,16 @@ def load_evaluations(paths: Sequence[Path], benchmark: Benchmark) -> dict[str, E
             records=tuple(read_judgments(path / JUDGMENTS_FILE)),
         )
     return out
+
+
+def offline_keys(store: EventStore, evaluation: EvaluationFolder) -> frozenset[str]:
+    """The request keys of the evaluation's calls the offline provider answered (its log says
+    so on each recorded call): their verdicts are a harness's, not evidence of model quality."""
+    return frozenset(
+        str(stored.data.get("key", ""))
+        for stored in store.read_stream(eval_stream(evaluation.evaluation_id))
+        if stored.type == "CallRecorded" and stored.data.get("offline")
+    )
 
 
 # -- groups and filters (pure) --------------------------------------------------------------------
