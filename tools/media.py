@@ -11,7 +11,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -40,6 +40,9 @@ _GRID_EPSILON_S = 1e-3
 _MAX_REORDER = 16
 # Packets read ahead of the decoder to learn each frame's successor in presentation order.
 _LOOKAHEAD_PACKETS = 2 * _MAX_REORDER
+# How far ahead packets are read to find the next keyframe, so the end of a GOP after its last
+# wanted frame can be left undecoded (about 40 s at 25 fps; longer GOPs are decoded whole).
+_GOP_LOOKAHEAD_PACKETS = 1024
 # Packets demuxed by probe to tell constant from variable frame rate.
 _VFR_PROBE_PACKETS = 300
 _AAC_RATES = frozenset({8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200})
@@ -320,30 +323,72 @@ def _timed_video_frames(
     def done() -> bool:
         return end is not None and start_s + k * step >= end
 
+    def last_wanted_before(t: float) -> float:
+        """The last wanted time before ``t`` (-inf when there is none)."""
+        k_last = math.ceil((t - start_s) * fps - 1e-9) - 1
+        return start_s + k_last * step if k_last >= 0 else -math.inf
+
     window: deque[av.Packet[Any]] = deque()
+    keys: deque[tuple[int, av.Packet[Any]]] = deque()  # keyframes in the window, by read order
     recent: deque[int] = deque(maxlen=_LOOKAHEAD_PACKETS)
     packets = container.demux(stream)
     exhausted = False
     data_end: int | None = None  # end of the last packet read (pts units)
+    read = sent = 0  # packets read ahead, packets taken off the window (read order)
+    closed_gop = _closed_gop_test(stream)
+    tail_from: int | None = None  # packets from here up to the next keyframe are not needed
+    tail_key = -1  # read order of the keyframe that tail_from was worked out for
     while not done():
-        while not exhausted and len(window) < _LOOKAHEAD_PACKETS:
+        # Read ahead far enough to see each frame's successor and, when the stream's keyframes
+        # can be told to start closed GOPs, the next keyframe (within a bound).
+        while not exhausted and (
+            len(window) < _LOOKAHEAD_PACKETS
+            or (closed_gop is not None and not keys and len(window) < _GOP_LOOKAHEAD_PACKETS)
+        ):
             try:
-                window.append(next(packets))
+                ahead = next(packets)
             except StopIteration:
                 exhausted = True
+                break
+            if ahead.is_keyframe and read > 0:
+                keys.append((read, ahead))
+            window.append(ahead)
+            read += 1
         if not window:
             break
         packet = window.popleft()
+        number, sent = sent, sent + 1
+        if keys and keys[0][0] == number:
+            keys.popleft()
+        if closed_gop is not None and keys and keys[0][0] != tail_key:
+            tail_key, key = keys[0]
+            tail_from = None
+            if key.pts is not None and closed_gop(key):
+                # A closed GOP follows: everything shown up to the last wanted time before its
+                # keyframe must be decoded (and what that refers to, decoded before it); the
+                # packets after the last of those feed nothing wanted.
+                t_last = last_wanted_before(float(key.pts * time_base) - origin)
+                tail_from = _first_after(window, number + 1, tail_key, t_last, time_base, origin)
         if packet.size == 0:
             # The demuxer's end-of-stream marker; the decoder is flushed once, below.
             continue
         if packet.pts is not None:
             packet_end = packet.pts + (packet.duration or 0)
             data_end = packet_end if data_end is None else max(data_end, packet_end)
-            later = [p.pts for p in window if p.pts is not None and p.pts > packet.pts]
+            later = [
+                p.pts
+                for p in itertools.islice(window, _LOOKAHEAD_PACKETS)
+                if p.pts is not None and p.pts > packet.pts
+            ]
             later += [p for p in recent if p > packet.pts]
             successor = min(later) if later else None
             recent.append(packet.pts)
+            if (
+                tail_from is not None
+                and tail_from <= number < tail_key
+                and not needed(packet.pts, successor)
+            ):
+                continue  # a GOP's tail past its last wanted frame: nothing decodes from it
             ctx.skip_frame = "DEFAULT" if needed(packet.pts, successor) else "NONREF"
         else:
             ctx.skip_frame = "DEFAULT"
@@ -355,6 +400,69 @@ def _timed_video_frames(
         if previous is not None:
             shown_until = max(duration or 0.0, previous_t + frame_step)
             yield from emit_until(shown_until)
+
+
+def _first_after(
+    window: deque[av.Packet[Any]],
+    first: int,
+    key_number: int,
+    t_last: float,
+    time_base: Fraction,
+    origin: float,
+) -> int:
+    """The read order from which no packet before the keyframe ``key_number`` is shown at or
+    before ``t_last``: the last one that is (or has no pts) and all before it are decoded."""
+    start = first
+    for offset, packet in enumerate(window):
+        number = first + offset
+        if number >= key_number:
+            break
+        if packet.pts is None or float(packet.pts * time_base) - origin <= t_last:
+            start = number + 1
+    return start
+
+
+def _closed_gop_test(stream: av.VideoStream) -> Callable[[av.Packet[Any]], bool] | None:
+    """A test telling whether a keyframe packet starts a closed GOP (nothing decoded after it
+    refers to a frame before it), for the codecs whose bitstream says so; None for others.
+
+    H.264: an IDR picture (NAL unit type 5) empties the decoder's references (ITU-T H.264
+    8.2.1); HEVC: IDR_W_RADL and IDR_N_LP (types 19, 20; ITU-T H.265 7.4.2.2) do the same,
+    while a CRA may be followed by leading pictures that refer back. VP8 and VP9 keyframes
+    reset every reference (RFC 6386 9.7; VP9 bitstream spec 7.2).
+    """
+    name = stream.codec_context.name
+    if name in ("vp8", "vp9"):
+        return lambda packet: True
+    if name not in ("h264", "hevc"):
+        return None
+    extradata = bytes(stream.codec_context.extradata or b"")
+    length_size: int | None = None  # MP4-style length-prefixed NAL units, else Annex B
+    if name == "h264" and len(extradata) > 4 and extradata[0] == 1:
+        length_size = (extradata[4] & 0x03) + 1
+    elif name == "hevc" and len(extradata) > 21 and extradata[0] == 1:
+        length_size = (extradata[21] & 0x03) + 1
+    idr = (lambda b: b & 0x1F == 5) if name == "h264" else (lambda b: (b >> 1) & 0x3F in (19, 20))
+
+    def starts_closed_gop(packet: av.Packet[Any]) -> bool:
+        return any(idr(header) for header in _nal_headers(bytes(packet), length_size))
+
+    return starts_closed_gop
+
+
+def _nal_headers(data: bytes, length_size: int | None) -> Iterator[int]:
+    """The first byte of each NAL unit in ``data`` (length-prefixed, or Annex B start codes)."""
+    if length_size is not None:
+        position = 0
+        while position + length_size < len(data):
+            size = int.from_bytes(data[position : position + length_size], "big")
+            yield data[position + length_size]
+            position += length_size + size
+        return
+    position = data.find(b"\x00\x00\x01")
+    while position != -1 and position + 3 < len(data):
+        yield data[position + 3]
+        position = data.find(b"\x00\x00\x01", position + 3)
 
 
 class _Truncated(MediaError):
