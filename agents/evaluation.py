@@ -9,6 +9,16 @@ record per judgment (a :class:`policies.judging.JudgmentRecord`) to ``<out>/judg
 Running it again skips the judgments already in the file, and a call recorded in the stream is
 served from it for free, so an evaluation is resumable and cached.
 
+Each judgment is shown exactly what its condition names, whichever provider family judges:
+``n_frames`` instants spread evenly over the haystack (or over the retrieved spans) become clips
+whose ``frame_times`` fix those frames, cut at the condition's resolution (never above the
+source's); Gemini samples each clip at its own rate over its span (exactly those frames), and
+the frame-based families send exactly those frames at the clip's height
+(:func:`tools.providers.base.frame_times`), as the budget reserves. The transcript (and, for
+the audio modality, the sound) is that of a stated window around each shown instant
+(:data:`TRANSCRIPT_WINDOW_S`: the chunk it falls in), never the videos the instants fall in.
+Every record's :class:`policies.judging.Shown` says what its request carried.
+
 A condition is written compactly as ``frames:retriever:modality:hours:n_frames`` with optional
 ``:think=N`` and ``:res=N`` after it, e.g. ``retrieved:bm25:frames+transcript:1h:32`` or
 ``uniform::none:1h:32`` (see :func:`policies.judging.parse_condition`); a condition's one name
@@ -21,14 +31,16 @@ import hashlib
 import io
 import json
 import math
+import threading
 import wave
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.to_thread
 import numpy as np
 import structlog
 from pydantic_ai.messages import BinaryContent
@@ -53,7 +65,8 @@ from policies.judging import (
     Verdict,
     parse_condition,
 )
-from store.catalog import Catalog
+from policies.ratelimits import Traffic
+from store.catalog import Catalog, ChunkRow, VideoRow
 from store.errors import ConfigError, MediaError, ProviderError
 from store.events import (
     AnyEvent,
@@ -67,7 +80,7 @@ from store.events import (
 from store.ledger import current_cap
 from tools import media
 from tools.clips import ClipFetcher
-from tools.retrieval import Retriever, build_haystack
+from tools.retrieval import RetrievedSpan, build_haystack
 from tools.roles import ChunkText, JudgeEvidence, PairJudgeContext, PairVerdict, SegmentEvidence
 
 __all__ = [
@@ -106,26 +119,45 @@ def eval_stream(evaluation_id: str) -> str:
 
 # -- what a judge sees ---------------------------------------------------------------------------
 
+FRAME_GROUP_GAP_S = 30.0
+"""Frames of one span spaced at most this far apart travel as one clip (one native video, one
+frame list); sparser ones each as a clip of its own. A clip is decoded from its first frame to
+its last, so a sparse one would cost the decoding of everything between (an hour of video
+for one frame of a 100-hour haystack)."""
+LONE_FRAME_STEP_S = 2.0
+"""A frame on its own is a clip of half this many seconds from its instant at ``1 / this`` fps
+(one second at 0.5 fps): exactly one frame, to a native-video model as to a frame-based one."""
+TRANSCRIPT_WINDOW_S = 30.0
+"""The transcript (and, for the audio modality, the sound) a judge gets of each shown moment: the
+indexed chunk its instant falls in (30 s), or this many seconds centred on it where the video
+has no chunk there. Never more: under uniform sampling of 100 hours, 32 frames bring at most
+32 such windows, not the videos they fall in."""
+
+
+class SpanSource(Protocol):
+    """What a retrieved condition asks for spans (a :class:`tools.retrieval.Retriever`)."""
+
+    def retrieve(self, question: str, haystack: Collection[str], k: int = 5) -> list[RetrievedSpan]:
+        """The ``k`` best spans for ``question`` inside the videos ``haystack``, best first."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Shown:
-    """One span put in front of the judge, and the rate its frames are sampled at."""
+    """One clip put in front of the judge: ``times`` (seconds into the video) evenly spaced
+    ``1 / fps`` apart from ``start_s``, the span ending half a step after the last, so a model
+    sampling the span at ``fps`` takes exactly these frames."""
 
     video_id: str
     start_s: float
     end_s: float
     fps: float
+    times: tuple[float, ...]
 
     @property
-    def times(self) -> tuple[float, ...]:
-        """The instants (seconds into the video) its frames show: as
-        :func:`tools.providers.base.frame_times` samples a clip of this span at ``fps``."""
-        length = self.end_s - self.start_s
-        if length <= 0 or self.fps <= 0:
-            return ()
-        count = max(1, math.ceil(round(length * self.fps, 6)))
-        step = length / count
-        return tuple(round(self.start_s + i * step, 3) for i in range(count))
+    def segment_id(self) -> str:
+        """The span's name in the judge's prompt."""
+        return f"{self.video_id}@{self.start_s:g}-{self.end_s:g}"
 
 
 @dataclass(frozen=True)
@@ -145,66 +177,80 @@ def pair_seed(pair_id: str) -> int:
     return int(hashlib.sha256(pair_id.encode("utf-8")).hexdigest()[:8], 16)
 
 
-def _uniform_spans(catalog: Catalog, video_ids: Sequence[str], n_frames: int) -> list[_Shown]:
-    """``n_frames`` instants spread evenly over the videos laid end to end (at the middle of
-    equal slices), as one span per video from its first instant, sampled at their spacing."""
-    lengths: list[tuple[str, float]] = []
-    for video_id in video_ids:
-        video = catalog.video(video_id)
-        lengths.append((video_id, float(video.duration_s or 0.0) if video else 0.0))
-    total = sum(length for _, length in lengths)
-    if n_frames <= 0 or total <= 0:
+def spread_instants(pieces: Sequence[tuple[str, float, float]], n: int) -> list[tuple[int, float]]:
+    """``n`` instants at the middles of ``n`` equal slices of ``pieces`` (video id, start, end)
+    laid end to end, each as (piece index, seconds into its video): uniform sampling of a
+    haystack (its videos whole) or of the spans a retriever found."""
+    lengths = [max(end - start, 0.0) for _, start, end in pieces]
+    total = sum(lengths)
+    if n <= 0 or total <= 0:
         return []
-    step = total / n_frames
-    instants: dict[str, list[float]] = {}
-    offset, index = 0.0, 0
-    for video_id, length in lengths:
-        while index < n_frames and (index + 0.5) * step < offset + length:
-            instants.setdefault(video_id, []).append((index + 0.5) * step - offset)
-            index += 1
+    step = total / n
+    out: list[tuple[int, float]] = []
+    offset = 0.0
+    for index, ((_, start, _end), length) in enumerate(zip(pieces, lengths, strict=True)):
+        while len(out) < n and (len(out) + 0.5) * step < offset + length:
+            out.append((index, start + (len(out) + 0.5) * step - offset))
         offset += length
-    out: list[_Shown] = []
-    for video_id, length in lengths:
-        times = instants.get(video_id)
-        if not times:
-            continue
-        start, end = round(times[0], 3), round(min(length, times[-1] + step), 3)
-        if end > start:
-            out.append(_Shown(video_id, start, end, 1.0 / step))
     return out
 
 
-def _clip(
-    catalog: Catalog, clips: ClipFetcher, shown: _Shown, height: int, audio: bool
-) -> BinaryContent:
-    """A shown span as pydantic-ai content with the metadata providers (and the key) need."""
-    fps = round(shown.fps, 6)
+def _floor_ms(seconds: float) -> float:
+    """Seconds rounded down to the millisecond (a recorded instant never passes the true one)."""
+    return math.floor(seconds * 1000.0 + 1e-6) / 1000.0
+
+
+def plan_clips(pieces: Sequence[tuple[str, float, float]], n: int) -> list[_Shown]:
+    """The clips that show ``n`` frames spread over ``pieces`` (:func:`spread_instants`): the
+    frames of a piece in one clip when they are at most :data:`FRAME_GROUP_GAP_S` apart, else
+    one clip per frame (:data:`LONE_FRAME_STEP_S`)."""
+    instants = spread_instants(pieces, n)
+    total = sum(max(end - start, 0.0) for _, start, end in pieces)
+    step = total / n if n > 0 else 0.0
+    out: list[_Shown] = []
+    for index, (video_id, _start, piece_end) in enumerate(pieces):
+        times = [t for i, t in instants if i == index]
+        if not times:
+            continue
+        grouped = len(times) > 1 and step <= FRAME_GROUP_GAP_S
+        runs, spacing = ([times], step) if grouped else ([[t] for t in times], LONE_FRAME_STEP_S)
+        for run in runs:
+            start = _floor_ms(run[0])
+            shown = tuple(round(start + i * spacing, 3) for i in range(len(run)))
+            end = max(_floor_ms(min(run[-1] + spacing / 2, piece_end)), shown[-1] + 0.001)
+            out.append(_Shown(video_id, start, round(end, 3), 1.0 / spacing, shown))
+    return out
+
+
+def _clip(catalog: Catalog, clips: ClipFetcher, shown: _Shown, height: int) -> BinaryContent:
+    """A shown span as pydantic-ai content with the metadata providers (and the key) need: its
+    frames fixed (``frame_times``), so every provider family shows exactly these, at ``height``
+    (the clip's own, never above its source's)."""
     clip = clips.fetch_clip(
         shown.video_id,
         shown.start_s,
         shown.end_s,
-        fps=fps,
+        fps=shown.fps,
         max_height=height,
-        audio=audio,
+        audio=False,
         frames=False,
     )
     video = catalog.video(shown.video_id)
     source = source_key(Path(video.path)) if video and video.path else "?"
-    identifier = f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}@{fps:g}fps@{height}p"
     return BinaryContent(
         data=clip.read_bytes(),
         media_type="video/mp4",
-        identifier=identifier,
+        identifier=shown.segment_id,  # the span the prompt lists: its clip, by name
         vendor_metadata={
-            "fps": fps,
+            "fps": shown.fps,
             "start_s": shown.start_s,
             "end_s": shown.end_s,
+            "frame_times": list(shown.times),
             "height": height,
-            "audio": audio,
+            "audio": False,
             "source": source,
             "video_id": shown.video_id,
-            # An audio condition is meant to be heard, not watched: readers of frames skip it.
-            "modality": "audio" if audio else "video",
+            "modality": "video",
             "path": str(video.path) if video and video.path else "",
         },
     )
@@ -213,13 +259,13 @@ def _clip(
 AUDIO_RATE = 16_000
 
 
-def _audio(catalog: Catalog, shown: _Shown) -> BinaryContent | None:
-    """A shown span's sound alone, as 16-bit mono WAV (the ``audio`` modality: heard, not
+def _audio(catalog: Catalog, window: SegmentEvidence) -> BinaryContent | None:
+    """A window's sound alone, as 16-bit mono WAV (the ``audio`` modality: heard, not
     watched); ``None`` when the video has no audio track."""
-    video = catalog.video(shown.video_id)
+    video = catalog.video(window.video_id)
     if video is None or not video.path:
         return None
-    samples = media.extract_audio(Path(video.path), shown.start_s, shown.end_s, AUDIO_RATE)
+    samples = media.extract_audio(Path(video.path), window.start_s, window.end_s, AUDIO_RATE)
     if samples.size == 0:
         return None
     pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
@@ -232,102 +278,182 @@ def _audio(catalog: Catalog, shown: _Shown) -> BinaryContent | None:
     return BinaryContent(
         data=buffer.getvalue(),
         media_type="audio/wav",
-        identifier=f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}@audio",
+        identifier=f"{window.segment_id}@audio",
         vendor_metadata={
-            "start_s": shown.start_s,
-            "end_s": shown.end_s,
-            "video_id": shown.video_id,
+            "start_s": window.start_s,
+            "end_s": window.end_s,
+            "video_id": window.video_id,
             "source": source_key(Path(video.path)),
             "modality": "audio",
         },
     )
 
 
-def _segment(catalog: Catalog, shown: _Shown, with_text: bool) -> SegmentEvidence:
-    """A shown span as the judge's prompt lists it: with, when the condition gives text, the
-    transcript of the moments it shows — the chunk each shown instant falls in — never the
-    whole span (under uniform sampling one span runs from a video's first instant to its end)."""
-    video = catalog.video(shown.video_id)
-    times = shown.times or (shown.start_s,)
-    chunks = (
-        tuple(
-            ChunkText(start_s=c.start_s, end_s=c.end_s, text=c.transcript)
-            for c in catalog.chunks(shown.video_id)
-            if any(c.start_s <= t < c.end_s for t in times)
+class _Windows:
+    """The transcript window of each shown moment (:data:`TRANSCRIPT_WINDOW_S`), each handed
+    out once: a chunk two clips' frames fall in is listed with the first."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._chunks: dict[str, list[ChunkText]] = {}
+        self._given: set[tuple[str, float]] = set()
+
+    def _of(self, video_id: str) -> list[ChunkText]:
+        if video_id not in self._chunks:
+            self._chunks[video_id] = [
+                ChunkText(start_s=c.start_s, end_s=c.end_s, text=c.transcript)
+                for c in self.catalog.chunks(video_id)
+            ]
+        return self._chunks[video_id]
+
+    def around(self, video_id: str, times: Iterable[float]) -> tuple[ChunkText, ...]:
+        """The windows of ``times`` not handed out yet, in time order."""
+        chunks = self._of(video_id)
+        found: dict[float, ChunkText] = {}
+        for t in times:
+            window = next((c for c in chunks if c.start_s <= t < c.end_s), None)
+            if window is None:  # no chunk there: a window of the stated length, no speech
+                video = self.catalog.video(video_id)
+                half = TRANSCRIPT_WINDOW_S / 2
+                duration = float(video.duration_s) if video and video.duration_s else t + half
+                window = ChunkText(
+                    start_s=round(max(0.0, t - half), 3),
+                    end_s=round(min(duration, t + half), 3),
+                    text="",
+                )
+            if (video_id, window.start_s) not in self._given:
+                self._given.add((video_id, window.start_s))
+                found[window.start_s] = window
+        return tuple(found[k] for k in sorted(found))
+
+
+def _merged(video_id: str, title: str, windows: Sequence[ChunkText]) -> list[SegmentEvidence]:
+    """Touching windows of one video as one listed span each (the transcript and audio
+    modalities list the windows themselves)."""
+    runs: list[list[ChunkText]] = []
+    for window in sorted(windows, key=lambda w: w.start_s):
+        if runs and window.start_s <= runs[-1][-1].end_s + 1e-6:
+            runs[-1].append(window)
+        else:
+            runs.append([window])
+    return [
+        SegmentEvidence(
+            segment_id=f"{video_id}@{run[0].start_s:g}-{run[-1].end_s:g}",
+            video_id=video_id,
+            title=title,
+            start_s=run[0].start_s,
+            end_s=run[-1].end_s,
+            chunks=tuple(run),
         )
-        if with_text
-        else ()
-    )
-    return SegmentEvidence(
-        segment_id=f"{shown.video_id}@{shown.start_s:g}-{shown.end_s:g}",
-        video_id=shown.video_id,
-        title=video.title if video else "",
-        start_s=shown.start_s,
-        end_s=shown.end_s,
-        chunks=chunks,
-    )
+        for run in runs
+    ]
+
+
+def _pieces(
+    catalog: Catalog,
+    retrievers: Mapping[str, SpanSource],
+    record: Mapping[str, Any],
+    condition: Condition,
+    video_ids: Sequence[str],
+) -> tuple[list[tuple[str, float, float]], tuple[SpanRecord, ...]]:
+    """What the condition's frames are spread over: the haystack's videos whole (uniform), or
+    the spans its retriever finds (retrieved, which are recorded)."""
+    if condition.frames != "retrieved":
+        pieces = []
+        for video_id in video_ids:
+            video = catalog.video(video_id)
+            length = float(video.duration_s or 0.0) if video else 0.0
+            if length > 0:
+                pieces.append((video_id, 0.0, length))
+        return pieces, ()
+    name = condition.retriever or ""
+    retriever = retrievers.get(name)
+    if retriever is None:
+        raise ConfigError(
+            f"condition {condition.condition_id!r} asks for retriever {name!r}; "
+            f"available: {sorted(retrievers)!r}"
+        )
+    spans = retriever.retrieve(str(record["prompt"]), video_ids, k=RETRIEVED_K)
+    retrieved = tuple(SpanRecord(s.video_id, s.start_s, s.end_s, s.score) for s in spans)
+    return [(s.video_id, s.start_s, s.end_s) for s in spans if s.end_s > s.start_s], retrieved
 
 
 def build_view(
     catalog: Catalog,
     clips: ClipFetcher,
-    retrievers: Mapping[str, Retriever],
+    retrievers: Mapping[str, SpanSource],
     record: Mapping[str, Any],
     condition: Condition,
 ) -> _View:
-    """What a judge sees of benchmark record ``record`` under ``condition``."""
+    """What a judge sees of benchmark record ``record`` under ``condition``: ``n_frames``
+    instants spread over the haystack (or the retrieved spans), shown as frames at the
+    condition's resolution when its modality has pictures, with the transcript (or the sound) of
+    the window around each instant when it has text (or sound); and the :class:`Shown` that says
+    so, as every provider family's request then carries it."""
     seed = pair_seed(str(record["id"]))
     evidence = {str(e["video_id"]) for e in record["evidence"]}
     haystack = build_haystack(catalog, evidence, condition.hours, seed)
-    retrieved: tuple[SpanRecord, ...] = ()
-    if condition.frames == "retrieved":
-        name = condition.retriever or ""
-        retriever = retrievers.get(name)
-        if retriever is None:
-            raise ConfigError(
-                f"condition {condition.condition_id!r} asks for retriever {name!r}; "
-                f"available: {sorted(retrievers)!r}"
-            )
-        spans = retriever.retrieve(str(record["prompt"]), haystack.video_ids, k=RETRIEVED_K)
-        retrieved = tuple(SpanRecord(s.video_id, s.start_s, s.end_s, s.score) for s in spans)
-        seconds = sum(s.end_s - s.start_s for s in spans)
-        fps = condition.n_frames / seconds if seconds > 0 else 0.0
-        shown = [_Shown(s.video_id, s.start_s, s.end_s, fps) for s in spans if s.end_s > s.start_s]
-    else:
-        shown = _uniform_spans(catalog, haystack.video_ids, max(condition.n_frames, 1))
+    pieces, retrieved = _pieces(catalog, retrievers, record, condition, haystack.video_ids)
+    planned = plan_clips(pieces, max(condition.n_frames, 1))
+    windows = _Windows(catalog)
+    titles = {s.video_id: (v.title if (v := catalog.video(s.video_id)) else "") for s in planned}
     attached: tuple[BinaryContent, ...] = ()
-    if condition.modality == "audio":
-        # The sound of each shown span alone: no picture reaches the judge.
-        attached = tuple(a for s in shown if (a := _audio(catalog, s)) is not None)
-    elif condition.shows_frames:
-        attached = tuple(
-            _clip(catalog, clips, s, condition.resolution, False) for s in shown if s.fps > 0
+    segments: list[SegmentEvidence] = []
+    pictures = condition.shows_frames and condition.modality != "audio"
+    height = condition.resolution
+    if pictures:
+        heights = [catalog.video(s.video_id) for s in planned]
+        height = max(
+            (min(condition.resolution, v.height or condition.resolution) for v in heights if v),
+            default=condition.resolution,
         )
-    segments = (
-        ()
-        if condition.modality == "none"
-        else tuple(_segment(catalog, s, condition.shows_transcript) for s in shown)
-    )
-    pictures = condition.modality != "audio" and bool(attached)
-    frame_times = tuple((s.video_id, t) for s in shown if s.fps > 0 and pictures for t in s.times)
+        attached = tuple(_clip(catalog, clips, s, height) for s in planned)
+        for s in planned:
+            chunks = windows.around(s.video_id, s.times) if condition.shows_transcript else ()
+            segments.append(
+                SegmentEvidence(
+                    segment_id=s.segment_id,
+                    video_id=s.video_id,
+                    title=titles[s.video_id],
+                    start_s=s.start_s,
+                    end_s=s.end_s,
+                    chunks=chunks,
+                )
+            )
+    elif condition.modality in ("transcript", "audio"):
+        by_video: dict[str, list[ChunkText]] = {}
+        for s in planned:
+            by_video.setdefault(s.video_id, []).extend(windows.around(s.video_id, s.times))
+        for video_id, found in by_video.items():
+            segments.extend(_merged(video_id, titles[video_id], found))
+        if condition.modality == "audio":
+            sounds = (_audio(catalog, w) for w in segments) if condition.shows_frames else ()
+            attached = tuple(a for a in sounds if a is not None)
+            # Heard, not read: the windows are listed without their words.
+            segments = [w.model_copy(update={"chunks": ()}) for w in segments]
+    frame_times = tuple((s.video_id, t) for s in planned for t in s.times) if attached else ()
     audio_s = sum(
-        float((a.vendor_metadata or {}).get("end_s", 0.0))
-        - float((a.vendor_metadata or {}).get("start_s", 0.0))
+        float((a.vendor_metadata or {})["end_s"]) - float((a.vendor_metadata or {})["start_s"])
         for a in attached
         if condition.modality == "audio"
     )
+    spans = tuple(SpanRecord(w.video_id, w.start_s, w.end_s) for w in segments)
     return _View(
-        segments=segments,
+        segments=tuple(segments),
         clips=attached,
         hours=round(haystack.hours, 3),
         seed=seed,
         retrieved=retrieved,
         shown=Shown(
-            frames=len(frame_times),
-            frame_times=frame_times,
-            resolution=condition.resolution if frame_times else None,
+            frames=len(frame_times) if pictures else 0,
+            frame_times=frame_times if pictures else (),
+            resolution=height if pictures and attached else None,
             transcript_chars=sum(len(c.text) for g in segments for c in g.chunks),
             audio_s=round(float(audio_s), 3),
+            transcript_spans=tuple(
+                SpanRecord(g.video_id, c.start_s, c.end_s) for g in segments for c in g.chunks
+            ),
+            audio_spans=spans if condition.modality == "audio" and attached else (),
         ),
     )
 
@@ -439,6 +565,18 @@ def _evaluation_json(
     }
 
 
+class EvaluationProgress(Protocol):
+    """What an evaluation tells whoever watches it (the CLI's progress bar)."""
+
+    def started(self, jobs: int) -> None:
+        """``jobs`` judgments are to be made (those already in the file are not counted)."""
+        ...
+
+    def judged(self, made: bool) -> None:
+        """One judgment was made (``made``) or could not be."""
+        ...
+
+
 async def evaluate(
     deps: CallDeps,
     *,
@@ -446,12 +584,14 @@ async def evaluate(
     judges: Sequence[str],
     conditions: Sequence[Condition],
     out_dir: Path,
-    retrievers: Mapping[str, Retriever] | None = None,
+    retrievers: Mapping[str, SpanSource] | None = None,
     concurrency: int = 8,
     budget_micros: int | None = None,
     offline: bool = False,
     now: datetime | None = None,
     lease: str | None = None,
+    limit: int | None = None,
+    progress: EvaluationProgress | None = None,
 ) -> EvaluationResult:
     """Judge every benchmark pair with every judge under every condition, in both orders.
 
@@ -463,7 +603,12 @@ async def evaluate(
     Records already in ``<out_dir>/judgments.jsonl`` are not
     judged again; a call already in the stream ``eval-<evaluation id>`` is served from it.
     A pair that cannot be judged (budget, provider or media error) is left out of the file and
-    its error kept in ``failures``; a later call goes on from there.
+    its error kept in ``failures``; a later call goes on from there. ``limit`` judges only the
+    benchmark's first ``limit`` pairs (a smoke run); ``progress`` hears of every judgment.
+
+    What a judge is shown (frames, transcript, sound) is built in worker threads, once per pair
+    and condition, so the event loop keeps every call in flight meanwhile. A condition that
+    shows more frames than a judge's requests may carry is refused before anything is spent.
     """
     store, catalog, clips, model_for, prices = (
         deps.store,
@@ -477,7 +622,11 @@ async def evaluate(
         raise ConfigError("an evaluation needs at least one judge and one condition")
     for judge in judges:
         prices.price(judge)  # an unpriced judge is refused before anything is spent
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit={limit!r}: judge at least one pair (or give no limit)")
+    _check_frame_caps(judges, conditions, deps.traffic)
     records, sha = _benchmark(benchmark_dir)
+    records = records[:limit] if limit is not None else records
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = _evaluation_json(out_dir, sha, judges, conditions, now or datetime.now(tz=UTC))
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -508,7 +657,6 @@ async def evaluate(
             keys[CallId.owner_of(event.call_id)] = event.key
         await writer.append(stream, scrubbed(event, secret_list))
 
-    views: dict[tuple[str, str], _View] = {}
     jobs: list[tuple[dict[str, Any], str, Condition, Order]] = []
     for record in records:
         for condition in conditions:
@@ -520,17 +668,12 @@ async def evaluate(
     new: list[JudgmentRecord] = []
     limiter = anyio.CapacityLimiter(max(concurrency, 1))
     file_lock = anyio.Lock()
-
-    def view_of(record: Mapping[str, Any], condition: Condition) -> _View:
-        key = (str(record["id"]), condition.condition_id)
-        if key not in views:
-            views[key] = build_view(catalog, clips, retrievers or {}, record, condition)
-        return views[key]
+    views = _Views(catalog, clips, retrievers or {})
 
     async def one(record: dict[str, Any], judge: str, condition: Condition, order: Order) -> None:
         async with limiter:
             try:
-                view = view_of(record, condition)
+                view = await views.get(record, condition)
                 unread = SeedEvidence(catalog, clips, str(record["id"]), "", "")
                 out = await _judge_once(
                     runner, unread, append, keys, record, judge, condition, order, view
@@ -540,11 +683,15 @@ async def evaluate(
                 # one line when nothing was judged), a warning per pair would flood stderr.
                 logger.info("judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc))
                 failures.append(exc)
+                if progress is not None:
+                    progress.judged(False)
                 return
             async with file_lock:
                 with judgments_path.open("a", encoding="utf-8") as handle:
                     handle.write(out.to_line() + "\n")
                 new.append(out)
+            if progress is not None:
+                progress.judged(True)
 
     logger.info(
         "evaluation_begin",
@@ -553,6 +700,8 @@ async def evaluate(
         jobs=len(jobs),
         done=len(done),
     )
+    if progress is not None:
+        progress.started(len(jobs))
     async with anyio.create_task_group() as outer:
         outer.start_soon(writer.run)
         if jobs and current_cap(history) != budget_micros:
@@ -582,6 +731,130 @@ async def evaluate(
         replayed_calls=recorder.replayed_calls,
         failures=failures,
     )
+
+
+VIEW_THREADS = 4
+"""Worker threads building views at once: clip cutting and audio decoding (most of the work)
+run in libav and SQLite, outside the GIL."""
+
+
+class ReadCatalog(Catalog):
+    """The catalogue as an evaluation reads it: each video, each video's chunks and each list of
+    videos read from the database once. Nothing an evaluation reads changes while it runs, and
+    every view reads the same few dozen rows again and again (a query costs more than the
+    planning that uses it). Writes go to the catalogue as ever."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        super().__init__(catalog.engine)
+        self._video: dict[str, VideoRow | None] = {}
+        self._chunks: dict[str, list[ChunkRow]] = {}
+        self._videos: dict[tuple[tuple[str, ...] | None, str | None], list[VideoRow]] = {}
+
+    def video(self, video_id: str) -> VideoRow | None:
+        """One video, or None (read once)."""
+        if video_id not in self._video:
+            self._video[video_id] = super().video(video_id)
+        return self._video[video_id]
+
+    def chunks(self, video_id: str) -> list[ChunkRow]:
+        """A video's chunks in time order (read once)."""
+        if video_id not in self._chunks:
+            self._chunks[video_id] = super().chunks(video_id)
+        return self._chunks[video_id]
+
+    def videos(
+        self, *, statuses: Iterable[str] | None = None, domain: str | None = None
+    ) -> list[VideoRow]:
+        """Videos in seeding order (each selection read once)."""
+        key = (None if statuses is None else tuple(sorted(statuses)), domain)
+        if key not in self._videos:
+            self._videos[key] = super().videos(statuses=statuses, domain=domain)
+        return list(self._videos[key])
+
+
+class _Views:
+    """Each (pair, condition)'s view, built once in a worker thread (:func:`build_view`); a view
+    that cannot be built fails every judgment of it with the same error, built once too."""
+
+    def __init__(
+        self, catalog: Catalog, clips: ClipFetcher, retrievers: Mapping[str, SpanSource]
+    ) -> None:
+        self.catalog, self.clips = ReadCatalog(catalog), clips
+        # Retrievers keep caches that are not made for threads: one query at a time; and the
+        # conditions of a pair that differ only in frames ask the same question of the same
+        # haystack, answered once.
+        retrieval = threading.Lock()
+        self.retrievers = {name: _Shared(r, retrieval) for name, r in retrievers.items()}
+        self.threads = anyio.CapacityLimiter(VIEW_THREADS)
+        self._built: dict[tuple[str, str], _View | Exception] = {}
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+
+    async def get(self, record: Mapping[str, Any], condition: Condition) -> _View:
+        """The view of ``record`` under ``condition`` (its build error raised again)."""
+        key = (str(record["id"]), condition.condition_id)
+        async with self._locks.setdefault(key, anyio.Lock()):
+            if key not in self._built:
+                try:
+                    self._built[key] = await anyio.to_thread.run_sync(
+                        build_view,
+                        self.catalog,
+                        self.clips,
+                        self.retrievers,
+                        record,
+                        condition,
+                        limiter=self.threads,
+                    )
+                except (MediaError, ConfigError) as exc:
+                    self._built[key] = exc
+        found = self._built[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """A span source shared by the view threads: asked under a lock shared with the others,
+    each (question, haystack, k) once."""
+
+    source: SpanSource
+    lock: threading.Lock
+    answers: dict[tuple[str, frozenset[str], int], list[RetrievedSpan]] = field(
+        default_factory=dict
+    )
+
+    def retrieve(self, question: str, haystack: Collection[str], k: int = 5) -> list[RetrievedSpan]:
+        """The source's spans, one query at a time, each asked once."""
+        key = (question, frozenset(haystack), k)
+        with self.lock:
+            if key not in self.answers:
+                self.answers[key] = self.source.retrieve(question, haystack, k)
+            return list(self.answers[key])
+
+
+def _check_frame_caps(
+    judges: Sequence[str],
+    conditions: Sequence[Condition],
+    traffic: Callable[[str], Traffic | None] | None,
+) -> None:
+    """Refuse, before anything is spent, a condition that shows a judge more frames than its
+    requests may carry (its ``max_frames``, never above its family's: DashScope takes 250
+    Base64 images a request): thinned, it would no longer be the condition."""
+    if traffic is None:
+        return
+    for judge in judges:
+        found = traffic(judge)
+        cap = found.max_frames if found is not None else None
+        if not cap:
+            continue
+        for condition in conditions:
+            pictures = condition.shows_frames and condition.modality != "audio"
+            if pictures and condition.n_frames > cap:
+                raise ConfigError(
+                    f"condition {condition.condition_id!r} shows {condition.n_frames} frames, "
+                    f"but judge {judge!r} takes at most {cap} a request: lower n_frames, or "
+                    f"raise providers.models.{judge!r}.max_frames where its provider allows"
+                )
 
 
 def thinking_settings(budget: int | None) -> ModelSettings | None:

@@ -68,7 +68,7 @@ from store.events import (
     Event,
 )
 from store.eventstore import StoredEvent
-from tools.providers.base import ClipInfo, clip_info, frame_times
+from tools.providers.base import ClipInfo, clip_info, frame_times, shown_height
 
 Mode = Literal["live", "strict", "counterfactual"]
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
@@ -182,7 +182,7 @@ def call_shape(
                     audio_seconds += max(seconds, 0.0)
                 elif (info := clip_info(item)) is not None:
                     video_seconds += info.duration_s
-                    frames += max(1, math.ceil(info.duration_s * info.fps))
+                    frames += info.native_frames
                     fps = info.fps
                     height = max(height, info.height)
                     if info.audio:
@@ -918,7 +918,9 @@ class CallRecorder:
             )
             shape = replace(shape, video_frames=sum(len(times) for times in plan))
         if traffic is not None and clips and traffic.frame_height is not None:
-            shape = replace(shape, video_height=min(shape.video_height, traffic.frame_height))
+            # A clip whose frames the caller fixed goes at its own height (shown_height).
+            height = max(shown_height(c, traffic.frame_height) for c in clips)
+            shape = replace(shape, video_height=min(shape.video_height, height))
         return shape
 
     def _offline_usage(

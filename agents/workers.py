@@ -272,13 +272,15 @@ def video_rates(
     unthinned = frame_times(clips, fps, 0, floor)
     out: list[VideoRate] = []
     for clip, times, wanted in zip(clips, plan, unthinned, strict=True):
-        asked = min(clip.fps, fps) if clip.fps > 0 else fps
+        asked = clip.fps if clip.fixed else min(clip.fps, fps) if clip.fps > 0 else fps
         frames = len(times)
+        # Frames the caller fixed are spaced at the clip's own rate; else spread over its span.
+        spread = frames / clip.duration_s if clip.duration_s > 0 else asked
         out.append(
             VideoRate(
                 segment_id=clip.segment_id,
                 seconds=clip.duration_s,
-                fps=frames / clip.duration_s if clip.duration_s > 0 else asked,
+                fps=clip.fps if clip.fixed else spread,
                 asked_fps=asked,
                 frames=frames,
                 max_frames=cap if frames < len(wanted) else None,

@@ -1077,13 +1077,17 @@ class Shown:
     """What one judgment's judge was given, so anyone can check it against the condition:
     ``frames`` pictures (or frames of video) at ``frame_times`` (video id, seconds into it),
     ``resolution`` their height in pixels (None when no picture was shown),
-    ``transcript_chars`` characters of transcript and ``audio_s`` seconds of sound."""
+    ``transcript_chars`` characters of transcript from the windows ``transcript_spans``, and
+    ``audio_s`` seconds of sound from the windows ``audio_spans`` (records written before the
+    spans were recorded read with none)."""
 
     frames: int = 0
     frame_times: tuple[tuple[str, float], ...] = ()
     resolution: int | None = None
     transcript_chars: int = 0
     audio_s: float = 0.0
+    transcript_spans: tuple[SpanRecord, ...] = ()
+    audio_spans: tuple[SpanRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """As ``judgments.jsonl`` holds it."""
@@ -1093,6 +1097,8 @@ class Shown:
             "resolution": self.resolution,
             "transcript_chars": self.transcript_chars,
             "audio_s": self.audio_s,
+            "transcript_spans": [s.to_json() for s in self.transcript_spans],
+            "audio_spans": [s.to_json() for s in self.audio_spans],
         }
 
     @classmethod
@@ -1112,6 +1118,8 @@ class Shown:
             resolution=None if resolution is None else _integer(raw, "resolution", "shown"),
             transcript_chars=_integer(raw, "transcript_chars", "shown"),
             audio_s=_number(raw, "audio_s", "shown"),
+            transcript_spans=_span_records(raw.get("transcript_spans"), "shown.transcript_spans"),
+            audio_spans=_span_records(raw.get("audio_spans"), "shown.audio_spans"),
         )
 
 

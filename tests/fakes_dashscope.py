@@ -102,6 +102,7 @@ VISION_MARKERS = 2
 TEMPORAL_PATCH = 2  # Qwen-VL merges every two consecutive video frames into one (temporal patch)
 _SEGMENT_RE = re.compile(r"\(segment ([^)\s]+)\)")
 _TIMES_RE = re.compile(r"they show ([0-9:., ]+)\.")
+_PICTURE_LABEL_RE = re.compile(r"^\([^()@\s]+ @ (\d+:\d{2})\)$")  # "(video-id @ MM:SS)"
 _TIME_RE = re.compile(r"(\d+):(\d{2})(?:\.(\d))?")
 _SCHEMA_MARK = "schema:"
 
@@ -245,6 +246,30 @@ def request_videos(body: Any) -> list[dict[str, Any]]:
     return videos
 
 
+def request_pictures(body: Any) -> dict[str, list[tuple[float, str]]]:
+    """Segment id → (time in the video, data URI) of each picture a clip was sent as: a clip
+    too short for a frame list goes as its label (naming the segment) and then, per frame, a
+    ``(video-id @ MM:SS)`` text and the picture. Pictures with no such labels are not frames."""
+    out: dict[str, list[tuple[float, str]]] = {}
+    segment: str | None = None
+    at: float | None = None
+    for _, item in _items(body):
+        if "text" in item:
+            text = str(item["text"]).strip()
+            named = _SEGMENT_RE.search(text)
+            label = _PICTURE_LABEL_RE.match(text)
+            if named is not None:
+                segment, at = named.group(1), None
+            elif label is not None:
+                at = _seconds(label.group(1))
+            else:
+                segment = at = None
+        elif "image" in item and segment is not None and at is not None:
+            out.setdefault(segment, []).append((at, str(item["image"])))
+            at = None
+    return out
+
+
 class DashScopeFake:
     """The generation endpoint's behaviour, over a :class:`FakeProviderServer`."""
 
@@ -354,6 +379,10 @@ class DashScopeFake:
                 for t, image in zip(video["times"], images, strict=True)
             ]
             video_billed += video_tokens([_size(i) for i in images], model)
+        for segment_id, pictures in request_pictures(body).items():
+            frames.setdefault(segment_id, []).extend(
+                media.Frame(t=t, image=_decode_jpeg(uri)) for t, uri in pictures
+            )
         image_billed = sum(
             image_tokens(*_size(_decode_jpeg(str(item["image"]))), model)
             for _, item in _items(body)

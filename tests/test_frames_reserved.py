@@ -1,10 +1,9 @@
 """A reservation counts exactly the frames a frame-based request carries.
 
-Evaluation clips are sampled at the rate their condition asks for (``n_frames`` over the
-haystack): the OpenAI, DashScope and OpenAI-compatible adapters send each clip at that rate
-(never above the model's ``video_fps``, at least its per-clip minimum, at most ``max_frames``),
-and the budget reserves for the same frames — not for the model's 0.5 fps over every second of
-every clip, which once sent 180 images for ``n_frames=8``.
+Evaluation clips fix their frames (``frame_times``: the condition's ``n_frames`` instants): the
+OpenAI, DashScope and OpenAI-compatible adapters send exactly those, at the clip's height, and
+the budget reserves for the same frames — not for the model's 0.5 fps over every second of
+every clip, which once sent 180 images for ``n_frames=8`` (and 180 for 32).
 """
 
 from __future__ import annotations
@@ -70,9 +69,7 @@ def test_frames_reserved_are_the_frames_sent(
             context, call_shape(model_id, messages, None), call_clips(messages)
         )
         sent = _sent(model_id, app, parts)
-    assert shape.video_frames == len(sent), (model_id, shape.video_frames, len(sent))
-    # About n_frames: each clip of the haystack rounds up to whole frames (DashScope's frame
-    # lists take at least four per clip), nothing near 0.5 fps over every clip.
-    floor = 4 if FAMILIES[model_id] == "dashscope" else 1
-    assert len(sent) <= n_frames + len(view.clips) * floor
-    assert shape.video_height == min(resolution, 480)
+    assert shape.video_frames == len(sent) == n_frames == view.shown.frames, model_id
+    # At the condition's height, never above the demo's 240-pixel sources (nor capped at the
+    # models' 480-pixel frame height).
+    assert shape.video_height == view.shown.resolution == min(resolution, 240)

@@ -20,6 +20,7 @@ from policies.judging import (
     Order,
     Picked,
     RetrievalCase,
+    Shown,
     Span,
     SpanRecord,
     accuracy,
@@ -767,3 +768,60 @@ def test_a_line_that_is_not_json_or_not_an_object_is_refused() -> None:
         JudgmentRecord.from_line('{"pair_id": "p1"')
     with pytest.raises(JudgingError, match="expected a JSON object"):
         JudgmentRecord.from_line("[1, 2]")
+
+
+SHOWN = Shown(
+    frames=2,
+    frame_times=(("v", 12.5), ("v", 42.5)),
+    resolution=720,
+    transcript_chars=57,
+    audio_s=0.0,
+    transcript_spans=(SpanRecord("v", 0.0, 30.0), SpanRecord("v", 30.0, 60.0)),
+)
+
+
+def test_what_a_judge_was_shown_round_trips_with_its_record() -> None:
+    record = _record(shown=SHOWN)
+    assert JudgmentRecord.from_line(record.to_line()) == record
+    assert record.to_json()["shown"]["transcript_spans"][1] == {
+        "video_id": "v",
+        "start_s": 30.0,
+        "end_s": 60.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "dropped",
+    [("shown",), ("transcript_spans", "audio_spans")],
+    ids=["before shown", "before the spans"],
+)
+def test_records_written_before_shown_or_its_spans_still_read(dropped: tuple[str, ...]) -> None:
+    raw = _record(shown=SHOWN).to_json()
+    target = raw if dropped == ("shown",) else raw["shown"]
+    for key in dropped:
+        del target[key]
+    record = JudgmentRecord.from_json(raw)
+    if dropped == ("shown",):
+        assert record.shown is None
+    else:
+        assert record.shown is not None
+        assert record.shown.frames == 2
+        assert record.shown.transcript_spans == record.shown.audio_spans == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"frames": "2"}, "'frames' must be an integer, got '2'"),
+        ({"frame_times": [["v"]]}, "shown.frame_times must be [video id, seconds] pairs"),
+        ({"transcript_spans": [{"video_id": "v", "start_s": 9.0, "end_s": 3.0}]}, "bad span"),
+        ({"audio_spans": {"start_s": 0}}, "'shown.audio_spans' must be a list of spans"),
+    ],
+)
+def test_a_malformed_shown_is_refused_naming_what_is_wrong(
+    change: dict[str, object], message: str
+) -> None:
+    raw = _record(shown=SHOWN).to_json()
+    raw["shown"] = {**raw["shown"], **change}
+    with pytest.raises(JudgingError, match=re.escape(message)):
+        JudgmentRecord.from_json(raw)

@@ -8,6 +8,12 @@ A role call carries each segment as a :class:`~pydantic_ai.messages.BinaryConten
 ``height``, ``audio``, ``source`` (a content key of the source file), ``video_id`` and ``path``
 (the source file). Each adapter turns that into its provider's native form: Gemini native video
 with ``video_metadata``; OpenAI, DashScope and open-weight judges a list of timed frames.
+
+A clip may also fix what is shown of it: ``frame_times``, the instants (seconds into the source
+video) an evaluation condition names. Such a clip is shown exactly so by every family — those
+frames, at the clip's own ``height`` and ``fps`` — whatever the model's configured rate, frame
+height or per-clip minimum (:func:`frame_times`, :func:`shown_height`); the budget reserves for
+the same frames.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic_ai.messages import BinaryContent
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
 
 from tools.roles import format_timestamp
 
@@ -70,11 +76,27 @@ class ClipInfo:
     audio: bool
     source: str
     path: str | None
+    # The instants (seconds into the source video) the caller fixed: exactly these frames are
+    # shown, at the clip's height. None: the model's own frame plan decides.
+    shown_times: tuple[float, ...] | None = None
 
     @property
     def duration_s(self) -> float:
         """Seconds the clip covers."""
         return max(self.end_s - self.start_s, 0.0)
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the caller fixed the clip's frames (``frame_times`` in its metadata)."""
+        return self.shown_times is not None
+
+    @property
+    def native_frames(self) -> int:
+        """Frames the clip shows as native video: its fixed frames, else one per ``1/fps`` s of
+        its span (at least one)."""
+        if self.shown_times is not None:
+            return len(self.shown_times)
+        return max(1, math.ceil(self.duration_s * self.fps))
 
 
 def clip_info(part: object) -> ClipInfo | None:
@@ -82,6 +104,7 @@ def clip_info(part: object) -> ClipInfo | None:
     if not isinstance(part, BinaryContent) or not part.media_type.startswith("video/"):
         return None
     meta: dict[str, Any] = dict(part.vendor_metadata or {})
+    fixed = meta.get("frame_times")
     return ClipInfo(
         segment_id=part.identifier or "",
         video_id=str(meta.get("video_id", part.identifier or "")),
@@ -92,7 +115,29 @@ def clip_info(part: object) -> ClipInfo | None:
         audio=bool(meta.get("audio", False)),
         source=str(meta.get("source", "")),
         path=str(meta["path"]) if meta.get("path") else None,
+        shown_times=tuple(float(t) for t in fixed) if isinstance(fixed, list | tuple) else None,
     )
+
+
+def shown_height(info: ClipInfo, configured: int) -> int:
+    """The height a clip's frames are sent at: the model's ``configured`` frame height, or the
+    clip's own when the caller fixed its frames (an evaluation condition's resolution)."""
+    return info.height if info.fixed else configured
+
+
+def sent_frame_height(messages: Sequence[ModelMessage], configured: int) -> int:
+    """The height a frame-based request's frames go at (at most; a smaller source stays
+    smaller): ``configured``, or a clip's own where the caller fixed its frames."""
+    heights = [
+        shown_height(info, configured)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+        for item in part.content
+        if (info := clip_info(item)) is not None
+    ]
+    return max(heights, default=configured)
 
 
 def timestamp(seconds: float) -> str:
@@ -135,29 +180,59 @@ def frame_times(
     """Per clip, the clip-relative times to sample: each clip at its own rate (what the caller
     asked to show), never above ``fps`` (the model's setting), at least ``min_per_clip``, thinned
     uniformly (over all clips together) when the total would pass ``max_frames``, to at most
-    ``max_frames`` (unless the clips' ``min_per_clip`` floors alone are more).
+    ``max_frames`` (unless the clips' ``min_per_clip`` floors alone are more). A clip whose
+    frames the caller fixed (:attr:`ClipInfo.shown_times`) keeps exactly those, whatever
+    ``fps`` and ``min_per_clip`` say, and is never thinned: the others share what it leaves.
 
     The one plan of what a frame-based request carries: the adapters send exactly these frames
     and the budget reserves for exactly these (``agents.recorded``).
     """
     floor = max(min_per_clip, 1)
-    rates = [min(c.fps, fps) if c.fps > 0 else fps for c in clips]
-    wanted = [max(floor, math.ceil(c.duration_s * r)) for c, r in zip(clips, rates, strict=True)]
-    total = sum(wanted)
-    if total > max_frames > 0:
-        wanted = [max(floor, math.floor(n * max_frames / total)) for n in wanted]
+    wanted: list[int] = []
+    for clip in clips:
+        if clip.shown_times is not None:
+            wanted.append(len(clip.shown_times))
+            continue
+        rate = min(clip.fps, fps) if clip.fps > 0 else fps
+        wanted.append(max(floor, math.ceil(clip.duration_s * rate)))
+    free = [i for i, clip in enumerate(clips) if not clip.fixed]
+    cap = max_frames - sum(n for i, n in enumerate(wanted) if clips[i].fixed)
+    total = sum(wanted[i] for i in free)
+    if max_frames > 0 and total > cap:
+        for i in free:
+            wanted[i] = max(floor, math.floor(wanted[i] * max(cap, 0) / total))
         # Clips raised to the floor can push the total back over: take the excess, a frame at a
         # time, from the clips with the most (never below the floor, which no cap can undo).
-        for _ in range(sum(wanted) - max_frames):
-            most = max(range(len(wanted)), key=lambda i: wanted[i])
+        for _ in range(sum(wanted[i] for i in free) - cap):
+            most = max(free, key=lambda i: wanted[i])
             if wanted[most] <= floor:
                 break
             wanted[most] -= 1
     out: list[list[float]] = []
     for clip, n in zip(clips, wanted, strict=True):
+        if clip.shown_times is not None:
+            out.append([round(t - clip.start_s, 3) for t in clip.shown_times])
+            continue
         step = clip.duration_s / n if n else 0.0
         out.append([round(i * step, 3) for i in range(n)])
     return out
+
+
+class _Timed(Protocol):
+    @property
+    def t(self) -> float:
+        """Seconds from the clip's start."""
+        ...
+
+
+_T = TypeVar("_T", bound=_Timed)
+
+
+def nearest_frames(decoded: Sequence[_T], times: Sequence[float]) -> list[_T]:
+    """For each clip-relative time, the decoded frame nearest it (none when nothing decoded)."""
+    if not decoded:
+        return []
+    return [min(decoded, key=lambda f: abs(f.t - t)) for t in times]
 
 
 def clip_frames(
@@ -169,11 +244,8 @@ def clip_frames(
     from tools.vision import decode_clip
 
     decoded = decode_clip(part.data, max(info.fps, 0.01))
-    if not decoded:
-        return []
     frames: list[TimedFrame] = []
-    for t in times:
-        nearest = min(decoded, key=lambda f: abs(f.t - t))
+    for nearest in nearest_frames(decoded, times):
         image = Image.fromarray(nearest.image)
         if image.height > max_height:
             width = max(2, round(image.width * max_height / image.height))
@@ -252,7 +324,7 @@ def frames_content(
         info, wanted = found
         assert isinstance(part, BinaryContent)
         out.append(clip_label(info, source_timeline=True) + " Frames follow, each labelled.")
-        for frame in clip_frames(part, info, wanted, max_height):
+        for frame in clip_frames(part, info, wanted, shown_height(info, max_height)):
             out.append(frame.label())
             out.append(
                 BinaryContent(

@@ -17,7 +17,9 @@ How a call is made:
   reserves the same frames), and a request that would still carry more is refused here.
   A text item goes before each video: the clip's :func:`~tools.providers.base.clip_label` and the
   exact source-video time of every frame, so the model (and our fake server) know what each
-  unlabelled frame shows. The declared ``fps`` is the rate actually sampled.
+  unlabelled frame shows. The declared ``fps`` is the rate actually sampled. A clip that fixes
+  its frames (an evaluation condition's ``frame_times``) sends exactly those, at its own height;
+  with fewer than a frame list takes, each goes as a picture after its ``(video-id @ MM:SS)``.
 * Frames travel as base64 ``data:image/jpeg`` URIs. The SDK passes those through untouched; an
   ``http`` URL would need a server we do not have, and a ``file://`` path makes the SDK upload each
   frame to OSS first (a ``GET /uploads?action=getPolicy`` and a form POST per frame), a round trip
@@ -120,6 +122,8 @@ from tools.providers.base import (
     clip_info,
     clip_label,
     frame_times,
+    sent_frame_height,
+    shown_height,
     timestamp,
 )
 from tools.providers.family import ProviderFamily
@@ -212,6 +216,24 @@ class _Clip:
     info: ClipInfo
     frames: list[TimedFrame]
     fps: float
+    pictures: bool = False  # sent as labelled pictures, not as a frame list
+
+
+def _clip_content(clip: _Clip) -> list[dict[str, Any]]:
+    """A clip on the wire: its label and frame list, or (``pictures``) its label and each frame
+    as a picture after its ``(video-id @ MM:SS)``."""
+    if clip.pictures:
+        label = clip_label(clip.info, source_timeline=True) + " Frames follow, each labelled."
+        out: list[dict[str, Any]] = [{"text": label}]
+        for frame in clip.frames:
+            out.append({"text": frame.label()})
+            out.append({"image": _data_uri(frame.jpeg, "image/jpeg")})
+        return out
+    times = [f.t_s for f in clip.frames]
+    return [
+        {"text": video_label(clip.info, times, clip.fps)},
+        {"video": [_data_uri(f.jpeg, "image/jpeg") for f in clip.frames], "fps": clip.fps},
+    ]
 
 
 class DashScopeModel(Model):
@@ -261,7 +283,7 @@ class DashScopeModel(Model):
                 "temperature": arguments.get("temperature"),
                 "max_output_tokens": arguments.get("max_tokens"),
                 "thinking": arguments.get("enable_thinking"),
-                "frame_height": self.config.frame_height,
+                "frame_height": sent_frame_height(messages, self.config.frame_height),
                 "media": _media_of(wire_messages),
             },
         }
@@ -348,8 +370,8 @@ class DashScopeModel(Model):
                     if isinstance(part, SystemPromptPart):
                         system.append(part.content)
                     elif isinstance(part, UserPromptPart):
-                        content = self._user_content(part, budget)
-                        budget -= sum(len(i["video"]) for i in content if _is_frame_list(i))
+                        content, framed = self._user_content(part, budget)
+                        budget -= framed
                         turns.append({"role": "user", "content": content})
                     else:
                         raise UserError(
@@ -378,23 +400,17 @@ class DashScopeModel(Model):
         wanted = self.config.max_frames
         return min(wanted, MAX_BASE64_IMAGES) if wanted > 0 else MAX_BASE64_IMAGES
 
-    def _user_content(self, part: UserPromptPart, budget: int) -> list[dict[str, Any]]:
+    def _user_content(self, part: UserPromptPart, budget: int) -> tuple[list[dict[str, Any]], int]:
+        """The wire content of a user prompt, and how many clip frames it carries."""
         if isinstance(part.content, str):
-            return [{"text": part.content}]
+            return [{"text": part.content}], 0
         items = list(part.content)
         clips = self._clips(items, budget)
         content: list[dict[str, Any]] = []
         for item in items:
             clip = clips.get(id(item))
             if clip is not None:
-                times = [f.t_s for f in clip.frames]
-                content.append({"text": video_label(clip.info, times, clip.fps)})
-                content.append(
-                    {
-                        "video": [_data_uri(f.jpeg, "image/jpeg") for f in clip.frames],
-                        "fps": clip.fps,
-                    }
-                )
+                content.extend(_clip_content(clip))
             elif isinstance(item, str):
                 content.append({"text": item})
             elif isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
@@ -408,7 +424,7 @@ class DashScopeModel(Model):
                     f"the DashScope adapter cannot send {type(item).__name__} content "
                     f"({getattr(item, 'media_type', '?')!r}); Qwen takes text, images and video"
                 )
-        return content
+        return content, sum(len(c.frames) for c in clips.values())
 
     def _clips(self, items: Sequence[object], budget: int | None = None) -> dict[int, _Clip]:
         """The clips among ``items`` as the frames sent, planned within ``budget`` frames
@@ -429,13 +445,20 @@ class DashScopeModel(Model):
         out: dict[int, _Clip] = {}
         for (item, info), times in zip(found, wanted, strict=True):
             assert isinstance(item, BinaryContent)
-            frames = clip_frames(item, info, times, self.config.frame_height)
+            frames = clip_frames(item, info, times, shown_height(info, self.config.frame_height))
+            if info.fixed and len(frames) < MIN_VIDEO_FRAMES:
+                # Fewer fixed frames than a frame list takes: each goes as a picture of its own
+                # (what the caller fixed is what is shown; padding it would show more).
+                out[id(item)] = _Clip(info, frames, info.fps, pictures=True)
+                continue
             if len(frames) < MIN_VIDEO_FRAMES:
                 raise UserError(
                     f"segment {info.segment_id!r}: its clip decoded to {len(frames)} frames; "
                     f"DashScope needs at least {MIN_VIDEO_FRAMES} per video"
                 )
             rate = len(frames) / info.duration_s if info.duration_s > 0 else MAX_FPS
+            if info.fixed and info.fps > 0:
+                rate = info.fps  # the spacing of the frames the caller fixed
             fps = min(max(round(rate, 3), MIN_FPS), MAX_FPS)
             out[id(item)] = _Clip(info, frames, fps)
         return out

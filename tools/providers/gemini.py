@@ -1,7 +1,9 @@
 """Gemini through google-genai and pydantic-ai's ``GoogleModel``, with our clips as native video.
 
-Each clip attachment becomes a Gemini video part at the clip's fps, audio as the clip has it,
-introduced by its :func:`~tools.providers.base.clip_label`. A clip small enough goes inline; a
+Each clip attachment becomes a Gemini video part at the clip's fps (never above the model's
+``video_fps``, unless the clip fixes its frames: then exactly its own rate, so Gemini samples
+those frames over its span), audio as the clip has it, introduced by its
+:func:`~tools.providers.base.clip_label`. A clip small enough goes inline; a
 larger one is referenced in its source video, uploaded once through the Files API and reused
 (with start and end offsets) by every later call while the upload lives. When a call's video is
 worth enough tokens, it goes into an explicit context cache instead, which every later call with
@@ -139,7 +141,7 @@ def estimate_video_tokens(
     per_frame = frame_tokens(model_name, resolution)
     total = 0
     for clip in clips:
-        total += max(1, math.ceil(clip.duration_s * clip.fps)) * per_frame
+        total += clip.native_frames * per_frame
         if clip.audio:
             total += math.ceil(clip.duration_s * AUDIO_TOKENS_PER_SECOND)
     return total
@@ -372,8 +374,10 @@ class GeminiModel(WrapperModel):
         inline_left = self.config.inline_max_bytes
         for item, info in clips:
             assert isinstance(item, BinaryContent)
-            # Never more frames a second than the model is configured for.
-            shown = replace(info, fps=min(info.fps, self.config.video_fps))
+            # Never more frames a second than the model is configured for, unless the caller
+            # fixed the clip's frames (an evaluation condition): then exactly its own rate.
+            fps = info.fps if info.fixed else min(info.fps, self.config.video_fps)
+            shown = replace(info, fps=fps)
             inline = not batch and len(item.data) <= inline_left
             video = await self._video(item, shown, inline=inline)
             if video.route == "inline":

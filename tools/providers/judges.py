@@ -24,7 +24,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -36,6 +36,7 @@ from tools.providers.offline import (
     cited_claims,
     content_words,
     latest_prompt,
+    shown,
     visual_words,
 )
 from tools.roles import PairJudgeContext, PairVerdict, parse_context
@@ -112,17 +113,18 @@ def judge_verdict(model_id: str, context: PairJudgeContext, seen: Seen) -> PairV
 
 
 class _FrameCache:
-    """Decoded and described clips by content, start and rate (a run shows the same clips often)."""
+    """Decoded and described clips by content, start and rate (a run shows the same clips often);
+    of a clip whose frames the caller fixed, the frames nearest those instants only."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._facts: dict[tuple[str, float, float], list[VisualFact]] = {}
 
-    def facts(self, data: bytes, fps: float, start_s: float) -> list[VisualFact]:
-        key = (hashlib.sha256(data).hexdigest(), fps, start_s)
+    def facts(self, clip: BinaryContent, fps: float, start_s: float) -> list[VisualFact]:
+        key = (hashlib.sha256(clip.data).hexdigest(), fps, start_s)
         found = self._facts.get(key)
         if found is None:
-            found = describe_frames(decode_clip(data, fps), start_s)
+            found = describe_frames(shown(clip, decode_clip(clip.data, fps)), start_s)
             if len(self._facts) >= self.size:
                 self._facts.pop(next(iter(self._facts)))
             self._facts[key] = found
@@ -133,7 +135,8 @@ def judge_model(model_id: str) -> FunctionModel:
     """The offline judge ``model_id`` (one of :data:`OFFLINE_JUDGES`) as a pydantic-ai model.
 
     It answers ``pair_judge`` prompts only (ConfigError for any other role). A clip is read from
-    its ``vendor_metadata``: ``video_id``, ``start_s`` (its time 0 in the video) and ``fps``.
+    its ``vendor_metadata``: ``video_id``, ``start_s`` (its time 0 in the video) and ``fps``, and
+    of a clip that fixes its frames (``frame_times``) only those frames are looked at.
     """
     if model_id not in OFFLINE_JUDGES:
         raise ConfigError(f"no offline judge {model_id!r}; expected one of {OFFLINE_JUDGES!r}")
@@ -153,7 +156,7 @@ def judge_model(model_id: str) -> FunctionModel:
                     continue  # an audio condition's clip: this judge cannot hear
                 video_id = str(meta.get("video_id") or clip.identifier or "")
                 fps = float(meta.get("fps", DEFAULT_CLIP_FPS))
-                facts = cache.facts(clip.data, fps, float(meta.get("start_s", 0.0)))
+                facts = cache.facts(clip, fps, float(meta.get("start_s", 0.0)))
                 seen.setdefault(video_id, []).extend(facts)
                 n_frames += len({f.t_s for f in facts})
         verdict = judge_verdict(model_id, context, seen)

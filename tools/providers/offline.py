@@ -40,6 +40,7 @@ from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError, MediaError
 from tools import media
+from tools.providers.base import clip_info, nearest_frames
 from tools.roles import (
     QA,
     AnyContext,
@@ -801,6 +802,15 @@ def answer(
     )
 
 
+def shown(clip: BinaryContent, decoded: Sequence[media.Frame]) -> list[media.Frame]:
+    """The frames of a clip a model is shown, from all it ``decoded`` (timed from the clip's
+    start): those nearest the instants the caller fixed (``frame_times``), else every one."""
+    info = clip_info(clip)
+    if info is None or info.shown_times is None:
+        return list(decoded)
+    return nearest_frames(decoded, [t - info.start_s for t in info.shown_times])
+
+
 def latest_prompt(messages: Sequence[ModelMessage]) -> tuple[str, list[BinaryContent]]:
     """The text and the clips of the latest user prompt."""
     for message in reversed(messages):
@@ -829,7 +839,7 @@ class OfflineProvider:
         self.fallibility = fallibility
         self.salt = salt
         self._decoded: dict[tuple[str, float], list[media.Frame]] = {}
-        self._described: dict[tuple[str, float, float], list[VisualFact]] = {}
+        self._described: dict[tuple[str, float, float, tuple[float, ...]], list[VisualFact]] = {}
 
     def model(self, model_id: str) -> FunctionModel:
         """A pydantic-ai model named ``offline:<model_id>`` that answers every role."""
@@ -851,7 +861,7 @@ class OfflineProvider:
             self._decoded[cache_key] = frames
         # The clip's own time 0 is the segment's start in its video.
         start = float(meta.get("start_s", 0.0))
-        return [media.Frame(t=round(start + f.t, 6), image=f.image) for f in frames]
+        return [media.Frame(t=round(start + f.t, 6), image=f.image) for f in shown(clip, frames)]
 
     def _facts(self, clip: BinaryContent, frames: list[media.Frame]) -> list[VisualFact]:
         """The facts of a clip's frames, described once per clip content, rate and start."""
@@ -860,6 +870,7 @@ class OfflineProvider:
             hashlib.sha256(clip.data).hexdigest(),
             float(meta.get("fps", DEFAULT_CLIP_FPS)),
             float(meta.get("start_s", 0.0)),
+            tuple(f.t for f in frames),
         )
         facts = self._described.get(cache_key)
         if facts is None:

@@ -15,6 +15,8 @@ Qwen3-VL take ``T + I + V``; InternVL's video is in parentheses there — some c
 so InternVL gets frames): each clip goes as its label, then one ``video_url`` part, an mp4 data
 URI of exactly the frames the frame plan picks (:func:`tools.providers.base.frame_times`, the
 plan the budget reserves for) at the clip's planned rate, so its timeline is the clip's own.
+A clip that fixes its frames (``frame_times``, an evaluation condition's) sends exactly those,
+at the clip's own height rather than ``frame_height``.
 Text-only roles are sent unchanged. The SDK never retries (the recorded-call wrapper does) and
 gives up after ``config.timeout_s``; pydantic-ai turns its errors into the categorised
 ``pydantic_ai.exceptions`` the recorder understands.
@@ -75,6 +77,8 @@ from tools.providers.base import (
     clip_label,
     frames_content,
     planned_clips,
+    sent_frame_height,
+    shown_height,
 )
 from tools.providers.family import ProviderFamily
 
@@ -187,7 +191,7 @@ class OpenAIFramesModel(WrapperModel):
                 "thinking": thinking
                 if thinking is not None
                 else ((wire or {}).get("thinking") if self._reasons() else None),
-                "frame_height": self.config.frame_height,
+                "frame_height": sent_frame_height(messages, self.config.frame_height),
                 "media": _media_counts(framed),
             },
         }
@@ -299,7 +303,7 @@ def _videos_content(
             continue
         info, wanted = found
         assert isinstance(part, BinaryContent)
-        frames = clip_frames(part, info, wanted, max_height)
+        frames = clip_frames(part, info, wanted, shown_height(info, max_height))
         out.append(clip_label(info, source_timeline=False))
         if not frames:  # nothing decodable: the label alone, as the frames path sends it
             continue
@@ -316,7 +320,10 @@ def _videos_content(
 
 
 def _planned_rate(info: ClipInfo, frames: int) -> Fraction:
-    """Frames a second that spread ``frames`` over the clip as the plan spaces them."""
+    """Frames a second that spread ``frames`` over the clip as the plan spaces them (a clip
+    whose frames the caller fixed: its own rate, the spacing of those frames)."""
+    if info.fixed and info.fps > 0:
+        return Fraction(info.fps).limit_denominator(1001)
     if info.duration_s <= 0 or frames <= 0:
         return Fraction(1)
     return Fraction(frames / info.duration_s).limit_denominator(1001)
