@@ -34,6 +34,7 @@ __all__ = [
     "Embedder",
     "FrameStatsTextEmbedder",
     "Qwen3VLEmbedder",
+    "embedding_model_class",
     "frame_descriptor",
     "make_embedder",
 ]
@@ -266,7 +267,7 @@ def _with_full_stop(instruction: str) -> str:
     return instruction
 
 
-def _embedding_model_class() -> Any:
+def embedding_model_class() -> Any:
     """Build the pooling-free Qwen3-VL wrapper the model card's code uses (transformers lazily)."""
     # Imported as Any: transformers' own annotations are partial and not ours to check.
     modeling: Any = importlib.import_module("transformers.models.qwen3_vl.modeling_qwen3_vl")
@@ -333,7 +334,7 @@ class Qwen3VLEmbedder:
         torch_dtype = getattr(torch, dtype_name)
         try:
             self._model = (
-                _embedding_model_class()
+                embedding_model_class()
                 .from_pretrained(str(model), dtype=torch_dtype)
                 .to(choice.device)
                 .eval()
@@ -347,12 +348,34 @@ class Qwen3VLEmbedder:
                 f"cannot load Qwen3-VL embedding model {str(model)!r}: {exc}; "
                 "check the id or folder and that the device has enough memory"
             ) from exc
+        self._setup(
+            choice.device,
+            dtype_name,
+            batch_size,
+            max_frames,
+            instruction,
+            query_instruction,
+            max_frame_pixels,
+        )
+
+    def _setup(
+        self,
+        device: str,
+        dtype: str,
+        batch_size: int,
+        max_frames: int,
+        instruction: str,
+        query_instruction: str,
+        max_frame_pixels: int,
+    ) -> None:
+        import torch
+
         self._tokenizer.padding_side = "right"
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
         self._torch = torch
-        self.device = choice.device
-        self.dtype = dtype_name
+        self.device = device
+        self.dtype = dtype
         self.batch_size = batch_size
         self.max_frames = max_frames
         self.instruction = _with_full_stop(instruction)
@@ -362,6 +385,37 @@ class Qwen3VLEmbedder:
         # frames than a square of that area would be work thrown away.
         self.frame_height = max(2, math.isqrt(max_frame_pixels))
         self.dim = int(self._model.config.text_config.hidden_size)
+
+    @classmethod
+    def from_parts(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        image_processor: Any,
+        *,
+        batch_size: int = 8,
+        max_frames: int = 8,
+        max_frame_pixels: int = 448 * 448,
+    ) -> Qwen3VLEmbedder:
+        """An embedder around a model already in memory, on its device and dtype (bench/
+        gpu_index.py builds the full-size architecture with random weights this way). ``model``
+        is :func:`embedding_model_class`'s, or anything whose call returns the last hidden
+        states."""
+        embedder = cls.__new__(cls)
+        embedder._model = model
+        embedder._tokenizer = tokenizer
+        embedder._image_processor = image_processor
+        parameter = next(model.parameters())
+        embedder._setup(
+            str(parameter.device),
+            str(parameter.dtype).removeprefix("torch."),
+            batch_size,
+            max_frames,
+            _DEFAULT_INSTRUCTION,
+            _DEFAULT_QUERY_INSTRUCTION,
+            max_frame_pixels,
+        )
+        return embedder
 
     def _pick_frames(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(frames) <= self.max_frames:

@@ -328,8 +328,8 @@ class Qwen3AsrTranscriber:
         choice = resolve_device(device, "index.device")
         dtype = resolve_torch_dtype(dtype, choice, "index.dtype")
         device = choice.device
-        self.device = device
-        self.dtype = dtype
+        self.device: str = device
+        self.dtype: str = dtype
         try:
             import torch
             from qwen_asr import Qwen3ASRModel
@@ -355,6 +355,16 @@ class Qwen3AsrTranscriber:
             raise TranscriptError(
                 f"qwen3-asr: cannot load model {str(model)!r} on {device!r} ({dtype!r}): {exc}"
             ) from exc
+
+    @classmethod
+    def from_model(cls, model: Any) -> Qwen3AsrTranscriber:
+        """A backend around a ``qwen_asr.Qwen3ASRModel`` already in memory (bench/gpu_index.py
+        builds the full-size architecture with random weights this way)."""
+        backend = cls.__new__(cls)
+        backend._model = model
+        backend.device = str(model.device)
+        backend.dtype = str(model.dtype).removeprefix("torch.")
+        return backend
 
     def transcribe(self, request: TranscriptRequest) -> list[str]:
         """Transcribe the non-silent chunks in one batched call."""
