@@ -62,6 +62,7 @@ from tools.indexer import AddSummary, IndexSummary
 
 if TYPE_CHECKING:
     from playlisteval.export import ExportSummary
+    from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable
 
 # Models are loaded from files shipped in packages or given by path; never from a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -1063,6 +1064,98 @@ def _print_invites(links: dict[str, str], base: str, new: list[str]) -> None:
         console.print(f"invite {escape(name)}: {base}{path}{earlier}", soft_wrap=True)
 
 
+class _JudgingProgress:
+    """The evaluation's bar: judgments made of those to make, elapsed time and ETA (what
+    :class:`agents.evaluation.EvaluationProgress` hears)."""
+
+    def __init__(self, bars: Progress) -> None:
+        self.bars = bars
+        self.task: TaskID | None = None
+        self.failed = 0
+
+    def started(self, jobs: int) -> None:
+        """A bar of ``jobs`` judgments."""
+        self.task = self.bars.add_task("judgments", total=jobs)
+
+    def judged(self, made: bool) -> None:
+        """One more judgment made, or failed (counted in the bar's label)."""
+        self.failed += 0 if made else 1
+        if self.task is not None:
+            label = f"judgments ({self.failed} not made)" if self.failed else "judgments"
+            self.bars.update(self.task, advance=1, description=label)
+
+
+def _judging_bars() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal and os.environ.get("PLAYLISTEVAL_PROGRESS") != "1",
+    )
+
+
+def _judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
+    """Accuracy (with its playlist-clustered standard error) and swap consistency of every
+    judge under every condition; the offline provider's runs say they are a harness."""
+    from policies.judging import judge_metrics, split_runs
+
+    title = "Judges by condition"
+    if offline:
+        title += " (offline provider: a harness, not evidence of model quality)"
+    table = Table(title=title)
+    for name, justify in (
+        ("judge", "left"),
+        ("condition", "left"),
+        ("pairs", "right"),
+        ("accuracy", "right"),
+        ("± SE", "right"),
+        ("consistent acc.", "right"),
+        ("position consistency", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+
+    def value(metrics: JudgeMetrics, name: str) -> MetricTable | None:
+        return metrics.tables.get(name)
+
+    def shown(found: MetricTable | None) -> str:
+        return "—" if found is None or found.micro.value is None else f"{found.micro.value:.3f}"
+
+    for (judge, condition), items in sorted(split_runs(r.judgment for r in records).items()):
+        metrics = judge_metrics(items)
+        accuracy = value(metrics, "accuracy")
+        se = None if accuracy is None else accuracy.micro.clustered_se or accuracy.micro.se
+        table.add_row(
+            escape(judge),
+            escape(condition),
+            str(metrics.pairs),
+            shown(accuracy),
+            "—" if se is None else f"{se:.3f}",
+            shown(value(metrics, "consistent_accuracy")),
+            shown(value(metrics, "position_consistency")),
+        )
+    return table
+
+
+def _print_whole(table: Table) -> None:
+    """``table`` at its natural width however narrow the terminal (which then wraps its lines):
+    a judge or condition cut to "uniform-n…" names nothing."""
+    width = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if width <= console.width:
+        console.print(table)
+        return
+    Console(
+        file=console.file,
+        width=width,
+        force_terminal=console.is_terminal,
+        color_system=console.color_system,  # type: ignore[arg-type]  # the same names
+    ).print(table)
+
+
 @app.command("eval")
 def eval_(
     benchmark: Annotated[Path, typer.Option(help="An exported benchmark folder.")],
@@ -1088,13 +1181,38 @@ def eval_(
             "the cap it was last given, else budget.eval_usd)."
         ),
     ] = None,
+    live: Annotated[
+        bool | None,
+        typer.Option(
+            "--live/--offline",
+            help="Call the configured providers for the judges that are not offline ones (their "
+            "keys and a cap needed) or play them with the offline provider (default: "
+            "curation.offline, which is true).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="Judge only the benchmark's first N pairs (a smoke run)."),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
-    sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl."""
+    sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl,
+    and a table of each judge's accuracy and consistency per condition at the end."""
     _check_money(budget)
-    with _open(home) as app_:
-        result = runs.evaluate(app_, benchmark, judge, out, condition, budget_usd=budget)
+    overrides: dict[str, Any] = {} if live is None else {"curation": {"offline": not live}}
+    with _open(home, **overrides) as app_:
+        with _judging_bars() as bars:
+            result = runs.evaluate(
+                app_,
+                benchmark,
+                judge,
+                out,
+                condition,
+                budget_usd=budget,
+                limit=limit,
+                progress=_JudgingProgress(bars),
+            )
         if not result.records:
             # Nothing to report on: say why in one line (the first failure), not exit 0.
             why = str(result.failures[0]) if result.failures else "no pair and judge to judge"
@@ -1103,6 +1221,7 @@ def eval_(
                 f"failure(s)); the first: {escape(why)}"
             )
             raise typer.Exit(EXIT_NOTHING_JUDGED)
+        _print_whole(_judges_table(result.records, app_.settings.curation.offline))
         console.print(
             f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
             f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"

@@ -50,7 +50,7 @@ from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
 from tools.providers.registry import release_models
 
 if TYPE_CHECKING:
-    from agents.evaluation import EvaluationResult
+    from agents.evaluation import EvaluationProgress, EvaluationResult
 
 T = TypeVar("T")
 
@@ -664,11 +664,15 @@ def evaluate(
     conditions: list[str] | None = None,
     *,
     budget_usd: float | None = None,
+    limit: int | None = None,
+    progress: EvaluationProgress | None = None,
 ) -> EvaluationResult:
     """Judge every pair of an exported benchmark with each judge, under each condition, in both
     answer orders; records go to ``out_dir/judgments.jsonl`` (resumable: recorded calls and
     records already written are not made again). ``offline-first``, ``offline-transcript`` and
-    ``offline-frames`` are offline judges of known behaviour; other ids are configured models."""
+    ``offline-frames`` are offline judges of known behaviour; other ids are configured models
+    (live when the settings say so: keys and a cap are checked before anything is spent).
+    ``limit`` judges the benchmark's first pairs only; ``progress`` hears of each judgment."""
     from agents.evaluation import OFFLINE_JUDGE_PRICES, eval_stream, evaluation_id_of
     from agents.evaluation import evaluate as run_evaluation
     from policies.judging import parse_condition
@@ -723,6 +727,8 @@ def evaluate(
                     budget_micros=cap,
                     offline=offline,
                     lease=held.name,
+                    limit=limit,
+                    progress=progress,
                 ),
             )
         )

@@ -203,13 +203,16 @@ def test_every_record_says_what_its_judge_was_shown_as_its_condition_names(
     evaluated: tuple[Evaluated, EvaluationResult],
 ) -> None:
     """``shown`` in every record: uniform frames are exactly n_frames pictures at the condition's
-    height and no transcript; blind shows nothing; retrieved shows n_frames frames inside the
-    retrieved spans with a transcript of only the chunks those frames fall in."""
+    height (the demo's 240-pixel sources are never scaled up) and no transcript; blind shows
+    nothing; retrieved shows n_frames frames inside the retrieved spans with a transcript of
+    only the chunks those frames fall in."""
     harness, result = evaluated
     with App(load_settings(harness.home)) as app:
         chunk_chars = max(
             len(c.transcript) for v in app.catalog.videos() for c in app.catalog.chunks(v.id)
         )
+        source_height = {v.height for v in app.catalog.videos()}
+    assert source_height == {240}
     for record in result.records:
         shown = record.shown
         assert shown is not None
@@ -218,8 +221,8 @@ def test_every_record_says_what_its_judge_was_shown_as_its_condition_names(
             assert (shown.frames, shown.transcript_chars, shown.audio_s) == (0, 0, 0.0)
             assert shown.resolution is None
             continue
-        assert shown.frames == len(shown.frame_times) > 0
-        assert shown.resolution == condition.resolution
+        assert shown.frames == len(shown.frame_times) == condition.n_frames
+        assert shown.resolution == min(condition.resolution, 240)
         if condition.frames == "uniform":
             assert shown.frames == condition.n_frames
             assert shown.transcript_chars == 0  # frames only
@@ -262,10 +265,106 @@ def test_uniform_sampling_attaches_the_transcript_of_the_shown_moments_only(
         assert view.shown.transcript_chars < sum(len(c.transcript) for c in every_chunk)
 
 
-def eval_cli(harness: Evaluated, home: Path, out: Path, judge: str, *more: str) -> Result:
-    """``playlisteval eval`` of the harness's benchmark by ``judge`` in workspace ``home``."""
+def eval_cli(
+    harness: Evaluated,
+    home: Path,
+    out: Path,
+    judge: str,
+    *more: str,
+    env: dict[str, str | None] | None = None,
+) -> Result:
+    """``playlisteval eval`` of the harness's benchmark by ``judge`` in workspace ``home``
+    (``env``: variables set, or unset where None, for the command)."""
     args = ["eval", "--benchmark", str(harness.bench), "--judge", judge, *more]
-    return CliRunner().invoke(cli_app, [*args, "--out", str(out), "--home", str(home)])
+    return CliRunner(env=env).invoke(cli_app, [*args, "--out", str(out), "--home", str(home)])
+
+
+@pytest.mark.parametrize(
+    ("key", "more", "says"),
+    [
+        (None, ("--budget", "1"), "needs an API key: export OPENAI_API_KEY"),
+        ("sk-test", (), "a live evaluation needs a cap: pass --budget USD"),
+    ],
+    ids=["no key", "no cap"],
+)
+def test_a_live_evaluation_without_its_key_or_a_cap_is_refused_in_one_line(
+    evaluated: tuple[Evaluated, EvaluationResult],
+    tmp_path: Path,
+    key: str | None,
+    more: tuple[str, ...],
+    says: str,
+) -> None:
+    """`eval --live` follows curation's rules: a judge's key and a cap before anything is
+    spent; refused, it is one line and exit 2, and no judgment is written."""
+    harness, _ = evaluated
+    home = copy_workspace(harness.home, tmp_path / "ws")
+    out = tmp_path / "eval"
+    result = eval_cli(harness, home, out, "gpt-5.4", "--live", *more, env={"OPENAI_API_KEY": key})
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert says in " ".join(result.output.split())
+    assert read_judgments(out / JUDGMENTS_FILE) == []
+
+
+def test_eval_limit_judges_the_first_pairs_with_a_progress_bar_and_a_results_table(
+    evaluated: tuple[Evaluated, EvaluationResult],
+    tmp_path: Path,
+) -> None:
+    """`--limit 2` judges the benchmark's first two pairs only (both orders, each judge); the
+    progress bar counts the judgments with its ETA, and the table at the end gives each judge's
+    accuracy and consistency under the condition, marked as the offline harness it is."""
+    harness, _ = evaluated
+    home = copy_workspace(harness.home, tmp_path / "ws")
+    out = tmp_path / "eval"
+    judges = ("offline-first", "offline-transcript")
+    result = eval_cli(
+        harness,
+        home,
+        out,
+        judges[0],
+        "--judge",
+        judges[1],
+        "--condition",
+        BLIND,
+        "--limit",
+        "2",
+        env={"PLAYLISTEVAL_PROGRESS": "1"},
+    )
+    assert result.exit_code == 0, result.output
+    first = [
+        json.loads(line)["id"]
+        for line in (harness.bench / "pairs.jsonl").read_text().splitlines()[:2]
+    ]
+    records = read_judgments(out / JUDGMENTS_FILE)
+    assert sorted({r.pair_id for r in records}) == sorted(first)
+    assert len(records) == 2 * 2 * len(judges)
+    text = result.output
+    bar = next(line for line in text.splitlines() if line.startswith("judgments"))
+    assert "8/8" in bar  # the bar, at its end
+    assert "ETA" in bar
+    table = text[text.index("Judges by condition") :]
+    assert "offline provider: a harness, not evidence of model quality" in " ".join(table.split())
+    label = parse_condition(BLIND).label()
+    rows = [line for line in table.splitlines() if label in line]
+    assert len(rows) == len(judges), table
+    for judge, row in zip(judges, rows, strict=True):
+        assert judge in row
+    # The always-first judge: accuracy 0.500, never consistent across the swap.
+    first_row = next(r for r in rows if "offline-first" in r).split()
+    assert first_row.count("0.500") == 1  # accuracy
+    assert first_row.count("0.000") == 2  # consistent accuracy, position consistency
+
+
+def test_a_limit_below_one_is_refused_before_anything_is_opened(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    harness, _ = evaluated
+    result = eval_cli(harness, tmp_path / "ws", tmp_path / "eval", "offline-first", "--limit", "0")
+    assert result.exit_code == 2
+    assert "--limit" in result.output
+    assert not (tmp_path / "ws").exists()
 
 
 def test_eval_in_another_workspace_is_one_line_not_a_traceback(
