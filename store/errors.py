@@ -66,10 +66,11 @@ class DiskFull(PlaylistEvalError):
 # limit, RLIMIT_FSIZE; EDQUOT: over the user's quota).
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 # SQLite's result codes (https://www.sqlite.org/rescode.html): SQLITE_FULL is its ENOSPC; a
-# write the OS refused otherwise (EFBIG, EDQUOT) is SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC or
-# SQLITE_IOERR_TRUNCATE. Reads that fail (SQLITE_IOERR_READ, a damaged disk) are not ours.
+# write the OS refused otherwise (EFBIG, EDQUOT) is SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC,
+# SQLITE_IOERR_TRUNCATE, or SQLITE_IOERR_SHMSIZE when the WAL's shared-memory file cannot grow.
+# Reads that fail (SQLITE_IOERR_READ, a damaged disk) are not ours.
 _SQLITE_FULL = 13
-_SQLITE_WRITE_ERRORS = frozenset({13, 778, 1034, 1546})
+_SQLITE_WRITE_ERRORS = frozenset({13, 778, 1034, 1546, 4874})
 
 _FREE_SPACE = (
     "free space there (or raise the file-size limit, `ulimit -f`) and run the command again: "
