@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from store.events import (
     RunFinished,
     SeedDiscarded,
     SeedStopped,
+    micros_to_usd,
     run_stream,
     seed_stream,
 )
@@ -56,6 +58,9 @@ class Audit:
     rejections_by_gate: dict[str, int]
     retries_accepted: list[str]
     open_micros: int = 0  # reservations with no answer in the log (a crash): counted as spent
+    # Each kind of rejection's first reason as logged (values filled in), for whoever reads the
+    # histogram: its keys are the kinds of :attr:`rejections`.
+    rejection_examples: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
@@ -72,6 +77,7 @@ class Audit:
                 "model": self.by_model,
             },
             "rejections": self.rejections,
+            "rejection_examples": self.rejection_examples,
             "rejections_by_gate": self.rejections_by_gate,
             "accepted_after_rejection": self.retries_accepted,
             "seeds": [
@@ -94,6 +100,69 @@ def _reason_kind(reason: str) -> str:
     return text[:cut].strip()[:60] or "(no reason given)"
 
 
+def first_clause(reason: str, limit: int = 200) -> str:
+    """A reason's first statement, values as logged: up to the first ``; `` or ``. `` outside
+    brackets (the numbering of a list of problems, and the advice after it, dropped), cut at
+    ``limit`` characters. What a histogram row shows of its kind."""
+    text = re.sub(r"^\(\d+\)\s*", "", reason.strip())
+    depth, cut = 0, len(text)
+    for i, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and char in ";." and text[i + 1 : i + 2] in (" ", ""):
+            cut = i
+            break
+    text = text[:cut].strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+#: What each phase's attempt makes.
+PHASE_WORK = {1: "question and gold answer", 2: "four graded distractors"}
+
+
+def _usd(micros: int, digits: int = 5) -> str:
+    return f"{micros_to_usd(micros):.{digits}f} USD"
+
+
+def describe_step(step: Mapping[str, Any]) -> str:
+    """One step of a seed's timeline in words, every value filled in (plain text: the CLI adds
+    colour, the JSON keeps the step's fields)."""
+    kind = step["step"]
+    if kind == "attempt":
+        work = PHASE_WORK.get(int(step["phase"]), "")
+        return f"phase {step['phase']}, attempt {step['attempt']}" + (f": {work}" if work else "")
+    if kind == "call":
+        source = " (served from the log, free)" if step["replayed"] else ""
+        who = "offline provider as " if step.get("offline") else ""
+        return f"call {step['role']} → {who}{step['model']}: {_usd(step['cost_micros'])}{source}"
+    if kind == "call failed":
+        charged = step.get("charged_micros") or 0
+        paid = f" ({_usd(charged)} charged)" if charged else ""
+        return f"call {step['role']} failed{paid}: {step['error']}"
+    if kind == "call refused":
+        return f"call {step['role']} refused by the budget: {step['reason']}"
+    if kind == "pass":
+        return f"passed phase {step['phase']} {step['gate']}"
+    if kind == "reject":
+        return (
+            f"rejected by phase {step['phase']} {step['gate']} (attempt {step['attempt']}): "
+            f"{step['reason']}"
+        )
+    if kind == "accepted":
+        return "accepted: the item joins the benchmark"
+    if kind == "discarded":
+        reasons = list(step.get("reasons") or [])
+        more = f" (and {len(reasons) - 1} earlier reasons)" if len(reasons) > 1 else ""
+        return "discarded: " + (first_clause(reasons[0]) if reasons else "no reason given") + more
+    if kind == "stopped":
+        detail = f": {step['detail']}" if step.get("detail") else ""
+        return f"stopped ({step['reason']}){detail}"
+    rest = ", ".join(f"{k} {v}" for k, v in step.items() if k != "step")
+    return f"{kind}: {rest}" if rest else str(kind)
+
+
 def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Audit:
     """Read run ``run_id``'s log back as an audit: each seed's timeline (only ``seed_id``'s when
     given), spend by the one ledger, and the rejection reasons."""
@@ -106,6 +175,7 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
     prefix = seed_stream(run_id, "")
     timelines: dict[str, SeedTimeline] = {}
     rejections: Counter[str] = Counter()
+    examples: dict[str, str] = {}
     by_gate: Counter[str] = Counter()
     rejected_seeds: set[str] = set()
     accepted: set[str] = set()
@@ -141,7 +211,9 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
         elif isinstance(event, GatePassed):
             step = {"step": "pass", "phase": event.phase, "gate": event.gate}
         elif isinstance(event, GateRejected):
-            rejections[f"{event.gate}: {_reason_kind(event.reason)}"] += 1
+            kind = f"{event.gate}: {_reason_kind(event.reason)}"
+            rejections[kind] += 1
+            examples.setdefault(kind, f"{event.gate}: {first_clause(event.reason)}")
             by_gate[f"phase {event.phase} {event.gate}"] += 1
             rejected_seeds.add(sid)
             step = {
@@ -186,4 +258,5 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
         rejections_by_gate=dict(by_gate.most_common()),
         retries_accepted=sorted(rejected_seeds & accepted),
         open_micros=spent.open_micros,
+        rejection_examples={kind: examples[kind] for kind in rejections},
     )

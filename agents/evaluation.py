@@ -289,26 +289,60 @@ def _audio(catalog: Catalog, window: SegmentEvidence) -> BinaryContent | None:
     )
 
 
+class ReadCatalog(Catalog):
+    """The catalogue as an evaluation reads it: each video, each video's chunks and each list of
+    videos read from the database once. Nothing an evaluation reads changes while it runs, and
+    every view reads the same few dozen rows again and again (a query costs more than the
+    planning that uses it). Writes go to the catalogue as ever."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        super().__init__(catalog.engine)
+        self._video: dict[str, VideoRow | None] = {}
+        self._chunks: dict[str, list[ChunkRow]] = {}
+        self._videos: dict[tuple[tuple[str, ...] | None, str | None], list[VideoRow]] = {}
+        self._texts: dict[str, list[ChunkText]] = {}
+
+    def video(self, video_id: str) -> VideoRow | None:
+        """One video, or None (read once)."""
+        if video_id not in self._video:
+            self._video[video_id] = super().video(video_id)
+        return self._video[video_id]
+
+    def chunks(self, video_id: str) -> list[ChunkRow]:
+        """A video's chunks in time order (read once)."""
+        if video_id not in self._chunks:
+            self._chunks[video_id] = super().chunks(video_id)
+        return self._chunks[video_id]
+
+    def chunk_texts(self, video_id: str) -> list[ChunkText]:
+        """A video's chunks as transcript windows, in time order: their times and words only
+        (read once; the vectors a judge never sees are not read)."""
+        if video_id not in self._texts:
+            rows = self.chunk_transcripts(video_id)
+            self._texts[video_id] = [ChunkText(start_s=a, end_s=b, text=t) for a, b, t in rows]
+        return self._texts[video_id]
+
+    def videos(
+        self, *, statuses: Iterable[str] | None = None, domain: str | None = None
+    ) -> list[VideoRow]:
+        """Videos in seeding order (each selection read once)."""
+        key = (None if statuses is None else tuple(sorted(statuses)), domain)
+        if key not in self._videos:
+            self._videos[key] = super().videos(statuses=statuses, domain=domain)
+        return list(self._videos[key])
+
+
 class _Windows:
     """The transcript window of each shown moment (:data:`TRANSCRIPT_WINDOW_S`), each handed
     out once: a chunk two clips' frames fall in is listed with the first."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: ReadCatalog) -> None:
         self.catalog = catalog
-        self._chunks: dict[str, list[ChunkText]] = {}
         self._given: set[tuple[str, float]] = set()
-
-    def _of(self, video_id: str) -> list[ChunkText]:
-        if video_id not in self._chunks:
-            self._chunks[video_id] = [
-                ChunkText(start_s=c.start_s, end_s=c.end_s, text=c.transcript)
-                for c in self.catalog.chunks(video_id)
-            ]
-        return self._chunks[video_id]
 
     def around(self, video_id: str, times: Iterable[float]) -> tuple[ChunkText, ...]:
         """The windows of ``times`` not handed out yet, in time order."""
-        chunks = self._of(video_id)
+        chunks = self.catalog.chunk_texts(video_id)
         found: dict[float, ChunkText] = {}
         for t in times:
             window = next((c for c in chunks if c.start_s <= t < c.end_s), None)
@@ -390,6 +424,7 @@ def build_view(
     condition's resolution when its modality has pictures, with the transcript (or the sound) of
     the window around each instant when it has text (or sound); and the :class:`Shown` that says
     so, as every provider family's request then carries it."""
+    catalog = catalog if isinstance(catalog, ReadCatalog) else ReadCatalog(catalog)
     seed = pair_seed(str(record["id"]))
     evidence = {str(e["video_id"]) for e in record["evidence"]}
     haystack = build_haystack(catalog, evidence, condition.hours, seed)
@@ -479,6 +514,15 @@ def read_judgments(path: Path) -> list[JudgmentRecord]:
         except JudgingError as error:
             raise ConfigError(f"{path}:{number}: {error}; fix or delete the line") from error
     return out
+
+
+def _torn(path: Path) -> bool:
+    """Whether ``path`` ends inside a line (a write cut short by a crash)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return False
+        handle.seek(-1, 2)
+        return handle.read(1) != b"\n"
 
 
 def judgments_of(records: Iterable[JudgmentRecord]) -> list[Judgment]:
@@ -632,7 +676,8 @@ async def evaluate(
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     evaluation_id = str(meta["evaluation_id"])
     judgments_path = out_dir / JUDGMENTS_FILE
-    done = {r.key for r in read_judgments(judgments_path)}
+    earlier = read_judgments(judgments_path)
+    done = {r.key for r in earlier}
 
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
@@ -667,7 +712,6 @@ async def evaluate(
     failures: list[Exception] = []
     new: list[JudgmentRecord] = []
     limiter = anyio.CapacityLimiter(max(concurrency, 1))
-    file_lock = anyio.Lock()
     views = _Views(catalog, clips, retrievers or {})
 
     async def one(record: dict[str, Any], judge: str, condition: Condition, order: Order) -> None:
@@ -686,10 +730,11 @@ async def evaluate(
                 if progress is not None:
                     progress.judged(False)
                 return
-            async with file_lock:
-                with judgments_path.open("a", encoding="utf-8") as handle:
-                    handle.write(out.to_line() + "\n")
-                new.append(out)
+            # Whole lines, each handed to the OS at once: a crash leaves at most a torn last line,
+            # which reading skips (no await between: no other judgment writes in between).
+            records_file.write(out.to_line() + "\n")
+            records_file.flush()
+            new.append(out)
             if progress is not None:
                 progress.judged(True)
 
@@ -702,18 +747,21 @@ async def evaluate(
     )
     if progress is not None:
         progress.started(len(jobs))
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(writer.run)
-        if jobs and current_cap(history) != budget_micros:
-            await writer.append(stream, CapSet(cap_micros=budget_micros, command="eval"))
-        try:
-            async with anyio.create_task_group() as group:
-                for job in jobs:
-                    group.start_soon(one, *job)
-        finally:
-            writer.close()
-    every = read_judgments(judgments_path)
-    every.sort(key=lambda r: r.key)
+    with judgments_path.open("a", encoding="utf-8") as records_file:
+        if _torn(judgments_path):
+            records_file.write("\n")  # a crash's torn last line stays apart from the next record
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(writer.run)
+            if jobs and current_cap(history) != budget_micros:
+                await writer.append(stream, CapSet(cap_micros=budget_micros, command="eval"))
+            try:
+                async with anyio.create_task_group() as group:
+                    for job in jobs:
+                        group.start_soon(one, *job)
+            finally:
+                writer.close()
+    # One writer at a time (the caller's lease): the file holds what was read and what was added.
+    every = sorted([*earlier, *new], key=lambda r: r.key)
     logger.info(
         "evaluation_end",
         evaluation_id=evaluation_id,
@@ -736,40 +784,6 @@ async def evaluate(
 VIEW_THREADS = 4
 """Worker threads building views at once: clip cutting and audio decoding (most of the work)
 run in libav and SQLite, outside the GIL."""
-
-
-class ReadCatalog(Catalog):
-    """The catalogue as an evaluation reads it: each video, each video's chunks and each list of
-    videos read from the database once. Nothing an evaluation reads changes while it runs, and
-    every view reads the same few dozen rows again and again (a query costs more than the
-    planning that uses it). Writes go to the catalogue as ever."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        super().__init__(catalog.engine)
-        self._video: dict[str, VideoRow | None] = {}
-        self._chunks: dict[str, list[ChunkRow]] = {}
-        self._videos: dict[tuple[tuple[str, ...] | None, str | None], list[VideoRow]] = {}
-
-    def video(self, video_id: str) -> VideoRow | None:
-        """One video, or None (read once)."""
-        if video_id not in self._video:
-            self._video[video_id] = super().video(video_id)
-        return self._video[video_id]
-
-    def chunks(self, video_id: str) -> list[ChunkRow]:
-        """A video's chunks in time order (read once)."""
-        if video_id not in self._chunks:
-            self._chunks[video_id] = super().chunks(video_id)
-        return self._chunks[video_id]
-
-    def videos(
-        self, *, statuses: Iterable[str] | None = None, domain: str | None = None
-    ) -> list[VideoRow]:
-        """Videos in seeding order (each selection read once)."""
-        key = (None if statuses is None else tuple(sorted(statuses)), domain)
-        if key not in self._videos:
-            self._videos[key] = super().videos(statuses=statuses, domain=domain)
-        return list(self._videos[key])
 
 
 class _Views:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import structlog
@@ -79,6 +79,18 @@ GATE = "difficulty"
 JUDGE_CLIP = ClipSpec(audio=False)
 
 logger = structlog.get_logger("playlisteval.pairs")
+
+
+class PairsProgress(Protocol):
+    """What a pair selection tells whoever watches it (the CLI's progress bar)."""
+
+    def begin(self, label: str, total: int) -> None:
+        """``total`` undecided pairs are to be judged (those the log decides are not counted)."""
+        ...
+
+    def advance(self) -> None:
+        """One more pair was decided (kept or dropped) and is in the log."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -259,6 +271,7 @@ async def select_pairs(
     offline: bool = False,
     lease: str | None = None,
     command: str = "pairs",
+    progress: PairsProgress | None = None,
 ) -> list[SelectedPair]:
     """Build, judge, keep and sample the pairs of run ``run_id``; return the sampled pairs.
 
@@ -274,7 +287,8 @@ async def select_pairs(
     curation run's). Running it again judges only what the stream does not decide yet, decides
     anew (from the recorded verdicts, asking no judge) the pairs ``rule`` decides otherwise than
     the stream, and appends a new ``PairsSampled`` only when the sample differs from the last one.
-    A pair's judges stay the ones that judged it, even when ``judges`` change.
+    A pair's judges stay the ones that judged it, even when ``judges`` change. ``progress``
+    hears how many pairs are to be judged and each one decided.
 
     Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
     met) after every pair that could be judged is in the log; a later call goes on from there.
@@ -329,6 +343,8 @@ async def select_pairs(
         to_judge=len(todo),
         judges=list(judges),
     )
+    if progress is not None:
+        progress.begin("pairs judged", len(todo))
     if todo:
         await _judge_all(
             store,
@@ -351,6 +367,7 @@ async def select_pairs(
             campaign=deps.campaign,
             lease=lease,
             rule=rule,
+            progress=progress,
         )
 
     stored = store.read_stream(stream)
@@ -413,6 +430,7 @@ async def _judge_all(
     campaign: Campaign | None,
     lease: str | None,
     rule: GateRule,
+    progress: PairsProgress | None = None,
 ) -> None:
     """Judge the undecided pairs ``todo`` with a bounded number in flight."""
     recorder = resumed_recorder(
@@ -425,7 +443,12 @@ async def _judge_all(
         hold_prefix=stream,
         lease=lease,
     )
-    writer = GroupCommit(store, lambda _stream, _event: None)
+
+    def committed(_stream: str, event: Event) -> None:
+        if progress is not None and isinstance(event, PairKept | PairDropped):
+            progress.advance()
+
+    writer = GroupCommit(store, committed)
     writer.fence(stream, version)
 
     async def append(event: Event) -> None:

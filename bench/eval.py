@@ -4,10 +4,13 @@
    ``--workdir``) evaluated by the offline judges under eight retrieved conditions, each call
    held ``--latency`` seconds by the stand-in provider (the time a real judge holds a request),
    at concurrency 1 and 64, each in a fresh evaluation (so every call is live). A warm-up
-   evaluation first cuts every clip into the disk cache, so both runs do the same work.
-   Two setups: transcript only (no clips: what is left is our own bookkeeping and retrieval)
-   and frames+transcript with the frame reader, which decodes every clip in-process (work a
-   remote provider would do, here on our event loop). Prints judgments/s and pairs/s (both
+   evaluation first cuts every clip into the disk cache, so both runs do the same work. The
+   clock runs over the evaluation itself (views, calls, records), in a workspace already open
+   (opening it is not judging). Two setups: transcript only (no clips: what is left is our own
+   bookkeeping and retrieval) and frames+transcript with the frame reader, which decodes every
+   clip in-process (work a remote provider would do; pydantic-ai runs the offline judges in
+   worker threads). What a judge sees is built in worker threads too (agents/evaluation.py),
+   off the event loop that keeps the calls in flight. Prints judgments/s and pairs/s (both
    orders) and the ratio c64 / c1; the ideal ratio is 64 when nothing but the latency counts.
 2. Retrieval latency per query at a 100-hour haystack: a synthetic index of 100 one-hour videos
    (12,000 thirty-second chunks of generated transcript, 7 domains), queried by BM25 (the
@@ -105,8 +108,9 @@ def _evaluate(
     latency: float,
     conditions: tuple[str, ...],
     judges: tuple[str, ...],
-) -> int:
-    """One fresh evaluation; the number of judgments it made."""
+) -> tuple[int, float]:
+    """One fresh evaluation: the judgments it made and the seconds it took (the evaluation
+    alone, the workspace already open)."""
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model, ModelRequestParameters
     from pydantic_ai.models.wrapper import WrapperModel
@@ -134,25 +138,31 @@ def _evaluate(
     model_for: Callable[[str], Model] = lambda m: Held(base(m))  # noqa: E731
     shutil.rmtree(out, ignore_errors=True)
     with App(load_settings(home)) as app:
-        result = anyio.run(
-            lambda: evaluate(
-                CallDeps(
-                    store=app.events,
-                    catalog=app.catalog,
-                    clips=app.clips(),
-                    model_for=model_for,
-                    prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
-                ),
+        deps = CallDeps(
+            store=app.events,
+            catalog=app.catalog,
+            clips=app.clips(),
+            model_for=model_for,
+            prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+        )
+        parsed = [parse_condition(c) for c in conditions]
+        retrievers = {"bm25": BM25Retriever(app.catalog)}
+
+        async def timed() -> tuple[int, float]:
+            t0 = time.perf_counter()
+            result = await evaluate(
+                deps,
                 benchmark_dir=bench,
                 judges=judges,
-                conditions=[parse_condition(c) for c in conditions],
+                conditions=parsed,
                 out_dir=out,
-                retrievers={"bm25": BM25Retriever(app.catalog)},
+                retrievers=retrievers,
                 concurrency=concurrency,
                 offline=True,
             )
-        )
-    return result.new_records
+            return result.new_records, time.perf_counter() - t0
+
+        return anyio.run(timed)
 
 
 def throughput(workdir: Path, latency: float) -> None:
@@ -166,9 +176,8 @@ def throughput(workdir: Path, latency: float) -> None:
         for concurrency in (1, 64):
             # A new output folder is a new evaluation id, so no call is served from a record.
             out = runs_dir / f"{label}-c{concurrency}-{time.time_ns()}"
-            t0 = time.perf_counter()
-            judged = _evaluate(home, bench, out, concurrency, latency, conditions, judges)
-            rates[concurrency] = judged / (time.perf_counter() - t0)
+            judged, seconds = _evaluate(home, bench, out, concurrency, latency, conditions, judges)
+            rates[concurrency] = judged / seconds
         print(f"## judging throughput, {label} ({judged} judgments, {latency} s per call)")
         for concurrency, rate in rates.items():
             print(f"concurrency {concurrency:>2}: {rate:8.1f} judgments/s  {rate / 2:8.1f} pairs/s")

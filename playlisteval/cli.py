@@ -9,13 +9,15 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import typer
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -37,7 +39,8 @@ from agents.fleet import WorkerReport
 from playlisteval import logs, runs, smoke
 from playlisteval.app import App, role_models, seed_band
 from playlisteval.export import ExportSummary
-from playlisteval.settings import SETTINGS_FILE, default_home, load_settings
+from playlisteval.settings import SETTINGS_FILE, Settings, default_home, load_settings
+from playlisteval.workspace import Workspace
 from policies.budget import Budget, cap_micros, check_concurrency
 from store.catalog import FAILED, DomainHours, VideoRow
 from store.coordination import LeaseHeld
@@ -51,23 +54,25 @@ from store.errors import (
 )
 from store.events import (
     Event,
-    GateRejected,
     ItemAccepted,
     SeedDiscarded,
     SeedStopped,
     micros_to_usd,
 )
-from store.runlog import run_started
+from store.runlog import run_cap, run_started
 from tools.indexer import AddSummary, IndexSummary
 
 if TYPE_CHECKING:
     from playlisteval.export import ExportSummary
+    from playlisteval.overview import AnnotationRow, BenchmarkRow, RunRow
     from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable
 
 # Models are loaded from files shipped in packages or given by path; never from a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# pydantic-ai prints a first-run Logfire banner on a terminal; this CLI's output is its own.
+os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
 
 app = typer.Typer(
     help="PlaylistEval: trustworthy benchmarks for video-language judges from long playlists.",
@@ -120,12 +125,29 @@ def _fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
     return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 
+def _require_workspace(settings: Settings) -> None:
+    """A command that reads a workspace refuses one that was never started, rather than make
+    an empty one where a mistyped ``--home`` points (a catalogue on a server stands in)."""
+    workspace = Workspace(Path(settings.home))
+    if settings.store.catalog_url or workspace.started() or workspace.blocked_by_file():
+        return  # a file in the way is App's to explain
+    raise ConfigError(
+        f"no workspace at {str(workspace.root)!r}: start one there with `playlisteval add "
+        f"SOURCE --home {workspace.root}` (or `playlisteval demo --home {workspace.root}`), or "
+        "give the --home of an existing workspace"
+    )
+
+
 @contextmanager
-def _open(home: Path | None, **overrides: Any) -> Iterator[App]:
+def _open(home: Path | None, *, create: bool = False, **overrides: Any) -> Iterator[App]:
     """An App for the workspace; project errors become a one-line message and exit code 2
-    (3 when another process holds the run)."""
+    (3 when another process holds the run). Unless ``create``, a workspace that was never
+    started is refused (exit 2), not made."""
     try:
-        with App(load_settings(home, **overrides)) as opened:
+        settings = load_settings(home, **overrides)
+        if not create:
+            _require_workspace(settings)
+        with App(settings) as opened:
             yield opened
     except PlaylistEvalError as exc:
         raise _fail(disk_full(exc) or exc) from exc
@@ -319,7 +341,7 @@ def add(
             )
 
     _checked(check_target)  # before anything is listed into the catalogue
-    with _open(home) as app_:
+    with _open(home, create=True) as app_:
         roots = [*app_.settings.ingest.allowed_roots, *(allowed_root or [])]
         target = target_hours if target_hours is not None else app_.settings.ingest.target_hours
         indexer = app_.indexer()
@@ -438,6 +460,18 @@ def search(
     """Search the chunk index; print video id, span, score and transcript."""
     _check_count(k, 1, "-k")
     with _open(home) as app_:
+        if not app_.catalog.chunk_count():
+            todo = (
+                "index the videos taken in with `playlisteval index`"
+                if app_.catalog.videos()
+                else "take videos in with `playlisteval add SOURCE`, then `playlisteval index`"
+            )
+            raise _fail(
+                ConfigError(
+                    f"nothing is indexed in {str(app_.workspace.root)!r} yet, so there is "
+                    f"nothing to search: {todo}"
+                )
+            )
         hits = app_.search().search(query, k=k, filters={"domain": domain} if domain else None)
         if not hits:
             console.print("no hits: is the workspace indexed? (`playlisteval index`)")
@@ -448,19 +482,132 @@ def search(
 
 @app.command()
 def status(home: HomeOption = None) -> None:
-    """Where the workspace stands: videos by status, hours per domain, recorded problems."""
+    """Where the workspace stands: videos by status, hours per domain, recorded problems, the
+    latest runs, the benchmarks exported under it and their annotation progress."""
+    from playlisteval.overview import find_benchmarks, list_annotations, list_runs
+
     with _open(home) as app_:
         counts: dict[str, int] = {}
         for video in app_.catalog.videos():
             counts[video.status] = counts.get(video.status, 0) + 1
         console.print(f"workspace {app_.workspace.root}")
-        console.print("videos: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        videos = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        console.print(f"videos: {videos or 'none yet (`playlisteval add SOURCE`)'}")
         console.print(f"chunks: {app_.catalog.chunk_count()}, seeds: {len(app_.catalog.seeds())}")
         console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
         for problem in app_.catalog.problems():
             # Refs and reasons quote file names and titles: printed as written, never as markup.
             console.print(
                 f"[yellow]{problem.stage}[/] {escape(problem.ref)}: {escape(problem.reason)}"
+            )
+        found = list_runs(app_)
+        if found:
+            latest = found[-STATUS_RUNS:]
+            more = f" (the latest {len(latest)} of {len(found)}: `playlisteval runs`)"
+            console.print(_runs_table(latest, f"Runs{more if len(found) > len(latest) else ''}"))
+        else:
+            console.print("runs: none yet (`playlisteval curate`)")
+        benchmarks = find_benchmarks(app_.workspace.exports)
+        if benchmarks:
+            console.print(_benchmarks_table(benchmarks, app_.workspace.exports))
+        else:
+            console.print("benchmarks: none exported under exports/ yet (`playlisteval export`)")
+        annotations = list_annotations(app_, benchmarks)
+        if annotations:
+            console.print(_annotations_table(annotations, app_.workspace.exports))
+
+
+STATUS_RUNS = 5  # the runs `status` shows; `runs` lists them all
+
+
+def _usd(micros: int) -> str:
+    return f"{micros_to_usd(micros):.4f}"
+
+
+def _runs_table(rows: Sequence[RunRow], title: str = "Runs") -> Table:
+    """Runs as ``runs`` and ``status`` show them."""
+    # Light lines, so a row fits 80 columns; a value may wrap between its words, never inside
+    # one (no "complet…"), and ids, which a user copies into the next command, never wrap.
+    table = Table(
+        title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    words = [w for r in rows for w in r.state.split()]
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in rows))
+    table.add_column("started (UTC)", min_width=10)
+    table.add_column("state", min_width=max(map(len, words), default=5))
+    table.add_column("accepted of seeds", justify="right", min_width=8)
+    table.add_column("USD spent / cap", justify="right", min_width=8)
+    table.add_column("mode", min_width=7)
+    for row in rows:
+        cap = "no cap" if row.cap_micros is None else _usd(row.cap_micros)
+        table.add_row(
+            escape(row.run_id),
+            row.started.strftime("%Y-%m-%d %H:%M"),
+            escape(row.state),
+            f"{row.accepted} of {row.seeds}",
+            f"{_usd(row.spent_micros)} / {cap}",
+            "offline" if row.offline else "live",
+        )
+    return table
+
+
+def _benchmarks_table(rows: Sequence[BenchmarkRow], exports: Path) -> Table:
+    """The exports found under the workspace."""
+    table = Table(title="Benchmarks (under exports/)")
+    for name in ("folder", "pairs", "sha256", "runs", "made by"):
+        table.add_column(name, justify="right" if name == "pairs" else "left")
+    for row in rows:
+        made = (
+            "offline provider"
+            if row.offline_pairs == row.pairs
+            else (f"partly offline ({row.offline_pairs})" if row.offline_pairs else "live models")
+        )
+        table.add_row(
+            escape(str(row.path.relative_to(exports))),
+            str(row.pairs),
+            row.content_sha256[:12],
+            escape(", ".join(row.runs)),
+            made,
+        )
+    return table
+
+
+def _annotations_table(rows: Sequence[AnnotationRow], exports: Path) -> Table:
+    """Each benchmark's human annotation progress."""
+    table = Table(title="Annotation")
+    for name in ("benchmark", "sample", "annotators joined / invited", "answers / asked", "done"):
+        table.add_column(name, justify="left" if name == "benchmark" else "right")
+    for row in rows:
+        where = str(row.benchmark.relative_to(exports)) if row.benchmark is not None else row.stream
+        table.add_row(
+            escape(where),
+            str(row.sample),
+            f"{row.joined} / {row.invited}",
+            f"{row.answers} / {row.assigned}",
+            f"{row.share_done:.0%}",
+        )
+    return table
+
+
+@app.command("runs")
+def runs_(home: HomeOption = None) -> None:
+    """Every curation run: id, when it started, where it stands, its seeds, what it accepted,
+    its spend against its cap, offline or live."""
+    from playlisteval.overview import list_runs
+
+    with _open(home) as app_:
+        found = list_runs(app_)
+    if not found:
+        console.print("no run yet: `playlisteval curate` starts one")
+        return
+    console.print(_runs_table(found))
+    for row in found:
+        if row.resumable:
+            console.print(
+                f"{escape(row.run_id)} is {escape(row.state)}: `playlisteval curate --run "
+                f"{escape(row.run_id)}"
+                + (" --budget USD`" if row.state != "unfinished" else "`")
+                + " picks it up"
             )
 
 
@@ -490,7 +637,7 @@ def demo(
     if not manifest.exists():
         console.print(f"generating the synthetic playlist in {playlist_dir} …")
         manifest = make_demo_playlist(playlist_dir, narrate=narrate)
-    with _open(root) as app_:
+    with _open(root, create=True) as app_:
         summary = app_.indexer().add(str(manifest), domain=None)
         _print_add(summary)
         _print_index(app_, _index(app_))
@@ -498,7 +645,7 @@ def demo(
         report = _curate(
             app_, budget=budget, max_seeds=max_seeds, concurrency=None, run=None, per_seed=None
         )
-        _print_audit(runs.audit(app_, report.run_id), show_outputs=False)
+        _print_audit(runs.audit(app_, report.run_id))
         console.print("\n[bold]Benchmark[/] (difficulty gate with the offline weak judges)")
         exported = runs.export(app_, root / "exports" / "benchmark", report.run_id)
         _print_export(exported)
@@ -527,62 +674,131 @@ def demo(
 # -- curation -------------------------------------------------------------------------------------
 
 
-class LiveCuration:
-    """Seeds done / accepted / discarded / stopped, spend against the cap, rejections by gate."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done: Counter[str] = Counter()
-        self.rejections: Counter[str] = Counter()
-        self.spent = 0
-        self.cap: int | None = None
-        self.live: Live | None = None
-
-    def event(self, stream: str, event: Event, budget: Budget) -> None:
-        """Count one event and redraw."""
-        if isinstance(event, ItemAccepted):
-            self.done["accepted"] += 1
-        elif isinstance(event, SeedDiscarded):
-            self.done["discarded"] += 1
-        elif isinstance(event, SeedStopped):
-            self.done[f"stopped ({event.reason})"] += 1
-        elif isinstance(event, GateRejected):
-            self.rejections[f"phase {event.phase} {event.gate}"] += 1
-        self.spent, self.cap = budget.spent_micros, budget.cap_micros
-        if self.live is not None:
-            self.live.update(self.render())
-
-    def render(self) -> Table:
-        """The live table."""
-        table = Table(title="Curation", show_header=False)
-        table.add_column("what")
-        table.add_column("value", justify="right")
-        finished = sum(self.done.values())
-        table.add_row("seeds done", f"{finished} / {self.total}")
-        for what, count in sorted(self.done.items()):
-            table.add_row(f"  {what}", str(count))
-        cap = f" / {micros_to_usd(self.cap):.4f}" if self.cap is not None else " (no cap)"
-        table.add_row("spend (USD)", f"{micros_to_usd(self.spent):.4f}{cap}")
-        for gate, count in self.rejections.most_common():
-            table.add_row(f"rejected by {gate}", str(count))
-        return table
-
-
-def _print_report(report: RunReport) -> None:
+def _print_report(report: RunReport, stops: BudgetStops | None = None) -> None:
     console.print(
         f"run [bold]{report.run_id}[/]: {report.outcome}; accepted {len(report.accepted)}, "
         f"discarded {len(report.discarded)}, stopped {len(report.stopped)}; "
         f"spent {micros_to_usd(report.spent_micros):.4f} USD "
         f"({report.live_calls} calls made, {report.replayed_calls} served from the log)"
     )
+    budget_stops = stops.seeds if stops is not None else {}
     for seed_id, reason in sorted(report.stopped.items()):
-        console.print(f"[yellow]stopped[/] {seed_id}: {escape(reason)}")
-    if report.outcome == "budget":
+        if seed_id not in budget_stops:
+            console.print(f"[yellow]stopped[/] {seed_id}: {escape(reason)}")
+    if stops is not None and stops.seeds:
+        for line in stops.lines(report.run_id):
+            console.print(line, soft_wrap=True)
+    elif report.outcome == "budget":
         console.print(
             f"the cap stopped it: resume with `playlisteval curate --run {report.run_id} "
             "--budget USD`, USD being the run's new total cap (above the "
-            f"{micros_to_usd(report.spent_micros):.4f} spent)"
+            f"{micros_to_usd(report.spent_micros):.4f} spent)",
+            soft_wrap=True,
         )
+
+
+@dataclass(frozen=True)
+class BudgetStops:
+    """The seeds a cap stopped, what their refused calls needed, and what to resume with."""
+
+    seeds: dict[str, tuple[str, int]]  # seed → (whose cap: run, seed or account; micros needed)
+    spent_micros: int
+    cap_micros: int | None
+    finished: int  # seeds of the run that ended (accepted or discarded)
+
+    def lines(self, run_id: str) -> list[str]:
+        """What happened and the command that goes on, with a cap that would."""
+        by_cap = Counter(which for which, _ in self.seeds.values())
+        out = []
+        for which, count in sorted(by_cap.items()):
+            largest = max(n for w, n in self.seeds.values() if w == which)
+            whose = {"run": "the run's cap", "seed": "the per-seed cap"}.get(which, which)
+            out.append(
+                f"[yellow]stopped by {whose}[/]: {count} seed(s); the largest next call "
+                f"needed {micros_to_usd(largest):.4f} USD"
+            )
+        if by_cap.get("run"):
+            suggest = _round_up_cents(self.suggested_micros())
+            out.append(
+                f"resume with: playlisteval curate --run {run_id} --budget {suggest} "
+                f"(the run's new total cap; it has spent {micros_to_usd(self.spent_micros):.4f}"
+                + (f" of {micros_to_usd(self.cap_micros):.4f}" if self.cap_micros else "")
+                + f" USD; {suggest} is {self.basis()})"
+            )
+        if by_cap.get("seed"):
+            out.append(
+                "a resumed run keeps its per-seed cap: start a new run with a larger --per-seed "
+                "(`playlisteval curate --again --per-seed USD`) to take those seeds further"
+            )
+        return out
+
+    def _per_finished(self) -> int | None:
+        return self.spent_micros // self.finished if self.finished else None
+
+    def suggested_micros(self) -> int:
+        """A total cap that lets every stopped seed make its next call and, at what this run
+        paid per finished seed, finish."""
+        run_seeds = [n for w, n in self.seeds.values() if w == "run"]
+        per = self._per_finished() or 0
+        return self.spent_micros + max(sum(run_seeds), per * len(run_seeds))
+
+    def basis(self) -> str:
+        """How :meth:`suggested_micros` was reckoned, in words."""
+        per = self._per_finished()
+        if per:
+            return (
+                f"what was spent plus {micros_to_usd(per):.4f} USD per stopped seed, this run's "
+                "cost per finished seed"
+            )
+        return "what was spent plus each stopped seed's next call"
+
+
+def _round_up_cents(micros: int) -> str:
+    """Micro-dollars as USD rounded up to the cent (a cap that is at least as much)."""
+    return f"{math.ceil(micros / 10_000) / 100:.2f}"
+
+
+def _budget_stops(app_: App, report: RunReport) -> BudgetStops:
+    """Read from the run's log what the calls its cap refused needed."""
+    from store.events import CallRefused, seed_stream
+
+    seeds: dict[str, tuple[str, int]] = {}
+    for seed_id, reason in report.stopped.items():
+        if not reason.startswith("budget"):
+            continue
+        refused = [
+            e
+            for s in app_.events.read_stream(seed_stream(report.run_id, seed_id))
+            if isinstance(e := s.event(), CallRefused)
+        ]
+        if refused:
+            last = refused[-1]
+            which = next(
+                (w for w in ("seed", "account") if f"budget exhausted for {w}" in last.reason),
+                "run",
+            )
+            seeds[seed_id] = (which, last.needed_micros)
+    return BudgetStops(
+        seeds=seeds,
+        spent_micros=report.spent_micros,
+        cap_micros=run_cap(app_.events, report.run_id),
+        finished=len(report.accepted) + len(report.discarded),
+    )
+
+
+def _earlier_ends(app_: App, run_id: str) -> Counter[str]:
+    """The run's seeds that ended for good before now (accepted or discarded: a stopped seed
+    is taken up again by a resume), by how they ended."""
+    from playlisteval.curation_display import ACCEPTED, DISCARDED, end_label
+    from playlisteval.overview import SEED_ENDS
+    from store.events import seed_stream
+
+    prefix = seed_stream(run_id, "")
+    last: dict[str, Event] = {}
+    for stored in app_.events.read_all(stream_prefix=prefix, types=SEED_ENDS):
+        last[stored.stream] = stored.event()
+    ends = Counter(end_label(e) for e in last.values())
+    return Counter({k: n for k, n in ends.items() if k in (ACCEPTED, DISCARDED)})
 
 
 def _curate(
@@ -595,34 +811,54 @@ def _curate(
     per_seed: float | None,
     again: bool = False,
 ) -> RunReport:
+    from playlisteval.curation_display import LiveCuration
+
     check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
+    earlier: Counter[str] = Counter()
     if run is not None:
         started = run_started(app_.events, run)
         total = len(started.seeds)
+        offline = started.offline
+        earlier = _earlier_ends(app_, run)
     else:
         total = max_seeds or len(app_.catalog.seeds())
+        offline = app_.settings.curation.offline
         # Before the progress display: a model with no price is one line, and no run opens.
         runs.check_prices(app_, role_models(app_.settings).all_models())
-    view = LiveCuration(total)
-    with Live(view.render(), console=console, transient=False, auto_refresh=False) as live:
-        view.live = live
-        if run is not None:
-            report = runs.resume(
-                app_, run, budget_usd=budget, concurrency=concurrency, progress=view
-            )
-        else:
-            report = runs.curate(
-                app_,
-                budget_usd=budget,
-                max_seeds=max_seeds,
-                concurrency=concurrency,
-                per_seed_usd=per_seed,
-                progress=view,
-                again=again,
-            )
-        live.update(view.render(), refresh=True)
+    view = LiveCuration(total, offline=offline, earlier=earlier)
+    # Redrawn from the view four times a second (rich's own thread): the figures and the clock
+    # move while seeds work, not only when one ends. What is printed meanwhile (a warning, a
+    # log line) goes above the table, never into it.
+    live = Live(
+        get_renderable=view.render,
+        console=console,
+        transient=False,
+        auto_refresh=True,
+        refresh_per_second=4,
+        redirect_stderr=True,
+    )
+    try:
+        with live:
+            if run is not None:
+                report = runs.resume(
+                    app_, run, budget_usd=budget, concurrency=concurrency, progress=view
+                )
+            else:
+                report = runs.curate(
+                    app_,
+                    budget_usd=budget,
+                    max_seeds=max_seeds,
+                    concurrency=concurrency,
+                    per_seed_usd=per_seed,
+                    progress=view,
+                    again=again,
+                )
+    except BaseException:
+        console.print()  # the error that follows starts on a line of its own, apart from the table
+        raise
     console.print()
-    _print_report(report)
+    stops = _budget_stops(app_, report) if report.stopped else None
+    _print_report(report, stops)
     return report
 
 
@@ -716,7 +952,9 @@ def curate(
         )
 
 
-def _print_audit(report: Audit, show_outputs: bool) -> None:
+def _print_audit(report: Audit) -> None:
+    """A run's audit: its spend by phase, gate, role and model, and why it rejected (each kind
+    of reason shown by its first example, values as logged, and how many were like it)."""
     cap = f" of {micros_to_usd(report.budget_micros):.4f}" if report.budget_micros else ""
     console.print(
         f"run [bold]{report.run_id}[/] ({report.outcome}): spent "
@@ -734,45 +972,56 @@ def _print_audit(report: Audit, show_outputs: bool) -> None:
         for key, micros in sorted(data.items(), key=lambda kv: -kv[1]):
             table.add_row(key, f"{micros_to_usd(micros):.4f}")
         console.print(table)
-    hist = Table(title="rejection reasons")
+    hist = Table(title="rejection reasons (the first of each kind, as logged)")
     hist.add_column("gate: reason")
     hist.add_column("count", justify="right")
     hist.add_column("")
     top = max(report.rejections.values(), default=1)
-    for reason, count in report.rejections.items():
-        hist.add_row(escape(reason), str(count), "█" * max(1, round(20 * count / top)))
+    for kind, count in report.rejections.items():
+        example = report.rejection_examples.get(kind, kind)
+        alike = f"\n[dim](and {count - 1} more like it)[/]" if count > 1 else ""
+        hist.add_row(escape(example) + alike, str(count), "█" * max(1, round(20 * count / top)))
     console.print(hist)
     console.print(
         "accepted after at least one rejection: " + (", ".join(report.retries_accepted) or "none")
     )
     statuses = Counter(t.status for t in report.seeds)
     console.print("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-    if show_outputs:
-        for line in report.seeds:
-            console.print(
-                f"\n[bold]{line.seed_id}[/] — {line.status}, "
-                f"{micros_to_usd(line.spent_micros):.4f} USD"
-            )
-            for step in line.steps:
-                kind = step["step"]
-                if kind == "call":
-                    tag = " (from the log)" if step["replayed"] else ""
-                    console.print(
-                        f"  call {step['role']} → {step['model']}: "
-                        f"{micros_to_usd(step['cost_micros']):.5f} USD{tag}"
-                    )
-                elif kind == "reject":
-                    console.print(
-                        f"  [red]reject[/] phase {step['phase']} {step['gate']} "
-                        f"(attempt {step['attempt']}): {escape(step['reason'])}"
-                    )
-                    console.print(
-                        "    rejected output: " + escape(step["rejected_output"][:300]),
-                        soft_wrap=True,
-                    )
-                else:
-                    rest = {k: v for k, v in step.items() if k != "step"}
-                    console.print(f"  {kind} {escape(json.dumps(rest)) if rest else ''}")
+
+
+#: How each kind of timeline step is marked.
+STEP_MARKS = {
+    "attempt": "[bold]",
+    "pass": "[green]",
+    "reject": "[red]",
+    "call failed": "[red]",
+    "call refused": "[yellow]",
+    "accepted": "[bold green]",
+    "discarded": "[yellow]",
+    "stopped": "[yellow]",
+}
+
+
+def _print_timeline(report: Audit) -> None:
+    """The seeds' timelines alone (``audit --seed``): each step in words, the rejected output
+    under each rejection."""
+    from agents.audit import describe_step
+
+    for line in report.seeds:
+        console.print(
+            f"run [bold]{escape(report.run_id)}[/], seed [bold]{escape(line.seed_id)}[/]: "
+            f"{escape(line.status)}, {micros_to_usd(line.spent_micros):.4f} USD"
+        )
+        for step in line.steps:
+            mark = STEP_MARKS.get(step["step"], "")
+            indent = "" if step["step"] == "attempt" else "  "
+            text = escape(describe_step(step))
+            console.print(f"{indent}{mark}{text}[/]" if mark else f"{indent}{text}")
+            if step["step"] == "reject" and step.get("rejected_output"):
+                console.print(
+                    "    rejected output: " + escape(step["rejected_output"][:300]),
+                    soft_wrap=True,
+                )
 
 
 @app.command()
@@ -787,8 +1036,10 @@ def audit(
         report = runs.audit(app_, run, seed)
         if as_json:
             print(json.dumps(report.to_json(), indent=2))
+        elif seed is not None:
+            _print_timeline(report)  # that seed alone: the run's totals are `audit` without it
         else:
-            _print_audit(report, show_outputs=seed is not None)
+            _print_audit(report)
 
 
 @app.command()
@@ -899,7 +1150,7 @@ def rehearse(
     context caching and batch rates."""
     with _open(home) as app_:
         result = runs.rehearse(app_, seeds=seeds, concurrency=concurrency, paper=paper, batch=batch)
-        _print_audit(result.audit, show_outputs=False)
+        _print_audit(result.audit)
         table = Table(title="what the savings are worth (same calls, priced again)")
         table.add_column("pricing")
         table.add_column("total USD", justify="right")
@@ -946,7 +1197,41 @@ def _print_export(summary: ExportSummary) -> None:
     console.print(table)
     gaps = ", ".join(f"gap {g}: {n}" for g, n in sorted(summary.per_gap.items()))
     console.print(f"by rating gap: {gaps}")
-    console.print(f"written to {summary.path} (sha256 {summary.content_sha256[:12]}…)")
+    clips = f", {summary.clips} clips with their frames" if summary.clips else ""
+    console.print(f"written to {summary.path} (sha256 {summary.content_sha256[:12]}…{clips})")
+
+
+class StepBars:
+    """A bar with elapsed time and ETA per step of a long command (the pairs the difficulty
+    judges decide, the items an export reads, the clips it cuts): what
+    :class:`agents.pairs.PairsProgress` and :class:`playlisteval.export.ExportProgress` hear."""
+
+    def __init__(self, bars: Progress) -> None:
+        self.bars = bars
+        self.task: TaskID | None = None
+
+    def begin(self, label: str, total: int) -> None:
+        """A new bar of ``total`` units (the last one stays drawn, finished)."""
+        self.task = self.bars.add_task(label, total=max(total, 0))
+
+    def advance(self) -> None:
+        """One more unit done."""
+        if self.task is not None:
+            self.bars.advance(self.task)
+
+
+def _step_bars() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal and os.environ.get("PLAYLISTEVAL_PROGRESS") != "1",
+    )
 
 
 @app.command()
@@ -967,8 +1252,10 @@ def pairs(
     """Make preference pairs of a run's accepted items: any two answers, the higher rating
     preferred; keep a pair when a weak difficulty judge fails it; sample per domain by gap."""
     _check_money(budget)
-    with _open(home) as app_:
-        run_id, chosen = runs.select_pairs(app_, run, per_domain=per_domain, budget_usd=budget)
+    with _open(home) as app_, _step_bars() as bars:
+        run_id, chosen = runs.select_pairs(
+            app_, run, per_domain=per_domain, budget_usd=budget, progress=StepBars(bars)
+        )
         by_domain = Counter(p.domain for p in chosen)
         by_gap = Counter(p.gap for p in chosen)
         console.print(
@@ -990,13 +1277,35 @@ def export(
         float | None,
         typer.Option(help="Cap of the difficulty gate when the run has no selection yet (USD)."),
     ] = None,
+    with_clips: Annotated[
+        bool,
+        typer.Option(
+            "--with-clips",
+            help="Bundle each evidence span's clip (as the generators were sent it) and the "
+            "frames a judge is shown of it into DIRECTORY/clips, so a copy of the folder "
+            "shows them anywhere.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
-    """Export a run's benchmark: JSONL and Parquet that `datasets` loads, a manifest of videos
-    and clips, a dataset card, a version and a content hash."""
+    """Export a run's benchmark into the folder DIRECTORY: JSONL and Parquet that `datasets`
+    loads, a manifest of videos and clips, a dataset card with Hugging Face metadata, a license
+    file, a version and a content hash; every path in it relative to the folder."""
+    from playlisteval.export import check_export_target
+
     _check_money(budget)
+    _checked(lambda: check_export_target(directory))  # `export x.parquet`: one line, nothing made
     with _open(home) as app_:
-        summary = runs.export(app_, directory, run, per_domain=per_domain, budget_usd=budget)
+        with _step_bars() as bars:
+            summary = runs.export(
+                app_,
+                directory,
+                run,
+                per_domain=per_domain,
+                budget_usd=budget,
+                with_clips=with_clips,
+                progress=StepBars(bars),
+            )
         _print_export(summary)
         console.print(
             f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root} "
@@ -1295,7 +1604,7 @@ def doctor(home: HomeOption = None) -> None:
     if not all(c.ok for c in databases):
         # Opening the workspace would only fail on them again: fix these first.
         raise typer.Exit(1)
-    with _open(home) as app_:
+    with _open(home, create=True) as app_:
         checks = run_checks(app_)
         show(checks)
         if not all(c.ok for c in checks):
@@ -1386,7 +1695,7 @@ def worker(
 ) -> None:
     """Claim seeds (and, with a Qdrant server, indexing jobs) from the shared queue and curate
     them until SIGTERM. Run any number, on any number of machines, with store.url set."""
-    with _open(home) as app_:
+    with _open(home, create=True) as app_:
         _checked(
             lambda: check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
         )
@@ -1444,7 +1753,7 @@ def serve(
     budget.cap_usd and budget.per_day_usd, until SIGTERM; a restart resumes exactly."""
     from playlisteval.daemon import Daemon
 
-    with _open(home) as app_:
+    with _open(home, create=True) as app_:
         _checked(
             lambda: check_concurrency(concurrency, most=app_.settings.curation.max_concurrency)
         )
@@ -1532,6 +1841,20 @@ annotations_app = typer.Typer(
 app.add_typer(annotations_app, name="annotations")
 
 
+def _use_home(home: Path | None) -> None:
+    """``--home`` given before a subcommand (``playlisteval --home WS status``, ``playlisteval
+    store --home WS verify``) is the workspace of the command that follows, unless that command
+    is given its own ``--home``."""
+    if home is not None:
+        os.environ["PLAYLISTEVAL_HOME"] = str(home)
+
+
+@annotations_app.callback()
+def _annotations(home: HomeOption = None) -> None:
+    """Human annotations of a benchmark: invites and label export."""
+    _use_home(home)
+
+
 @annotations_app.command("invite")
 def annotations_invite(
     benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
@@ -1574,6 +1897,12 @@ store_app = typer.Typer(help="The event log.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 
 
+@store_app.callback()
+def _store(home: HomeOption = None) -> None:
+    """The event log."""
+    _use_home(home)
+
+
 @store_app.command("rebuild")
 def store_rebuild(home: HomeOption = None) -> None:
     """Rebuild the projections (seed status, spend, accepted items) from the log."""
@@ -1610,8 +1939,10 @@ smoke.register(app)
 
 
 @app.callback()
-def _setup() -> None:
-    """Structured logs on stderr: warnings and errors unless PLAYLISTEVAL_LOG_LEVEL says more."""
+def _setup(home: HomeOption = None) -> None:
+    """Structured logs on stderr: warnings and errors unless PLAYLISTEVAL_LOG_LEVEL says more;
+    ``--home`` here is every subcommand's workspace."""
+    _use_home(home)
     level = os.environ.get("PLAYLISTEVAL_LOG_LEVEL", "warning")
     known = ("debug", "info", "warning", "error", "critical")
     if level.lower() not in known:  # a typo must not quietly keep the default

@@ -21,6 +21,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,12 @@ class Daemon:
         concurrency: int | None = None,
         worker_name: str | None = None,
         metrics_port: int | None = None,
+        on_tick: Callable[[int, TickSummary], None] | None = None,
     ) -> None:
         self.app = app
+        # Told of every tick (its number and what it did), in a worker thread: `serve` prints
+        # one status line per tick from it.
+        self.on_tick = on_tick
         settings = app.settings.daemon
         self.work = settings.work if work is None else work
         file = playlists_file or settings.playlists_file
@@ -181,6 +186,8 @@ class Daemon:
             self.last_tick = summary
             self.last_tick_at = time.time()
             self.ticks += 1
+            if self.on_tick is not None:
+                await anyio.to_thread.run_sync(self.on_tick, self.ticks, summary)
             with anyio.move_on_after(tick_s):
                 await stop.wait()
 

@@ -2,16 +2,25 @@
 
 One record per pair, the same in ``pairs.jsonl`` and ``pairs.parquet``: RewardBench-style core
 fields (``id``, ``prompt``, ``chosen``, ``rejected``, ``subset``) plus where the pair comes from
-(playlist, domain, ratings, videos, evidence spans, transcripts), the difficulty judges' verdicts,
-its causal records and curation cost, and its provenance: which models (or the offline provider)
-answered the calls that made, checked and judged it, read from the call events in the log — never
-from the settings at export time. Beside them: ``manifest.json`` (videos and clips), ``README.md``
-(the dataset card, whose first line says so when the offline provider made the benchmark) and
-``benchmark.json`` (version, content hash, counts, the gap distribution through the difficulty
-gate, provenance, settings, cost).
+(playlist, domain, ratings, videos, evidence spans, transcripts, bundled clips), the difficulty
+judges' verdicts, its causal records and curation cost, and its provenance: which models (or the
+offline provider) answered the calls that made, checked and judged it, read from the call events
+in the log — never from the settings at export time. Beside them: ``manifest.json`` (videos and
+clips), ``README.md`` (the dataset card: Hugging Face metadata in YAML front matter — license,
+task categories, size, and the ``configs`` that point ``datasets`` and the Hub viewer at the
+Parquet file — then a first line that says so when the offline provider made the benchmark),
+``LICENSE.md`` and ``benchmark.json`` (version, content hash, counts, the gap distribution
+through the difficulty gate, provenance, settings, cost).
 
-The export is a pure function of the log, the catalogue and the pairs: records are sorted by id
-and every JSON object has sorted keys, so the same input gives byte-identical files. It is written
+The export is portable: no record holds an absolute path. A video's ``path`` is relative to the
+export folder (it still points at the workspace's copy, which does not travel: videos keep their
+owners' terms); with ``with_clips`` each evidence span's clip — cut as the run's generators were
+sent it — and the frames a difficulty judge was shown of it lie in ``clips/`` inside the export,
+so a copy of the folder moved anywhere loads and shows them.
+
+The export is a pure function of the log, the catalogue, the pairs and where it is written
+(the relative paths): records are sorted by id and every JSON object has sorted keys, so the same
+input gives byte-identical files. It is written
 into a temporary folder beside the target and renamed into place, so a failed export never leaves
 half a benchmark.
 """
@@ -21,18 +30,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from PIL import Image
 
-from agents.pairs import JUDGE_ROLE, fold_pairs
+from agents.evidence import ClipSpec
+from agents.pairs import JUDGE_CLIP, JUDGE_ROLE, fold_pairs
 from playlisteval.app import App
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.catalog import ChunkRow, SegmentRow, VideoRow
@@ -50,7 +62,19 @@ from store.ledger import spend, stream_spend
 from store.runlog import run_started
 
 BENCHMARK_VERSION = "1"
-FILES = ("pairs.jsonl", "pairs.parquet", "manifest.json", "README.md", "benchmark.json")
+FILES = (
+    "pairs.jsonl",
+    "pairs.parquet",
+    "manifest.json",
+    "README.md",
+    "LICENSE.md",
+    "benchmark.json",
+)
+#: The folder of an export's bundled clips and frames (``with_clips``).
+CLIPS_DIR = "clips"
+#: Names that read as a data file, not a folder: an export target named so is refused (an export
+#: is a folder of files; ``export bench.parquet`` must not make a folder called that).
+FILE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".arrow", ".zip", ".gz", ".tar")
 
 _VIDEO = pa.struct(
     [
@@ -65,6 +89,15 @@ _SPAN = pa.struct(
         pa.field("video_id", pa.string()),
         pa.field("start_s", pa.float64()),
         pa.field("end_s", pa.float64()),
+    ]
+)
+_CLIP = pa.struct(
+    [
+        pa.field("video_id", pa.string()),
+        pa.field("start_s", pa.float64()),
+        pa.field("end_s", pa.float64()),
+        pa.field("path", pa.string()),
+        pa.field("frames", pa.string()),
     ]
 )
 _TRANSCRIPT = pa.struct(
@@ -120,6 +153,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("videos", pa.list_(_VIDEO), nullable=False),
         pa.field("evidence", pa.list_(_SPAN), nullable=False),
         pa.field("transcripts", pa.list_(_TRANSCRIPT), nullable=False),
+        pa.field("clips", pa.list_(_CLIP), nullable=False),
         pa.field(
             "models",
             pa.struct([pa.field("difficulty_judges", pa.list_(_JUDGE))]),
@@ -153,6 +187,20 @@ class ExportSummary:
     content_sha256: str
     cost_micros: int
     hours: float
+    clips: int = 0  # evidence clips bundled (``with_clips``), each with its frames
+
+
+class ExportProgress(Protocol):
+    """What an export tells whoever watches it (the CLI's progress bars): each step's size,
+    then each unit of it done."""
+
+    def begin(self, label: str, total: int) -> None:
+        """A step of ``total`` units starts (``items read``, ``clips bundled``)."""
+        ...
+
+    def advance(self) -> None:
+        """One more unit of the current step is done."""
+        ...
 
 
 def model_label(model: str, offline: bool) -> str:
@@ -243,19 +291,27 @@ def _segment_text(chunks: Sequence[ChunkRow], segment: SegmentRow) -> str:
     return "\n".join(c.transcript.strip() for c in inside if c.transcript.strip())
 
 
-def _video_entry(video: VideoRow) -> dict[str, Any]:
-    """A video as the record and the manifest list it: id, local path, URL ("" when local)."""
+def portable_path(path: str | Path, root: Path) -> str:
+    """``path`` as the export at ``root`` names it: relative to the export folder, with ``/``
+    separators (no absolute path leaves the machine in a record)."""
+    return Path(os.path.relpath(Path(path).absolute(), root)).as_posix()
+
+
+def _video_entry(video: VideoRow, root: Path) -> dict[str, Any]:
+    """A video as the record and the manifest list it: id, path relative to the export folder
+    ``root`` (the workspace's copy, which does not travel with the export), URL ("" when
+    local)."""
     return {
         "id": video.id,
-        "path": video.path or "",
+        "path": portable_path(video.path, root) if video.path else "",
         "url": video.url or "",
         "duration_s": float(video.duration_s or 0.0),
     }
 
 
-def _load_item(app: App, run_id: str, seed_id: str, run_offline: bool) -> _Item:
+def _load_item(app: App, run_id: str, seed_id: str, run_offline: bool, root: Path) -> _Item:
     """Read one accepted seed: its item and calls from the log, its segments from the
-    catalogue."""
+    catalogue (video paths relative to the export folder ``root``)."""
     accepted, cost, calls = _accepted_item(app, run_id, seed_id)
     seeds = app.catalog.seeds_by_id([seed_id])
     if not seeds:
@@ -273,7 +329,7 @@ def _load_item(app: App, run_id: str, seed_id: str, run_offline: bool) -> _Item:
         if video is None:
             raise ConfigError(f"segment {segment_id!r}: video {segment.video_id!r} is unknown")
         playlist_id = playlist_id or video.playlist_id
-        videos.setdefault(video.id, _video_entry(video))
+        videos.setdefault(video.id, _video_entry(video, root))
         span = {
             "video_id": video.id,
             "start_s": float(segment.start_s),
@@ -337,7 +393,33 @@ def _judge_label(judge: str, calls: Sequence[_Call]) -> str:
     return model_label(judge, any(c.offline for c in own))
 
 
-def _record(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -> dict[str, Any]:
+def clip_name(video_id: str, start_s: float, end_s: float) -> str:
+    """The file stem of an evidence span's bundled clip (and its frames' folder): the video id
+    made safe for any file system, and the span in milliseconds; a short hash keeps two ids
+    that sanitise alike apart."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", video_id)[:80]
+    if safe != video_id:
+        safe += "-" + hashlib.sha1(video_id.encode()).hexdigest()[:8]
+    return f"{safe}_{round(start_s * 1000):09d}-{round(end_s * 1000):09d}"
+
+
+def _clip_entries(item: _Item, with_clips: bool) -> list[dict[str, Any]]:
+    """The record's clips: one per evidence span, its bundled clip and frames folder relative
+    to the export folder, or "" for both when clips are not bundled (the entries stay, so the
+    JSON's types are the Parquet's even then)."""
+    out = []
+    for span in item.evidence:
+        name = clip_name(span["video_id"], span["start_s"], span["end_s"])
+        path, frames = (
+            (f"{CLIPS_DIR}/{name}.mp4", f"{CLIPS_DIR}/{name}") if with_clips else ("", "")
+        )
+        out.append({**span, "path": path, "frames": frames})
+    return out
+
+
+def _record(
+    pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call], with_clips: bool = False
+) -> dict[str, Any]:
     """One export record (see :data:`RECORD_SCHEMA`)."""
     for rating in (pair.chosen_rating, pair.rejected_rating):
         if rating not in item.answers:
@@ -366,6 +448,7 @@ def _record(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -> di
         "videos": [dict(v) for v in item.videos],
         "evidence": [dict(s) for s in item.evidence],
         "transcripts": [dict(t) for t in item.transcripts],
+        "clips": _clip_entries(item, with_clips),
         "models": {
             "difficulty_judges": [
                 {
@@ -388,8 +471,17 @@ def _record(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -> di
     }
 
 
-def build_records(app: App, pairs: Sequence[SelectedPair]) -> list[dict[str, Any]]:
-    """The export records of ``pairs``, sorted by id; ConfigError names the first bad pair.
+def build_records(
+    app: App,
+    pairs: Sequence[SelectedPair],
+    root: Path,
+    *,
+    with_clips: bool = False,
+    progress: ExportProgress | None = None,
+) -> list[dict[str, Any]]:
+    """The export records of ``pairs`` for an export at ``root``, sorted by id; ConfigError
+    names the first bad pair. Paths in them are relative to ``root``; ``with_clips`` lists each
+    evidence span's bundled clip and frames (cut by :func:`export_benchmark`).
 
     Each record's provenance and its verdicts' judges come from the log: the run's
     ``RunStarted.offline``, and the model and offline flag of every recorded answer of the
@@ -398,6 +490,8 @@ def build_records(app: App, pairs: Sequence[SelectedPair]) -> list[dict[str, Any
     offline: dict[str, bool] = {}
     judges: dict[str, dict[str, tuple[_Call, ...]]] = {}
     records: dict[str, dict[str, Any]] = {}
+    if progress is not None:
+        progress.begin("items read", len({(p.run_id, p.seed_id) for p in pairs}))
     for pair in pairs:
         if pair.pair_id in records:
             raise ConfigError(f"pair {pair.pair_id!r} is listed twice")
@@ -406,9 +500,11 @@ def build_records(app: App, pairs: Sequence[SelectedPair]) -> list[dict[str, Any
             judges[pair.run_id] = _judge_calls(app, pair.run_id)
         key = (pair.run_id, pair.seed_id)
         if key not in items:
-            items[key] = _load_item(app, pair.run_id, pair.seed_id, offline[pair.run_id])
+            items[key] = _load_item(app, pair.run_id, pair.seed_id, offline[pair.run_id], root)
+            if progress is not None:
+                progress.advance()
         calls = judges[pair.run_id].get(pair.pair_id, ())
-        records[pair.pair_id] = _record(pair, items[key], calls)
+        records[pair.pair_id] = _record(pair, items[key], calls, with_clips)
     return [records[pair_id] for pair_id in sorted(records)]
 
 
@@ -427,16 +523,113 @@ def _selection_costs(app: App, run_ids: Iterable[str]) -> int:
     return sum(spend(app.events.read_stream(pairs_stream(r))).spent_micros for r in set(run_ids))
 
 
-def _manifest(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Every video once (sorted by id) and every pair's clips."""
+def _manifest(
+    records: Sequence[Mapping[str, Any]], bundle: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Every video once (sorted by id), every pair's clips (with the bundled clip's path and
+    frames folder, "" when none is bundled) and, with clips bundled, how they were cut and
+    every frame's time and file."""
     videos: dict[str, Mapping[str, Any]] = {}
     clips: list[dict[str, Any]] = []
     for record in records:
         for video in record["videos"]:
             videos.setdefault(video["id"], video)
+        bundled = {(c["video_id"], c["start_s"], c["end_s"]): c for c in record["clips"]}
         for span in record["evidence"]:
-            clips.append({"pair_id": record["id"], **span})
-    return {"videos": [dict(videos[v]) for v in sorted(videos)], "clips": clips}
+            found = bundled.get((span["video_id"], span["start_s"], span["end_s"]), {})
+            clips.append(
+                {
+                    "pair_id": record["id"],
+                    **span,
+                    "path": found.get("path", ""),
+                    "frames": found.get("frames", ""),
+                }
+            )
+    return {
+        "videos": [dict(videos[v]) for v in sorted(videos)],
+        "clips": clips,
+        "bundle": dict(bundle) if bundle is not None else None,
+    }
+
+
+def _generator_clip(app: App, run_id: str) -> ClipSpec:
+    """How the run's generators were sent each segment (its ``RunStarted`` settings; today's
+    settings for a run that recorded none)."""
+    recorded = run_started(app.events, run_id).settings.get("generation", {})
+    now = app.settings.generation
+    return ClipSpec(
+        fps=float(recorded.get("video_fps", now.video_fps)),
+        max_height=int(recorded.get("video_max_height", now.video_max_height)),
+        audio=bool(recorded.get("video_audio", now.video_audio)),
+    )
+
+
+def _bundle_clips(
+    app: App,
+    records: Sequence[Mapping[str, Any]],
+    folder: Path,
+    progress: ExportProgress | None = None,
+) -> dict[str, Any]:
+    """Cut every evidence span the records list under ``clips`` into ``folder`` (the staged
+    export): the clip as the run's generators were sent it (``NAME.mp4``) and, in ``NAME/``,
+    the frames a difficulty judge is shown of it (:data:`agents.pairs.JUDGE_CLIP`) as JPEG
+    files named by their time in the video in milliseconds. Clips come from the workspace's
+    clip cache (cut there first when missing). Returns the manifest's ``bundle``."""
+    spans: dict[tuple[str, float, float], str] = {}
+    for record in records:
+        for clip in (c for c in record["clips"] if c["path"]):
+            spans.setdefault(
+                (clip["video_id"], clip["start_s"], clip["end_s"]), record["meta"]["run_id"]
+            )
+    if progress is not None:
+        progress.begin("clips bundled", len(spans))
+    fetcher = app.clips()
+    specs = {run_id: _generator_clip(app, run_id) for run_id in sorted(set(spans.values()))}
+    bundled = []
+    for (video_id, start_s, end_s), run_id in sorted(spans.items()):
+        name = clip_name(video_id, start_s, end_s)
+        spec = specs[run_id]
+        cut = fetcher.fetch_clip(
+            video_id, start_s, end_s, spec.fps, spec.max_height, spec.audio, frames=False
+        )
+        (folder / name).mkdir(parents=True)
+        shutil.copyfile(cut.path, folder / f"{name}.mp4")
+        shown = fetcher.fetch_clip(
+            video_id,
+            start_s,
+            end_s,
+            JUDGE_CLIP.fps,
+            JUDGE_CLIP.max_height,
+            JUDGE_CLIP.audio,
+            frames=True,
+        )
+        frames = []
+        for frame in shown.frames:
+            at = start_s + frame.t  # a clip's frame times count from the clip's start
+            file = f"{round(at * 1000):09d}.jpg"
+            Image.fromarray(frame.image).save(folder / name / file, format="JPEG", quality=90)
+            frames.append({"t_s": round(at, 3), "path": f"{CLIPS_DIR}/{name}/{file}"})
+        bundled.append(
+            {
+                "video_id": video_id,
+                "start_s": start_s,
+                "end_s": end_s,
+                "path": f"{CLIPS_DIR}/{name}.mp4",
+                "clip": {"fps": spec.fps, "max_height": spec.max_height, "audio": spec.audio},
+                "frames": frames,
+            }
+        )
+        if progress is not None:
+            progress.advance()
+    return {
+        "frames_shown_as": {
+            "fps": JUDGE_CLIP.fps,
+            "max_height": JUDGE_CLIP.max_height,
+            "format": "jpeg",
+            "who": "the difficulty judges (and the visual verifiers): frames, no audio",
+        },
+        "clips": bundled,
+    }
 
 
 def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -598,12 +791,81 @@ def _gate_lines(gate: Mapping[str, Mapping[str, int]]) -> list[str]:
     ]
 
 
+#: The Hub's size buckets (``size_categories``), smallest first: (upper bound, label).
+SIZE_CATEGORIES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+)
+#: Hub task categories (huggingface.js ``packages/tasks/src/pipelines.ts``, both shown on
+#: dataset pages): questions about videos, answered in text, and judged.
+TASK_CATEGORIES = ("video-text-to-text", "visual-question-answering")
+LICENSE_TEXT = (
+    "The questions, answers, ratings and annotations are the benchmark's. The videos, their "
+    "transcripts and captions are not: each video keeps its own license and terms of use, set by "
+    "its owner. Check them before you redistribute or train on the videos; the export points to "
+    "them (a path relative to this folder, or a URL), quotes their transcripts for evaluation "
+    "and, when made with `--with-clips`, bundles the short clips and frames its pairs cite."
+)
+
+
+def size_category(count: int) -> str:
+    """The Hub's ``size_categories`` label for ``count`` rows."""
+    return next((label for bound, label in SIZE_CATEGORIES if count < bound), "n>10M")
+
+
+def front_matter(benchmark: Mapping[str, Any]) -> str:
+    """The card's YAML metadata block, as the Hub and ``datasets`` read it: license (``other``,
+    named, with LICENSE.md), task categories, tags (``offline-harness`` when the offline
+    provider made any pair), size, and ``configs``: ``default`` over pairs.parquet, one ``test``
+    split (a benchmark is for evaluation). pairs.jsonl holds the same records but gets no config
+    of its own: ``datasets`` picks one reader for a whole folder from the first config's files
+    (4.x, ``LocalDatasetModuleFactory``), so a JSON config beside a Parquet one is read as
+    Parquet and fails. Values are written as JSON strings, which YAML reads as they are."""
+    provenance = benchmark["provenance"]
+    tags = ["preference-pairs", "reward-modeling", "llm-as-a-judge", "long-video", "playlisteval"]
+    if provenance["offline_pairs"]:
+        tags.append("offline-harness")
+
+    def item(value: str, indent: str = "") -> str:
+        return f"{indent}- {json.dumps(value)}"
+
+    def config(name: str, path: str) -> list[str]:
+        return [
+            f"- config_name: {name}",
+            "  data_files:",
+            "  - split: test",
+            f"    path: {json.dumps(path)}",
+        ]
+
+    lines = [
+        "---",
+        'pretty_name: "PlaylistEval benchmark"',
+        "license: other",
+        'license_name: "playlisteval-benchmark"',
+        'license_link: "LICENSE.md"',
+        "task_categories:",
+        *(item(t) for t in TASK_CATEGORIES),
+        "tags:",
+        *(item(t) for t in tags),
+        "size_categories:",
+        item(size_category(int(benchmark["counts"]["pairs"]))),
+        "configs:",
+        *config("default", "pairs.parquet"),
+        "---",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
     """The dataset card (README.md of the export), from what ``benchmark.json`` holds.
 
-    Its first line is the offline banner when the offline provider made the whole benchmark
-    (a partly-offline note when it made some pairs), so a reader cannot take it for evidence of
-    the named models' quality."""
+    It opens with the Hub metadata (:func:`front_matter`); its first line of text is the offline
+    banner when the offline provider made the whole benchmark (a partly-offline note when it
+    made some pairs), so a reader cannot take it for evidence of the named models' quality."""
     counts = benchmark["counts"]
     settings = benchmark["settings"]
     provenance = benchmark["provenance"]
@@ -645,6 +907,12 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         ("evidence", "list of {video_id, start_s, end_s}", "the two segments the question spans"),
         ("transcripts", "list of {video_id, start_s, end_s, text}", "each segment's transcript"),
         (
+            "clips",
+            "list of {video_id, start_s, end_s, path, frames}",
+            "each segment's bundled clip and the folder of the frames a judge is shown of it, "
+            "relative to this folder (empty without `--with-clips`)",
+        ),
+        (
             "models",
             "{difficulty_judges: list of {judge, verdict_chosen_first, verdict_rejected_first, "
             "failed}}",
@@ -667,7 +935,23 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         ),
     ]
     field_rows = [f"| `{name}` | {kind} | {what} |" for name, kind, what in fields]
+    bundle = manifest.get("bundle")
+    clips_lines = (
+        [
+            "## Clips",
+            "",
+            f"`clips/` holds {len(bundle['clips'])} clips, one per evidence span: `NAME.mp4` is "
+            "the span as the curation's generators were sent it, and `NAME/` the frames the "
+            "difficulty judges were shown of it (JPEG, named by their time in the video in "
+            "milliseconds). Each record's `clips` and `manifest.json` point to them by paths "
+            "relative to this folder, so a copy of the folder works anywhere.",
+            "",
+        ]
+        if bundle
+        else []
+    )
     lines = [
+        front_matter(benchmark),
         *_banner(provenance),
         "# PlaylistEval benchmark",
         "",
@@ -700,14 +984,20 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "```python",
         "from datasets import load_dataset",
         "",
+        'pairs = load_dataset("path/to/this/folder", split="test")  # pairs.parquet (the card)',
         'pairs = load_dataset("json", data_files="pairs.jsonl", split="train")',
         'pairs = load_dataset("parquet", data_files="pairs.parquet", split="train")',
         "```",
+        "",
+        "Paths in the records (`videos[].path`, `clips`) are relative to this folder. A video's "
+        "path leads to the copy in the workspace that made the export; the videos do not travel "
+        "with it (see License).",
         "",
         "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
         "the version, the content hash, the counts, the gaps through the gate, the provenance, "
         "the settings and the cost.",
         "",
+        *clips_lines,
         "## Fields",
         "",
         "| field | type | meaning |",
@@ -725,10 +1015,8 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "",
         "## License",
         "",
-        "The questions, answers and annotations are the benchmark's. The videos, their "
-        "transcripts and captions are not: each video keeps its own license and terms of use, "
-        "set by its owner. Check them before you redistribute or train on the videos; the export "
-        "only points to them (path or URL) and quotes their transcripts for evaluation.",
+        LICENSE_TEXT + " The same words are in `LICENSE.md`, which the metadata names (its "
+        "own license).",
         "",
     ]
     return "\n".join(lines)
@@ -772,9 +1060,21 @@ def _replace_dir(staged: Path, out_dir: Path) -> None:
         shutil.rmtree(backup)
 
 
-def _check_target(out_dir: Path) -> None:
-    """Only an empty folder or an earlier export may be replaced: never a folder of other
-    files (a mistyped path must not wipe someone's work)."""
+def check_export_target(out_dir: Path) -> None:
+    """Refuse a target an export must not be written to, before anything is judged or paid:
+    a name that reads as a data file (an export is a folder; ``export bench.parquet`` would
+    make a folder called that), anything but a folder where it points, or a folder of
+    something other than an earlier export (a mistyped path must not wipe someone's work).
+    Only an empty folder or an earlier export may be replaced."""
+    out_dir = Path(out_dir).absolute()
+    suffix = next((s for s in FILE_SUFFIXES if out_dir.name.lower().endswith(s)), None)
+    if suffix is not None and not (out_dir / "benchmark.json").is_file():
+        stem = out_dir.name[: -len(suffix)] or "benchmark"
+        raise ConfigError(
+            f"export target {str(out_dir)!r} names a {suffix} file, but an export is a folder "
+            f"(pairs.jsonl, pairs.parquet, README.md, …): give a folder, e.g. "
+            f"{str(out_dir.with_name(stem))!r}"
+        )
     if not out_dir.exists():
         return
     if out_dir.is_symlink() or not out_dir.is_dir():
@@ -797,9 +1097,12 @@ def export_benchmark(
     pairs: Sequence[SelectedPair],
     *,
     settings: dict[str, Any] | None = None,
+    with_clips: bool = False,
+    progress: ExportProgress | None = None,
 ) -> ExportSummary:
     """Write the benchmark of ``pairs`` to ``out_dir`` (replaced atomically when it holds an
-    earlier export) and say what was written.
+    earlier export) and say what was written. ``with_clips`` bundles each evidence span's clip
+    and the frames a judge is shown of it under ``clips/``; ``progress`` hears each step.
 
     ``settings`` are the selection's own settings (judges, pairs per domain, sampling seed); they
     go into ``benchmark.json`` and the dataset card beside each run's recorded generation
@@ -807,11 +1110,12 @@ def export_benchmark(
     with the offline banner) is read from the log alone, and a caller's ``offline`` and
     ``difficulty_judges`` (:data:`LOG_FACTS`) are left out of them, since what the settings say
     at export time need not be what made the pairs. ConfigError when a pair's seed has no
-    accepted item, a rating is missing, or the target is a folder of something else.
+    accepted item, a rating is missing, or the target is a file name or a folder of something
+    else (:func:`check_export_target`). No record holds an absolute path.
     """
     out_dir = Path(out_dir).absolute()
-    _check_target(out_dir)
-    records = build_records(app, pairs)
+    check_export_target(out_dir)
+    records = build_records(app, pairs, out_dir, with_clips=with_clips, progress=progress)
     run_ids = sorted({r["meta"]["run_id"] for r in records})
     selection = {k: v for k, v in (settings or {}).items() if k not in LOG_FACTS}
     all_settings = {"runs": _run_settings(app, run_ids), "selection": selection}
@@ -823,7 +1127,6 @@ def export_benchmark(
 
     jsonl = jsonl_bytes(records)
     content_sha256 = hashlib.sha256(jsonl).hexdigest()
-    manifest = _manifest(records)
     counts = _counts(records)
     cost_micros = _run_costs(app, run_ids)
     selection_cost = _selection_costs(app, run_ids)
@@ -831,7 +1134,7 @@ def export_benchmark(
         (r["meta"]["run_id"], r["meta"]["seed_id"]): r["meta"]["cost_micros"] for r in records
     }
     items_cost = sum(item_costs.values())
-    hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
+    hours = sum(float(v["duration_s"]) for v in _manifest(records)["videos"]) / 3600.0
     benchmark = {
         "version": BENCHMARK_VERSION,
         "content_sha256": content_sha256,
@@ -844,17 +1147,21 @@ def export_benchmark(
         "selection_cost_micros": selection_cost,
         "hours": round(hours, 6),
     }
-    card = _card(benchmark, manifest)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _sweep_leftovers(out_dir)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
     try:
+        bundle = _bundle_clips(app, records, staged / CLIPS_DIR, progress) if with_clips else None
+        manifest = _manifest(records, bundle)
         (staged / "pairs.jsonl").write_bytes(jsonl)
         table = pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
         pq.write_table(table, staged / "pairs.parquet")
         (staged / "manifest.json").write_text(_pretty(manifest), encoding="utf-8")
-        (staged / "README.md").write_text(card, encoding="utf-8")
+        (staged / "README.md").write_text(_card(benchmark, manifest), encoding="utf-8")
+        (staged / "LICENSE.md").write_text(
+            f"# License of this PlaylistEval benchmark\n\n{LICENSE_TEXT}\n", encoding="utf-8"
+        )
         (staged / "benchmark.json").write_text(_pretty(benchmark), encoding="utf-8")
         os.chmod(staged, 0o755)  # mkdtemp makes it private; an export is meant to be shared
         _replace_dir(staged, out_dir)
@@ -869,6 +1176,7 @@ def export_benchmark(
         content_sha256=content_sha256,
         cost_micros=cost_micros,
         hours=hours,
+        clips=len(bundle["clips"]) if bundle else 0,
     )
 
 

@@ -51,6 +51,7 @@ from tools.providers.registry import release_models
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationProgress, EvaluationResult
+    from agents.pairs import PairsProgress
 
 T = TypeVar("T")
 
@@ -564,6 +565,7 @@ def select_pairs(
     per_domain: int | None = None,
     budget_usd: float | None = None,
     command: str = "pairs",
+    progress: PairsProgress | None = None,
 ) -> tuple[str, list[SelectedPair]]:
     """``(run_id, sampled pairs)``: the run's accepted items as preference pairs, judged in both
     orders by the difficulty judges (``models.difficulty_judges``), kept when one fails them by
@@ -572,7 +574,8 @@ def select_pairs(
 
     The judges' calls are capped (:func:`stream_cap`, ``budget.pairs_usd``) and, in a campaign,
     reserve in its accounts too; the selection runs under the run's pairs lease, so a second
-    ``pairs`` on the same run is refused rather than paying twice."""
+    ``pairs`` on the same run is refused rather than paying twice. ``progress`` hears how
+    many pairs are judged and each one decided."""
     from agents.pairs import select_pairs as select
 
     if per_domain is not None and per_domain < 1:
@@ -602,6 +605,7 @@ def select_pairs(
                     offline=offline,
                     lease=lease.name,
                     command=command,
+                    progress=progress,
                 ),
             )
         )
@@ -615,16 +619,27 @@ def export(
     *,
     per_domain: int | None = None,
     budget_usd: float | None = None,
+    with_clips: bool = False,
+    progress: PairsProgress | None = None,
 ) -> ExportSummary:
     """Export run ``run_id``'s benchmark to ``out_dir``: its last pair selection, made first
-    (under ``budget_usd``, as by ``pairs``) when the run has none yet."""
+    (under ``budget_usd``, as by ``pairs``) when the run has none yet; ``with_clips`` bundles
+    each evidence span's clip and frames. ``progress`` hears each step (pairs judged, clips
+    cut)."""
     from agents.pairs import load_selection
+    from playlisteval.export import check_export_target
 
+    check_export_target(out_dir)  # a bad target costs nothing: before any judge is asked
     run = run_id or latest_run(app)
     pairs = load_selection(app.events, run)
     if not pairs:
         run, pairs = select_pairs(
-            app, run, per_domain=per_domain, budget_usd=budget_usd, command="export"
+            app,
+            run,
+            per_domain=per_domain,
+            budget_usd=budget_usd,
+            command="export",
+            progress=progress,
         )
     if not pairs:
         raise ConfigError(
@@ -645,6 +660,8 @@ def export(
             "ties": settings.pairs.ties,
             "sampling": settings.pairs.sampling,
         },
+        with_clips=with_clips,
+        progress=progress,
     )
 
 

@@ -37,6 +37,19 @@ class Workspace:
         """Exported benchmarks."""
         return self.root / "exports"
 
+    def started(self) -> bool:
+        """Whether a workspace was started here: its catalogue file exists (``add`` or
+        ``demo`` writes it; a folder holding only a settings file is not one yet)."""
+        return self.database.is_file()
+
+    def blocked_by_file(self) -> bool:
+        """Whether the root, or the nearest of its ancestors that exists, is a file: then no
+        workspace can be made there, and opening it says why (a ``--home`` typo is not that)."""
+        for path in (self.root, *self.root.parents):
+            if path.exists():
+                return not path.is_dir()
+        return False
+
     def create(self) -> Workspace:
         """Make the folders; harmless when they exist."""
         for path in (self.root, self.vectors, self.media, self.clips, self.exports):

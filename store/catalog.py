@@ -339,6 +339,17 @@ class Catalog:
             )
             return list(s.exec(query).all())
 
+    def chunk_transcripts(self, video_id: str) -> list[tuple[float, float, str]]:
+        """A video's chunks as ``(start_s, end_s, transcript)`` in time order, without their
+        vectors (what a judge's transcript windows need, read at a fraction of the cost)."""
+        with self.session() as s:
+            query = (
+                select(col(ChunkRow.start_s), col(ChunkRow.end_s), col(ChunkRow.transcript))
+                .where(ChunkRow.video_id == video_id)
+                .order_by(col(ChunkRow.idx))
+            )
+            return [(float(a), float(b), str(t)) for a, b, t in s.exec(query).all()]
+
     def chunk_count(self) -> int:
         """How many chunks are stored."""
         with self.session() as s:

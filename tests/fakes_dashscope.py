@@ -36,7 +36,6 @@ from PIL import Image
 from playlisteval.settings import default_endpoints
 from tests.fakes_providers import (
     RETRY_AFTER_S,
-    TIMEOUT_SLEEP_S,
     FakeProviderServer,
     Harness,
     Reply,
@@ -436,7 +435,9 @@ class DashScopeFake:
         }
         reply = Reply.json(200, envelope)
         if fault == "timeout":
-            return Reply(reply.status, reply.body, reply.headers, delay_s=TIMEOUT_SLEEP_S)
+            return Reply(
+                reply.status, reply.body, reply.headers, delay_s=self.server.timeout_sleep_s
+            )
         return reply
 
 

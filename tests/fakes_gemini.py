@@ -36,7 +36,6 @@ from urllib.parse import parse_qs, urlparse
 
 from tests.fakes_providers import (
     RETRY_AFTER_S,
-    TIMEOUT_SLEEP_S,
     FakeProviderServer,
     Harness,
     Reply,
@@ -495,7 +494,8 @@ class GeminiState:
             ]
         self.record_usage(response["usageMetadata"])
         return dataclasses.replace(
-            Reply.json(200, response), delay_s=TIMEOUT_SLEEP_S if fault == "timeout" else 0.0
+            Reply.json(200, response),
+            delay_s=self.server.timeout_sleep_s if fault == "timeout" else 0.0,
         )
 
     def upload(self, request: SeenRequest) -> Reply:

@@ -49,7 +49,6 @@ from playlisteval.settings import default_endpoints
 from store.errors import MediaError
 from tests.fakes_providers import (
     RETRY_AFTER_S,
-    TIMEOUT_SLEEP_S,
     FakeProviderServer,
     Fault,
     Harness,
@@ -681,7 +680,9 @@ class OpenAIFake:
             return _error(400, str(exc), "invalid_request")
         reply = Reply.json(200, envelope(answer, fault))
         if fault == "timeout":
-            return Reply(reply.status, reply.body, reply.headers, delay_s=TIMEOUT_SLEEP_S)
+            return Reply(
+                reply.status, reply.body, reply.headers, delay_s=self.server.timeout_sleep_s
+            )
         return reply
 
     def _refusal(self, body: dict[str, Any]) -> Reply | None:

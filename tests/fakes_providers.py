@@ -82,6 +82,9 @@ class FakeProviderServer:
     faults: deque[Fault] = field(default_factory=deque)
     fault_rate: float = 0.0  # besides the queue: this share of model requests fail (hash-chosen)
     fault_kinds: Sequence[Fault] = FAULTS
+    # How long a "timeout" fault holds its answer: longer than the client's limit. A test whose
+    # clients wait longer (a loaded machine answers slowly even without faults) raises both.
+    timeout_sleep_s: float = TIMEOUT_SLEEP_S
     model_requests: int = 0
     # A careless upstream: server errors quote the request's credentials back (the client must
     # never let them reach its logs or records).

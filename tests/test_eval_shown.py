@@ -386,3 +386,14 @@ def test_a_condition_showing_more_frames_than_a_judge_takes_is_refused_before_sp
         )
     assert not (tmp_path / "eval").exists()
     store.close()
+
+
+def test_chunk_transcripts_are_the_chunks_times_and_words_without_their_vectors(
+    playlist: Playlist,
+) -> None:
+    for video_id in playlist.durations:
+        chunks = playlist.catalog.chunks(video_id)
+        assert playlist.catalog.chunk_transcripts(video_id) == [
+            (c.start_s, c.end_s, c.transcript) for c in chunks
+        ]
+        assert len(chunks) == 4

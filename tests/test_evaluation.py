@@ -691,3 +691,18 @@ def test_an_audio_condition_lets_the_judge_hear_but_not_see(
         assert seen
     # The frame reader has nothing to look at: every verdict is a tie.
     assert {r.picked for r in result.records} == {"tie"}
+
+
+def test_a_torn_last_line_from_a_crash_does_not_swallow_the_next_record(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """A crash mid-write leaves a line without its end: the next evaluation starts on a line of
+    its own, so its first record is not glued to the torn one (and lost with it)."""
+    harness, _ = evaluated
+    home = copy_workspace(harness.home, tmp_path / "ws")
+    out = tmp_path / "eval"
+    out.mkdir()
+    (out / JUDGMENTS_FILE).write_text('{"pair_id": "torn', encoding="utf-8")
+    result = eval_cli(harness, home, out, "offline-first", "--condition", BLIND, "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert len(read_judgments(out / JUDGMENTS_FILE)) == 2  # both orders of the first pair

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
+import shutil
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -14,16 +16,28 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import yaml
 from datasets import Features, List, Value, load_dataset
+from huggingface_hub import DatasetCard
+from PIL import Image
+from typer.testing import CliRunner
 
 from playlisteval import runs
 from playlisteval.app import App
-from playlisteval.export import FILES, export_benchmark
+from playlisteval.cli import app as cli_app
+from playlisteval.export import (
+    FILES,
+    check_export_target,
+    clip_name,
+    export_benchmark,
+    size_category,
+)
 from playlisteval.settings import load_settings
 from policies.pairs import JudgeVerdict, SelectedPair
 from store.errors import ConfigError
 from store.events import CallRecorded, ItemAccepted, pairs_stream, seed_stream
 from tests.workspaces import copy_workspace
+from tools import media
 
 JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
 SELECTION = {"difficulty_judges": list(JUDGES), "pairs_per_domain": 90, "seed": 7}
@@ -51,6 +65,7 @@ EXPECTED_FEATURES = Features(
         ),
         "evidence": List(SPAN),
         "transcripts": List({**SPAN, "text": Value("string")}),
+        "clips": List({**SPAN, "path": Value("string"), "frames": Value("string")}),
         "models": {
             "difficulty_judges": List(
                 {
@@ -204,7 +219,14 @@ def test_json_and_parquet_load_with_the_schema_and_the_same_rows(
         ]
         assert all(t["text"] for t in row["transcripts"])
         assert {v["id"] for v in row["videos"]} == {e["video_id"] for e in row["evidence"]}
-        assert all(Path(v["path"]).is_file() and v["url"] == "" for v in row["videos"])
+        # Paths are the export's own: relative to its folder, leading to the workspace's videos.
+        assert all(not Path(v["path"]).is_absolute() for v in row["videos"])
+        assert all((out / v["path"]).is_file() and v["url"] == "" for v in row["videos"])
+        # Each evidence span has its clip entry; without with_clips none is bundled.
+        assert [(c["video_id"], c["start_s"], c["end_s"]) for c in row["clips"]] == [
+            (e["video_id"], e["start_s"], e["end_s"]) for e in row["evidence"]
+        ]
+        assert all(c["path"] == c["frames"] == "" for c in row["clips"])
 
     # Verdicts and the seed's cost come through as given and as logged.
     judged = next(p for p in pairs if p.judges)
@@ -415,13 +437,14 @@ def test_a_rating_the_item_does_not_have_is_refused(
 
 
 def test_a_curated_run_exports_through_the_difficulty_gate(
-    app: App, curated: tuple[Path, str], tmp_path: Path
+    app: App, curated: tuple[Path, str], pairs: list[SelectedPair], tmp_path: Path
 ) -> None:
     """The product path (`playlisteval export`): the run's pairs go through the offline weak
     judges, the selection is exported, and `datasets` reads it back with the card's counts."""
     from datasets import load_dataset
 
-    summary = runs.export(app, tmp_path / "bench", curated[1], per_domain=6)
+    progress = Steps()
+    summary = runs.export(app, tmp_path / "bench", curated[1], per_domain=6, progress=progress)
     records = read_jsonl(summary.path / "pairs.jsonl")
     assert records
     assert len(records) == summary.pairs
@@ -447,6 +470,10 @@ def test_a_curated_run_exports_through_the_difficulty_gate(
     assert gap_totals == dict(Counter(r["gap"] for r in records))
     per_domain = Counter(r["domain"] for r in records)
     assert {d: sum(by_gap.values()) for d, by_gap in cells.items()} == dict(per_domain)
+    # The bars heard every step: each candidate pair decided once, then each item read.
+    assert progress.steps[0] == ["pairs judged", len(pairs), len(pairs)]
+    assert progress.steps[1][0] == "items read"
+    assert progress.steps[1][1] == progress.steps[1][2] >= 1
     # The judges' calls are priced into the benchmark's cost, apart from the curation's.
     benchmark = json.loads((summary.path / "benchmark.json").read_text())
     judged = sum(
@@ -458,3 +485,144 @@ def test_a_curated_run_exports_through_the_difficulty_gate(
     # Exporting again reuses the selection in the log: no judge is asked (or paid) twice.
     again = runs.export(app, tmp_path / "bench2", curated[1], per_domain=6)
     assert again.content_sha256 == summary.content_sha256
+
+
+class Steps:
+    """Hears an export's progress as the CLI's bars do: each step's label, size and advances."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[Any]] = []
+
+    def begin(self, label: str, total: int) -> None:
+        self.steps.append([label, total, 0])
+
+    def advance(self) -> None:
+        self.steps[-1][2] += 1
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string anywhere in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def card_metadata(card: str) -> dict[str, Any]:
+    """The dataset card's YAML front matter, parsed as the Hub parses it."""
+    assert card.startswith("---\n")
+    loaded = yaml.safe_load(card.split("\n---\n", 1)[0].removeprefix("---\n"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_an_export_with_clips_loads_from_a_copy_moved_elsewhere(
+    app: App, pairs: list[SelectedPair], tmp_path: Path
+) -> None:
+    """With clips bundled, the export holds every evidence span's clip and the frames a judge
+    is shown of it; no record holds an absolute path; a copy moved to another folder loads with
+    `datasets` (the card's own configs, and each file) and finds every clip and frame; the
+    card's Hub metadata parses."""
+    items = sorted({p.seed_id for p in pairs})[:2]
+    chosen = [p for p in pairs if p.seed_id in items]
+    progress = Steps()
+    summary = export_benchmark(
+        app,
+        tmp_path / "made" / "bench",
+        chosen,
+        settings=SELECTION,
+        with_clips=True,
+        progress=progress,
+    )
+    spans = {
+        (e["video_id"], e["start_s"], e["end_s"])
+        for r in read_jsonl(summary.path / "pairs.jsonl")
+        for e in r["evidence"]
+    }
+    assert summary.clips == len(spans) >= 2
+    assert progress.steps == [["items read", 2, 2], ["clips bundled", len(spans), len(spans)]]
+    assert sorted(p.name for p in summary.path.iterdir()) == sorted([*FILES, "clips"])
+
+    moved = tmp_path / "elsewhere" / "copy"
+    moved.parent.mkdir()
+    shutil.copytree(summary.path, moved)
+    shutil.rmtree(tmp_path / "made")  # nothing of the original is left to lean on
+
+    records = read_jsonl(moved / "pairs.jsonl")
+    assert len(records) == len(chosen)
+    for text in strings(records):
+        assert not text.startswith("/"), text
+    manifest = json.loads((moved / "manifest.json").read_text())
+    bundled = {(c["video_id"], c["start_s"], c["end_s"]): c for c in manifest["bundle"]["clips"]}
+    assert set(bundled) == spans
+    for record in records:
+        for clip in record["clips"]:
+            assert (moved / clip["path"]).is_file()
+            frames = sorted((moved / clip["frames"]).glob("*.jpg"))
+            listed = bundled[(clip["video_id"], clip["start_s"], clip["end_s"])]["frames"]
+            assert [moved / f["path"] for f in listed] == frames
+            # The frames a judge is shown: 0.5 fps over the span, at their times in the video.
+            times = [f["t_s"] for f in listed]
+            span_s = clip["end_s"] - clip["start_s"]
+            assert len(times) == math.ceil(span_s * 0.5)
+            assert all(clip["start_s"] <= t < clip["end_s"] for t in times)
+            with Image.open(frames[0]) as first:
+                assert first.height <= 720
+    for clip in bundled.values():
+        info = media.probe(moved / clip["path"])
+        assert info.has_audio  # as the generators were sent it
+
+    card = (moved / "README.md").read_text(encoding="utf-8")
+    meta = card_metadata(card)
+    assert meta["license"] == "other"
+    assert (moved / meta["license_link"]).is_file()
+    assert meta["task_categories"] == ["video-text-to-text", "visual-question-answering"]
+    assert meta["size_categories"] == ["n<1K"]
+    assert "offline-harness" in meta["tags"]
+    assert meta["configs"] == [
+        {"config_name": "default", "data_files": [{"split": "test", "path": "pairs.parquet"}]}
+    ]
+    assert DatasetCard.load(moved / "README.md").data.to_dict()["license"] == "other"
+
+    cache = str(tmp_path / "hf-cache")
+    by_card = load_dataset(str(moved), split="test", cache_dir=cache)
+    from_json = load_dataset(
+        "json", data_files=str(moved / "pairs.jsonl"), split="train", cache_dir=cache
+    )
+    assert by_card.features == from_json.features == EXPECTED_FEATURES
+    assert by_card.to_list() == from_json.to_list() == records
+
+
+@pytest.mark.parametrize(
+    ("count", "bucket"), [(0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (630, "n<1K")]
+)
+def test_the_size_category_is_the_hub_bucket_of_the_pairs(count: int, bucket: str) -> None:
+    assert size_category(count) == bucket
+
+
+@pytest.mark.parametrize("name", ["bench.parquet", "pairs.jsonl", "x.JSON", "out.csv"])
+def test_a_target_named_like_a_data_file_is_refused_and_nothing_is_made(
+    tmp_path: Path, curated: tuple[Path, str], name: str
+) -> None:
+    target = tmp_path / name
+    with pytest.raises(ConfigError, match="an export is a folder"):
+        check_export_target(target)
+    result = CliRunner().invoke(cli_app, ["export", str(target), "--home", str(curated[0])])
+    assert result.exit_code == 2, result.output
+    assert "give a folder, e.g." in " ".join(result.output.split())
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("video_id", "safe"),
+    [("cooking-01", "cooking-01_"), ("a/b c", "a_b_c-")],
+)
+def test_a_clip_name_is_safe_for_any_file_system(video_id: str, safe: str) -> None:
+    name = clip_name(video_id, 60.0, 90.5)
+    assert name.startswith(safe)
+    assert name.endswith("_000060000-000090500")
+    assert "/" not in name

@@ -101,20 +101,29 @@ def unconsumed_calls(events: list[StoredEvent]) -> tuple[list[str], bool]:
     return recorded, bool(open_calls)
 
 
-def find_victim(app: App, names: list[str], timeout: float) -> tuple[str, str, int]:
+def find_victim(
+    app: App, workers: dict[str, subprocess.Popen[bytes]], timeout: float
+) -> tuple[str, str, int]:
     """A worker holding a seed that has a recorded call waiting for its request's other calls
-    and one call in flight: ``(worker, item id, stream version)``."""
+    and one call in flight, stopped (SIGSTOP) while it is so: ``(worker, item id, stream
+    version)``. Seen and then stopped, a worker may have moved on in between (a loaded machine
+    is slow to send the signal): it is looked at again once stopped, and let go if it did."""
     queue = app.queue()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for item in queue.items(kind="seed"):
-            if item.state != "leased" or item.owner not in names or item.run_id is None:
+            if item.state != "leased" or item.owner not in workers or item.run_id is None:
                 continue
             stream = seed_stream(item.run_id, item.id.removeprefix("seed:"))
+            recorded, in_flight = unconsumed_calls(app.events.read_stream(stream))
+            if not (recorded and in_flight):
+                continue
+            workers[item.owner].send_signal(signal.SIGSTOP)
             events = app.events.read_stream(stream)
             recorded, in_flight = unconsumed_calls(events)
             if recorded and in_flight:
                 return item.owner, item.id, len(events)
+            workers[item.owner].send_signal(signal.SIGCONT)
         time.sleep(0.03)
     raise AssertionError(f"no worker was mid-request with a recorded call within {timeout} s")
 
@@ -150,7 +159,7 @@ def test_four_workers_curate_48_seeds_under_one_cap_and_survive_a_kill_9(
         while sum(1 for i in app.queue().items(kind="seed") if i.state == "done") < 15:
             assert time.monotonic() < deadline, "the fleet finished no seed in 240 s"
             time.sleep(0.2)
-        victim, victim_item, _ = find_victim(app, names, timeout=60)
+        victim, victim_item, _ = find_victim(app, workers, timeout=60)
 
         def held_by_victim() -> set[str]:
             return {i.id for i in app.queue().items() if i.owner == victim and i.state == "leased"}

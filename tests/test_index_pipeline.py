@@ -26,7 +26,7 @@ from store.catalog import DUPLICATE, FAILED, INDEXED, vectors_from_bytes
 from store.errors import ConfigError, MediaError
 from tests.fakes_http import Route, rss, serve
 from tools import media
-from tools.indexer import DecodedBatch, _DecodeAhead
+from tools.indexer import DecodeAhead, DecodedBatch
 from tools.synthetic import espeak_available, make_narrated_clip
 
 DEMO_INDEX = {
@@ -190,7 +190,7 @@ def _batches(tag: str, count: int, log: list[str]) -> Iterator[DecodedBatch]:
 def test_decoded_batches_come_video_by_video_in_order(workers: int) -> None:
     log: list[str] = []
     jobs = [lambda tag=tag, n=n: _batches(tag, n, log) for tag, n in [("a", 3), ("b", 0), ("c", 2)]]
-    with _DecodeAhead(jobs, workers) as feed:
+    with DecodeAhead(jobs, workers) as feed:
         got = [[b.chunks[0][0] for b in feed.batches(number)] for number in range(len(jobs))]
     assert got == [[0, 1, 2], [], [0, 1]]
     assert sorted(log) == ["a0", "a1", "a2", "c0", "c1"]
@@ -206,7 +206,7 @@ def test_the_next_video_is_decoded_while_the_models_hold_the_first() -> None:
         second_started.set()
         yield DecodedBatch([(0, [])], None)
 
-    with _DecodeAhead([first, second], workers=2) as feed:
+    with DecodeAhead([first, second], workers=2) as feed:
         batches = feed.batches(0)
         next(batches)  # the models have the first batch and have not asked for more
         # Not a speed check: the guard only turns a hang into a failure.
@@ -223,7 +223,7 @@ def test_a_decoding_error_reaches_the_models_thread_after_the_batches_before_it(
     def fine() -> Iterator[DecodedBatch]:
         yield DecodedBatch([(5, [])], None)
 
-    with _DecodeAhead([broken, fine], workers=2) as feed:
+    with DecodeAhead([broken, fine], workers=2) as feed:
         batches = feed.batches(0)
         assert next(batches).chunks[0][0] == 0
         with pytest.raises(MediaError, match="frame 7 is garbage"):
@@ -241,7 +241,7 @@ def test_a_cancelled_or_closed_decoder_stops_and_its_thread_ends() -> None:
         finally:
             stopped.append(tag)
 
-    feed = _DecodeAhead([lambda: endless("cancelled"), lambda: endless("closed")], workers=2)
+    feed = DecodeAhead([lambda: endless("cancelled"), lambda: endless("closed")], workers=2)
     next(feed.batches(0))
     feed.cancel(0)
     next(feed.batches(1))
@@ -250,13 +250,13 @@ def test_a_cancelled_or_closed_decoder_stops_and_its_thread_ends() -> None:
 
 
 def test_a_batchs_audio_is_read_in_one_pass_and_cut_at_the_chunk_bounds(tmp_path: Path) -> None:
-    from tools.indexer import _batch_audio
+    from tools.indexer import batch_audio
 
     video = tmp_path / "tone.mp4"
     _tone_video(video, seconds=70)
     grid = media.chunk_grid(media.probe(video).duration_s)
     whole = media.extract_audio(video)
-    cut = _batch_audio(video, grid, [(0, []), (1, []), (2, [])], 16_000)
+    cut = batch_audio(video, grid, [(0, []), (1, []), (2, [])], 16_000)
     for idx, (start, end) in enumerate(grid):
         expected = whole[round(start * 16_000) : round(end * 16_000)]
         np.testing.assert_array_equal(cut[idx], expected)

@@ -48,6 +48,11 @@ KEYS = {
 }
 CAP_USD = 1.5  # the live models think (thinking is billed as output): 9 seeds under 30 % faults
 SEEDS = 9
+# A loaded machine (the suite runs three workers on two cores, the fakes in this process) can
+# take more than a second to answer a request that is not faulted: the client waits 3 s, and a
+# "timeout" fault holds its answer longer than that.
+CLIENT_TIMEOUT_S = 3.0
+FAULT_HOLD_S = 3.5
 
 
 @pytest.fixture
@@ -55,12 +60,18 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fakes]:
     with running_fakes(monkeypatch, KEYS) as running:
         for harness in running.all():
             harness.server.fault_rate = 0.3
+            harness.server.timeout_sleep_s = FAULT_HOLD_S
             harness.server.leak_keys = True
         yield running
 
 
 def _live_settings(home: Path, fakes: Fakes) -> Any:
-    limits = {"timeout_s": 1.2, "max_retries": 3, "backoff_s": 0.05, "max_backoff_s": 0.2}
+    limits = {
+        "timeout_s": CLIENT_TIMEOUT_S,
+        "max_retries": 3,
+        "backoff_s": 0.05,
+        "max_backoff_s": 0.2,
+    }
     return load_settings(
         home,
         curation={"offline": False, "concurrency": 4},

@@ -542,14 +542,14 @@ def test_sampled_frames_are_those_a_full_decode_shows_at_each_time(
 
 
 def test_idr_keyframes_are_told_from_open_gop_keyframes(tmp_path: Path) -> None:
-    from tools.media import _closed_gop_test
+    from tools.media import closed_gop_test
 
     found = {}
     for gop, options in GOPS.items():
         path = _moving_video(tmp_path / f"{gop}.mp4", options)
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
-            closes = _closed_gop_test(stream)
+            closes = closed_gop_test(stream)
             assert closes is not None  # H.264 in MP4: its NAL units say
             keys = [p for p in container.demux(stream) if p.is_keyframe and p.size]
             found[gop] = [closes(p) for p in keys]
@@ -571,6 +571,6 @@ def test_idr_keyframes_are_told_from_open_gop_keyframes(tmp_path: Path) -> None:
 def test_nal_unit_headers_are_read_in_both_framings(
     data: bytes, length_size: int | None, headers: list[int]
 ) -> None:
-    from tools.media import _nal_headers
+    from tools.media import nal_headers
 
-    assert list(_nal_headers(data, length_size)) == headers
+    assert list(nal_headers(data, length_size)) == headers

@@ -113,6 +113,12 @@ def _answered(app: App, stream: str, offline: bool) -> dict[str, set[str]]:
     return found
 
 
+def _first_line(card: str) -> str:
+    """The card's first line of text, after its YAML metadata block (the Hub shows the text)."""
+    assert card.startswith("---\n"), "the card opens with its Hugging Face metadata"
+    return card.split("\n---\n", 1)[1].lstrip("\n").splitlines()[0]
+
+
 def _provenance_section(card: str) -> str:
     return card.split("## Provenance", 1)[1].split("\n## ", 1)[0]
 
@@ -135,7 +141,7 @@ def test_an_offline_benchmark_says_so_first_and_in_every_record_whatever_export_
     card = (summary.path / "README.md").read_text("utf-8")
     text = (summary.path / "pairs.jsonl").read_text("utf-8")
 
-    assert card.splitlines()[0].startswith("> OFFLINE HARNESS — made by the offline provider")
+    assert _first_line(card).startswith("> OFFLINE HARNESS — made by the offline provider")
     assert "checked by the offline harness" in card
     assert "verified gold" not in card
     assert records
@@ -176,7 +182,7 @@ def test_a_live_benchmark_names_the_models_that_answered_not_the_configured_ones
         }
     card = (summary.path / "README.md").read_text("utf-8")
 
-    assert card.splitlines()[0] == "# PlaylistEval benchmark"
+    assert _first_line(card) == "# PlaylistEval benchmark"
     assert "OFFLINE" not in card
     assert "offline harness" not in card
     assert records
@@ -205,7 +211,7 @@ def test_a_benchmark_of_an_offline_and_a_live_run_says_which_pairs_are_offline(
     card = (summary.path / "README.md").read_text("utf-8")
     records = _records(summary.path)
 
-    first = card.splitlines()[0]
+    first = _first_line(card)
     assert first.startswith(f"> PARTLY OFFLINE — {len(offline)} of {len(records)} pairs")
     assert "The pairs come from 2 runs: 1 curated offline, 1 live." in card
     assert "by the offline harness in the offline ones" in card

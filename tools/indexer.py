@@ -180,7 +180,7 @@ class DecodedBatch:
 _QUEUE_POLL_S = 0.2  # how often a decoder blocked on a full queue checks whether to stop
 
 
-class _DecodeAhead:
+class DecodeAhead:
     """Decodes videos' batches in worker threads while the caller runs the models.
 
     Videos are decoded in the order given, up to ``workers`` at a time, each at most
@@ -253,7 +253,7 @@ class _DecodeAhead:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def __enter__(self) -> _DecodeAhead:
+    def __enter__(self) -> DecodeAhead:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -267,7 +267,7 @@ def _frame_height(embedder: Embedder, configured: int) -> int:
     return min(configured, int(preferred)) if preferred else configured
 
 
-def _batch_audio(
+def batch_audio(
     path: Path,
     grid: Sequence[tuple[float, float]],
     chunks: Sequence[tuple[int, list[np.ndarray]]],
@@ -487,7 +487,7 @@ class Indexer:
         self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
         jobs = [self._decode_job(video, grid, todo) for video, grid, todo in plans]
         try:
-            with _DecodeAhead(jobs, self.config.decode_workers) as feed:
+            with DecodeAhead(jobs, self.config.decode_workers) as feed:
                 for number, (video, grid, todo) in enumerate(plans):
                     self.progress.video_started(video, len(todo))
                     error: str | None = None
@@ -528,7 +528,7 @@ class Indexer:
         todo = [i for i in range(len(grid)) if i not in done]
         self._ensure_collections()
         try:
-            with _DecodeAhead(
+            with DecodeAhead(
                 [self._decode_job(video, grid, todo)], self.config.decode_workers
             ) as feed:
                 computed = self._index_chunks(video, grid, feed.batches(0))
@@ -588,12 +588,12 @@ class Indexer:
                     pending.append((idx, frames))
                 if len(pending) >= size:
                     yield DecodedBatch(
-                        pending, _batch_audio(path, grid, pending, rate) if want_audio else None
+                        pending, batch_audio(path, grid, pending, rate) if want_audio else None
                     )
                     pending = []
             if pending:
                 yield DecodedBatch(
-                    pending, _batch_audio(path, grid, pending, rate) if want_audio else None
+                    pending, batch_audio(path, grid, pending, rate) if want_audio else None
                 )
 
         return batches

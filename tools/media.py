@@ -335,7 +335,7 @@ def _timed_video_frames(
     exhausted = False
     data_end: int | None = None  # end of the last packet read (pts units)
     read = sent = 0  # packets read ahead, packets taken off the window (read order)
-    closed_gop = _closed_gop_test(stream)
+    closed_gop = closed_gop_test(stream)
     tail_from: int | None = None  # packets from here up to the next keyframe are not needed
     tail_key = -1  # read order of the keyframe that tail_from was worked out for
     while not done():
@@ -422,7 +422,7 @@ def _first_after(
     return start
 
 
-def _closed_gop_test(stream: av.VideoStream) -> Callable[[av.Packet[Any]], bool] | None:
+def closed_gop_test(stream: av.VideoStream) -> Callable[[av.Packet[Any]], bool] | None:
     """A test telling whether a keyframe packet starts a closed GOP (nothing decoded after it
     refers to a frame before it), for the codecs whose bitstream says so; None for others.
 
@@ -445,12 +445,12 @@ def _closed_gop_test(stream: av.VideoStream) -> Callable[[av.Packet[Any]], bool]
     idr = (lambda b: b & 0x1F == 5) if name == "h264" else (lambda b: (b >> 1) & 0x3F in (19, 20))
 
     def starts_closed_gop(packet: av.Packet[Any]) -> bool:
-        return any(idr(header) for header in _nal_headers(bytes(packet), length_size))
+        return any(idr(header) for header in nal_headers(bytes(packet), length_size))
 
     return starts_closed_gop
 
 
-def _nal_headers(data: bytes, length_size: int | None) -> Iterator[int]:
+def nal_headers(data: bytes, length_size: int | None) -> Iterator[int]:
     """The first byte of each NAL unit in ``data`` (length-prefixed, or Annex B start codes)."""
     if length_size is not None:
         position = 0

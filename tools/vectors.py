@@ -415,7 +415,8 @@ class QdrantClientIndex(_Closable):
         with _engine_errors(name, "lookup"):
             if not client.collection_exists(name):
                 raise IndexBackendError(
-                    f"unknown collection {name!r}: call ensure_collection({name!r}, dim) first"
+                    f"the index has no collection {name!r}: nothing is indexed yet (run "
+                    f"`playlisteval index`; from code, call ensure_collection({name!r}, dim))"
                 )
             params = client.get_collection(name).config.params.vectors
         size = params.size if isinstance(params, qm.VectorParams) else None
@@ -622,8 +623,9 @@ class QdrantEdgeIndex(_Closable):
         path = self._dir(name)
         if not (path / "edge_config.json").is_file():
             raise IndexBackendError(
-                f"unknown collection {name!r} under {str(self._root)!r}: call "
-                f"ensure_collection({name!r}, dim) first"
+                f"the index under {str(self._root)!r} has no collection {name!r}: nothing is "
+                "indexed yet (run `playlisteval index`; from code, call "
+                f"ensure_collection({name!r}, dim))"
             )
         with _engine_errors(name, "open (is another process holding it? close() it first)"):
             shard = qe.EdgeShard.load(str(path))

@@ -88,7 +88,7 @@ def _package_data(package: str) -> Path | None:
     return Path(spec.origin).parent / "data"
 
 
-def _parts(bundle: WhisperBundle) -> list[Path] | None:
+def bundle_parts(bundle: WhisperBundle) -> list[Path] | None:
     """The model.bin parts in joining order, or None when a package is not installed."""
     parts: list[Path] = []
     for number, package in enumerate(bundle.packages, 1):
@@ -164,7 +164,7 @@ def resolve_whisper_model(model: str | Path) -> str:
         return str(path)
     bundle = BUNDLED_WHISPER.get(text)
     if bundle is not None:
-        parts = _parts(bundle)
+        parts = bundle_parts(bundle)
         if parts is not None:
             return str(_assemble(bundle, parts, model_cache_dir() / f"faster-whisper-{text}"))
     if text in WHISPER_SIZES:
