@@ -111,7 +111,8 @@ def test_the_live_curate_table_changes_while_the_run_works(
     assert spends, shown[-3000:]
     # The first drawing: nothing done yet, every seed in flight or queued (with a concurrency
     # above the four seeds, all four may be in flight by the first refresh).
-    assert seeds[0][:2] == (0, 4) and seeds[0][2] + seeds[0][3] == 4
+    assert seeds[0][:2] == (0, 4)
+    assert seeds[0][2] + seeds[0][3] == 4
     assert seeds[-1][:3] == (4, 4, 0)
     assert spends[0] == 0.0
     assert spends[-1] > 0
