@@ -81,7 +81,9 @@ app = typer.Typer(
 )
 console = Console()
 _T = TypeVar("_T")
-err_console = Console(stderr=True)
+# Error lines are not folded by rich: a path or a command in them stays whole, to copy (the
+# terminal wraps a long line where it must).
+err_console = Console(stderr=True, soft_wrap=True)
 
 HomeOption = Annotated[
     Path | None,
@@ -490,7 +492,7 @@ def status(home: HomeOption = None) -> None:
         counts: dict[str, int] = {}
         for video in app_.catalog.videos():
             counts[video.status] = counts.get(video.status, 0) + 1
-        console.print(f"workspace {app_.workspace.root}")
+        console.print(f"workspace {app_.workspace.root}", soft_wrap=True)
         videos = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         console.print(f"videos: {videos or 'none yet (`playlisteval add SOURCE`)'}")
         console.print(f"chunks: {app_.catalog.chunk_count()}, seeds: {len(app_.catalog.seeds())}")

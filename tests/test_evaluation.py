@@ -373,7 +373,10 @@ def test_eval_in_another_workspace_is_one_line_not_a_traceback(
     """A benchmark evaluated against a workspace that does not hold its videos: the judgments
     fail together, and the CLI prints the first reason (and how many more) with exit 2."""
     harness, _ = evaluated
-    result = eval_cli(harness, tmp_path / "elsewhere", tmp_path / "eval", "offline-frames")
+    elsewhere = tmp_path / "elsewhere"
+    with App(load_settings(elsewhere)) as other:  # a workspace of its own, empty
+        assert other.catalog.videos() == []
+    result = eval_cli(harness, elsewhere, tmp_path / "eval", "offline-frames")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     text = " ".join(result.output.split())

@@ -132,11 +132,7 @@ MEDIA = [
     Case("a manifest path holding a NUL", ("GET", "/media/x"), "is not on this machine",
          serving("x", "a\u0000b.mp4"), 404),
 ]  # fmt: skip
-# Known bugs in playlisteval/ui/*, which another change owns: strict xfails until fixed.
-MEDIA_BUGS = {
-    "a manifest path holding a NUL": "playlisteval/ui/app.py's media route catches OSError and "
-    "RuntimeError from Path.resolve, not the ValueError a NUL byte raises: a 500",
-}
+MEDIA_BUGS: dict[str, str] = {}  # a case the UI gets wrong: a strict xfail, with why
 
 # -- requests and forms ------------------------------------------------------------------------
 
@@ -248,10 +244,7 @@ FOLDERS = [
 ]  # fmt: skip
 
 
-FOLDER_BUGS = {
-    "ui on an export whose records are not UTF-8": "playlisteval/ui/benchmark.py decodes "
-    "pairs.jsonl without catching UnicodeDecodeError: a traceback",
-}
+FOLDER_BUGS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", rows(FOLDERS, FOLDER_BUGS))

@@ -487,7 +487,7 @@ class MediaRoots:
             if video.path:
                 try:
                     found.add(Path(video.path).resolve(strict=True))
-                except (OSError, RuntimeError):
+                except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
                     continue
         return found
 
@@ -768,7 +768,7 @@ def create_app(
             return _error(404, f"no video {video_id!r} in this benchmark's manifest")
         try:
             real = path.resolve(strict=True)
-        except (OSError, RuntimeError):  # missing, a dangling link, a symlink loop
+        except (OSError, RuntimeError, ValueError):  # missing, dangling, a loop, a NUL byte
             return _error(404, f"video {video_id!r} is not on this machine")
         if not real.is_file():
             return _error(404, f"video {video_id!r} is not a file")
@@ -887,7 +887,7 @@ def create_app(
             return _error(404, f"video {video_id!r} is not in this workspace's catalogue")
         try:
             real = Path(video.path).resolve(strict=True)
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
             return _error(404, f"video {video_id!r} is not on this machine")
         if not media_roots.allows(real):
             return _error(403, f"video {video_id!r} lies outside this workspace's media")

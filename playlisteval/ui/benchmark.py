@@ -58,6 +58,8 @@ class Benchmark:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{str(path)!r} is not UTF-8 text (byte {exc.start})") from exc
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{str(path)!r} is missing; give the folder `playlisteval export` wrote"
@@ -94,8 +96,15 @@ def load_benchmark(path: Path) -> Benchmark:
         raw = pairs_file.read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError(f"{str(pairs_file)!r} is missing; is {str(root)!r} an export?") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{str(pairs_file)!r} is not UTF-8 text (byte {exc.start}): give the pairs.jsonl "
+            "`playlisteval export` wrote"
+        ) from exc
     pairs: dict[str, BenchmarkPair] = {}
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{pairs_file.name} line {number}"
