@@ -282,6 +282,7 @@ def openai_image_rule(model: str) -> OpenAIImageRule | None:
     return OPENAI_IMAGE_RULES.get(name)
 
 
+@functools.lru_cache(maxsize=4096)
 def openai_image_tokens(width: int, height: int, model: str = "") -> int:
     """Tokens OpenAI bills ``model`` for a ``width`` x ``height`` image at ``detail: auto``; an
     id the guide does not list counts as the dearest of its rules (gpt-4o-mini's aside)."""
@@ -373,7 +374,7 @@ def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
             grid = math.ceil(shape.video_height / QWEN3_PATCH) * math.ceil(width / QWEN3_PATCH)
             video = math.ceil(frames / QWEN_TEMPORAL_MERGE) * max(grid, QWEN_MIN_TOKENS_PER_IMAGE)
         else:
-            video = frames * image_rule(width, shape.video_height)
+            video = frames * image_rule(width, shape.video_height) if frames else 0
         audio = math.ceil(shape.audio_seconds * OTHER_AUDIO_TOKENS_PER_SECOND)
     return Usage(
         input_text_tokens=text_tokens(shape.text_chars),
