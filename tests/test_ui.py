@@ -3,8 +3,10 @@ results and audit pages, restart persistence and video range requests (FastAPI T
 
 from __future__ import annotations
 
+import csv as csv_module
 import hashlib
 import html
+import io
 import json
 import math
 import re
@@ -566,7 +568,6 @@ def test_labels_export_as_csv_and_jsonl_from_the_cli_and_the_results_page(
         assert "3 label(s) written" in result.output
         written = (out / f"labels.{fmt}").read_text(encoding="utf-8")
         assert client.get(f"/annotations.{fmt}").text == written
-    import csv as csv_module
 
     rows = list(csv_module.DictReader((out / "labels.csv").open(encoding="utf-8")))
     lines = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
@@ -985,3 +986,18 @@ def test_the_audit_pages_show_runs_gates_and_a_seed_timeline(
     assert "Attempt 1" in timeline.text
     assert client.get(f"/audit/{report.run_id}/no-such-seed").status_code == 404
     assert client.get(f"/audit/no-such-run/{seed}").status_code == 404
+
+
+def test_a_comment_a_spreadsheet_would_run_is_written_to_csv_as_text() -> None:
+    """An annotator's comment is untrusted: in the CSV a cell starting like a formula gets a
+    leading quote (OWASP CSV injection); JSON Lines keeps it as typed."""
+    from playlisteval.ui.annotations import EXPORT_COLUMNS, labels_text
+
+    row = {column: "" for column in EXPORT_COLUMNS}
+    row |= {"comment": '=HYPERLINK("http://x.example","click")', "annotator": "@ann", "gap": 2}
+    rows = list(csv_module.DictReader(io.StringIO(labels_text([row], "csv"))))
+    assert rows[0]["comment"] == '\'=HYPERLINK("http://x.example","click")'
+    assert rows[0]["annotator"] == "'@ann"
+    assert rows[0]["gap"] == "2"
+    (line,) = labels_text([row], "jsonl").splitlines()
+    assert json.loads(line)["comment"] == '=HYPERLINK("http://x.example","click")'

@@ -389,8 +389,21 @@ def label_rows(state: AnnotationState, benchmark: Benchmark) -> list[dict[str, A
     return rows
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"): a CSV cell that
+#: begins so is written after a single quote, which spreadsheets show as text. JSON Lines keeps
+#: every value as given.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def labels_text(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """``rows`` as CSV (a header, then one line per label) or JSON Lines."""
+    """``rows`` as CSV (a header, then one line per label; text that a spreadsheet would run as a
+    formula is quoted as text) or JSON Lines."""
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt != "csv":
@@ -398,7 +411,7 @@ def labels_text(rows: Sequence[dict[str, Any]], fmt: str) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
     return out.getvalue()
 
 
