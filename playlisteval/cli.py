@@ -662,15 +662,17 @@ def demo(
 
         judged = write_report([evaluation.out_dir], root / "exports" / "report", events=app_.events)
         console.print(f"{len(evaluation.records)} judgments; report: {judged.html}")
-        console.print(f"\nworkspace: {root}")
-        console.print(f"try: playlisteval search 'kneading the dough' --home {root}")
-        console.print(f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}")
-        console.print(f"     playlisteval replay {report.run_id} --home {root}")
-        console.print(f"benchmark: {exported.path}")
-        console.print(
-            f"validate it: playlisteval ui {exported.path} --home {root} --invite YOUR_NAME"
-        )
-        console.print(f"judge report: {judged.markdown} and {judged.html}")
+        # The next commands, each on a line of its own, whole (to copy), however narrow.
+        for line in (
+            f"\nworkspace: {root}",
+            f"try: playlisteval search 'kneading the dough' --home {root}",
+            f"     playlisteval audit --run {report.run_id} --seed SEED --home {root}",
+            f"     playlisteval replay {report.run_id} --home {root}",
+            f"benchmark: {exported.path}",
+            f"validate it: playlisteval ui {exported.path} --home {root} --invite YOUR_NAME",
+            f"judge report: {judged.markdown} and {judged.html}",
+        ):
+            console.print(line, soft_wrap=True)
 
 
 # -- curation -------------------------------------------------------------------------------------
@@ -1311,7 +1313,8 @@ def export(
         _print_export(summary)
         console.print(
             f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root} "
-            "--invite YOUR_NAME"
+            "--invite YOUR_NAME",
+            soft_wrap=True,
         )
 
 
