@@ -891,8 +891,14 @@ def thinking_settings(budget: int | None) -> ModelSettings | None:
 def _receives(condition: Condition, view: _View) -> JudgeEvidence:
     """What the judge is actually given under ``condition`` (no clip may have been cut, no
     transcript may cover the spans): what its prompt then says it receives."""
-    clips = bool(view.clips)
-    text = any(segment.chunks for segment in view.segments)
+    return receives_of(
+        condition, bool(view.clips), any(segment.chunks for segment in view.segments)
+    )
+
+
+def receives_of(condition: Condition, clips: bool, text: bool) -> JudgeEvidence:
+    """What a judge's prompt says it receives under ``condition``, given whether clips (or
+    sound) were attached and whether any transcript text was."""
     if condition.modality == "none":
         return "none"
     if condition.modality == "audio":

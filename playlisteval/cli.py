@@ -1225,6 +1225,8 @@ class StepBars:
 
 
 def _step_bars() -> Progress:
+    """Bars with elapsed time and ETA (``pairs``, ``export``, ``eval``): drawn on a terminal, or
+    anywhere with PLAYLISTEVAL_PROGRESS=1."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -1399,20 +1401,6 @@ class _JudgingProgress:
             self.bars.update(self.task, advance=1, description=label)
 
 
-def _judging_bars() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal and os.environ.get("PLAYLISTEVAL_PROGRESS") != "1",
-    )
-
-
 def _judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
     """Accuracy (with its playlist-clustered standard error) and swap consistency of every
     judge under every condition; the offline provider's runs say they are a harness."""
@@ -1516,7 +1504,7 @@ def eval_(
     _check_money(budget)
     overrides: dict[str, Any] = {} if live is None else {"curation": {"offline": not live}}
     with _open(home, **overrides) as app_:
-        with _judging_bars() as bars:
+        with _step_bars() as bars:
             result = runs.evaluate(
                 app_,
                 benchmark,

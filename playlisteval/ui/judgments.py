@@ -48,6 +48,7 @@ from agents.evaluation import (
     build_view,
     eval_stream,
     read_judgments,
+    receives_of,
     thinking_settings,
 )
 from agents.evidence import SeedEvidence
@@ -69,7 +70,7 @@ from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDiver
 from store.events import CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
-from tools.roles import JudgeEvidence, PairJudgeContext, PairVerdict, SegmentEvidence
+from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
 Filter = Literal["all", "wrong", "inconsistent", "unparseable"]
 FILTERS: tuple[Filter, ...] = get_args(Filter)
@@ -257,19 +258,6 @@ class OrderView:
     transcript: tuple[SegmentEvidence, ...]
     prompt: RebuiltPrompt | None
     error: str  # why the view or the prompt could not be rebuilt ("" when it was)
-
-
-def receives_of(condition: Condition, clips: bool, text: bool) -> JudgeEvidence:
-    """What the judge's prompt says it receives, as the evaluation decides it (attached clips
-    or sound, transcript text); the key check below catches any drift from the evaluation's
-    own rule."""
-    if condition.modality == "none":
-        return "none"
-    if condition.modality == "audio":
-        return "audio" if clips else "none"
-    if clips:
-        return "frames+transcript" if text else "frames"
-    return "transcript" if text else "none"
 
 
 class _KeptRequest(CallRecorder):
