@@ -78,6 +78,7 @@ from store.events import (
     Event,
 )
 from store.ledger import current_cap
+from store.version import code_version
 from tools import media
 from tools.clips import ClipFetcher
 from tools.retrieval import RetrievedSpan, build_haystack
@@ -581,9 +582,16 @@ def evaluation_id_of(benchmark_dir: Path, out_dir: Path) -> str:
 
 
 def _evaluation_json(
-    out_dir: Path, sha: str, judges: Sequence[str], conditions: Sequence[Condition], now: datetime
+    out_dir: Path,
+    sha: str,
+    judges: Sequence[str],
+    conditions: Sequence[Condition],
+    now: datetime,
+    offline: bool,
 ) -> dict[str, Any]:
-    """The evaluation's description: kept (judges and conditions added) when it exists."""
+    """The evaluation's description: kept (judges and conditions added) when it exists, and one
+    more entry in ``sessions`` (when, which code, offline or live) for each call that judges
+    into it, so its figures can be traced to the code and the mode that made them."""
     path = out_dir / EVALUATION_FILE
     old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
     if old and old.get("benchmark_sha256") != sha:
@@ -606,6 +614,10 @@ def _evaluation_json(
         "judges": list(dict.fromkeys([*old.get("judges", []), *judges])),
         "conditions": list(known.values()),
         "started": old.get("started") or now.isoformat(),
+        "sessions": [
+            *old.get("sessions", []),
+            {"at": now.isoformat(), "code_version": code_version(), "offline": offline},
+        ],
     }
 
 
@@ -672,7 +684,9 @@ async def evaluate(
     records, sha = _benchmark(benchmark_dir)
     records = records[:limit] if limit is not None else records
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = _evaluation_json(out_dir, sha, judges, conditions, now or datetime.now(tz=UTC))
+    meta = _evaluation_json(
+        out_dir, sha, judges, conditions, now or datetime.now(tz=UTC), offline=offline
+    )
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     evaluation_id = str(meta["evaluation_id"])
     judgments_path = out_dir / JUDGMENTS_FILE

@@ -29,10 +29,8 @@ returned the same spans for every pair are named as one measurement beside their
 from __future__ import annotations
 
 import html
-import importlib.metadata
 import json
 import math
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,6 +69,7 @@ from policies.judging import (
     retrieval_metrics,
 )
 from store.errors import PlaylistEvalError
+from store.version import code_version
 from tools.providers.judges import OFFLINE_JUDGES
 
 if TYPE_CHECKING:
@@ -231,28 +230,6 @@ def answered_calls(events: EventStore, eval_dirs: Sequence[Path]) -> dict[str, A
     return found
 
 
-def code_version() -> str:
-    """``git describe`` of the checkout this code runs from, else the installed version."""
-    root = Path(__file__).resolve().parent.parent
-    if (root / ".git").exists():
-        try:
-            described = subprocess.run(
-                ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.strip()
-            if described:
-                return f"git {described}"
-        except (OSError, subprocess.SubprocessError):
-            pass  # no git here: the package's version says enough
-    try:
-        return f"playlisteval {importlib.metadata.version('playlisteval')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "playlisteval (version unknown)"
-
-
 @dataclass(frozen=True)
 class _JudgeSource:
     judge: str
@@ -367,6 +344,16 @@ def _provenance_table(
     for directory, meta in metas:
         if meta.get("started"):
             rows.append((f"evaluation started ({directory})", _started(meta["started"])))
+        sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+        if sessions:
+            versions = dict.fromkeys(str(s.get("code_version", "?")) for s in sessions)
+            modes = dict.fromkeys("offline" if s.get("offline") else "live" for s in sessions)
+            rows.append(
+                (
+                    f"code version (of the evaluation, {directory})",
+                    f"{', '.join(versions)}; {len(sessions)} session(s), {', '.join(modes)}",
+                )
+            )
     times = [calls[r.call_key].recorded_at for r in records if calls and r.call_key in calls]
     if times:
         rows.append(("first judgment", _stamp(min(times))))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from policies.judging import (
 )
 from policies.prices import PriceTable
 from store.errors import ConfigError
+from store.version import code_version
 from tests.workspaces import copy_workspace
 from tools.providers.judges import OFFLINE_JUDGES, judge_models
 from tools.retrieval import BM25Retriever
@@ -709,3 +710,24 @@ def test_a_torn_last_line_from_a_crash_does_not_swallow_the_next_record(
     result = eval_cli(harness, home, out, "offline-first", "--condition", BLIND, "--limit", "1")
     assert result.exit_code == 0, result.output
     assert len(read_judgments(out / JUDGMENTS_FILE)) == 2  # both orders of the first pair
+
+
+def test_evaluation_json_records_each_sessions_code_and_mode_and_the_report_shows_them(
+    evaluated: tuple[Evaluated, EvaluationResult], tmp_path: Path
+) -> None:
+    """Each call that judges into an evaluation adds a session (when, which code, offline or
+    live) to its ``evaluation.json``; the report's provenance names them."""
+    harness, _ = evaluated
+    out = tmp_path / "eval"
+    shutil.copytree(harness.out, out)
+    before = json.loads((out / "evaluation.json").read_text())["sessions"]
+    assert [s["offline"] for s in before] == [True] * len(before)
+    assert {s["code_version"] for s in before} == {code_version()}
+    again = replace(harness, out=out).run((BLIND,))
+    assert again.new_records == 0  # nothing new to judge: still a session of its own
+    after = json.loads((out / "evaluation.json").read_text())["sessions"]
+    assert after[: len(before)] == before
+    assert len(after) == len(before) + 1
+    provenance = write_report([out], tmp_path / "report").markdown.read_text()
+    expected = f"{code_version()}; {len(after)} session(s), offline"
+    assert f"| code version (of the evaluation, {out}) | {expected} |" in provenance
