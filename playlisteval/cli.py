@@ -792,17 +792,16 @@ def _budget_stops(app_: App, report: RunReport) -> BudgetStops:
 
 def _earlier_ends(app_: App, run_id: str) -> Counter[str]:
     """The run's seeds that ended for good before now (accepted or discarded: a stopped seed
-    is taken up again by a resume), by how they ended."""
-    from playlisteval.curation_display import ACCEPTED, DISCARDED, end_label
+    is taken up again by a resume), by how they ended (``run_end``'s rule)."""
+    from agents.curation import run_end
+    from playlisteval.curation_display import ACCEPTED, DISCARDED
     from playlisteval.overview import SEED_ENDS
     from store.events import seed_stream
 
     prefix = seed_stream(run_id, "")
-    last: dict[str, Event] = {}
-    for stored in app_.events.read_all(stream_prefix=prefix, types=SEED_ENDS):
-        last[stored.stream] = stored.event()
-    ends = Counter(end_label(e) for e in last.values())
-    return Counter({k: n for k, n in ends.items() if k in (ACCEPTED, DISCARDED)})
+    seeds = app_.events.read_all(stream_prefix=prefix, types=SEED_ENDS)
+    ends = run_end(run_id, ((s.stream, s.event()) for s in seeds), 0)
+    return +Counter({ACCEPTED: ends.accepted, DISCARDED: ends.discarded})  # none of a kind: no row
 
 
 def _curate(
