@@ -82,7 +82,11 @@ LOCAL_PROVIDERS: dict[str, tuple[Callable[..., AbstractContextManager[Any]], str
     "transformers": (transformers_harness, "qwen3-vl-30b-a3b"),
 }
 LOCAL = tuple(sorted(LOCAL_PROVIDERS))
-CLIENT_TIMEOUT_S = 0.5  # the fakes hold a "timeout" answer for 1.5 s
+# A loaded machine (three suite workers on two cores, the fakes in this process) can take more
+# than a second to answer a request that is not faulted: the client waits 3 s, and a "timeout"
+# fault holds its answer longer than that (FakeProviderServer.timeout_sleep_s).
+CLIENT_TIMEOUT_S = 3.0
+FAULT_HOLD_S = 3.5
 
 _FRAMES_ELSEWHERE = "tests/test_frames_reserved.py holds its frames against its reservation"
 _ON_THE_WIRE = "happens on a network (HTTP status, timeout, body); it runs in this process"
@@ -162,6 +166,9 @@ def provider(request: pytest.FixtureRequest) -> Iterator[Provider]:
     """The provider a ``contract(...)`` row names, running for the test."""
     start, model_id = {**PROVIDERS, **LOCAL_PROVIDERS}[request.param]
     with start() as harness:
+        server = getattr(harness, "server", None)  # the local providers have no network
+        if server is not None:
+            server.timeout_sleep_s = FAULT_HOLD_S
         yield Provider(request.param, harness, model_id)
 
 
