@@ -191,7 +191,12 @@ def _kappa(a: list[str], b: list[str]) -> float:
 def _join(driver: Any, base: str, link: str) -> None:
     driver.delete_all_cookies()
     driver.get(base + link)
-    assert driver.switch_to.active_element.get_attribute("id") == "start"  # focused: Enter
+    # The Start button takes the focus (autofocus) once the page is shown: Enter starts. A loaded
+    # machine may apply it a moment after the load event, so wait for it (a bound, not a speed).
+    WebDriverWait(driver, 20).until(
+        lambda d: d.switch_to.active_element.get_attribute("id") == "start"
+    )
+    assert driver.switch_to.active_element.get_attribute("id") == "start"
     _keys(driver, Keys.ENTER)
     WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "answer-form"))
 
