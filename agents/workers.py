@@ -4,16 +4,31 @@ role and the paper's limits. The verifier and its gates are in :mod:`agents.gate
 
 from __future__ import annotations
 
+import contextlib
+import json
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+import anyio
+from pydantic import BaseModel, ValidationError
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ContentFilterError, UnexpectedModelBehavior
-from pydantic_ai.messages import BinaryContent, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models import Model
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings, merge_model_settings
 
 from agents.bus import Envelope
 from agents.coordinator import FeedbackItem
@@ -147,13 +162,29 @@ class SeedCall:
 
 @dataclass
 class ModelRunner:
-    """Runs one role call: prompt + attachments → the role's output type, through the recorder."""
+    """Runs one role call: prompt + attachments → the role's output type, through the recorder.
+
+    A call is one model request, made directly (:meth:`Model.request` of the recorded model,
+    as ``pydantic_ai.direct.model_request`` does), not a pydantic-ai ``Agent`` run: an agent run
+    (its graph, capabilities and hooks) costs several milliseconds of CPU a call, which at
+    evaluation concurrency is most of what the event loop does. What the request carries is what
+    an agent run would hand the model, to the byte of its request key: the same user prompt
+    part, the model's own :meth:`Model.prepare_messages`, the run settings over the model's, and
+    the request parameters an agent builds for the output type (taken once per output type from
+    an agent run against a model that answers nothing: :func:`_output_parameters`). The
+    answer is read as the agent would in the one shape a well-behaved model gives (the output
+    tool called once, or one JSON text in the native and prompted modes); any other answer is
+    read by an agent run served that very response (:class:`_Answered`, no second call), so
+    malformed, truncated and refused outputs fail exactly as before.
+    ``tests/test_direct_runner.py`` holds both against an agent run, family by family."""
 
     recorder: CallRecorder
     model_for: Callable[[str], Model]
-    # One pydantic-ai Agent per output type: building one (its output schema) costs more than
-    # a call's own bookkeeping; the model is given per run.
+    # Per output type: the agent that reads an unusual answer (building one, its output schema,
+    # costs more than a call's own bookkeeping), and the request parameters an agent sends.
     _agents: dict[type[BaseModel], Agent[None, Any]] = field(default_factory=dict)
+    _parameters: dict[type[BaseModel], ModelRequestParameters] = field(default_factory=dict)
+    _seeing: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def run(
         self,
@@ -189,9 +220,6 @@ class ModelRunner:
             CallContext(seed_id=seed.seed_id, role=role, model=model_id, phase=phase, gate=gate),
             seed.append,
         )
-        agent = self._agents.get(output_type)
-        if agent is None:
-            agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
         text = render_prompt(context) + (f"\n\n{note}" if note else "")
         prompt: list[Any] = [text, *attachments]
         settings = ModelSettings(
@@ -199,21 +227,69 @@ class ModelRunner:
         )
         if extra_settings:
             settings = ModelSettings(**{**settings, **extra_settings})
+        parameters = await self._output_parameters(output_type)
+        # The run settings over the model's own, as an agent merges them.
+        sent = merge_model_settings(recorded.settings, settings)
+        messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(content=prompt)])]
         try:
-            result = await agent.run(prompt, model=recorded, model_settings=settings)
-        except (ModelRefused, ContentFilterError) as exc:
+            response = await recorded.request(
+                recorded.prepare_messages(messages, parameters), sent, replace(parameters)
+            )
+        except ModelRefused as exc:
+            raise MalformedOutput(role, model_id, "", str(exc), kind="refused") from exc
+        output = read_output(recorded, sent, parameters, response, output_type)
+        if output is not None:
+            return output
+        return await self._read_unusual(
+            recorded, role, model_id, prompt, settings, output_type, response
+        )
+
+    async def _output_parameters(self, output_type: type[BaseModel]) -> ModelRequestParameters:
+        found = self._parameters.get(output_type)
+        if found is None:
+            async with self._seeing:  # the first calls of a run all start at once: seen once
+                found = self._parameters.get(output_type)
+                if found is None:
+                    found = await _output_parameters(self._agent(output_type))
+                    self._parameters[output_type] = found
+        return found
+
+    def _agent(self, output_type: type[BaseModel]) -> Agent[None, Any]:
+        agent = self._agents.get(output_type)
+        if agent is None:
+            agent = self._agents[output_type] = Agent(None, output_type=output_type, retries=0)
+        return agent
+
+    async def _read_unusual(
+        self,
+        recorded: RecordedModel,
+        role: str,
+        model_id: str,
+        prompt: list[Any],
+        settings: ModelSettings,
+        output_type: type[T],
+        response: ModelResponse,
+    ) -> T:
+        """An answer not in the one well-behaved shape, read by an agent run that is served
+        ``response`` (already paid for and recorded) instead of calling the model again: its
+        output, or the :class:`MalformedOutput` the agent's reading amounts to."""
+        served = _Answered(recorded.wrapped, response)
+        try:
+            result = await self._agent(output_type).run(
+                prompt, model=served, model_settings=settings
+            )
+        except ContentFilterError as exc:
             raise MalformedOutput(role, model_id, "", str(exc), kind="refused") from exc
         except UnexpectedModelBehavior as exc:
-            last = recorded.last_response
             detail = str(exc)
             kind: Unusable = "malformed"
-            if last is not None and last.finish_reason == "length":
+            if response.finish_reason == "length":
                 kind = "truncated"
                 detail = (
                     f"output cut off at the {settings.get('max_tokens')}-token limit before it "
                     f"was complete ({detail})"
                 )
-            raise MalformedOutput(role, model_id, _raw_text(last), detail, kind=kind) from exc
+            raise MalformedOutput(role, model_id, _raw_text(response), detail, kind=kind) from exc
         output: T = result.output
         return output
 
@@ -236,6 +312,115 @@ class ModelRunner:
             return context
         rates = self.video_rates(model_id, attachments)
         return context.model_copy(update={"video_rates": rates}) if rates else context
+
+
+class _ParametersSeen(Exception):
+    """Ends the agent run that shows which request parameters an agent sends."""
+
+
+class _SeeParameters(WrapperModel):
+    """Keeps the request parameters an agent run hands its model, and stops the run there."""
+
+    def __init__(self) -> None:
+        super().__init__(TestModel())
+        self.seen: ModelRequestParameters | None = None
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        self.seen = model_request_parameters
+        raise _ParametersSeen
+
+
+async def _output_parameters(agent: Agent[None, Any]) -> ModelRequestParameters:
+    """The request parameters ``agent`` sends for its output type (the output tool, the
+    output object, the output mode left to the model): one run against a model that keeps them
+    and answers nothing. They do not depend on the model for a run's first request (pydantic-ai
+    resolves the ``auto`` output mode inside the model's own ``prepare_request``)."""
+    seer = _SeeParameters()
+    with contextlib.suppress(_ParametersSeen):
+        await agent.run("", model=seer)
+    if seer.seen is None:  # pragma: no cover - an agent run always makes its first request
+        raise RuntimeError("the agent run made no model request")
+    return seer.seen
+
+
+class _Answered(WrapperModel):
+    """A model that answers with a response already received (and recorded): calls nothing."""
+
+    def __init__(self, wrapped: Model, response: ModelResponse) -> None:
+        super().__init__(wrapped)
+        self.response = response
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The response given at construction."""
+        return self.response
+
+
+_OUTPUT_MODES: dict[tuple[str, str, str], tuple[str, frozenset[str]]] = {}
+
+
+def _output_mode(
+    model: Model, settings: ModelSettings | None, parameters: ModelRequestParameters
+) -> tuple[str, frozenset[str]]:
+    """The output mode ``model`` resolves ``parameters`` to under ``settings`` (tool, native or
+    prompted, as its profile and the thinking setting decide) and the output tools it then
+    sends: the model's own :meth:`Model.prepare_request`, once per model, output and settings
+    (its warnings about settings the model ignores are the request's own to give)."""
+    key = (
+        f"{type(model).__qualname__}:{model.model_name}:{model.system}",
+        json.dumps(parameters.output_object.json_schema if parameters.output_object else None),
+        json.dumps(dict(settings or {}), sort_keys=True, default=str),
+    )
+    found = _OUTPUT_MODES.get(key)
+    if found is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _settings, prepared = model.prepare_request(settings, parameters)
+        found = _OUTPUT_MODES[key] = (
+            prepared.output_mode,
+            frozenset(tool.name for tool in prepared.output_tools),
+        )
+    return found
+
+
+def read_output(
+    model: Model,
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    response: ModelResponse,
+    output_type: type[T],
+) -> T | None:
+    """The output an agent run reads from ``response`` when the answer has the one shape a
+    well-behaved model gives: in the tool mode, the output tool called once and no text; in the
+    native and prompted modes, one text that is a JSON object, no tool call. ``None`` for any
+    other answer, or one that does not validate: an agent's own reading decides those
+    (markdown fences, several texts, a refusal, a cut-off answer, the error message)."""
+    if any(not isinstance(p, TextPart | ToolCallPart | ThinkingPart) for p in response.parts):
+        return None
+    mode, tools = _output_mode(model, settings, parameters)
+    texts = [p.content for p in response.parts if isinstance(p, TextPart) and p.content]
+    calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+    try:
+        if mode == "tool" and not texts and len(calls) == 1 and calls[0].tool_name in tools:
+            args = calls[0].args
+            if isinstance(args, str):
+                return output_type.model_validate_json(args or "{}")
+            return output_type.model_validate(args or {})
+        # A text not opening with "{": pydantic-ai looks for markdown fences in it.
+        if mode in ("native", "prompted") and not calls and len(texts) == 1 and texts[0][:1] == "{":
+            return output_type.model_validate_json(texts[0])
+    except ValidationError:
+        return None
+    return None
 
 
 def _feedback(items: Sequence[FeedbackItem]) -> tuple[Feedback, ...]:
