@@ -207,7 +207,12 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
                 "charged_micros": event.charged_micros,
             }
         elif isinstance(event, CallRefused):
-            step = {"step": "call refused", "role": event.role, "reason": event.reason}
+            step = {
+                "step": "call refused",
+                "role": event.role,
+                "cap": event.cap,
+                "reason": event.reason,
+            }
         elif isinstance(event, GatePassed):
             step = {"step": "pass", "phase": event.phase, "gate": event.gate}
         elif isinstance(event, GateRejected):

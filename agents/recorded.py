@@ -694,6 +694,7 @@ class CallRecorder:
                     model=context.model,
                     needed_micros=needed,
                     reason=str(exc),
+                    cap=exc.which,
                 )
             )
             raise

@@ -716,7 +716,11 @@ class BudgetStops:
         out = []
         for which, count in sorted(by_cap.items()):
             largest = max(n for w, n in self.seeds.values() if w == which)
-            whose = {"run": "the run's cap", "seed": "the per-seed cap"}.get(which, which)
+            whose = {
+                "run": "the run's cap",
+                "seed": "the per-seed cap",
+                "account": "a shared account's cap",
+            }[which]
             out.append(
                 f"[yellow]stopped by {whose}[/]: {count} seed(s); the largest next call "
                 f"needed {micros_to_usd(largest):.4f} USD"
@@ -776,12 +780,7 @@ def _budget_stops(app_: App, report: RunReport) -> BudgetStops:
             if isinstance(e := s.event(), CallRefused)
         ]
         if refused:
-            last = refused[-1]
-            which = next(
-                (w for w in ("seed", "account") if f"budget exhausted for {w}" in last.reason),
-                "run",
-            )
-            seeds[seed_id] = (which, last.needed_micros)
+            seeds[seed_id] = (refused[-1].cap, refused[-1].needed_micros)
     return BudgetStops(
         seeds=seeds,
         spent_micros=report.spent_micros,

@@ -218,14 +218,17 @@ class ProviderResourceCreated(Event):
 
 
 class CallRefused(Event):
-    """The budget refused a call: the reservation would have passed a cap."""
+    """The budget refused a call: the reservation would have passed ``cap`` (the run's, the
+    seed's, or a shared account's of the daemon and its workers)."""
 
+    schema_version: int = 2
     type: Literal["CallRefused"] = "CallRefused"
     key: str
     role: str
     model: str
     needed_micros: int
     reason: str
+    cap: Literal["run", "seed", "account"]
 
 
 class QAProposed(Event):
@@ -410,6 +413,15 @@ AnyEvent = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
+
+def _refused_cap(reason: str) -> str:
+    """Whose cap a schema-1 ``CallRefused`` reason names."""
+    for which in ("seed", "account"):
+        if reason.startswith(f"budget exhausted for {which} "):
+            return which
+    return "run"
+
+
 # (type, stored schema) → function bringing its data to the current schema.
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     # Schema 1 was written before the gate's rule and the sampling were settings: they were the
@@ -417,6 +429,10 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("PairKept", 1): lambda data: {**data, "rule": _FIRST_GATE_RULE},
     ("PairDropped", 1): lambda data: {**data, "rule": _FIRST_GATE_RULE},
     ("PairsSampled", 1): lambda data: {**data, "sampling": "stratified"},
+    # Schema 1 said whose cap refused only in its reason, as policies.budget.BudgetExhausted
+    # worded it then ("budget exhausted for seed 's1': ...", "... for account 'x': ...",
+    # "... for the run: ...").
+    ("CallRefused", 1): lambda data: {**data, "cap": _refused_cap(str(data["reason"]))},
 }
 
 

@@ -13,18 +13,21 @@ from typing import Any, Literal
 import pytest
 from sqlalchemy import create_engine
 
+from policies.budget import BudgetExhausted
 from store.errors import ConfigError, StoreConflict
 from store.events import (
     UPCASTERS,
     AttemptStarted,
     CallFailed,
     CallRecorded,
+    CallRefused,
     Event,
     GateRejected,
     ItemAccepted,
     RunStarted,
     SeedStarted,
     SeedStopped,
+    decode_event,
 )
 from store.eventstore import (
     EventStore,
@@ -423,3 +426,28 @@ def test_an_event_store_path_is_sqlite(tmp_path: Path) -> None:
     assert isinstance(store, SqliteEventStore)
     assert (tmp_path / "sub" / "ev.db").exists()
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("which", "account"), [("run", None), ("seed", None), ("account", "daemon")]
+)
+def test_a_schema_1_refusal_reads_whose_cap_refused_it_from_its_reason(
+    which: Literal["run", "seed", "account"], account: str | None
+) -> None:
+    """``CallRefused`` schema 1 said whose cap refused only in its reason; read today, its
+    ``cap`` is the one that reason names (worded as the budget words it)."""
+    reason = str(
+        BudgetExhausted(
+            seed_id="s1",
+            needed_micros=10,
+            left_micros=1,
+            cap_micros=5,
+            which=which,
+            account=account,
+        )
+    )
+    data = {"key": "k", "role": "r", "model": "m", "needed_micros": 10, "reason": reason}
+    event = decode_event("CallRefused", 1, data)
+    assert isinstance(event, CallRefused)
+    assert event.cap == which
+    assert event.schema_version == 2

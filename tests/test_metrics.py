@@ -153,7 +153,12 @@ def seed_log() -> list[tuple[str, list[Event]]]:
             [
                 *started("s3"),
                 CallRefused(
-                    key="k-s3", role="generator", model=GEMINI, needed_micros=500_000, reason="cap"
+                    key="k-s3",
+                    role="generator",
+                    model=GEMINI,
+                    needed_micros=500_000,
+                    reason="cap",
+                    cap="run",
                 ),
                 SeedStopped(seed_id="s3", reason="budget"),
             ],

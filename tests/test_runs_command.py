@@ -20,7 +20,7 @@ from playlisteval.cli import EXIT_FIX, BudgetStops
 from playlisteval.cli import app as cli_app
 from playlisteval.overview import run_state
 from playlisteval.settings import load_settings
-from store.events import RunFinished, RunResumed, RunStarted
+from store.events import CallRefused, RunFinished, RunResumed, RunStarted, seed_stream
 from store.runlog import run_ids
 
 
@@ -189,6 +189,31 @@ def test_a_budget_stop_names_the_command_and_a_cap_that_goes_on(workspace: Path)
     calls = re.search(r"\((\d+) calls made", " ".join(resumed.output.split()))
     assert calls, resumed.output
     assert int(calls.group(1)) >= 2  # each stopped seed made the call it was refused
+
+
+def test_a_seed_cap_stop_is_told_by_the_event_and_says_how_to_go_on(workspace: Path) -> None:
+    """A per-seed cap too small for any call: each refusal records whose cap refused it (the
+    seed's), and the report names that cap, not the run's, with no `--run --budget` to resume
+    with (a resumed run keeps its per-seed cap)."""
+    stopped = invoke(
+        "curate", "--budget", "5", "--per-seed", "0.001", "--max-seeds", "2",
+        "--home", str(workspace),
+    )  # fmt: skip
+    assert stopped.exit_code == 0, stopped.output
+    with App(load_settings(workspace)) as app:
+        (run_id,) = run_ids(app.events)
+        refused = [
+            e
+            for s in app.events.read_all(stream_prefix=seed_stream(run_id, ""))
+            if isinstance(e := s.event(), CallRefused)
+        ]
+    assert len(refused) == 2
+    assert {e.cap for e in refused} == {"seed"}
+    flat = " ".join(stopped.output.split())
+    assert "stopped by the per-seed cap: 2 seed(s)" in flat
+    assert "a resumed run keeps its per-seed cap" in flat
+    assert "resume with:" not in flat
+    assert "run's cap" not in flat
 
 
 @pytest.mark.parametrize(
