@@ -731,3 +731,12 @@ def test_evaluation_json_records_each_sessions_code_and_mode_and_the_report_show
     provenance = write_report([out], tmp_path / "report").markdown.read_text()
     expected = f"{code_version()}; {len(after)} session(s), offline"
     assert f"| code version (of the evaluation, {out}) | {expected} |" in provenance
+
+
+def test_the_demo_evaluates_every_retriever_so_its_report_compares_their_recall() -> None:
+    """The paper's four retrievers each get a retrieved condition in the demo's evaluation
+    (and every condition there parses)."""
+    parsed = [parse_condition(c) for c in runs.DEMO_CONDITIONS]
+    retrievers = {c.retriever for c in parsed if c.frames == "retrieved"}
+    assert retrievers == {"bm25", "text", "multimodal", "hybrid"}
+    assert set(runs.DEFAULT_CONDITIONS) <= set(runs.DEMO_CONDITIONS)
