@@ -657,6 +657,7 @@ def demo(
             exported.path,
             ["offline-first", "offline-transcript", "offline-frames"],
             root / "exports" / "evaluation",
+            list(runs.DEMO_CONDITIONS),
         )
         from playlisteval.report import write_report
 
@@ -1862,6 +1863,28 @@ def annotations_invite(
     with _open(home) as app_:
         links = invite_annotators(app_, benchmark, names)
     _print_invites(links, url.rstrip("/"), names)
+
+
+@annotations_app.command("withdraw")
+def annotations_withdraw(
+    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    names: Annotated[list[str], typer.Argument(help="Invited annotators to withdraw.")],
+    home: HomeOption = None,
+) -> None:
+    """Withdraw invited annotators (one who never joined, or stopped): the pairs assigned to
+    them go to the others, and only theirs move; their answers so far are kept; their invite
+    link no longer lets them in. `annotations invite` takes them back."""
+    from playlisteval.ui import withdraw_annotators
+
+    with _open(home) as app_:
+        held = withdraw_annotators(app_, benchmark, names)
+    for name, pairs in held.items():
+        moved = (
+            f"the {pairs} sampled pair(s) assigned to them now go to the other annotators"
+            if pairs
+            else "no sampled pair was theirs"
+        )
+        console.print(f"withdrew {escape(name)}: {moved}", soft_wrap=True)
 
 
 @annotations_app.command("export")

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from playlisteval import runs
@@ -29,6 +31,7 @@ from playlisteval.ui.annotations import (
     AnnotationRetracted,
     AnnotationState,
     AnnotatorInvited,
+    AnnotatorWithdrawn,
     BadName,
     OverlapDesigned,
     SampleDrawn,
@@ -1001,3 +1004,120 @@ def test_a_comment_a_spreadsheet_would_run_is_written_to_csv_as_text() -> None:
     assert rows[0]["gap"] == "2"
     (line,) = labels_text([row], "jsonl").splitlines()
     assert json.loads(line)["comment"] == '=HYPERLINK("http://x.example","click")'
+
+
+# -- withdrawing an annotator -------------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(["ann", "bob", "cy", "dan", "eve", "fay"]), min_size=2,
+                   max_size=6, unique=True),
+    k=st.integers(min_value=2, max_value=3),
+    share=st.sampled_from([0.25, 0.5, 1.0]),
+    seed=st.integers(min_value=0, max_value=2**16),
+    data=st.data(),
+)  # fmt: skip
+def test_withdrawing_annotators_moves_only_their_pairs_and_leaves_none_unassigned(
+    names: list[str], k: int, share: float, seed: int, data: st.DataObject
+) -> None:
+    """Whoever is withdrawn, every sampled pair still goes to as many of the others as the
+    design asks (or all of them, when fewer are left), no remaining annotator loses a pair,
+    and inviting them again gives back exactly what they had."""
+    gone = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names) - 1,
+                              unique=True))  # fmt: skip
+    pairs = tuple(f"p{i:03d}" for i in range(40))
+    state = AnnotationState()
+    events: list[Any] = [
+        SampleDrawn(benchmark_sha256="x", sample_size=len(pairs), seed=seed, pair_ids=pairs),
+        design_overlap(pairs, k, share, seed),
+        *(AnnotatorInvited(name=n) for n in names),
+    ]
+    for version, event in enumerate(events, start=1):
+        state.apply(version, event)
+    before = {name: set(state.assigned(name)) for name in names}
+    for name in gone:
+        state.apply(state.version + 1, AnnotatorWithdrawn(name=name))
+    left = [n for n in names if n not in gone]
+    assert state.invited == left
+    assert state.withdrawn == gone
+    for pair_id in pairs:
+        holders = [n for n in left if pair_id in state.assigned(n)]
+        wanted = k if pair_id in state.overlap else 1
+        assert len(holders) == min(wanted, len(left)), pair_id
+    for name in left:
+        assert before[name] <= set(state.assigned(name))  # theirs stay theirs
+    for name in gone:
+        assert state.assigned(name) == []
+        state.apply(state.version + 1, AnnotatorInvited(name=name))
+    assert state.withdrawn == []
+    assert {n: set(state.assigned(n)) for n in names} == before
+
+
+def test_a_withdrawn_annotator_is_let_in_no_more_their_answers_stay_and_an_invite_undoes_it(
+    opened: App, workspace: Path, bench: Path, records: dict[str, dict[str, Any]]
+) -> None:
+    """`annotations withdraw`: one who never joined gives their pairs to the others; one who
+    labelled keeps their answers in the export but can neither join nor label again; a name
+    not invited is one line and exit 2; `annotations invite` takes them back."""
+    web = create_app(
+        opened,
+        bench,
+        sample_size=SAMPLE,
+        secret=SECRET,
+        invites=["ann", "bob", "cy"],
+        overlap=2,
+        overlap_share=0.5,
+    )
+    client = TestClient(web, follow_redirects=False)
+    join(client, "ann")
+    answered = label_next(client, records, "intended")
+    unsent = client.get("/annotate").text  # ann's next pair, open in her browser
+    log = AnnotationLog(opened.events, load_benchmark(bench))
+    bobs = set(log.state().assigned("bob"))
+    assert bobs
+    runner = CliRunner()
+
+    def withdraw(*names: str) -> Any:
+        argv = ["annotations", "withdraw", str(bench), *names, "--home", str(workspace)]
+        return runner.invoke(cli_app, argv)
+
+    result = withdraw("bob")
+    assert result.exit_code == 0, result.output
+    assert f"withdrew bob: the {len(bobs)} sampled pair(s) assigned to them now go to" in " ".join(
+        result.output.split()
+    )
+    state = log.state()
+    assert state.invited == ["ann", "cy"]
+    assert all(state.pair_annotators(p) for p in state.pair_ids)  # nothing left unassigned
+    refused = client.get(web.state.invite_links["bob"])
+    assert refused.status_code == 403
+    assert "was withdrawn" in html.unescape(refused.text)
+
+    assert withdraw("ann").exit_code == 0
+    late = client.post(
+        "/annotate",
+        data={
+            "pair_id": hidden(unsent, "pair_id"),
+            "token": hidden(unsent, "token"),
+            "choice": "A",
+            "comment": "",
+        },
+    )
+    assert late.status_code == 403
+    state = log.state()
+    assert [(r.annotator, r.pair_id) for r in state.recorded()] == [("ann", answered)]
+    assert all(state.pair_annotators(p) == ["cy"] for p in state.pair_ids)
+
+    again = withdraw("ann", "zed")
+    assert again.exit_code == 2
+    assert "'ann' was withdrawn" in " ".join(again.output.split())
+    assert "Traceback" not in again.output
+    assert log.state().invited == ["cy"]  # a refused call withdraws no one
+
+    back = runner.invoke(
+        cli_app, ["annotations", "invite", str(bench), "bob", "--home", str(workspace)]
+    )
+    assert back.exit_code == 0, back.output
+    assert client.get(web.state.invite_links["bob"]).status_code == 200
+    assert bobs <= set(log.state().assigned("bob"))  # his again, and ann's share with cy

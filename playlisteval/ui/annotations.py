@@ -56,6 +56,16 @@ class AnnotatorJoined(Event):
     name: str
 
 
+class AnnotatorWithdrawn(Event):
+    """Whoever runs the UI withdrew an invited annotator (``annotations withdraw``), one who
+    never joined or stopped labelling: the pairs assigned to them go to the others
+    (:func:`assignees` moves only theirs), their invite link no longer lets them in, and the
+    answers they gave stay. Inviting them again undoes it."""
+
+    type: Literal["AnnotatorWithdrawn"] = "AnnotatorWithdrawn"
+    name: str
+
+
 class SampleDrawn(Event):
     """The pairs to be labelled. How they are shared among annotators is the
     :class:`OverlapDesigned` recorded after it (``assignment`` is the field's old default: a
@@ -114,6 +124,7 @@ class AnnotationRetracted(Event):
 AnnotationEvent = Annotated[
     AnnotatorInvited
     | AnnotatorJoined
+    | AnnotatorWithdrawn
     | SampleDrawn
     | OverlapDesigned
     | AnnotationRecorded
@@ -214,6 +225,20 @@ def chosen_shown_as(annotator: str, pair_id: str) -> Shown:
     return "A" if _digest(annotator, pair_id)[0] % 2 == 0 else "B"
 
 
+def not_invited(state: AnnotationState, name: str) -> str:
+    """Why ``name`` may not join or label: never invited, or withdrawn since."""
+    if name in state.withdrawn:
+        return (
+            f"{name!r} was withdrawn from labelling this benchmark (their pairs went to the "
+            "others); whoever runs the UI can invite them again (`playlisteval annotations "
+            "invite BENCH NAME`)"
+        )
+    return (
+        f"{name!r} is not invited to label this benchmark; ask whoever runs the UI for an "
+        "invite link (`playlisteval ui BENCH --invite NAME`)"
+    )
+
+
 def design_overlap(pair_ids: Sequence[str], k: int, share: float, seed: int) -> OverlapDesigned:
     """The overlap design of a sample: ``ceil(share * len(pair_ids))`` pairs, drawn with
     ``seed``, each to ``k`` annotators. :class:`ConfigError` for ``k < 2`` (agreement needs two)
@@ -255,8 +280,10 @@ class AnnotationState:
     version: int = 0
     sample: SampleDrawn | None = None
     design: OverlapDesigned | None = None
+    # Invited and not withdrawn, in the order invited: who the sample is shared among.
     invited: list[str] = field(default_factory=list)
-    annotators: list[str] = field(default_factory=list)
+    annotators: list[str] = field(default_factory=list)  # who ever joined
+    withdrawn: list[str] = field(default_factory=list)  # withdrawn and not invited again
     # Standing answers, oldest first (an answer given again after an undo moves to the end).
     labels: dict[tuple[str, str], AnnotationRecorded] = field(default_factory=dict)
     stamps: dict[tuple[str, str], Stamp] = field(default_factory=dict)
@@ -275,6 +302,12 @@ class AnnotationState:
         elif isinstance(event, AnnotatorInvited):
             if event.name not in self.invited:
                 self.invited.append(event.name)
+            if event.name in self.withdrawn:
+                self.withdrawn.remove(event.name)
+        elif isinstance(event, AnnotatorWithdrawn):
+            if event.name in self.invited:
+                self.invited.remove(event.name)
+                self.withdrawn.append(event.name)
         elif isinstance(event, AnnotatorJoined):
             if event.name not in self.annotators:
                 self.annotators.append(event.name)
@@ -522,17 +555,32 @@ class AnnotationLog:
         self._append(decide)
         return clean
 
+    def withdraw(self, names: Iterable[str]) -> dict[str, int]:
+        """Withdraw invited annotators (each once): their pairs go to the others. Returns, for
+        each, how many sampled pairs were theirs. A name not invited (or already withdrawn) is
+        :class:`NotInvited`, and no one is withdrawn then."""
+        clean = list(dict.fromkeys(check_name(name) for name in names))
+        held: dict[str, int] = {}
+
+        def decide(state: AnnotationState) -> list[Event]:
+            for name in clean:
+                if name not in state.invited:
+                    raise NotInvited(not_invited(state, name))
+                held[name] = len(state.assigned(name))
+            return [AnnotatorWithdrawn(name=n) for n in clean]
+
+        self._append(decide)
+        return held
+
     def join(self, name: str) -> str:
         """Record invited annotator ``name`` as joined (once); returns the name. The caller has
-        checked the invite link that names them; a name never invited is :class:`NotInvited`."""
+        checked the invite link that names them; a name not invited (never, or withdrawn
+        since) is :class:`NotInvited`."""
         clean = check_name(name)
 
         def decide(state: AnnotationState) -> list[Event]:
             if clean not in state.invited:
-                raise NotInvited(
-                    f"{clean!r} is not invited to label this benchmark; ask whoever runs the UI "
-                    "for an invite link (`playlisteval ui BENCH --invite NAME`)"
-                )
+                raise NotInvited(not_invited(state, clean))
             return [] if clean in state.annotators else [AnnotatorJoined(name=clean)]
 
         self._append(decide)
@@ -555,6 +603,8 @@ class AnnotationLog:
                 raise PairNotInSample(f"pair {pair_id!r} is not in the sample to label")
             if annotator not in state.annotators:
                 raise ForgedAnnotator(f"no annotator {annotator!r} has joined")
+            if annotator not in state.invited:
+                raise NotInvited(not_invited(state, annotator))
             if (annotator, pair_id) in state.labels:
                 raise AlreadyLabelled(
                     f"{annotator!r} already labelled pair {pair_id!r}; the answer stands (undo "

@@ -51,6 +51,7 @@ from playlisteval.ui.annotations import (
     chosen_shown_as,
     label_rows,
     labels_text,
+    not_invited,
 )
 from playlisteval.ui.answer_diff import diff_answers
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
@@ -225,6 +226,15 @@ def invite_annotators(
         secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
     )
     return {name: invite_path(signer, name) for name in log.state().invited}
+
+
+def withdraw_annotators(app: App, benchmark_dir: Path, names: Sequence[str]) -> dict[str, int]:
+    """Withdraw invited annotators from labelling the benchmark (one who never joined holds
+    their share of the sample until then): their pairs go to the others, their answers stay.
+    Returns how many sampled pairs each held. A name not invited is refused, and no one is
+    withdrawn then."""
+    benchmark = load_benchmark(benchmark_dir)
+    return AnnotationLog(app.events, benchmark).withdraw(names)
 
 
 def _clock(seconds: float) -> str:
@@ -592,7 +602,7 @@ def create_app(
             return _error(exc.status, str(exc))
         state = log.state()
         if name not in state.invited:
-            return _error(403, f"{name!r} is not invited to label this benchmark")
+            return _error(403, not_invited(state, name))
         return _page(
             "join.html",
             name=name,
