@@ -373,10 +373,14 @@ def _output_mode(
 ) -> tuple[str, frozenset[str]]:
     """The output mode ``model`` resolves ``parameters`` to under ``settings`` (tool, native or
     prompted, as its profile and the thinking setting decide) and the output tools it then
-    sends: the model's own :meth:`Model.prepare_request`, once per model, output and settings
-    (its warnings about settings the model ignores are the request's own to give)."""
+    sends: the model's own :meth:`Model.prepare_request`, once per adapter class, model name
+    and provider, output and settings (its warnings about settings the model ignores are the
+    request's own to give)."""
+    base = model
+    while isinstance(base, WrapperModel):  # the adapter itself, not the wrappers around it
+        base = base.wrapped
     key = (
-        f"{type(model).__qualname__}:{model.model_name}:{model.system}",
+        f"{type(base).__module__}.{type(base).__qualname__}:{base.model_name}:{base.system}",
         json.dumps(parameters.output_object.json_schema if parameters.output_object else None),
         json.dumps(dict(settings or {}), sort_keys=True, default=str),
     )
