@@ -365,23 +365,26 @@ class _Answered(WrapperModel):
         return self.response
 
 
-_OUTPUT_MODES: dict[tuple[str, str, str], tuple[str, frozenset[str]]] = {}
+_OUTPUT_MODES: dict[tuple[str, type[BaseModel], str], tuple[str, frozenset[str]]] = {}
 
 
 def _output_mode(
-    model: Model, settings: ModelSettings | None, parameters: ModelRequestParameters
+    model: Model,
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    output_type: type[BaseModel],
 ) -> tuple[str, frozenset[str]]:
     """The output mode ``model`` resolves ``parameters`` to under ``settings`` (tool, native or
     prompted, as its profile and the thinking setting decide) and the output tools it then
     sends: the model's own :meth:`Model.prepare_request`, once per adapter class, model name
-    and provider, output and settings (its warnings about settings the model ignores are the
-    request's own to give)."""
+    and provider, output type (``parameters`` are its) and settings (its warnings about
+    settings the model ignores are the request's own to give)."""
     base = model
     while isinstance(base, WrapperModel):  # the adapter itself, not the wrappers around it
         base = base.wrapped
     key = (
         f"{type(base).__module__}.{type(base).__qualname__}:{base.model_name}:{base.system}",
-        json.dumps(parameters.output_object.json_schema if parameters.output_object else None),
+        output_type,
         json.dumps(dict(settings or {}), sort_keys=True, default=str),
     )
     found = _OUTPUT_MODES.get(key)
@@ -410,7 +413,7 @@ def read_output(
     (markdown fences, several texts, a refusal, a cut-off answer, the error message)."""
     if any(not isinstance(p, TextPart | ToolCallPart | ThinkingPart) for p in response.parts):
         return None
-    mode, tools = _output_mode(model, settings, parameters)
+    mode, tools = _output_mode(model, settings, parameters, output_type)
     texts = [p.content for p in response.parts if isinstance(p, TextPart) and p.content]
     calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
     try:
