@@ -65,7 +65,9 @@ from tools.indexer import AddSummary, IndexSummary
 if TYPE_CHECKING:
     from playlisteval.export import ExportSummary
     from playlisteval.overview import AnnotationRow, BenchmarkRow, RunRow
+    from playlisteval.rehearsal import RehearsalRecord
     from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable
+    from tools.campaign import CampaignSpec
 
 # Models are loaded from files shipped in packages or given by path; never from a hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -622,13 +624,77 @@ def demo(
     narrate: Annotated[
         bool | None, typer.Option(help="Narrate with espeak-ng (default: when installed).")
     ] = None,
-    budget: Annotated[float, typer.Option(help="Cap of the demo's curation run (USD).")] = 5.0,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Cap of the curation run (USD). Default: 5 for the demo, 3 a seed for a "
+            "rehearsal (the offline provider spends nothing; it is priced as the configured "
+            "models would be)."
+        ),
+    ] = None,
     max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = 18,
+    domains: Annotated[
+        int | None,
+        typer.Option(
+            help="Rehearse a campaign: generate this many domains (1 to 7) of "
+            "--hours-per-domain hours and run every stage on them, measured."
+        ),
+    ] = None,
+    hours_per_domain: Annotated[
+        float | None, typer.Option(help="Rehearsal: hours of video per domain.")
+    ] = None,
+    scale: Annotated[
+        str | None,
+        typer.Option(help="Rehearsal at a named scale: 'paper' is 7 domains x 100 hours."),
+    ] = None,
+    seeds_per_domain: Annotated[
+        int, typer.Option(help="Rehearsal: seeds curated per domain (a capped sample).")
+    ] = 3,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Rehearsal: seeds and judgments worked on at once.")
+    ] = None,
+    frames: Annotated[
+        int, typer.Option(help="Rehearsal: frames each judgment is shown (uniform or retrieved).")
+    ] = 64,
+    video_minutes: Annotated[
+        float, typer.Option(help="Rehearsal: length of each generated episode (minutes).")
+    ] = 30.0,
+    haystack_hours: Annotated[
+        list[float] | None,
+        typer.Option(
+            help="Rehearsal: haystack lengths to build (repeatable). Default: those of 1, 10 "
+            "and 100 hours a domain can hold."
+        ),
+    ] = None,
 ) -> None:
-    """Run the whole pipeline on a synthetic playlist: no key, no network."""
+    """Run the whole pipeline on a synthetic playlist: no key, no network.
+
+    With --domains and --hours-per-domain (or --scale paper) it rehearses a campaign instead:
+    a generated collection of that size through index, near-duplicates, seeds, curation,
+    pairs, evaluation at haystacks of 1, 10 and 100 hours and the report, each stage's wall
+    time, peak memory and disk printed and kept in the workspace's rehearsal.json.
+    """
     _check_count(max_seeds, 1, "--max-seeds")
+    if domains is not None or hours_per_domain is not None or scale is not None:
+        _check_count(seeds_per_domain, 1, "--seeds-per-domain")
+        _check_count(frames, 1, "--frames")
+        try:
+            spec = _campaign_spec(domains, hours_per_domain, scale, haystack_hours, video_minutes)
+        except PlaylistEvalError as exc:
+            raise _fail(exc) from exc
+        _rehearse_campaign(
+            home,
+            spec,
+            budget=budget,
+            seeds_per_domain=seeds_per_domain,
+            concurrency=concurrency,
+            n_frames=frames,
+            haystacks=haystack_hours,
+        )
+        return
     from tools.synthetic import make_demo_playlist
 
+    budget = 5.0 if budget is None else budget
     root = (home or default_home() / "demo").expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     settings_file = root / SETTINGS_FILE
@@ -674,6 +740,175 @@ def demo(
             f"judge report: {judged.markdown} and {judged.html}",
         ):
             console.print(line, soft_wrap=True)
+
+
+def _campaign_spec(
+    domains: int | None,
+    hours_per_domain: float | None,
+    scale: str | None,
+    haystacks: list[float] | None,
+    video_minutes: float = 30.0,
+) -> CampaignSpec:
+    """The rehearsal's collection from the options, or ConfigError saying which is missing."""
+    from tools.campaign import PAPER_SCALE, CampaignSpec
+
+    for hours in haystacks or []:
+        if not (math.isfinite(hours) and hours > 0):
+            raise ConfigError(f"--haystack-hours must be positive hours, got {hours!r}")
+    if scale is not None:
+        if scale != "paper":
+            raise ConfigError(f"--scale {scale!r} is not known; the one named scale is 'paper'")
+        if domains is not None or hours_per_domain is not None:
+            raise ConfigError(
+                "--scale paper sets --domains and --hours-per-domain: give one or the other"
+            )
+        return PAPER_SCALE
+    if domains is None or hours_per_domain is None:
+        raise ConfigError(
+            "a rehearsal needs both --domains N and --hours-per-domain H (or --scale paper)"
+        )
+    return CampaignSpec(
+        domains=domains, hours_per_domain=hours_per_domain, video_minutes=video_minutes
+    )
+
+
+REHEARSAL_SETTINGS = """\
+# Written by `playlisteval demo --domains … --hours-per-domain …`: the paper's settings, except
+# that the generated collection's captions stand in for speech.
+[index]
+transcriber = "captions"
+"""
+
+
+def _rehearse_campaign(
+    home: Path | None,
+    spec: CampaignSpec,
+    *,
+    budget: float | None,
+    seeds_per_domain: int,
+    concurrency: int | None,
+    n_frames: int,
+    haystacks: list[float] | None,
+) -> None:
+    """Every stage of a campaign on a generated collection, each one measured."""
+    from datetime import UTC, datetime
+
+    from playlisteval.rehearsal import (
+        RehearsalRecord,
+        StageMeter,
+        campaign_conditions,
+        default_haystacks,
+        save_record,
+    )
+    from playlisteval.report import write_report
+    from tools.campaign import make_campaign
+
+    name = f"rehearsal-{spec.domains}x{spec.hours_per_domain:g}h"
+    root = (home or default_home() / name).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / SETTINGS_FILE).exists():
+        (root / SETTINGS_FILE).write_text(REHEARSAL_SETTINGS)
+    meter = StageMeter(root)
+    hours = haystacks or default_haystacks(spec.hours_per_domain)
+    seeds = spec.domains * seeds_per_domain
+    console.print(
+        f"[bold]Campaign rehearsal[/]: {spec.domains} domain(s) x {spec.hours_per_domain:g} h "
+        f"({spec.hours:g} h in {spec.domains * spec.videos_per_domain} videos); {seeds} seeds; "
+        f"haystacks {', '.join(f'{h:g}' for h in hours)} h; offline provider (a harness, "
+        "not evidence of model quality)"
+    )
+    collection = root / "collection"
+    with meter.stage("generate") as notes, _progress() as bars:
+        task = bars.add_task("generating videos", total=None)
+        manifest = make_campaign(
+            collection,
+            spec,
+            progress=lambda done, total: bars.update(task, completed=done, total=total),
+        )
+        notes.append(f"{spec.domains * spec.videos_per_domain} videos")
+    with _open(root, create=True) as app_:
+        with meter.stage("add") as notes:
+            summary = app_.indexer().add(str(manifest), domain=None, allowed_roots=[collection])
+            notes.append(f"{summary.videos} videos listed")
+        with meter.stage("index") as notes:
+            with _progress() as bars:
+                indexer = app_.indexer(RichIndexProgress(bars))
+                indexer.prepare_media()
+                done = indexer.index_ready()
+            notes.append(f"{done.chunks_computed} chunks computed")
+        with meter.stage("near-duplicates") as notes:
+            done.duplicates = indexer.dedupe()
+            notes.append(f"{len(done.duplicates)} dropped")
+        with meter.stage("seeds") as notes:
+            done.seeds_per_domain = indexer.compute_seeds()
+            notes.append(f"{sum(done.seeds_per_domain.values())} seeds")
+        _print_index(app_, indexer.totals(done))
+        cap = budget if budget is not None else 3.0 * seeds
+        with meter.stage("curate") as notes:
+            report = _curate(
+                app_,
+                budget=cap,
+                max_seeds=seeds,
+                concurrency=concurrency,
+                run=None,
+                per_seed=None,
+                again=True,
+            )
+            notes.append(f"{len(report.accepted)} of {seeds} seeds accepted")
+        with meter.stage("pairs") as notes, _step_bars() as bars:
+            run_id, chosen = runs.select_pairs(app_, report.run_id, progress=StepBars(bars))
+            notes.append(f"{len(chosen)} pairs kept")
+        out = root / "exports" / report.run_id
+        with meter.stage("export") as notes:
+            exported = runs.export(app_, out / "benchmark", run_id)
+            notes.append(f"{exported.pairs} pairs")
+        _print_export(exported)
+        conditions = campaign_conditions(hours, n_frames)
+        with meter.stage("eval") as notes, _step_bars() as bars:
+            evaluation = runs.evaluate(
+                app_,
+                exported.path,
+                ["offline-first", "offline-transcript", "offline-frames"],
+                out / "evaluation",
+                conditions,
+                progress=_JudgingProgress(bars),
+            )
+            notes.append(f"{len(evaluation.records)} judgments")
+        with meter.stage("report") as notes:
+            written = write_report([evaluation.out_dir], out / "report", events=app_.events)
+            notes.append(str(written.markdown))
+    record = RehearsalRecord(
+        command=" ".join(["playlisteval", *sys.argv[1:]]),
+        domains=spec.domains,
+        hours_per_domain=spec.hours_per_domain,
+        hours=spec.hours,
+        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        stages=meter.figures,
+    )
+    saved = save_record(root, record)
+    console.print(_stages_table(record))
+    for line in (
+        f"stage figures: {saved}",
+        f"report: {written.markdown}",
+        f"workspace: {root}",
+    ):
+        console.print(line, soft_wrap=True)
+
+
+def _stages_table(record: RehearsalRecord) -> Table:
+    table = Table(title=f"Stages ({record.hours:g} h in all)")
+    for column in ("stage", "wall (s)", "peak memory (MiB)", "disk after (MiB)", "what"):
+        table.add_column(column, justify="left" if column in ("stage", "what") else "right")
+    for f in record.stages:
+        table.add_row(
+            f.stage,
+            f"{f.seconds:.1f}",
+            f"{f.peak_rss_bytes / 2**20:.0f}",
+            f"{f.disk_bytes / 2**20:.0f}",
+            escape(f.note),
+        )
+    table.add_row("all", f"{record.total_seconds:.1f}", "", "", "")
+    return table
 
 
 # -- curation -------------------------------------------------------------------------------------

@@ -476,6 +476,14 @@ class Indexer:
 
     def run(self) -> IndexSummary:
         """Index every ready video, then drop near-duplicates and compute seeds."""
+        summary = self.index_ready()
+        summary.duplicates = self.dedupe()
+        summary.seeds_per_domain = self.compute_seeds()
+        return self.totals(summary)
+
+    def index_ready(self) -> IndexSummary:
+        """Index every ready video (chunks, transcripts, embeddings, segments), nothing after:
+        :meth:`run` without near-duplicates and seeds, for a caller that times each stage."""
         summary = IndexSummary()
         ready = self.catalog.videos(statuses=[READY])
         plans: list[tuple[VideoRow, list[tuple[float, float]], list[int]]] = []
@@ -504,8 +512,10 @@ class Indexer:
                     self.progress.video_finished(video, error)
         finally:
             self.progress.end()
-        summary.duplicates = self.dedupe()
-        summary.seeds_per_domain = self.compute_seeds()
+        return summary
+
+    def totals(self, summary: IndexSummary) -> IndexSummary:
+        """``summary`` with the catalogue's totals filled in (chunks, segments, hours)."""
         summary.chunks_total = self.catalog.chunk_count()
         indexed = self.catalog.videos(statuses=[INDEXED])
         summary.segments_total = len(self.catalog.segments(video_ids=[v.id for v in indexed]))

@@ -34,10 +34,18 @@ from store.errors import ConfigError, MediaError
 
 __all__ = [
     "DOMAINS",
+    "LABEL_WORDS",
+    "PALETTE",
+    "POSITIONS",
+    "SHAPE_KINDS",
+    "Shape",
+    "draw_scene",
     "espeak_available",
     "make_demo_playlist",
     "make_narrated_clip",
     "narrate_to_wav",
+    "write_mp4",
+    "write_vtt",
 ]
 
 ESPEAK = "espeak-ng"
@@ -314,7 +322,9 @@ DOMAINS: dict[str, _Domain] = {
 
 
 @dataclass(frozen=True)
-class _Shape:
+class Shape:
+    """One shape of a scene: its kind, colour and named grid position."""
+
     kind: str
     colour: str
     position: str
@@ -323,7 +333,7 @@ class _Shape:
 @dataclass(frozen=True)
 class _ScenePlan:
     background: str
-    shapes: tuple[_Shape, ...]
+    shapes: tuple[Shape, ...]
     text: str
     narration: tuple[str, ...]
 
@@ -376,13 +386,13 @@ def make_narrated_clip(
     audio = np.zeros(round(duration * AUDIO_RATE), dtype=np.float32)
     start = round(lead * AUDIO_RATE)
     audio[start : start + len(speech)] = speech
-    shapes = (_Shape("circle", "yellow", "center"),)
-    image = _draw_scene("blue", shapes, "", width, height)
+    shapes = (Shape("circle", "yellow", "center"),)
+    image = draw_scene("blue", shapes, "", width, height)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_mp4(out_path, [(image, n_frames)], audio, fps)
+    write_mp4(out_path, [(image, n_frames)], audio, fps)
     vtt_path = out_path.with_suffix(".vtt")
-    _write_vtt(vtt_path, [(s + lead, e + lead, text) for s, e, text in cues])
+    write_vtt(vtt_path, [(s + lead, e + lead, text) for s, e, text in cues])
     return out_path, vtt_path
 
 
@@ -557,7 +567,7 @@ def _plan_video(
         colours = rng.sample(others, count)
         positions = rng.sample(POSITIONS, count)
         shapes = tuple(
-            _Shape(rng.choice(SHAPE_KINDS), colour, position)
+            Shape(rng.choice(SHAPE_KINDS), colour, position)
             for colour, position in zip(colours, positions, strict=True)
         )
         text = f"{rng.choice(LABEL_WORDS)} {rng.randrange(10, 100)}"
@@ -601,9 +611,11 @@ def _shape_radius(width: int, height: int) -> int:
     return round(0.32 * min(width / 3, grid_h / 3))
 
 
-def _draw_scene(
-    background: str, shapes: Sequence[_Shape], text: str, width: int, height: int
+def draw_scene(
+    background: str, shapes: Sequence[Shape], text: str, width: int, height: int
 ) -> npt.NDArray[np.uint8]:
+    """One still picture (height × width × RGB): a flat background, the shapes at their grid
+    cells and ``text`` (when any) in the label band at the bottom."""
     image = Image.new("RGB", (width, height), PALETTE[background])
     draw = ImageDraw.Draw(image)
     radius = _shape_radius(width, height)
@@ -747,7 +759,7 @@ def _render_video(
             narration = [text for _, _, text in cues]
         cues = [(start + SCENE_LEAD_IN_S + s, start + SCENE_LEAD_IN_S + e, t) for s, e, t in cues]
         all_cues.extend(cues)
-        pictures.append((_draw_scene(plan.background, plan.shapes, plan.text, width, height),
+        pictures.append((draw_scene(plan.background, plan.shapes, plan.text, width, height),
                          frames_per_scene))  # fmt: skip
         scenes.append(
             {
@@ -773,8 +785,8 @@ def _render_video(
         )
     video_path = out_dir / entry["path"]
     video_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_mp4(video_path, pictures, audio, fps)
-    _write_vtt(out_dir / entry["captions"][0], all_cues)
+    write_mp4(video_path, pictures, audio, fps)
+    write_vtt(out_dir / entry["captions"][0], all_cues)
     return {
         "id": entry["id"],
         "title": entry["title"],
@@ -821,13 +833,14 @@ def _plant_duplicate(
     return {"id": entry["id"], "duplicate_of": source["id"], "playlist_id": playlist["id"]}
 
 
-def _write_mp4(
+def write_mp4(
     path: Path,
     pictures: Sequence[tuple[npt.NDArray[np.uint8], int]],
-    audio: FloatArray,
+    audio: FloatArray | None,
     fps: int,
 ) -> None:
-    """Encode still pictures (each held for its frame count) plus a mono track to H.264/AAC."""
+    """Encode still pictures (each held for its frame count) plus a mono track to H.264/AAC;
+    ``audio=None`` writes a file with no audio track (a caption-only video)."""
     height, width = pictures[0][0].shape[:2]
     with av.open(str(path), mode="w", format="mp4") as container:
         video = container.add_stream("libx264", rate=fps)
@@ -835,8 +848,10 @@ def _write_mp4(
         # One keyframe per few seconds keeps seeking cheap; ultrafast keeps encoding cheap.
         video.codec_context.gop_size = fps * 10
         video.codec_context.options = {"preset": "ultrafast", "tune": "stillimage"}
-        sound = container.add_stream("aac", rate=AUDIO_RATE, layout="mono")
-        sound.codec_context.time_base = Fraction(1, AUDIO_RATE)
+        sound = None
+        if audio is not None:
+            sound = container.add_stream("aac", rate=AUDIO_RATE, layout="mono")
+            sound.codec_context.time_base = Fraction(1, AUDIO_RATE)
         pts = 0
         sample_at = 0
         chunk = 1024
@@ -848,6 +863,8 @@ def _write_mp4(
                 frame.pts = pts
                 pts += 1
                 container.mux(video.encode(frame))
+            if audio is None or sound is None:
+                continue
             # Interleave the audio up to the picture's end so players need not buffer much.
             until = min(len(audio), round(pts / fps * AUDIO_RATE))
             while sample_at < until:
@@ -861,7 +878,8 @@ def _write_mp4(
                 container.mux(sound.encode(aframe))
                 sample_at += len(piece)
         container.mux(video.encode(None))
-        container.mux(sound.encode(None))
+        if sound is not None:
+            container.mux(sound.encode(None))
 
 
 def _vtt_time(seconds: float) -> str:
@@ -871,7 +889,7 @@ def _vtt_time(seconds: float) -> str:
     return f"{hours:02d}:{minutes:02d}:{rest // 1000:02d}.{rest % 1000:03d}"
 
 
-def _write_vtt(path: Path, cues: Sequence[Cue]) -> None:
+def write_vtt(path: Path, cues: Sequence[Cue]) -> None:
     lines = ["WEBVTT", ""]
     for start, end, text in cues:
         lines += [f"{_vtt_time(start)} --> {_vtt_time(end)}", text, ""]

@@ -116,7 +116,10 @@ class _FrameCache:
     """Decoded and described clips by content, start and rate (a run shows the same clips often);
     of a clip whose frames the caller fixed, the frames nearest those instants only."""
 
-    def __init__(self, size: int = 64) -> None:
+    # A clip's facts are a few small records: keep enough for every clip of a long evaluation's
+    # views (64 frames a view, lone frames at 100 h), so a pair's second order and the other
+    # judges never decode a clip again.
+    def __init__(self, size: int = 16_384) -> None:
         self.size = size
         self._facts: dict[tuple[str, float, float], list[VisualFact]] = {}
 

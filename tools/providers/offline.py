@@ -355,6 +355,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
 
     per_segment: list[list[tuple[str, str, list[str]]]] = []  # (sentence body, citation, facts)
     openers: list[tuple[_Scene, str]] = []
+    anchors: list[tuple[str, list[str]]] = []  # (ordinal, words said where its opener is seen)
     keywords: list[list[str]] = []
     for ordinal, segment in zip(_SEGMENT_ORDINALS, context.segments, strict=True):
         chunks = segment.chunks
@@ -390,6 +391,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
                 )
             if not openers or openers[-1][1] != ordinal:
                 openers.append((scene, ordinal))
+                anchors.append((ordinal, _anchor_words(chunk.text)))
             body = (
                 f"{when} the {ordinal} segment, against {_article(scene.background)} "
                 f"{scene.background} background, "
@@ -437,7 +439,7 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
             f"that compare with what it says about {second} in the second segment?"
         )
     else:
-        question = _visual_question(openers)
+        question = _visual_question(openers, anchors)
     seen_facts = tuple(fact for claims in per_segment for _, _, fs in claims for fact in fs)
     return QA(
         question=question,
@@ -453,7 +455,22 @@ def _phase1(context: Phase1Context, footage: _Footage, fall: Fallibility, key: s
     )
 
 
-def _visual_question(openers: Sequence[tuple[_Scene, str]]) -> str:
+def _anchor_words(text: str) -> list[str]:
+    """The two rarest-looking words said in a chunk (the longest content words): how a question
+    points at the moment it asks about, as a person would ("where they talk about …")."""
+    words = sorted(content_words(text), key=lambda w: (-len(w), w))
+    return words[:2]
+
+
+def _visual_question(
+    openers: Sequence[tuple[_Scene, str]], anchors: Sequence[tuple[str, list[str]]] = ()
+) -> str:
+    said = [
+        f"the narration speaks of {' and '.join(words)} in the {ordinal} segment"
+        for ordinal, words in anchors
+        if words
+    ]
+    where = f" ({'; '.join(said)})" if said else ""
     refs = [
         f"the shape in the {scene.shapes[0][2]} against the {scene.background} background early "
         f"in the {ordinal} segment"
@@ -463,7 +480,8 @@ def _visual_question(openers: Sequence[tuple[_Scene, str]]) -> str:
     if not refs:
         return "How do the scenes of the first segment compare with those of the second segment?"
     return (
-        f"Consider {' and '.join(refs)}: how does the arrangement of shapes and colours develop "
+        f"Consider {' and '.join(refs)}{where}: how does the arrangement of shapes and colours "
+        "develop "
         "across the two segments, and what does the comparison show about how each segment "
         "stages its scenes?"
     )

@@ -1,0 +1,226 @@
+"""The campaign rehearsal: `demo --domains N --hours-per-domain H` runs every stage on a generated
+collection and measures each; its report has the paper's length axis (haystacks built, not only
+asked), and the offline frame judge behaves as the design says it must: uniform frames lose the
+evidence as the haystack grows, a retriever that finds it keeps it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from playlisteval.cli import EXIT_FIX
+from playlisteval.cli import app as cli_app
+from playlisteval.rehearsal import (
+    StageFigure,
+    campaign_conditions,
+    default_haystacks,
+    growth,
+)
+from policies.judging import accuracy
+from store.errors import ConfigError
+from tools.campaign import CampaignSpec, campaign_videos, make_campaign
+
+STAGES = [
+    "generate",
+    "add",
+    "index",
+    "near-duplicates",
+    "seeds",
+    "curate",
+    "pairs",
+    "export",
+    "eval",
+    "report",
+]
+
+# Short segments for the short episodes (the paper's 10-30 minutes need longer videos): the
+# retrieved spans (a segment's length around each hit) then cover a small part of the haystack.
+SMALL_SETTINGS = """\
+[index]
+transcriber = "captions"
+segment_min_minutes = 2.0
+segment_target_minutes = 3.0
+segment_max_minutes = 4.0
+"""
+
+
+@pytest.fixture(scope="module")
+def rehearsed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rehearsal of 2 domains × 1 h (episodes of 6 minutes), haystacks of 0.25 and 1 hour."""
+    home = tmp_path_factory.mktemp("rehearsal")
+    (home / "playlisteval.toml").write_text(SMALL_SETTINGS)
+    result = CliRunner().invoke(
+        cli_app,
+        [
+            "demo",
+            "--home",
+            str(home),
+            "--domains",
+            "2",
+            "--hours-per-domain",
+            "1",
+            "--video-minutes",
+            "6",
+            "--seeds-per-domain",
+            "2",
+            "--frames",
+            "32",
+            "--haystack-hours",
+            "0.25",
+            "--haystack-hours",
+            "1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return home
+
+
+def _records(home: Path) -> list[dict[str, object]]:
+    path = next((home / "exports").glob("*/evaluation/judgments.jsonl"))
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_every_stage_is_measured_and_kept(rehearsed: Path) -> None:
+    """Each stage has its wall time, peak memory and the disk after it, in rehearsal.json."""
+    saved = json.loads((rehearsed / "rehearsal.json").read_text())
+    assert len(saved) == 1
+    stages = saved[0]["stages"]
+    assert [s["stage"] for s in stages] == STAGES
+    for stage in stages:
+        assert stage["seconds"] >= 0
+        assert stage["peak_rss_bytes"] > 50 * 2**20  # a Python process with torch loaded
+        assert stage["disk_bytes"] > 0
+    assert saved[0]["domains"] == 2
+    assert saved[0]["hours"] == pytest.approx(2.0)
+    # The collection grows the disk first; the index (vectors, catalogue) adds to it.
+    by_name = {s["stage"]: s for s in stages}
+    assert by_name["index"]["disk_bytes"] > by_name["generate"]["disk_bytes"]
+
+
+def test_haystacks_are_built_at_two_lengths(rehearsed: Path) -> None:
+    """The judgments say the haystack hours each was given: two lengths, as asked."""
+    built: dict[float, set[float]] = {}
+    for record in _records(rehearsed):
+        condition = record["condition"]
+        assert isinstance(condition, dict)
+        built.setdefault(float(condition["hours"]), set()).add(float(record["length_hours"]))  # type: ignore[arg-type]
+    assert sorted(built) == [0.25, 1.0]
+    assert max(built[0.25]) < min(built[1.0])
+    assert all(0.9 <= h <= 1.1 for h in built[1.0])
+
+
+def _accuracy(home: Path, judge: str, condition_id: str) -> float:
+    from agents.evaluation import judgments_of, read_judgments
+
+    path = next((home / "exports").glob("*/evaluation/judgments.jsonl"))
+    records = [
+        r for r in read_judgments(path) if r.judge == judge and r.condition_id == condition_id
+    ]
+    assert records, f"no judgments of {judge} under {condition_id}"
+    value = accuracy(judgments_of(records)).value
+    assert value is not None
+    return value
+
+
+def test_uniform_frames_lose_the_evidence_as_the_haystack_grows(rehearsed: Path) -> None:
+    """The offline frame judge under uniform frames: right at a quarter hour, worse at an hour;
+    shown BM25's spans at an hour it stays above uniform frames there."""
+    short = _accuracy(rehearsed, "offline-frames", "uniform-frames+transcript-0.25h-32f")
+    long = _accuracy(rehearsed, "offline-frames", "uniform-frames+transcript-1h-32f")
+    retrieved = _accuracy(rehearsed, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")
+    assert short > long
+    assert retrieved > long
+    # The judge that never looks is at chance whatever it is shown.
+    first = _accuracy(rehearsed, "offline-first", "uniform-frames+transcript-1h-32f")
+    assert first == pytest.approx(0.5)
+
+
+def test_the_report_has_the_length_axis(rehearsed: Path) -> None:
+    """Accuracy against the hours built is drawn, and recall is given per retriever per length."""
+    report = next((rehearsed / "exports").glob("*/report/report.md")).read_text()
+    assert "accuracy-vs-hours.png" in report
+    assert "not drawn, conditions asked" not in report
+
+
+def test_a_second_rehearsal_starts_at_index(rehearsed: Path, tmp_path: Path) -> None:
+    """The collection is generated once: a second make_campaign with the same spec writes
+    nothing, and another spec in the same folder is refused rather than mixed."""
+    spec = CampaignSpec(domains=2, hours_per_domain=1, video_minutes=6)
+    collection = rehearsed / "collection"
+    before = {p: p.stat().st_mtime_ns for p in collection.rglob("*.mp4")}
+    make_campaign(collection, spec)
+    assert {p: p.stat().st_mtime_ns for p in collection.rglob("*.mp4")} == before
+    with pytest.raises(ConfigError, match="another folder"):
+        make_campaign(collection, CampaignSpec(domains=1, hours_per_domain=1, video_minutes=6))
+
+
+def test_a_killed_generation_is_finished_not_trusted(tmp_path: Path) -> None:
+    """A video without its captions (killed mid-write) is written again; the rest are kept."""
+    spec = CampaignSpec(domains=1, hours_per_domain=0.5, video_minutes=10)
+    make_campaign(tmp_path, spec)
+    videos = sorted(tmp_path.rglob("*.mp4"))
+    assert len(videos) == 3
+    videos[1].write_bytes(b"torn")
+    videos[1].with_suffix(".vtt").unlink()
+    kept = videos[0].stat().st_mtime_ns
+    make_campaign(tmp_path, spec)
+    assert videos[1].stat().st_size > 100
+    assert videos[1].with_suffix(".vtt").exists()
+    assert videos[0].stat().st_mtime_ns == kept
+
+
+def test_the_collection_has_the_size_asked() -> None:
+    """Whole episodes per domain making the hours asked; the paper's scale is 7 × 100 h."""
+    spec = CampaignSpec(domains=7, hours_per_domain=100)
+    assert spec.videos_per_domain == 200
+    assert spec.hours == pytest.approx(700)
+    playlists = campaign_videos(spec)
+    assert [p["domain"] for p in playlists] == list(spec.domain_names)
+    assert len({v["id"] for p in playlists for v in p["videos"]}) == 1400
+    with pytest.raises(ConfigError, match="--domains"):
+        CampaignSpec(domains=8, hours_per_domain=1)
+    with pytest.raises(ConfigError, match="--hours-per-domain"):
+        CampaignSpec(domains=1, hours_per_domain=float("nan"))
+
+
+def test_haystacks_and_conditions_by_scale() -> None:
+    """The paper's 1, 10 and 100 hours where a domain holds them; uniform and four retrievers."""
+    assert default_haystacks(100) == [1.0, 10.0, 100.0]
+    assert default_haystacks(10) == [1.0, 10.0]
+    assert default_haystacks(0.5) == [0.5]
+    conditions = campaign_conditions([1.0, 10.0], 64)
+    assert len(conditions) == 10
+    assert "uniform::frames+transcript:10h:64" in conditions
+    assert "retrieved:hybrid:frames+transcript:1h:64" in conditions
+
+
+def test_growth_per_stage_is_time_ratio_over_size_ratio() -> None:
+    small = [StageFigure("index", 10.0, 1, 1), StageFigure("seeds", 1.0, 1, 1)]
+    large = [StageFigure("index", 100.0, 1, 1), StageFigure("seeds", 40.0, 1, 1)]
+    rows = {stage: (ratio, per_size) for stage, ratio, per_size in growth(small, large, 10.0)}
+    assert rows["index"][0] == pytest.approx(10.0)
+    assert rows["index"][1] == pytest.approx(1.0)
+    assert rows["seeds"][0] == pytest.approx(40.0)
+    assert rows["seeds"][1] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--domains", "2"], "both --domains"),
+        (["--scale", "huge"], "'paper'"),
+        (["--scale", "paper", "--domains", "2"], "one or the other"),
+        (["--domains", "9", "--hours-per-domain", "1"], "--domains must be between"),
+        (["--domains", "1", "--hours-per-domain", "1", "--haystack-hours", "-1"], "positive"),
+    ],
+)
+def test_a_rehearsal_asked_wrongly_is_one_line(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    result = CliRunner().invoke(cli_app, ["demo", "--home", str(tmp_path / "ws"), *args])
+    assert result.exit_code == EXIT_FIX
+    assert needle in result.output
+    assert not (tmp_path / "ws").exists()
