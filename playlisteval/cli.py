@@ -1775,18 +1775,27 @@ def report(
     out: Annotated[
         Path, typer.Option(help="The report folder (report.md, report.html, figures/, tables/).")
     ] = Path("report"),
+    merge_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--merge-duplicates",
+            help="Let two evaluation folders that judged the same judge under the same condition "
+            "share one leaderboard cell (the cell says so); without it that is refused.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """The evaluation report, fit for a paper: report.md and report.html with the provenance
     (benchmark hash, judges and the provider ids that answered, conditions, dates, code version,
     offline or live: read from the log of the workspace that evaluated, --home), figures as PNG
     and PDF with 95 % intervals (accuracy by condition and against the hours built, retrieved
-    against uniform, modality ablation, swap consistency, per domain, recall@k) and every table
-    as CSV and LaTeX."""
+    against uniform, modality ablation, swap consistency, per domain, recall@k and recall
+    against hours, the difficulty gate's accuracy by rating gap), the paper's Table 1 layout, a
+    leaderboard across the folders given, and every table as CSV and LaTeX."""
     from playlisteval.report import write_workspace_report
 
     try:
-        summary = write_workspace_report(evaluations, out, home)
+        summary = write_workspace_report(evaluations, out, home, merge_duplicates=merge_duplicates)
     except PlaylistEvalError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc

@@ -183,12 +183,31 @@ def _new_figure(
     return figure, host
 
 
+LEGEND_CHARS = 60  # a legend entry longer than this wraps onto more lines
+
+
+def _legend_layout(labels: Sequence[str]) -> tuple[int, float]:
+    """How many columns the legend of ``labels`` takes (three short entries fit side by side
+    in the figure's width, two of middling length, else one) and its height in inches (none
+    for a single entry, which is not drawn)."""
+    if len(labels) <= 1:
+        return 1, 0.0
+    shown = [wrapped(label, LEGEND_CHARS) for label in labels]
+    widest = max(len(line) for label in shown for line in label.split("\n"))
+    columns = min(len(labels), 3 if widest <= 28 else 2 if widest <= 46 else 1)
+    rows = math.ceil(len(labels) / columns)
+    return columns, rows * (0.14 + 0.16 * max(_lines_of(label) for label in shown))
+
+
 def _legend(host: Figure | SubFigure, axes: Axes, count: int) -> None:
     if count > 1:
+        handles, labels = axes.get_legend_handles_labels()
+        columns, _ = _legend_layout(labels)
         host.legend(
-            *axes.get_legend_handles_labels(),
+            handles,
+            [wrapped(label, LEGEND_CHARS) for label in labels],
             loc="outside lower center",
-            ncols=min(count, 3),
+            ncols=columns,
             fontsize=8,
             frameon=False,
         )
@@ -203,7 +222,7 @@ def _draw_bars(spec: BarFigure, note: str | None) -> Figure:
     labels = [wrapped(g.label) for g in spec.groups]
     slot_in = 0.24  # each bar's height in inches: taller than a 7-pt value label
     group_in = [max(len(series) * slot_in, 0.17 * _lines_of(label)) + 0.22 for label in labels]
-    legend_in = 0.3 * math.ceil(len(series) / 3) if len(series) > 1 else 0.0
+    _, legend_in = _legend_layout(series)
     figure, host = _new_figure(1.3 + sum(group_in) + legend_in, spec.title, note)
     axes = host.add_subplot()
     centres: list[float] = []
@@ -274,7 +293,7 @@ def _dodge(x: float, index: int, count: int, log: bool, span: float) -> float:
 def _draw_lines(spec: LineFigure, note: str | None) -> Figure:
     xs, log = _x_positions(spec)
     count = len(spec.series)
-    legend_in = 0.3 * math.ceil(count / 3) if count > 1 else 0.0
+    _, legend_in = _legend_layout([line.label for line in spec.series])
     figure, host = _new_figure(3.4 + legend_in, spec.title, note)
     axes = host.add_subplot()
     span = (xs[-1] - xs[0]) or 1.0

@@ -11,14 +11,24 @@ and writes into the report folder:
   PNG files beside it, which a Content-Security-Policy of ``img-src 'self'`` lets it show);
 * ``figures/<name>.png`` and ``.pdf`` drawn with matplotlib (:mod:`playlisteval.figures`): accuracy
   by condition, against the haystack hours actually built, retrieved against uniform frames, the
-  modality ablation, position consistency, per domain, and retriever recall@k — each accuracy
-  with its 95 % interval; a figure whose data is absent is a sentence that says why;
-* ``tables/<name>.csv`` and ``.tex`` (booktabs) for every table (:mod:`playlisteval.report_tables`);
+  modality ablation, position consistency, per domain, retriever recall@k, retriever recall
+  against the haystack hours built (``recall-vs-hours``) and the difficulty gate's accuracy by
+  rating gap (``gate-accuracy-by-gap``, the paper's Figure 3, from the gate's own verdicts in the
+  pairs streams of the runs the judged pairs came from) — each with its 95 % interval; a figure
+  whose data is absent is a sentence that says why;
+* ``tables/<name>.csv`` and ``.tex`` (booktabs) for every table (:mod:`playlisteval.report_tables`),
+  among them the paper's Table 1 layout (``table1-<hours>h``: judges × domains and overall, each
+  cell "retrieved / uniform" accuracy in %, one per haystack length), a leaderboard across the
+  evaluations (``leaderboard``: judges × conditions, each cell naming the evaluation folder it
+  came from), recall@k against hours (``recall-vs-hours``) and the gate's accuracy by gap;
 * a provenance block: the benchmark's content hash, the judges and the provider ids that answered
   them (from the evaluation's log, when the workspace that ran it is given), the conditions with
   the hours asked and built, the dates, the code version and whether the judges were live or the
   offline provider — which is a harness, never evidence of model quality, and said so on every
   page, table caption and figure.
+
+One judge under one condition judged in two evaluation folders is refused (which of the two
+should a cell show?) unless ``merge_duplicates`` asks for one cell that names both.
 
 A condition keeps its one name (:meth:`policies.judging.Condition.label`) in the tables; figures
 and the hours columns name the haystack hours each run actually built (``length_hours``), so a
@@ -48,7 +58,7 @@ from playlisteval.figures import (
     Point,
     Series,
 )
-from playlisteval.report_tables import Cell, Column, Stat, Table
+from playlisteval.report_tables import Cell, Column, Sourced, Stat, Table, Versus
 from policies.bootstrap import BOOTSTRAP_DRAWS, Interval, clustered_interval
 from policies.judging import (
     DEFAULT_KS,
@@ -68,7 +78,9 @@ from policies.judging import (
     recall_at_k,
     retrieval_metrics,
 )
+from policies.pairs import order_score
 from store.errors import PlaylistEvalError
+from store.events import pairs_stream
 from store.version import code_version
 from tools.providers.judges import OFFLINE_JUDGES
 
@@ -140,15 +152,51 @@ def _said(record: JudgmentRecord) -> tuple[Any, ...]:
     return (record.judgment, record.condition, record.ranked, record.gold)
 
 
-def load_records(eval_dirs: Sequence[Path]) -> list[JudgmentRecord]:
-    """Every judgment of the evaluation directories, in file order, one per verdict.
+@dataclass(frozen=True)
+class LoadedJudgments:
+    """The judgments of some evaluation folders and where each run's came from.
 
-    A verdict recorded twice (a resumed run, or a directory given twice) counts once; two
-    different verdicts for the same judge, condition, pair, length and order raise.
+    ``sources`` maps each ``(judge, condition id)`` to the folders (as given) whose judgments it
+    holds: one, unless the evaluations were merged (``merge_duplicates``).
+    """
+
+    records: list[JudgmentRecord]
+    sources: dict[tuple[str, str], tuple[Path, ...]]
+
+
+def _distinct(eval_dirs: Sequence[Path]) -> list[Path]:
+    """The folders in the order given, a folder given twice (by any path to it) once."""
+    seen: dict[Path, Path] = {}
+    for directory in eval_dirs:
+        seen.setdefault(Path(directory).resolve(), Path(directory))
+    return list(seen.values())
+
+
+def _refuse_duplicate(run: tuple[str, str], first: Path, second: Path) -> ReportError:
+    judge, condition = run
+    return ReportError(
+        f"{judge!r} under {condition!r} was judged in two evaluations, {str(first)!r} and "
+        f"{str(second)!r}; report one of them, or merge them into one cell on purpose with "
+        "merge_duplicates=True (`playlisteval report --merge-duplicates`)"
+    )
+
+
+def load_evaluations(
+    eval_dirs: Sequence[Path], *, merge_duplicates: bool = False
+) -> LoadedJudgments:
+    """Every judgment of the evaluation folders, in file order, one per verdict, and the
+    folders each run (judge × condition) came from.
+
+    A verdict recorded twice in one folder (a resumed run) counts once, and a folder given twice
+    is read once. The same judge under the same condition in two different folders raises
+    :class:`ReportError` naming both, unless ``merge_duplicates``: then their judgments make one
+    run (a verdict both hold counts once) and the run names both folders. Two different verdicts
+    for the same judge, condition, pair, length and order raise either way.
     """
     seen: dict[tuple[str, str, str, float, str], tuple[JudgmentRecord, str]] = {}
-    for directory in eval_dirs:
-        path = Path(directory) / JUDGMENTS_FILE
+    sources: dict[tuple[str, str], list[Path]] = {}
+    for directory in _distinct(eval_dirs):
+        path = directory / JUDGMENTS_FILE
         if not path.is_file():
             raise ReportError(
                 f"{str(directory)!r} has no {JUDGMENTS_FILE}; run `eval` into it first"
@@ -158,18 +206,33 @@ def load_records(eval_dirs: Sequence[Path]) -> list[JudgmentRecord]:
                 continue
             where = f"{path}:{number}"
             item = _parse(line, where)
-            j = item.judgment
-            key = (j.judge, j.condition, j.pair_id, j.length_hours, j.order)
+            run = (item.judge, item.condition_id)
+            folders = sources.setdefault(run, [directory])
+            if folders[-1] != directory:
+                if not merge_duplicates:
+                    raise _refuse_duplicate(run, folders[0], directory)
+                folders.append(directory)
+            key = (*run, item.pair_id, item.length_hours, item.order)
             if key in seen:
                 first, first_where = seen[key]
                 if _said(first) != _said(item):
                     raise ReportError(
-                        f"{where}: {j.judge!r} under {j.condition!r} judged pair {j.pair_id!r} "
-                        f"({j.order}, {j.length_hours:g} h) differently at {first_where}; keep one"
+                        f"{where}: {item.judge!r} under {item.condition_id!r} judged pair "
+                        f"{item.pair_id!r} ({item.order}, {item.length_hours:g} h) differently "
+                        f"at {first_where}; keep one"
                     )
                 continue
             seen[key] = (item, where)
-    return [item for item, _ in seen.values()]
+    return LoadedJudgments(
+        [item for item, _ in seen.values()], {run: tuple(f) for run, f in sources.items()}
+    )
+
+
+def load_records(
+    eval_dirs: Sequence[Path], *, merge_duplicates: bool = False
+) -> list[JudgmentRecord]:
+    """The judgments of :func:`load_evaluations` (same rules), without their folders."""
+    return load_evaluations(eval_dirs, merge_duplicates=merge_duplicates).records
 
 
 # --- provenance ------------------------------------------------------------------------------
@@ -423,10 +486,7 @@ class _Run:
     condition_id: str
     condition: Condition
     records: list[JudgmentRecord] = field(default_factory=list)
-
-    @property
-    def judgments(self) -> list[Judgment]:
-        return [r.judgment for r in self.records]
+    judgments: list[Judgment] = field(default_factory=list)  # the records', made once
 
     @property
     def built(self) -> tuple[float, ...]:
@@ -503,6 +563,13 @@ class _RecallRow:
     built: tuple[float, ...]
     metrics: RetrievalMetrics
     cases: tuple[RetrievalCase, ...]
+    mean_built: float  # the haystack hours its cases were given, on average
+    handed: int  # the most spans the retriever handed over for one case
+    intervals: dict[int, Interval | None]  # recall@k at RECALL_THRESHOLD, by k
+
+    def recall(self, k: int) -> Stat:
+        """Recall@k at :data:`RECALL_THRESHOLD` with its 95 % interval."""
+        return Stat(self.metrics.recall[(k, RECALL_THRESHOLD)].value, self.intervals.get(k))
 
 
 def _runs(records: Iterable[JudgmentRecord]) -> list[_Run]:
@@ -518,6 +585,7 @@ def _runs(records: Iterable[JudgmentRecord]) -> list[_Run]:
                 f"{item.condition!r}; condition ids must be unique"
             )
         run.records.append(item)
+        run.judgments.append(j)
     return sorted(runs.values(), key=_run_order)
 
 
@@ -569,26 +637,60 @@ def _comparisons(
     return found
 
 
-def _recall_rows(records: Iterable[JudgmentRecord]) -> list[_RecallRow]:
+def _recall_intervals(
+    cases: Sequence[RetrievalCase], ks: Sequence[int]
+) -> dict[int, Interval | None]:
+    """Recall@k's 95 % interval at :data:`RECALL_THRESHOLD` for each k (playlists resampled)."""
+    playlists = [c.playlist_id for c in cases]
+    pair_ids = [c.pair_id for c in cases]
+    return {
+        k: clustered_interval(
+            [recall_at_k(c.gold, c.retrieved, k, RECALL_THRESHOLD) for c in cases],
+            playlists,
+            pair_ids,
+        )
+        for k in ks
+    }
+
+
+def _recall_rows(
+    records: Iterable[JudgmentRecord], ks: Sequence[int] = DEFAULT_KS
+) -> list[_RecallRow]:
     """Retriever quality per (retriever, hours asked), one case per pair and haystack (judges,
-    modalities and orders share a retrieval)."""
+    modalities and orders share a retrieval), with recall@k's intervals for each of ``ks``."""
     cases: dict[tuple[str, float], dict[tuple[str, float], RetrievalCase]] = {}
     for item in records:
         c = item.condition
-        if c.frames != "retrieved" or not item.gold:
+        if c.frames != "retrieved" or not item.gold_spans:
             continue
         per = cases.setdefault((c.retriever or "?", c.hours), {})
-        per.setdefault((item.pair_id, item.length_hours), item.retrieval_case())
-    return [
-        _RecallRow(
-            retriever,
-            hours,
-            tuple(sorted({length for _, length in per})),
-            retrieval_metrics(per.values()),
-            tuple(per.values()),
+        key = (item.pair_id, item.length_hours)
+        if key not in per:
+            per[key] = item.retrieval_case()
+    rows = []
+    for (retriever, hours), per in sorted(cases.items()):
+        found = tuple(per.values())
+        lengths = [length for _, length in per]
+        rows.append(
+            _RecallRow(
+                retriever,
+                hours,
+                tuple(sorted(set(lengths))),
+                retrieval_metrics(found, ks),
+                found,
+                math.fsum(lengths) / len(lengths),
+                max(len(c.retrieved) for c in found),
+                _recall_intervals(found, ks),
+            )
         )
-        for (retriever, hours), per in sorted(cases.items())
-    ]
+    return rows
+
+
+def _figure_k(rows: Sequence[_RecallRow], ks: Sequence[int] = DEFAULT_KS) -> int:
+    """The k the recall-against-hours figure and Table 1's retriever choice read: the largest
+    of ``ks`` that every retriever handed over at every length (else the smallest k)."""
+    reach = min((row.handed for row in rows), default=0)
+    return max((k for k in ks if k <= reach), default=ks[0])
 
 
 @dataclass(frozen=True)
@@ -1130,6 +1232,17 @@ def _domain_figure(
     )
 
 
+def _recall_point(x: float, row: _RecallRow, k: int) -> Point:
+    stat = row.recall(k)
+    interval = stat.interval
+    return Point(
+        x,
+        stat.value or 0.0,
+        None if interval is None else interval.low,
+        None if interval is None else interval.high,
+    )
+
+
 def _recall_figure(
     rows: Sequence[_RecallRow], ks: Sequence[int], twins: Mapping[tuple[float, str], str]
 ) -> LineFigure | None:
@@ -1141,24 +1254,9 @@ def _recall_figure(
         if label in seen:
             continue  # its twin is drawn: the same line
         seen.add(label)
-        points = []
         # A k past the spans the retriever handed over repeats the last point: not drawn.
-        handed = max(len(c.retrieved) for c in row.cases)
-        for k in [k for k in ks if k <= handed] or list(ks[:1]):
-            values = [recall_at_k(c.gold, c.retrieved, k, RECALL_THRESHOLD) for c in row.cases]
-            interval = clustered_interval(
-                values, [c.playlist_id for c in row.cases], [c.pair_id for c in row.cases]
-            )
-            value = row.metrics.recall[(k, RECALL_THRESHOLD)].value
-            points.append(
-                Point(
-                    float(k),
-                    value,
-                    None if interval is None else interval.low,
-                    None if interval is None else interval.high,
-                )
-            )
-        series.append(Series(label, tuple(points)))
+        drawn = [k for k in ks if k <= row.handed] or list(ks[:1])
+        series.append(Series(label, tuple(_recall_point(float(k), row, k) for k in drawn)))
     if not series:
         return None
     return LineFigure(
@@ -1168,6 +1266,466 @@ def _recall_figure(
         "k (retrieved segments)",
         "recall",
     )
+
+
+# --- at paper scale: recall against hours, Table 1, the leaderboard, the gate's Figure 3 -----
+
+
+def _recall_hours_table(
+    rows_in: Sequence[_RecallRow], ks: Sequence[int], twins: Mapping[tuple[float, str], str]
+) -> Table:
+    rows: list[tuple[Cell, ...]] = []
+    for row in sorted(rows_in, key=lambda r: (r.retriever, r.mean_built, r.hours)):
+        twin = twins.get((row.hours, row.retriever), row.retriever)
+        same = [r for r in twin.split(" = ") if r != row.retriever]
+        rows.append(
+            (
+                row.retriever,
+                _hours_text(row.built),
+                f"{row.hours:g}",
+                *(row.recall(k) for k in ks),
+                row.metrics.cases,
+                row.handed,
+                ", ".join(same) or None,
+            )
+        )
+    return Table(
+        "recall-vs-hours",
+        f"Retriever recall@k against haystack hours (tIoU ≥ {RECALL_THRESHOLD:g})",
+        (
+            Column("retriever"),
+            Column("haystack h (built)"),
+            Column("hours asked"),
+            *(Column(f"R@{k}", "stat") for k in ks),
+            Column("N", "int"),
+            Column("spans handed"),
+            Column("same spans as"),
+        ),
+        rows,
+        note=(
+            f"Share of gold segments matched at tIoU ≥ {RECALL_THRESHOLD:g} by a top-k retrieved "
+            "span, one row per retriever and haystack length searched, with 95 % intervals "
+            "(see Provenance); N counts the pairs (a pair's retrieval is shared by judges, "
+            "modalities and answer orders); a k past the spans handed over repeats R@ that "
+            "number."
+        ),
+    )
+
+
+def _retriever_name(rows: Sequence[_RecallRow], twins: Mapping[tuple[float, str], str]) -> str:
+    """A retriever's name in the recall-against-hours figure: its twins' joined name when it
+    returned the same spans as they did at every length, else its own."""
+    names = {twins.get((row.hours, row.retriever), row.retriever) for row in rows}
+    return names.pop() if len(names) == 1 else rows[0].retriever
+
+
+def _recall_hours_figure(
+    rows: Sequence[_RecallRow], k: int, twins: Mapping[tuple[float, str], str]
+) -> tuple[LineFigure | None, str]:
+    """Recall@k against the haystack hours built, one line per retriever; or None and why."""
+    by_retriever: dict[str, list[_RecallRow]] = {}
+    for row in rows:
+        by_retriever.setdefault(row.retriever, []).append(row)
+    series: list[Series] = []
+    for members in by_retriever.values():
+        name = _retriever_name(members, twins)
+        if any(s.label == name for s in series):
+            continue  # its twin is drawn: the same line
+        ordered = sorted(members, key=lambda r: (r.mean_built, r.hours))
+        points = tuple(_recall_point(round(r.mean_built, 4), r, k) for r in ordered)
+        if len({p.x for p in points}) >= 2:
+            series.append(Series(name, points))
+    if not series:
+        if not rows:
+            return None, "no judgment carries retrieved and gold spans"
+        return None, "no retriever searched haystacks of two or more lengths built"
+    return (
+        LineFigure(
+            "recall-vs-hours",
+            f"Retriever recall@{k} against haystack hours",
+            tuple(series),
+            "haystack hours built",
+            f"recall@{k} (tIoU ≥ {RECALL_THRESHOLD:g})",
+            log_x=True,
+        ),
+        "",
+    )
+
+
+def _domain_accuracy(stats: _Stats | None, domain: str | None) -> float | None:
+    """A run's accuracy in ``domain`` (None: overall), or None when it has none there."""
+    if stats is None:
+        return None
+    table = stats.metrics.tables["accuracy"]
+    if table is None:
+        return None
+    if domain is None:
+        return table.micro.value
+    cell = table.by_domain.cells.get(domain)
+    return None if cell is None else cell.value
+
+
+def _chosen_retriever(
+    hours: float, retrievers: Sequence[str], recall_rows: Sequence[_RecallRow], k: int
+) -> tuple[str, str]:
+    """The retriever a Table 1 at ``hours`` asked shows, and the sentence that says why: the
+    highest recall@k at tIoU ≥ 0.5 at that length (a tie goes to hybrid, then by name); with
+    no recall measured, hybrid when it ran, else the first by name."""
+    recall = {
+        row.retriever: row.metrics.recall[(k, RECALL_THRESHOLD)].value
+        for row in recall_rows
+        if row.hours == hours and row.retriever in retrievers
+    }
+    if recall:
+        ranked = sorted(recall, key=lambda r: (-recall[r], r != "hybrid", r))
+        listed = ", ".join(f"{r} {recall[r]:.3f}" for r in ranked)
+        return ranked[0], (
+            f"Retrieved: {ranked[0]}, the retriever with the highest recall@{k} at tIoU ≥ "
+            f"{RECALL_THRESHOLD:g} at this length ({listed}); a tie goes to hybrid, then by name."
+        )
+    chosen = "hybrid" if "hybrid" in retrievers else sorted(retrievers)[0]
+    return chosen, (
+        f"Retrieved: {chosen}; no recall could be measured at this length (no gold spans), so "
+        "the rule is hybrid when it ran, else the first retriever by name."
+    )
+
+
+def _paper_table(
+    slug: str,
+    members: Sequence[_Run],
+    stats: Mapping[tuple[str, str], _Stats],
+    retriever: str,
+    why: str,
+) -> Table:
+    """One Table 1: judges × (each domain, overall), each cell retrieved / uniform accuracy."""
+    domains: set[str] = set()
+    uniform: dict[str, _Stats] = {}
+    retrieved: dict[str, _Stats] = {}
+    for run in members:
+        s = stats[(run.judge, run.condition_id)]
+        if run.condition.frames == "uniform":
+            uniform[run.judge] = s
+        elif run.condition.retriever == retriever:
+            retrieved[run.judge] = s
+        else:
+            continue
+        table = s.metrics.tables["accuracy"]
+        domains.update(str(d) for d in (table.by_domain.cells if table else ()))
+    columns = [*sorted(domains), None]
+    rows: list[tuple[Cell, ...]] = [
+        (
+            judge,
+            *(
+                Versus(
+                    _domain_accuracy(retrieved.get(judge), d),
+                    _domain_accuracy(uniform.get(judge), d),
+                )
+                for d in columns
+            ),
+        )
+        for judge in sorted({*uniform, *retrieved})
+    ]
+    base = next(r for r in members if r.condition.frames == "uniform")
+    lengths = [h for r in members for h in r.built]
+    hours, built = base.condition.hours, _hours_text(lengths)
+    setting = base.condition.label("frames", "retriever", "hours")
+    at = f"{hours:g} h"
+    if not all(math.isclose(h, hours, rel_tol=0.005) for h in lengths):
+        at += f" asked ({built} h built)"
+    return Table(
+        slug,
+        f"Table 1 layout: retrieved / uniform accuracy (%) at {at}, {setting}",
+        (Column("judge"), *(Column(d or "overall", "versus") for d in columns)),
+        rows,
+        note=(
+            f"Each cell: accuracy (%) with {retriever} retrieved frames / with uniform frames, "
+            f"per domain and overall (over every judgment, not the mean of the domains); a tie "
+            f"or an unparseable verdict counts 0.5; haystacks of {hours:g} h asked, {built} h "
+            f"built. {why} Intervals and N: see Judges by condition."
+        ),
+    )
+
+
+def _paper_tables(
+    runs: Sequence[_Run],
+    stats: Mapping[tuple[str, str], _Stats],
+    recall_rows: Sequence[_RecallRow],
+    k: int,
+) -> list[Table]:
+    """The paper's Table 1 layout, one per haystack length asked (and per setting, when one
+    length ran under several) that has both a retrieved and a uniform run."""
+    groups: dict[tuple[float, tuple[Any, ...]], list[_Run]] = {}
+    for run in runs:
+        c = run.condition
+        groups.setdefault((c.hours, c.without("frames", "retriever", "hours")), []).append(run)
+    usable = {
+        key: members
+        for key, members in groups.items()
+        if {m.condition.frames for m in members} == {"uniform", "retrieved"}
+    }
+    per_hours: dict[float, int] = {}
+    for hours, _ in usable:
+        per_hours[hours] = per_hours.get(hours, 0) + 1
+    tables = []
+    for (hours, _), members in sorted(usable.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))):
+        retrievers = sorted(
+            {m.condition.retriever or "?" for m in members if m.condition.retriever}
+        )
+        retriever, why = _chosen_retriever(hours, retrievers, recall_rows, k)
+        slug = f"table1-{hours:g}h"
+        if per_hours[hours] > 1:
+            setting = members[0].condition.label("frames", "retriever", "hours")
+            slug += "-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in setting)
+        tables.append(_paper_table(slug, members, stats, retriever, why))
+    if not tables:
+        tables.append(
+            Table(
+                "table1",
+                "Table 1 layout: retrieved / uniform accuracy (%)",
+                (Column("judge"),),
+                [],
+                note="No judge has a retrieved and a uniform run at one haystack length.",
+            )
+        )
+    return tables
+
+
+def _folder_names(folders: Iterable[Path]) -> dict[Path, str]:
+    """How the leaderboard names each evaluation folder: its name, or its path when two
+    folders share a name."""
+    distinct = list(dict.fromkeys(folders))
+    names = [f.name or str(f) for f in distinct]
+    return {
+        f: name if names.count(name) == 1 else str(f)
+        for f, name in zip(distinct, names, strict=True)
+    }
+
+
+def _leaderboard(
+    runs: Sequence[_Run],
+    stats: Mapping[tuple[str, str], _Stats],
+    sources: Mapping[tuple[str, str], tuple[Path, ...]],
+    eval_dirs: Sequence[Path],
+) -> Table:
+    """Judges × conditions, each cell the accuracy and the evaluation folder it came from (or
+    the folders it merges)."""
+    folders = _distinct(eval_dirs)
+    names = _folder_names(folders)
+    conditions = list(
+        dict.fromkeys(r.condition_id for r in sorted(runs, key=lambda r: _run_order(r)[1:]))
+    )
+    merged = False
+    rows: list[tuple[Cell, ...]] = []
+    for judge in sorted({r.judge for r in runs}):
+        cells: list[Cell] = []
+        for condition in conditions:
+            s = stats.get((judge, condition))
+            if s is None:
+                cells.append(None)
+                continue
+            came = sources.get((judge, condition), ())
+            merged = merged or len(came) > 1
+            source = " and ".join(names.get(f, str(f)) for f in came)
+            stat = Stat(_estimate(s.metrics, "accuracy"), s.accuracy)
+            cells.append(Sourced(stat, f"merges {source}" if len(came) > 1 else source))
+        rows.append((judge, *cells))
+    listed = "; ".join(
+        f"{names[f]}: evaluation {_evaluation_json(f).get('evaluation_id') or '—'}" for f in folders
+    )
+    return Table(
+        "leaderboard",
+        "Leaderboard across evaluations",
+        (Column("judge"), *(Column(c, "sourced") for c in conditions)),
+        rows,
+        note=(
+            "Accuracy (a tie or an unparseable verdict counts 0.5) with its 95 % interval, and "
+            f"in parentheses the evaluation folder that judged it. Evaluations: {listed}."
+            + (
+                " A cell that names two folders merges their judgments (asked for with "
+                "merge_duplicates)."
+                if merged
+                else ""
+            )
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """One difficulty-gate judge's verdict on one candidate pair in one answer order, as a
+    run's pairs stream holds it, with the pair's rating gap and its item (seed)."""
+
+    run_id: str
+    judge: str
+    pair_id: str
+    item_id: str
+    gap: int
+    order: str
+    choice: str  # "A" (the answer shown first), "B", "tie" or "invalid"
+
+    @property
+    def score(self) -> float:
+        """1 when it picks the higher-rated answer, 0 the other, 0.5 a tie or no usable answer
+        (as the rest of the report counts them)."""
+        return order_score(self.choice, self.order, "half") or 0.0
+
+
+def gate_verdicts(events: EventStore, pair_ids: Iterable[str]) -> list[GateVerdict]:
+    """The difficulty gate's verdicts on every candidate pair (kept or dropped) of the runs
+    whose pairs streams hold any of ``pair_ids`` (the pairs an evaluation judged): each judge's
+    last verdict per pair and order, folded as pair selection folds them."""
+    from agents.pairs import fold_pairs
+
+    wanted = set(pair_ids)
+    prefix = pairs_stream("")
+    streams: dict[str, list[Any]] = {}
+    for stored in events.read_all(stream_prefix=prefix, types=["PairCandidate", "PairJudged"]):
+        streams.setdefault(stored.stream, []).append(stored.event())
+    found: list[GateVerdict] = []
+    for stream, stream_events in sorted(streams.items()):
+        log = fold_pairs(stream_events)
+        if wanted.isdisjoint(log.candidates):
+            continue
+        for (pair_id, judge, order), judged in log.judged.items():
+            candidate = log.candidates.get(pair_id)
+            if candidate is None:
+                continue
+            found.append(
+                GateVerdict(
+                    run_id=stream.removeprefix(prefix),
+                    judge=judge,
+                    pair_id=pair_id,
+                    item_id=candidate.seed_id,
+                    gap=candidate.chosen_rating - candidate.rejected_rating,
+                    order=order,
+                    choice=judged.choice,
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class GateRow:
+    """One gate judge's accuracy per rating gap and overall, each with its interval and N
+    (judgments), and the candidate pairs it judged."""
+
+    judge: str
+    by_gap: dict[int, Stat]
+    overall: Stat
+    pairs: int
+
+
+def _gate_stat(verdicts: Sequence[GateVerdict]) -> Stat:
+    scores = [v.score for v in verdicts]
+    interval = clustered_interval(
+        scores, [v.item_id for v in verdicts], [(v.run_id, v.pair_id) for v in verdicts]
+    )
+    return Stat(math.fsum(scores) / len(scores), interval, len(scores))
+
+
+def gate_rows(verdicts: Iterable[GateVerdict]) -> list[GateRow]:
+    """Each gate judge's accuracy by rating gap (Figure 3 of the paper), from its verdicts;
+    intervals resample whole items (a question's pairs together)."""
+    by_judge: dict[str, list[GateVerdict]] = {}
+    for v in verdicts:
+        by_judge.setdefault(v.judge, []).append(v)
+    rows = []
+    for judge, items in sorted(by_judge.items()):
+        by_gap: dict[int, list[GateVerdict]] = {}
+        for v in items:
+            by_gap.setdefault(v.gap, []).append(v)
+        rows.append(
+            GateRow(
+                judge,
+                {gap: _gate_stat(by_gap[gap]) for gap in sorted(by_gap)},
+                _gate_stat(items),
+                len({(v.run_id, v.pair_id) for v in items}),
+            )
+        )
+    return rows
+
+
+GATE_SCORING = (
+    "a verdict for the higher-rated answer counts 1, for the other 0, a tie or an unusable "
+    "answer 0.5; gap = chosen rating − rejected rating"
+)
+
+
+def _gate_table(rows: Sequence[GateRow], runs: Sequence[str], why: str) -> Table:
+    gaps = sorted({gap for row in rows for gap in row.by_gap})
+    note = (
+        f"The difficulty gate's own verdicts on every candidate pair of run(s) "
+        f"{', '.join(runs)} (kept and dropped), both answer orders, N judgments per cell; "
+        f"{GATE_SCORING}; 95 % intervals resample whole items (a question's pairs together)."
+        if rows
+        else f"Not computed: {why}."
+    )
+    return Table(
+        "gate-accuracy-by-gap",
+        "Difficulty-gate accuracy by rating gap",
+        (
+            Column("gate judge"),
+            *(Column(f"gap {g}", "stat") for g in gaps),
+            Column("overall", "stat"),
+            Column("pairs", "int"),
+        ),
+        [(r.judge, *(r.by_gap.get(g) for g in gaps), r.overall, r.pairs) for r in rows],
+        note=note,
+    )
+
+
+def _gate_figure(rows: Sequence[GateRow]) -> LineFigure | None:
+    series = [
+        Series(
+            row.judge,
+            tuple(
+                Point(
+                    float(gap),
+                    stat.value or 0.0,
+                    None if stat.interval is None else stat.interval.low,
+                    None if stat.interval is None else stat.interval.high,
+                )
+                for gap, stat in row.by_gap.items()
+            ),
+        )
+        for row in rows
+    ]
+    if not series:
+        return None
+    return LineFigure(
+        "gate-accuracy-by-gap",
+        "Difficulty-gate accuracy by rating gap",
+        tuple(series),
+        "rating gap (chosen − rejected)",
+        "accuracy",
+        reference=0.5,
+    )
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """What the report knows of the difficulty gate: its rows, runs, or why it has none."""
+
+    rows: tuple[GateRow, ...]
+    runs: tuple[str, ...]
+    why: str
+
+
+def _gate(events: EventStore | None, records: Sequence[JudgmentRecord]) -> _Gate:
+    if events is None:
+        return _Gate(
+            (), (), "no event log was read (give the workspace that curated the benchmark)"
+        )
+    verdicts = gate_verdicts(events, {r.pair_id for r in records})
+    if not verdicts:
+        return _Gate(
+            (),
+            (),
+            "the event log read holds no difficulty-gate verdict on the pairs judged (was the "
+            "benchmark curated in another workspace?)",
+        )
+    runs = tuple(sorted({v.run_id for v in verdicts}))
+    return _Gate(tuple(gate_rows(verdicts)), runs, "")
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -1216,16 +1774,39 @@ def _write_figures(
     return written
 
 
-def _figure_specs(
-    runs: Sequence[_Run],
-    stats: Mapping[tuple[str, str], _Stats],
-    comparisons: Sequence[_Comparison],
-    recall_rows: Sequence[_RecallRow],
-    coincidences: Sequence[_Coincidence],
-) -> _Figures:
-    twins = _twin_names(coincidences)
-    twin_note = " ".join(_coincidence_sentence(c) for c in coincidences)
-    figures = _Figures()
+@dataclass(frozen=True)
+class _Computed:
+    """Everything the report shows, computed from the records (and the log) before a line is
+    written: the pure core that the pages, tables and figures render."""
+
+    records: Sequence[JudgmentRecord]
+    runs: list[_Run]
+    stats: dict[tuple[str, str], _Stats]
+    comparisons: list[_Comparison]
+    recall_rows: list[_RecallRow]
+    coincidences: list[_Coincidence]
+    k: int  # the recall@k the recall-against-hours figure and Table 1's retriever rule read
+    gate: _Gate
+
+
+def _compute(records: Sequence[JudgmentRecord], events: EventStore | None) -> _Computed:
+    runs = _runs(records)
+    stats = {(r.judge, r.condition_id): _stats(r) for r in runs}
+    recall_rows = _recall_rows(records)
+    return _Computed(
+        records=records,
+        runs=runs,
+        stats=stats,
+        comparisons=_comparisons(runs, stats),
+        recall_rows=recall_rows,
+        coincidences=_coincidences(records),
+        k=_figure_k(recall_rows),
+        gate=_gate(events, records),
+    )
+
+
+def _accuracy_figures(c: _Computed, figures: _Figures) -> None:
+    runs, stats = c.runs, c.stats
     figures.add(
         _accuracy_figure(runs, stats),
         "Accuracy of each judge under each condition (a tie or an unparseable verdict counts "
@@ -1243,15 +1824,14 @@ def _figure_specs(
         why,
     )
     figures.add(
-        _comparison_figure(comparisons, stats, twins),
+        _comparison_figure(c.comparisons, stats, _twin_names(c.coincidences)),
         f"Swap-averaged accuracy with uniform and retrieved frames, all else equal. {WHISKERS} "
-        + twin_note,
+        + " ".join(_coincidence_sentence(x) for x in c.coincidences),
         "Retrieved against uniform frames",
         "no judge has both a retrieved and a uniform run on the same pairs and setting",
     )
-    modality_groups = _modality_groups(runs)
     figures.add(
-        _modality_figure(modality_groups, stats),
+        _modality_figure(_modality_groups(runs), stats),
         "Accuracy of one judge shown different modalities, all else equal. " + WHISKERS,
         "Modality ablation",
         "no judge was run under two modalities with everything else equal",
@@ -1269,13 +1849,43 @@ def _figure_specs(
         "Accuracy per domain",
         "no run has an accuracy",
     )
+
+
+def _retrieval_figures(c: _Computed, figures: _Figures) -> None:
+    twins = _twin_names(c.coincidences)
+    twin_note = " ".join(_coincidence_sentence(x) for x in c.coincidences)
     figures.add(
-        _recall_figure(recall_rows, DEFAULT_KS, twins),
+        _recall_figure(c.recall_rows, DEFAULT_KS, twins),
         f"Share of gold segments matched at tIoU ≥ {RECALL_THRESHOLD:g} by a top-k retrieved "
         f"span, for k up to the spans the retriever handed over. {WHISKERS} " + twin_note,
         f"Retriever recall@k at tIoU ≥ {RECALL_THRESHOLD:g}",
         "no judgment carries retrieved and gold spans",
     )
+    recall_hours, why = _recall_hours_figure(c.recall_rows, c.k, twins)
+    figures.add(
+        recall_hours,
+        f"Recall@{c.k} (the largest k every retriever handed over at every length) at tIoU ≥ "
+        f"{RECALL_THRESHOLD:g} against the haystack hours searched (log scale), one line per "
+        f"retriever. {WHISKERS} " + twin_note,
+        "Retriever recall against haystack hours",
+        why,
+    )
+    gate = c.gate
+    figures.add(
+        _gate_figure(gate.rows),
+        "Accuracy of each difficulty-gate judge by the pair's rating gap, from the gate's own "
+        f"verdicts on every candidate pair of run(s) {', '.join(gate.runs)} (kept and dropped), "
+        f"both answer orders; {GATE_SCORING}. Dashed line: 0.5. Whiskers: 95 % intervals "
+        "resampling whole items.",
+        "Difficulty-gate accuracy by rating gap",
+        gate.why,
+    )
+
+
+def _figure_specs(c: _Computed) -> _Figures:
+    figures = _Figures()
+    _accuracy_figures(c, figures)
+    _retrieval_figures(c, figures)
     return figures
 
 
@@ -1291,78 +1901,51 @@ def _files_html(table: Table) -> str:
     return f'Files: <a href="{e(csv_path)}">CSV</a> · <a href="{e(tex_path)}">LaTeX</a>'
 
 
-def write_report(
+def _report_tables(
+    c: _Computed,
     eval_dirs: Sequence[Path],
-    out_dir: Path,
-    *,
-    events: EventStore | None = None,
-    log_note: str | None = None,
-    now: datetime | None = None,
-) -> ReportSummary:
-    """Read the judgments of ``eval_dirs``; write the report folder ``out_dir``.
-
-    ``events`` is the event log of the workspace that evaluated: who answered each judgment
-    (provider ids, offline or live) and when are read from it; without it the report says they
-    were not read (``log_note``: why). Raises :class:`ReportError` when a directory has no
-    judgments file, a record is malformed, or there is no judgment at all.
-    """
-    if not eval_dirs:
-        raise ReportError("write_report needs at least one evaluation directory, got none")
-    records = load_records(eval_dirs)
-    if not records:
-        raise ReportError(
-            f"no judgments in {[str(d) for d in eval_dirs]!r}; run `eval` before `report`"
-        )
-    now = now or datetime.now(tz=UTC)
-    calls = answered_calls(events, eval_dirs) if events is not None else None
-    if log_note is None:
-        log_note = (
-            "read from the event log given"
-            if calls is not None
-            else "not read (no workspace given)"
-        )
-    if calls is not None:
-        found = sum(1 for r in records if r.call_key in calls)
-        log_note += f"; the calls of {found} of {len(records)} judgments are in it"
-    runs = _runs(records)
-    stats = {(r.judge, r.condition_id): _stats(r) for r in runs}
-    comparisons = _comparisons(runs, stats)
-    recall_rows = _recall_rows(records)
-    coincidences = _coincidences(records)
-    sources = _judge_sources(records, calls)
-    source = _source(sources)
-    offline_note = OFFLINE_NOTE if source in ("offline", "mixed") else None
-    if source == "unknown":
-        offline_note = UNKNOWN_NOTE
-
-    tables = [
-        _provenance_table(eval_dirs, records, runs, sources, source, calls, log_note, now),
-        _table1(runs, stats, sources),
-        _shown_table(runs),
-        _strata_table(runs, stats, "domain", "Accuracy per domain"),
-        _strata_table(runs, stats, "gap", "Accuracy per rating gap"),
-        _modality_table(_modality_groups(runs), stats),
-        _comparison_table(comparisons, _twin_names(coincidences)),
-        _recall_table(recall_rows, DEFAULT_KS, coincidences),
+    loaded: LoadedJudgments,
+    provenance: Table,
+    sources: Mapping[str, _JudgeSource],
+) -> list[Table]:
+    """Every table of the report, provenance first."""
+    twins = _twin_names(c.coincidences)
+    return [
+        provenance,
+        *_paper_tables(c.runs, c.stats, c.recall_rows, c.k),
+        _leaderboard(c.runs, c.stats, loaded.sources, eval_dirs),
+        _table1(c.runs, c.stats, sources),
+        _shown_table(c.runs),
+        _strata_table(c.runs, c.stats, "domain", "Accuracy per domain"),
+        _strata_table(c.runs, c.stats, "gap", "Accuracy per rating gap"),
+        _modality_table(_modality_groups(c.runs), c.stats),
+        _comparison_table(c.comparisons, twins),
+        _recall_table(c.recall_rows, DEFAULT_KS, c.coincidences),
+        _recall_hours_table(c.recall_rows, DEFAULT_KS, twins),
+        _gate_table(c.gate.rows, c.gate.runs, c.gate.why),
     ]
-    figures = _figure_specs(runs, stats, comparisons, recall_rows, coincidences)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = _write_figures(figures.drawn, out_dir, offline_note)
-    table_files: list[Path] = []
+
+def _write_tables(tables: Sequence[Table], out_dir: Path, note: str | None) -> list[Path]:
+    """Each table as ``tables/<slug>.csv`` and ``.tex``; the files written."""
+    written: list[Path] = []
     (out_dir / TABLES_DIR).mkdir(exist_ok=True)
     for table in tables:
         csv_path = out_dir / TABLES_DIR / f"{table.slug}.csv"
         tex_path = out_dir / TABLES_DIR / f"{table.slug}.tex"
         csv_path.write_text(table.csv_text(), encoding="utf-8")
-        tex_path.write_text(table.latex(offline_note or ""), encoding="utf-8")
-        table_files += [csv_path, tex_path]
+        tex_path.write_text(table.latex(note or ""), encoding="utf-8")
+        written += [csv_path, tex_path]
+    return written
 
-    sources_text = ", ".join(str(d) for d in eval_dirs)
-    summary_line = (
-        f"{len(records)} judgments, {len(runs)} runs (judge × condition), from {sources_text}."
-    )
-    banner = _source_sentence(source, sources)
+
+def _markdown_page(
+    summary_line: str,
+    banner: str,
+    tables: Sequence[Table],
+    written: Sequence[_Written],
+    omitted: Sequence[str],
+) -> str:
     md_figures: list[str] = []
     for number, w in enumerate(written, start=1):
         md_figures += [
@@ -1373,8 +1956,8 @@ def write_report(
             f"{w.caption.strip()} PDF: [{Path(w.pdf).name}]({w.pdf})",
             "",
         ]
-    md_figures += [f"_{sentence}_\n" for sentence in figures.omitted]
-    markdown = "\n".join(
+    md_figures += [f"_{sentence}_\n" for sentence in omitted]
+    return "\n".join(
         [
             "# Judge evaluation report",
             "",
@@ -1389,9 +1972,16 @@ def write_report(
             *(t.markdown(_files_md(t)) for t in tables[1:]),
         ]
     )
-    md_path = out_dir / REPORT_MD
-    md_path.write_text(markdown, encoding="utf-8")
 
+
+def _html_page(
+    summary_line: str,
+    banner: str,
+    source: Source,
+    tables: Sequence[Table],
+    written: Sequence[_Written],
+    omitted: Sequence[str],
+) -> str:
     e = html.escape
     html_figures = [
         f'<figure><img src="{e(w.png)}" alt="{e(w.spec.title)}">'
@@ -1399,8 +1989,8 @@ def write_report(
         f'<a href="{e(w.pdf)}">PDF</a></figcaption></figure>'
         for w in written
     ]
-    html_figures += [f'<p class="no-figure">{e(s)}</p>' for s in figures.omitted]
-    page = "\n".join(
+    html_figures += [f'<p class="no-figure">{e(s)}</p>' for s in omitted]
+    return "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
@@ -1420,28 +2010,100 @@ def write_report(
             "",
         ]
     )
+
+
+def write_report(
+    eval_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    events: EventStore | None = None,
+    log_note: str | None = None,
+    now: datetime | None = None,
+    merge_duplicates: bool = False,
+) -> ReportSummary:
+    """Read the judgments of ``eval_dirs``; write the report folder ``out_dir``.
+
+    ``events`` is the event log of the workspace that evaluated: who answered each judgment
+    (provider ids, offline or live) and when are read from it, and the difficulty gate's
+    verdicts on the runs the judged pairs came from (the gate's accuracy by rating gap); without
+    it the report says they were not read (``log_note``: why). Raises :class:`ReportError` when
+    a directory has no judgments file, a record is malformed, there is no judgment at all, or
+    one judge under one condition was judged in two evaluation folders — unless
+    ``merge_duplicates``, when their judgments make one cell that names both folders.
+    """
+    if not eval_dirs:
+        raise ReportError("write_report needs at least one evaluation directory, got none")
+    loaded = load_evaluations(eval_dirs, merge_duplicates=merge_duplicates)
+    records = loaded.records
+    if not records:
+        raise ReportError(
+            f"no judgments in {[str(d) for d in eval_dirs]!r}; run `eval` before `report`"
+        )
+    now = now or datetime.now(tz=UTC)
+    calls = answered_calls(events, eval_dirs) if events is not None else None
+    if log_note is None:
+        log_note = (
+            "read from the event log given"
+            if calls is not None
+            else "not read (no workspace given)"
+        )
+    if calls is not None:
+        found = sum(1 for r in records if r.call_key in calls)
+        log_note += f"; the calls of {found} of {len(records)} judgments are in it"
+    computed = _compute(records, events)
+    sources = _judge_sources(records, calls)
+    source = _source(sources)
+    offline_note = OFFLINE_NOTE if source in ("offline", "mixed") else None
+    if source == "unknown":
+        offline_note = UNKNOWN_NOTE
+    provenance = _provenance_table(
+        eval_dirs, records, computed.runs, sources, source, calls, log_note, now
+    )
+    tables = _report_tables(computed, eval_dirs, loaded, provenance, sources)
+    figures = _figure_specs(computed)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = _write_figures(figures.drawn, out_dir, offline_note)
+    table_files = _write_tables(tables, out_dir, offline_note)
+    sources_text = ", ".join(str(d) for d in eval_dirs)
+    summary_line = (
+        f"{len(records)} judgments, {len(computed.runs)} runs (judge × condition), from "
+        f"{sources_text}."
+    )
+    banner = _source_sentence(source, sources)
+    md_path = out_dir / REPORT_MD
+    md_path.write_text(
+        _markdown_page(summary_line, banner, tables, written, figures.omitted), encoding="utf-8"
+    )
     html_path = out_dir / REPORT_HTML
-    html_path.write_text(page, encoding="utf-8")
-    figure_files = [out_dir / p for w in written for p in (w.png, w.pdf)]
+    html_path.write_text(
+        _html_page(summary_line, banner, source, tables, written, figures.omitted),
+        encoding="utf-8",
+    )
     return ReportSummary(
         markdown=md_path,
         html=html_path,
         judgments=len(records),
-        runs=len(runs),
+        runs=len(computed.runs),
         figures=tuple(w.spec.title for w in written),
         omitted=tuple(figures.omitted),
-        figure_files=tuple(figure_files),
+        figure_files=tuple(out_dir / p for w in written for p in (w.png, w.pdf)),
         table_files=tuple(table_files),
         source=source,
     )
 
 
 def write_workspace_report(
-    eval_dirs: Sequence[Path], out_dir: Path, home: Path | None = None
+    eval_dirs: Sequence[Path],
+    out_dir: Path,
+    home: Path | None = None,
+    *,
+    merge_duplicates: bool = False,
 ) -> ReportSummary:
-    """:func:`write_report`, reading who answered each judgment from the event log of the
-    workspace ``home`` (default: the default workspace) when it has one; a workspace that does
-    not exist is not made, and the report says the log was not read."""
+    """:func:`write_report`, reading who answered each judgment (and the difficulty gate's
+    verdicts) from the event log of the workspace ``home`` (default: the default workspace)
+    when it has one; a workspace that does not exist is not made, and the report says the log
+    was not read. ``merge_duplicates`` is :func:`write_report`'s."""
     from playlisteval.app import App
     from playlisteval.settings import load_settings
     from playlisteval.workspace import Workspace
@@ -1450,17 +2112,21 @@ def write_workspace_report(
     database = Workspace(Path(settings.home)).database
     if not (settings.store.url or database.exists()):
         note = f"not read: no workspace at {settings.home} (give the --home that evaluated)"
-        return write_report(eval_dirs, out_dir, log_note=note)
+        return write_report(eval_dirs, out_dir, log_note=note, merge_duplicates=merge_duplicates)
     with App(settings) as app:
         where = "the PostgreSQL event log" if settings.store.url else str(database)
-        return write_report(eval_dirs, out_dir, events=app.events, log_note=f"read from {where}")
+        return write_report(
+            eval_dirs,
+            out_dir,
+            events=app.events,
+            log_note=f"read from {where}",
+            merge_duplicates=merge_duplicates,
+        )
 
 
-def figure_specs(records: Sequence[JudgmentRecord]) -> list[FigureSpec]:
-    """The figures a report of ``records`` draws, as data (a test draws and measures them)."""
-    runs = _runs(records)
-    stats = {(r.judge, r.condition_id): _stats(r) for r in runs}
-    figures = _figure_specs(
-        runs, stats, _comparisons(runs, stats), _recall_rows(records), _coincidences(records)
-    )
-    return [spec for spec, _ in figures.drawn]
+def figure_specs(
+    records: Sequence[JudgmentRecord], events: EventStore | None = None
+) -> list[FigureSpec]:
+    """The figures a report of ``records`` draws, as data (a test draws and measures them);
+    with ``events``, the difficulty gate's figure too."""
+    return [spec for spec, _ in _figure_specs(_compute(records, events)).drawn]

@@ -1,10 +1,12 @@
 """The report's tables, each written four ways: markdown, HTML, CSV and LaTeX (booktabs).
 
-A :class:`Table` holds typed cells (text, counts, numbers, and :class:`Stat` — a value with its
-95 % interval and N) under :class:`Column` kinds that say how each is shown. Markdown, HTML and
-LaTeX show numbers to three decimals and an interval as ``[low, high]``; the CSV keeps six
-significant digits and gives an interval's ends their own columns, so a plotting script reads
-numbers, not strings. No pandas: the four writers are a few lines each.
+A :class:`Table` holds typed cells (text, counts, numbers, :class:`Stat` — a value with its
+95 % interval and N —, :class:`Versus` — the paper's "retrieved / uniform" percentages — and
+:class:`Sourced` — a :class:`Stat` with the evaluation it came from) under :class:`Column` kinds
+that say how each is shown. Markdown, HTML and LaTeX show numbers to three decimals and an
+interval as ``[low, high]``; the CSV keeps six significant digits and gives an interval's ends,
+each side of a :class:`Versus` and a :class:`Sourced` cell's evaluation their own columns, so a
+plotting script reads numbers, not strings. No pandas: the four writers are a few lines each.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Literal
 
 from policies.bootstrap import Interval
 
-ColumnKind = Literal["text", "int", "num", "signed", "p", "stat", "signed_stat"]
+ColumnKind = Literal[
+    "text", "int", "num", "signed", "p", "stat", "signed_stat", "versus", "sourced"
+]
 STATS: tuple[ColumnKind, ...] = ("stat", "signed_stat")
 
 
@@ -31,14 +35,32 @@ class Stat:
     n: int | None = None
 
 
-Cell = str | int | float | Stat | None
+@dataclass(frozen=True)
+class Versus:
+    """Two shares side by side, read as percentages: ``retrieved / uniform`` (the paper's
+    Table 1 cell, e.g. ``71.2 / 63.5``); None where that side was not run."""
+
+    retrieved: float | None
+    uniform: float | None
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A :class:`Stat` and the evaluation (or evaluations, when merged) it came from."""
+
+    stat: Stat
+    source: str
+
+
+Cell = str | int | float | Stat | Versus | Sourced | None
 
 
 @dataclass(frozen=True)
 class Column:
     """A column's header and how its cells read: ``text``, ``int``, ``num`` (0.123),
-    ``signed`` (+0.123), ``p`` (three significant digits), ``stat`` (:class:`Stat`) or
-    ``signed_stat`` (a :class:`Stat` of a difference, every number signed)."""
+    ``signed`` (+0.123), ``p`` (three significant digits), ``stat`` (:class:`Stat`),
+    ``signed_stat`` (a :class:`Stat` of a difference, every number signed), ``versus``
+    (:class:`Versus`, ``71.2 / 63.5``) or ``sourced`` (:class:`Sourced`)."""
 
     name: str
     kind: ColumnKind = "text"
@@ -56,10 +78,18 @@ def _number(value: float, kind: ColumnKind) -> str:
     return f"{value:.3f}"
 
 
+def _percent(value: float | None) -> str:
+    return MISSING if value is None else f"{value * 100:.1f}"
+
+
 def shown(cell: Cell, kind: ColumnKind) -> str:
     """A cell as the markdown, HTML and LaTeX tables show it."""
     if cell is None:
         return MISSING
+    if isinstance(cell, Versus):
+        return f"{_percent(cell.retrieved)} / {_percent(cell.uniform)}"
+    if isinstance(cell, Sourced):
+        return f"{shown(cell.stat, 'stat')} ({cell.source})"
     if isinstance(cell, Stat):
         if cell.value is None:
             return MISSING
@@ -144,8 +174,17 @@ class Table:
         header: list[str] = []
         with_n = [_has_n(row[i] for row in self.rows) for i in range(len(self.columns))]
         for column, n in zip(self.columns, with_n, strict=True):
+            if column.kind == "versus":
+                header += [f"{column.name} retrieved (%)", f"{column.name} uniform (%)"]
+                continue
             header.append(column.name)
-            if column.kind in STATS:
+            if column.kind == "sourced":
+                header += [
+                    f"{column.name} 95% low",
+                    f"{column.name} 95% high",
+                    f"{column.name} evaluation",
+                ]
+            elif column.kind in STATS:
                 header += [f"{column.name} 95% low", f"{column.name} 95% high"]
                 if n:
                     header.append(f"{column.name} N")
@@ -192,6 +231,15 @@ def _has_n(cells: Iterable[Cell]) -> bool:
 
 
 def _csv_cells(cell: Cell, kind: ColumnKind, with_n: bool) -> list[str]:
+    if kind == "versus":
+        versus = cell if isinstance(cell, Versus) else Versus(None, None)
+        return [
+            "" if v is None else _csv_number(v * 100) for v in (versus.retrieved, versus.uniform)
+        ]
+    if kind == "sourced":
+        if not isinstance(cell, Sourced):
+            return ["", "", "", ""]
+        return [*_csv_cells(cell.stat, "stat", False), cell.source]
     if kind in STATS:
         stat = cell if isinstance(cell, Stat) else Stat(None)
         interval = stat.interval
@@ -207,6 +255,8 @@ def _csv_cells(cell: Cell, kind: ColumnKind, with_n: bool) -> list[str]:
         return [cell]
     if isinstance(cell, Stat):  # a Stat under a plain column: its value
         return [_csv_number(cell.value)]
+    if isinstance(cell, Versus | Sourced):  # under a plain column: as the page shows it
+        return [shown(cell, kind)]
     return [_csv_number(cell)]
 
 
@@ -228,6 +278,7 @@ _LATEX_SPECIAL = {
     # Characters pdfLaTeX's default fonts lack, written as LaTeX says them.
     "—": "---",
     "–": "--",
+    "−": "$-$",
     "≥": "$\\geq$",
     "≤": "$\\leq$",
     "·": "$\\cdot$",

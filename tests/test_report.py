@@ -45,7 +45,7 @@ from playlisteval.report import (
 )
 from playlisteval.settings import load_settings
 from policies.judging import parse_condition
-from store.events import CallRecorded
+from store.events import CallRecorded, PairCandidate, PairJudged, pairs_stream
 from store.eventstore import open_event_store
 from tests.workspaces import copy_workspace
 
@@ -336,7 +336,13 @@ def test_every_figure_is_drawn_when_its_data_is_there(
 ) -> None:
     full_eval, summary = full_report
     out = summary.html.parent
-    assert summary.omitted == ()
+    # Retrieval ran at one length only, and no log of the difficulty gate was given.
+    assert summary.omitted == (
+        "Retriever recall against haystack hours: not drawn, no retriever searched haystacks "
+        "of two or more lengths built.",
+        "Difficulty-gate accuracy by rating gap: not drawn, no event log was read (give the "
+        "workspace that curated the benchmark).",
+    )
     assert summary.figures == FIGURES
     _figure_files_are_real(summary)
     page, markdown = summary.html.read_text(), summary.markdown.read_text()
@@ -451,10 +457,12 @@ def test_absent_data_gives_a_sentence_instead_of_a_figure(tmp_path: Path) -> Non
         "Retrieved against uniform frames",
         "Modality ablation",
         "Retriever recall@k at tIoU ≥ 0.5",
+        "Retriever recall against haystack hours",
+        "Difficulty-gate accuracy by rating gap",
     ]
     page = summary.html.read_text()
     assert page.count("<img ") == 3
-    assert page.count('<p class="no-figure">') == 4
+    assert page.count('<p class="no-figure">') == 6
     assert "more than one haystack length" in page
     assert "<img src=x" not in page  # the judge's name is text, escaped everywhere
     assert "&lt;img src=x onerror=alert(1)&gt; &amp; co_1 %" in page
@@ -698,6 +706,10 @@ TABLES = (
     "modality-ablation",
     "retrieved-vs-uniform",
     "retriever-recall",
+    "table1-1h",
+    "leaderboard",
+    "recall-vs-hours",
+    "gate-accuracy-by-gap",
 )
 
 
@@ -844,10 +856,41 @@ def test_retrievers_that_coincide_in_the_demo_are_named_beside_their_recall(
 
 
 def test_the_demo_figures_are_legible(demo_report: DemoReport) -> None:
-    specs = figure_specs(load_records([demo_report.eval_dir]))
+    with App(load_settings(demo_report.home)) as app:
+        specs = figure_specs(load_records([demo_report.eval_dir]), app.events)
     assert {s.slug for s in specs} == {p.stem for p in (demo_report.out / "figures").glob("*.png")}
+    assert "gate-accuracy-by-gap" in {s.slug for s in specs}
     for spec in specs:
         assert text_overlaps(draw(spec, OFFLINE_NOTE)) == [], spec.title
+
+
+def test_the_demo_gate_table_holds_the_gates_own_verdicts_by_gap(demo_report: DemoReport) -> None:
+    """The difficulty gate judged the demo run's candidate pairs through pair selection; the
+    report's Figure 3 table is those verdicts' accuracy per gate judge and gap (ties 0.5)."""
+    [run_id] = {json.loads(line)["meta"]["run_id"] for line in _lines(demo_report.bench)}
+    with App(load_settings(demo_report.home)) as app:
+        events = [s.event() for s in app.events.read_stream(pairs_stream(run_id))]
+    gaps = {
+        e.pair_id: e.chosen_rating - e.rejected_rating
+        for e in events
+        if isinstance(e, PairCandidate)
+    }
+    last = {(e.pair_id, e.judge, e.order): e for e in events if isinstance(e, PairJudged)}
+    scores: dict[tuple[str, int], list[float]] = {}
+    for (pair, judge, order), verdict in last.items():
+        preferred = "A" if order == "chosen_first" else "B"
+        score = 0.5 if verdict.choice in ("tie", "invalid") else float(verdict.choice == preferred)
+        scores.setdefault((judge, gaps[pair]), []).append(score)
+    assert scores, "the demo's gate judged no pair"
+    rows = {r["gate judge"]: r for r in _csv_rows(demo_report.out, "gate-accuracy-by-gap")}
+    assert set(rows) == {judge for judge, _ in scores}
+    for (judge, gap), values in scores.items():
+        assert float(rows[judge][f"gap {gap}"]) == pytest.approx(sum(values) / len(values))
+        assert rows[judge][f"gap {gap} N"] == str(len(values))
+
+
+def _lines(bench: Path) -> list[str]:
+    return [line for line in (bench / "pairs.jsonl").read_text().splitlines() if line.strip()]
 
 
 def test_the_report_command_writes_the_folder_and_says_where(tmp_path: Path) -> None:
