@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, event, func, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, delete, select
@@ -414,19 +415,36 @@ class Catalog:
         keeps its id across recomputations.
         """
         wanted = {r.id: r for r in rows}
-        with self.session() as s:
-            existing = {r.id: r for r in s.exec(select(SeedRow)).all()}
-            retired = 0
-            for seed_id, row in existing.items():
-                active = seed_id in wanted
-                if row.active and not active:
-                    retired += 1
-                if row.active != active:
-                    row.active = active
-                    s.add(row)
-            fresh = [r for seed_id, r in wanted.items() if seed_id not in existing]
-            s.add_all(fresh)
-            return len(fresh), retired
+        table = SeedRow.__table__  # type: ignore[attr-defined]
+        # Through SQLAlchemy Core, not ORM objects: a 7 × 100 h catalogue holds half a million
+        # seeds (every same-domain pair in the band), and the ORM's per-row bookkeeping was most
+        # of this step's time there (bench/RESULTS.md, campaign rehearsal).
+        with self.engine.begin() as conn:
+            existing: dict[str, bool] = {
+                str(row[0]): bool(row[1])
+                for row in conn.execute(sa_select(table.c.id, table.c.active))
+            }
+            flip_on = [i for i, active in existing.items() if not active and i in wanted]
+            flip_off = [i for i, active in existing.items() if active and i not in wanted]
+            for ids, active in ((flip_on, True), (flip_off, False)):
+                for start in range(0, len(ids), 500):
+                    batch = ids[start : start + 500]
+                    conn.execute(table.update().where(table.c.id.in_(batch)).values(active=active))
+            fresh = [
+                {
+                    "id": r.id,
+                    "domain": r.domain,
+                    "segment_a": r.segment_a,
+                    "segment_b": r.segment_b,
+                    "cosine": r.cosine,
+                    "active": True,
+                }
+                for seed_id, r in wanted.items()
+                if seed_id not in existing
+            ]
+            if fresh:
+                conn.execute(table.insert(), fresh)
+            return len(fresh), len(flip_off)
 
     def seeds_by_id(self, ids: Sequence[str]) -> list[SeedRow]:
         """Seeds by id, in the order given; unknown ids are left out."""
