@@ -77,6 +77,9 @@ DEFAULT_CLIP_FPS = 0.5
 MATCH_THRESHOLD = 0.5  # share of the gold's content words a candidate must recover to match
 HEDGES = ("possibly", "it seems", "perhaps", "might", "probably", "apparently")
 _DECODE_CACHE_SIZE = 32
+# Described clips kept (their facts: a few hundred small records each): every segment clip of a
+# curation run or a difficulty gate at campaign scale.
+_DESCRIBED_CACHE_SIZE = 512
 _SEGMENT_ORDINALS = ("first", "second")
 
 
@@ -857,7 +860,9 @@ class OfflineProvider:
         self.fallibility = fallibility
         self.salt = salt
         self._decoded: dict[tuple[str, float], list[media.Frame]] = {}
-        self._described: dict[tuple[str, float, float, tuple[float, ...]], list[VisualFact]] = {}
+        self._described: dict[
+            tuple[str, float, float, tuple[float, ...] | None], tuple[list[VisualFact], int]
+        ] = {}
 
     def model(self, model_id: str) -> FunctionModel:
         """A pydantic-ai model named ``offline:<model_id>`` that answers every role."""
@@ -881,22 +886,28 @@ class OfflineProvider:
         start = float(meta.get("start_s", 0.0))
         return [media.Frame(t=round(start + f.t, 6), image=f.image) for f in shown(clip, frames)]
 
-    def _facts(self, clip: BinaryContent, frames: list[media.Frame]) -> list[VisualFact]:
-        """The facts of a clip's frames, described once per clip content, rate and start."""
+    def _seen(self, clip: BinaryContent) -> tuple[list[media.Frame] | None, list[VisualFact], int]:
+        """``(frames, facts, frame count)`` of a clip, its facts described once per clip content,
+        rate, start and fixed frame times: a clip seen before is neither decoded nor described
+        again (frames is then None). A difficulty gate shows the same two segments to two judges
+        in both orders for every pair of an item, so this is most of its work."""
         meta = clip.vendor_metadata or {}
+        info = clip_info(clip)
         cache_key = (
             hashlib.sha256(clip.data).hexdigest(),
             float(meta.get("fps", DEFAULT_CLIP_FPS)),
             float(meta.get("start_s", 0.0)),
-            tuple(f.t for f in frames),
+            info.shown_times if info is not None else None,
         )
-        facts = self._described.get(cache_key)
-        if facts is None:
-            facts = describe_frames(frames, 0.0)
-            if len(self._described) >= _DECODE_CACHE_SIZE:
-                self._described.pop(next(iter(self._described)))
-            self._described[cache_key] = facts
-        return facts
+        found = self._described.get(cache_key)
+        if found is not None:
+            return None, found[0], found[1]
+        frames = self._frames(clip)
+        facts = describe_frames(frames, 0.0)
+        if len(self._described) >= _DESCRIBED_CACHE_SIZE:
+            self._described.pop(next(iter(self._described)))
+        self._described[cache_key] = (facts, len(frames))
+        return frames, facts, len(frames)
 
     def _respond(
         self, messages: Sequence[ModelMessage], info: AgentInfo, model_id: str
@@ -911,15 +922,18 @@ class OfflineProvider:
             ) from exc
         videos: dict[str, list[media.Frame]] = {}
         described: dict[str, list[VisualFact]] = {}
+        counts: dict[str, int] = {}
         for index, clip in enumerate(clips):
             name = clip.identifier or f"clip-{index}"
-            videos[name] = self._frames(clip)
-            described[name] = self._facts(clip, videos[name])
+            frames, described[name], counts[name] = self._seen(clip)
+            # Every clip is described, so its frames are looked at only when just decoded.
+            videos[name] = frames if frames is not None else []
             # An evaluation's clip is named "video@start-end@rate@height", its span (the segment
             # the judge's prompt lists) "video@start-end": found by either name.
             span = "@".join(name.split("@")[:2])
             if span != name and span not in videos:
                 videos[span], described[span] = videos[name], described[name]
+                counts[span] = counts[name]
         output = answer(
             context,
             videos,
@@ -929,7 +943,7 @@ class OfflineProvider:
             described=described,
         )
         args = output.model_dump_json()
-        n_frames = sum(len(frames) for frames in videos.values())
+        n_frames = sum(counts.values())
         usage = RequestUsage(
             input_tokens=len(text) // 4 + TOKENS_PER_FRAME * n_frames,
             output_tokens=max(1, len(args) // 4),
