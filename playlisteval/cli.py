@@ -809,6 +809,7 @@ def _rehearse_campaign(
     if not (root / SETTINGS_FILE).exists():
         (root / SETTINGS_FILE).write_text(REHEARSAL_SETTINGS)
     meter = StageMeter(root)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     hours = haystacks or default_haystacks(spec.hours_per_domain)
     seeds = spec.domains * seeds_per_domain
     console.print(
@@ -827,8 +828,11 @@ def _rehearse_campaign(
         )
         notes.append(f"{spec.domains * spec.videos_per_domain} videos")
     with _open(root, create=True) as app_:
+        with meter.stage("load models") as notes:
+            notes.append(f"embedder {app_.embedder.name}, vector store")
+            loaded = app_.indexer()
         with meter.stage("add") as notes:
-            summary = app_.indexer().add(str(manifest), domain=None, allowed_roots=[collection])
+            summary = loaded.add(str(manifest), domain=None, allowed_roots=[collection])
             notes.append(f"{summary.videos} videos listed")
         with meter.stage("index") as notes:
             with _progress() as bars:
@@ -882,7 +886,7 @@ def _rehearse_campaign(
         domains=spec.domains,
         hours_per_domain=spec.hours_per_domain,
         hours=spec.hours,
-        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        started=started,
         stages=meter.figures,
     )
     saved = save_record(root, record)

@@ -26,6 +26,7 @@ from tools.campaign import CampaignSpec, campaign_videos, make_campaign
 
 STAGES = [
     "generate",
+    "load models",
     "add",
     "index",
     "near-duplicates",

@@ -21,6 +21,7 @@ All three are deterministic: the same prompt and clips always give byte-identica
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -122,16 +123,26 @@ class _FrameCache:
     def __init__(self, size: int = 16_384) -> None:
         self.size = size
         self._facts: dict[tuple[str, float, float], list[VisualFact]] = {}
+        self._describing: dict[tuple[str, float, float], threading.Lock] = {}
+        self._lock = threading.Lock()
 
     def facts(self, clip: BinaryContent, fps: float, start_s: float) -> list[VisualFact]:
+        """The facts of a clip, described once: judgments run in worker threads, and the two
+        orders of a pair (and the other judges) showing the clip at once wait for the first."""
         key = (hashlib.sha256(clip.data).hexdigest(), fps, start_s)
-        found = self._facts.get(key)
-        if found is None:
-            found = describe_frames(shown(clip, decode_clip(clip.data, fps)), start_s)
-            if len(self._facts) >= self.size:
-                self._facts.pop(next(iter(self._facts)))
-            self._facts[key] = found
-        return found
+        with self._lock:
+            gate = self._describing.setdefault(key, threading.Lock())
+        with gate:
+            found = self._facts.get(key)
+            if found is None:
+                found = describe_frames(shown(clip, decode_clip(clip.data, fps)), start_s)
+                with self._lock:
+                    if len(self._facts) >= self.size:
+                        evicted = next(iter(self._facts))
+                        self._facts.pop(evicted)
+                        self._describing.pop(evicted, None)
+                    self._facts[key] = found
+            return found
 
 
 def judge_model(model_id: str) -> FunctionModel:

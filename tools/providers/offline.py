@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ _DECODE_CACHE_SIZE = 32
 # Described clips kept (their facts: a few hundred small records each): every segment clip of a
 # curation run or a difficulty gate at campaign scale.
 _DESCRIBED_CACHE_SIZE = 512
+_ClipKey = tuple[str, float, float, tuple[float, ...] | None]  # content, rate, start, times
 _SEGMENT_ORDINALS = ("first", "second")
 
 
@@ -860,9 +862,9 @@ class OfflineProvider:
         self.fallibility = fallibility
         self.salt = salt
         self._decoded: dict[tuple[str, float], list[media.Frame]] = {}
-        self._described: dict[
-            tuple[str, float, float, tuple[float, ...] | None], tuple[list[VisualFact], int]
-        ] = {}
+        self._described: dict[_ClipKey, tuple[list[VisualFact], int]] = {}
+        self._describing: dict[_ClipKey, threading.Lock] = {}
+        self._lock = threading.Lock()
 
     def model(self, model_id: str) -> FunctionModel:
         """A pydantic-ai model named ``offline:<model_id>`` that answers every role."""
@@ -899,15 +901,23 @@ class OfflineProvider:
             float(meta.get("start_s", 0.0)),
             info.shown_times if info is not None else None,
         )
-        found = self._described.get(cache_key)
-        if found is not None:
-            return None, found[0], found[1]
-        frames = self._frames(clip)
-        facts = describe_frames(frames, 0.0)
-        if len(self._described) >= _DESCRIBED_CACHE_SIZE:
-            self._described.pop(next(iter(self._described)))
-        self._described[cache_key] = (facts, len(frames))
-        return frames, facts, len(frames)
+        # Calls run in worker threads: the first to want a clip describes it, the others
+        # showing the same clip at once wait for it instead of describing it too.
+        with self._lock:
+            gate = self._describing.setdefault(cache_key, threading.Lock())
+        with gate:
+            found = self._described.get(cache_key)
+            if found is not None:
+                return None, found[0], found[1]
+            frames = self._frames(clip)
+            facts = describe_frames(frames, 0.0)
+            with self._lock:
+                if len(self._described) >= _DESCRIBED_CACHE_SIZE:
+                    evicted = next(iter(self._described))
+                    self._described.pop(evicted)
+                    self._describing.pop(evicted, None)
+                self._described[cache_key] = (facts, len(frames))
+            return frames, facts, len(frames)
 
     def _respond(
         self, messages: Sequence[ModelMessage], info: AgentInfo, model_id: str
