@@ -123,6 +123,9 @@ class FleetConfig:
     poll_s: float = 2.0
     shutdown_grace_s: float = 30.0
     exit_when_idle: bool = False
+    # Index jobs at once: one per device the index models use (their model calls also take the
+    # device in turn, tools.devices.device_slot); they leave the other slots to seeds.
+    index_jobs: int = 1
     per_seed_micros: int | None = None
     # Caps of the shared accounts this worker creates when they do not exist yet (a new day
     # before the daemon's next tick, workers started before any daemon); existing caps stand.
@@ -278,17 +281,12 @@ class FleetWorker(Curator):
         while not stop.is_set():
             free = slots - len(self._active)
             claimed: list[Lease] = []
-            if free > 0:
-                claimed = await anyio.to_thread.run_sync(
-                    partial(
-                        self.queue.claim,
-                        fleet.owner,
-                        kinds,
-                        limit=free,
-                        lease_s=fleet.lease_s,
-                        exclude=frozenset(self._active),
-                    )
-                )
+            indexing = sum(1 for lease in self._active.values() if lease.kind == INDEX)
+            index_free = min(free, max(fleet.index_jobs, 1) - indexing)
+            if self.index_job is not None and index_free > 0:
+                claimed = await self._claim([INDEX], index_free)
+            if free - len(claimed) > 0:
+                claimed += await self._claim([SEED], free - len(claimed))
             for lease in claimed:
                 self._active[lease.item_id] = lease
                 if lease.kind == INDEX:
@@ -307,6 +305,19 @@ class FleetWorker(Curator):
             if claimed and len(self._active) < slots:
                 continue  # more may be waiting
             await self._wait_change(fleet.poll_s, stop)
+
+    async def _claim(self, kinds: list[str], limit: int) -> list[Lease]:
+        fleet = self.fleet
+        return await anyio.to_thread.run_sync(
+            partial(
+                self.queue.claim,
+                fleet.owner,
+                kinds,
+                limit=limit,
+                lease_s=fleet.lease_s,
+                exclude=frozenset(self._active),
+            )
+        )
 
     async def _wait_change(self, timeout: float, stop: anyio.Event | None = None) -> None:
         """Sleep until a seed ends, ``stop`` is set, or ``timeout`` passes."""

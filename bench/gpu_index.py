@@ -327,7 +327,10 @@ class PrintedProgress:
         """A video starts."""
         self.video_started_at, self.video_chunks = time.perf_counter(), 0
 
-    def advance(self, chunks: int) -> None:
+    def expect(self, chunks: int) -> None:
+        """More chunks than planned (a video probed on a Ray worker)."""
+
+    def advance(self, chunks: int, video: Any = None) -> None:
         """More chunks stored."""
         self.chunks += chunks
         self.video_chunks += chunks

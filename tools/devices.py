@@ -12,15 +12,19 @@ library that will run the model.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from store.errors import ConfigError
 
 __all__ = [
     "DeviceChoice",
     "ctranslate2_cuda_count",
+    "device_slot",
+    "model_devices",
     "resolve_device",
     "resolve_torch_dtype",
     "torch_cuda_count",
@@ -127,3 +131,38 @@ def whisper_compute_type(requested: str, choice: DeviceChoice, setting: str) -> 
         f"{setting} = {requested!r} is not a CTranslate2 compute type: use 'auto', 'int8', "
         "'float32', 'float16' or 'bfloat16'"
     )
+
+
+# -- one model call per device -------------------------------------------------------------------
+
+_SLOTS: dict[str, threading.Lock] = {}
+_SLOTS_GUARD = threading.Lock()
+
+
+def model_devices(model: Any) -> list[str]:
+    """The devices a model object runs on (its ``device``, and its fallback's for a backend
+    that falls back to another, as ``auto`` transcription does); none for one that runs
+    nowhere here (captions, a remote API)."""
+    found: list[str] = []
+    device = getattr(model, "device", None)
+    if device is not None:
+        found.append(str(device))
+    fallback = getattr(model, "fallback", None)
+    if fallback is not None and fallback is not model:
+        found.extend(d for d in model_devices(fallback) if d not in found)
+    return sorted(found)
+
+
+@contextmanager
+def device_slot(*models: Any) -> Iterator[None]:
+    """Hold the devices ``models`` run on for one model call, so two index jobs in one process
+    (a fleet worker runs several in threads) never run a model on the same device at once:
+    eight copies of an 8B embedder's activations on one GPU would not fit, and on the CPU
+    they only take turns anyway. Devices are taken in sorted order (no deadlock)."""
+    devices = sorted({d for model in models for d in model_devices(model)})
+    with _SLOTS_GUARD:
+        locks = [_SLOTS.setdefault(device, threading.Lock()) for device in devices]
+    with ExitStack() as held:
+        for lock in locks:
+            held.enter_context(lock)
+        yield

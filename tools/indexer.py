@@ -48,6 +48,7 @@ from store.errors import (
 )
 from tools import ingest, media
 from tools.calibration import Calibration, SeedBand, calibrate, pair_cosines
+from tools.devices import device_slot
 from tools.embeddings import ChunkContent, Embedder
 from tools.seeding import (
     SegmentRef,
@@ -115,8 +116,12 @@ class IndexProgress(Protocol):
     def video_started(self, video: VideoRow, chunks: int) -> None:
         """A video with ``chunks`` chunks left starts."""
 
-    def advance(self, chunks: int) -> None:
-        """``chunks`` more chunks are done."""
+    def expect(self, chunks: int) -> None:
+        """``chunks`` more chunks turned out to be left than :meth:`begin` said (a video whose
+        length was known only once it was probed, on a Ray worker)."""
+
+    def advance(self, chunks: int, video: VideoRow | None = None) -> None:
+        """``chunks`` more chunks are done (of ``video``, when several are under way at once)."""
 
     def video_finished(self, video: VideoRow, error: str | None) -> None:
         """A video ended, with an error message when it failed."""
@@ -134,7 +139,10 @@ class SilentProgress:
     def video_started(self, video: VideoRow, chunks: int) -> None:
         """Nothing to show."""
 
-    def advance(self, chunks: int) -> None:
+    def expect(self, chunks: int) -> None:
+        """Nothing to show."""
+
+    def advance(self, chunks: int, video: VideoRow | None = None) -> None:
         """Nothing to show."""
 
     def video_finished(self, video: VideoRow, error: str | None) -> None:
@@ -260,11 +268,15 @@ class DecodeAhead:
         self.close()
 
 
-def _frame_height(embedder: Embedder, configured: int) -> int:
-    # An embedder that reads only colour statistics asks for small frames: decoding at 720p
-    # and throwing the detail away would cost most of the indexing time.
-    preferred = getattr(embedder, "frame_height", None)
+def frame_height_for(preferred: int | None, configured: int) -> int:
+    """The height frames are decoded at: the embedder's preference when it has one, never above
+    the configured height. An embedder that reads only colour statistics asks for small frames:
+    decoding at 720p and throwing the detail away would cost most of the indexing time."""
     return min(configured, int(preferred)) if preferred else configured
+
+
+def _frame_height(embedder: Embedder, configured: int) -> int:
+    return frame_height_for(getattr(embedder, "frame_height", None), configured)
 
 
 def batch_audio(
@@ -285,6 +297,97 @@ def batch_audio(
     return out
 
 
+@dataclass(frozen=True)
+class DecodeSpec:
+    """How a video's chunks are decoded: the same numbers on this machine and on a Ray worker."""
+
+    chunk_s: float
+    frame_fps: float
+    frame_height: int
+    batch_chunks: int
+    audio_rate: int
+
+
+def frames_by_chunk(
+    path: Path, grid: Sequence[tuple[float, float]], first: int, spec: DecodeSpec
+) -> Iterator[tuple[int, list[np.ndarray]]]:
+    """Frames of chunks ``first``, ``first + 1``, … as each chunk completes."""
+    current = first
+    bucket: list[np.ndarray] = []
+    for frame in media.iter_frames(
+        path, fps=spec.frame_fps, max_height=spec.frame_height, start_s=grid[first][0]
+    ):
+        idx = min(int(frame.t // spec.chunk_s), len(grid) - 1)
+        while idx > current:
+            yield current, bucket
+            current, bucket = current + 1, []
+        bucket.append(frame.image)
+    while current < len(grid):
+        yield current, bucket
+        current, bucket = current + 1, []
+
+
+def decode_batches(
+    path: Path,
+    grid: Sequence[tuple[float, float]],
+    todo: Sequence[int],
+    spec: DecodeSpec,
+    *,
+    want_audio: bool,
+) -> Iterator[DecodedBatch]:
+    """The ``todo`` chunks' frames, ``spec.batch_chunks`` chunks a batch, with each batch's
+    audio when the transcriber will read it: what a decoder thread (or a Ray task) runs."""
+    if not todo:
+        return
+    wanted = set(todo)
+    pending: list[tuple[int, list[np.ndarray]]] = []
+    for idx, frames in frames_by_chunk(path, grid, min(todo), spec):
+        if idx in wanted:
+            pending.append((idx, frames))
+        if len(pending) >= spec.batch_chunks:
+            audio = batch_audio(path, grid, pending, spec.audio_rate) if want_audio else None
+            yield DecodedBatch(pending, audio)
+            pending = []
+    if pending:
+        audio = batch_audio(path, grid, pending, spec.audio_rate) if want_audio else None
+        yield DecodedBatch(pending, audio)
+
+
+@dataclass(frozen=True)
+class BatchTranscript:
+    """A batch's transcripts, the backend that wrote them, and why it fell back (if it did)."""
+
+    texts: list[str]
+    source: str
+    note: str
+
+
+def transcribe_batch(
+    transcriber: Transcriber,
+    spans: Sequence[tuple[float, float]],
+    captions: Sequence[Path],
+    audio: Callable[[float, float], np.ndarray],
+    rate: int,
+) -> BatchTranscript:
+    """Transcribe one batch of chunks (the same call on this machine and in a Ray actor)."""
+    request = TranscriptRequest(grid=spans, caption_paths=captions, audio=audio, rate=rate)
+    texts = transcriber.transcribe(request)
+    outcome = getattr(transcriber, "last_outcome", None)
+    source = outcome.backend if outcome is not None else transcriber.name
+    note = outcome.note if outcome is not None else ""
+    return BatchTranscript(list(texts), str(source), note or "")
+
+
+def embed_batch(
+    embedder: Embedder, frames: Sequence[list[np.ndarray]], texts: Sequence[str]
+) -> np.ndarray:
+    """One vector per chunk of a batch, from its frames and transcript."""
+    contents = [
+        ChunkContent(frames=f, transcript=text) for f, text in zip(frames, texts, strict=True)
+    ]
+    return embedder.embed_chunks(contents)
+
+
 def segments_in_seeding(catalog: Catalog) -> tuple[list[str], list[SegmentRef], np.ndarray]:
     """The videos that take part in seeding (indexed, and near-duplicates, whose decision is
     recomputed each time) in seeding order, their segments and the segments' vectors."""
@@ -301,23 +404,22 @@ def seed_calibration(catalog: Catalog, current: SeedBand) -> Calibration:
     return calibrate(pair_cosines(refs, vectors), current)
 
 
-class Indexer:
-    """Runs ingest, media, transcripts, embeddings and Qdrant over the catalogue."""
+class IndexStore:
+    """The indexing work that needs no model: listing and media into the catalogue, storing
+    what the models computed (Qdrant first, then the catalogue), segments, near-duplicates and
+    seeds. Two engines compute the chunks: :class:`Indexer` on this machine, and
+    :class:`tools.ray_index.RayIndexer` on a Ray cluster; both store them through here."""
 
     def __init__(
         self,
         catalog: Catalog,
         vectors: VectorIndex,
-        embedder: Embedder,
-        transcriber: Transcriber,
         config: IndexConfig,
         media_dir: Path,
         progress: IndexProgress | None = None,
     ) -> None:
         self.catalog = catalog
         self.vectors = vectors
-        self.embedder = embedder
-        self.transcriber = transcriber
         self.config = config
         self.media_dir = media_dir
         self.progress: IndexProgress = progress or SilentProgress()
@@ -472,8 +574,6 @@ class Indexer:
             if self._probe_into_catalog(video):
                 self.catalog.update_video(video.id, status=READY, reason=None)
 
-    # -- chunks -----------------------------------------------------------------------------
-
     def run(self) -> IndexSummary:
         """Index every ready video, then drop near-duplicates and compute seeds."""
         summary = self.index_ready()
@@ -482,37 +582,8 @@ class Indexer:
         return self.totals(summary)
 
     def index_ready(self) -> IndexSummary:
-        """Index every ready video (chunks, transcripts, embeddings, segments), nothing after:
-        :meth:`run` without near-duplicates and seeds, for a caller that times each stage."""
-        summary = IndexSummary()
-        ready = self.catalog.videos(statuses=[READY])
-        plans: list[tuple[VideoRow, list[tuple[float, float]], list[int]]] = []
-        for video in ready:
-            grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
-            done = self.catalog.done_chunks(video.id)
-            plans.append((video, grid, [i for i in range(len(grid)) if i not in done]))
-        self._ensure_collections()
-        self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
-        jobs = [self._decode_job(video, grid, todo) for video, grid, todo in plans]
-        try:
-            with DecodeAhead(jobs, self.config.decode_workers) as feed:
-                for number, (video, grid, todo) in enumerate(plans):
-                    self.progress.video_started(video, len(todo))
-                    error: str | None = None
-                    try:
-                        computed = self._index_chunks(video, grid, feed.batches(number))
-                        summary.chunks_computed += computed
-                        self._build_segments(video, grid)
-                        self.catalog.update_video(video.id, status=INDEXED, reason=None)
-                        summary.videos_indexed += 1
-                    except (MediaError, TranscriptError, EmbeddingError) as exc:
-                        feed.cancel(number)
-                        error = self._fail(video, "index", exc)
-                        summary.videos_failed.append((video.id, error))
-                    self.progress.video_finished(video, error)
-        finally:
-            self.progress.end()
-        return summary
+        """Index every ready video (chunks, transcripts, embeddings, segments): the engine's."""
+        raise NotImplementedError
 
     def totals(self, summary: IndexSummary) -> IndexSummary:
         """``summary`` with the catalogue's totals filled in (chunks, segments, hours)."""
@@ -522,162 +593,38 @@ class Indexer:
         summary.hours_indexed = sum((v.duration_s or 0.0) for v in indexed) / 3600.0
         return summary
 
-    def index_video(self, video_id: str) -> str:
-        """Index one ready video (chunks, transcripts, embeddings, segments): the job a worker
-        claims from the shared queue. Dedupe and seeds come after, once for all videos
-        (:meth:`dedupe`, :meth:`compute_seeds`). Returns what happened, in words."""
-        video = self.catalog.video(video_id)
-        if video is None:
-            return f"skipped: video {video_id!r} is not in the catalogue"
-        if video.status == INDEXED:
-            return "already indexed"
-        if video.status != READY:
-            return f"skipped: video {video_id!r} is {video.status!r}, not ready"
-        grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
-        done = self.catalog.done_chunks(video.id)
-        todo = [i for i in range(len(grid)) if i not in done]
-        self._ensure_collections()
-        try:
-            with DecodeAhead(
-                [self._decode_job(video, grid, todo)], self.config.decode_workers
-            ) as feed:
-                computed = self._index_chunks(video, grid, feed.batches(0))
-            self._build_segments(video, grid)
-        except (MediaError, TranscriptError, EmbeddingError) as exc:
-            return "failed: " + self._fail(video, "index", exc)
-        self.catalog.update_video(video.id, status=INDEXED, reason=None)
-        return f"indexed: {computed} chunks computed"
+    # -- storing chunks -------------------------------------------------------------------------
 
-    def _ensure_collections(self) -> None:
+    def _ensure_collections(self, dim: int) -> None:
         for name in (self.config.chunk_collection, self.config.segment_collection):
             self.vectors.ensure_collection(
                 name,
-                self.embedder.dim,
+                dim,
                 keyword_fields=CHUNK_KEYWORD_FIELDS,
                 float_fields=CHUNK_FLOAT_FIELDS,
             )
 
-    def _frames_by_chunk(
-        self, path: Path, grid: Sequence[tuple[float, float]], first: int
-    ) -> Iterator[tuple[int, list[np.ndarray]]]:
-        """Frames of chunks ``first``, ``first + 1``, … as each chunk completes."""
-        height = _frame_height(self.embedder, self.config.frame_max_height)
-        current = first
-        bucket: list[np.ndarray] = []
-        for frame in media.iter_frames(
-            path, fps=self.config.frame_fps, max_height=height, start_s=grid[first][0]
-        ):
-            idx = min(int(frame.t // self.config.chunk_s), len(grid) - 1)
-            while idx > current:
-                yield current, bucket
-                current, bucket = current + 1, []
-            bucket.append(frame.image)
-        while current < len(grid):
-            yield current, bucket
-            current, bucket = current + 1, []
-
-    def _decode_job(
-        self, video: VideoRow, grid: Sequence[tuple[float, float]], todo: Sequence[int]
-    ) -> Callable[[], Iterator[DecodedBatch]]:
-        """What a decoder thread runs for ``video``: its ``todo`` chunks' frames, batch by
-        batch, with each batch's audio when the transcriber will read it."""
-        captions = self.catalog.captions_of(video)
-        want_audio = reads_audio(self.transcriber, captions)
-        rate = self.config.audio_rate
-        size = self.config.batch_chunks
-
-        def batches() -> Iterator[DecodedBatch]:
-            if not todo:
-                return
-            assert video.path is not None
-            path = Path(video.path)
-            wanted = set(todo)
-            pending: list[tuple[int, list[np.ndarray]]] = []
-            for idx, frames in self._frames_by_chunk(path, grid, min(todo)):
-                if idx in wanted:
-                    pending.append((idx, frames))
-                if len(pending) >= size:
-                    yield DecodedBatch(
-                        pending, batch_audio(path, grid, pending, rate) if want_audio else None
-                    )
-                    pending = []
-            if pending:
-                yield DecodedBatch(
-                    pending, batch_audio(path, grid, pending, rate) if want_audio else None
-                )
-
-        return batches
-
-    def _index_chunks(
-        self, video: VideoRow, grid: Sequence[tuple[float, float]], batches: Iterator[DecodedBatch]
-    ) -> int:
-        assert video.path is not None
-        path = Path(video.path)
-        captions = self.catalog.captions_of(video)
-        rate = self.config.audio_rate
-        computed = 0
-        for decoded in batches:
-            prefetched = decoded.audio or {}
-            spans = {grid[idx]: idx for idx, _ in decoded.chunks}
-
-            def audio(
-                start: float,
-                end: float,
-                prefetched: dict[int, np.ndarray] = prefetched,
-                spans: dict[tuple[float, float], int] = spans,
-            ) -> np.ndarray:
-                found = prefetched.get(spans.get((start, end), -1))
-                if found is not None:
-                    return found
-                return media.extract_audio(path, start, end, rate=rate)
-
-            computed += self._store_batch(video, grid, decoded.chunks, captions, audio)
-        return computed
-
-    def _store_batch(
+    def _write_batch(
         self,
         video: VideoRow,
-        grid: Sequence[tuple[float, float]],
-        batch: Sequence[tuple[int, list[np.ndarray]]],
-        captions: Sequence[Path],
-        audio: Callable[[float, float], np.ndarray],
-    ) -> int:
-        spans = [grid[idx] for idx, _ in batch]
-        request = TranscriptRequest(
-            grid=spans, caption_paths=captions, audio=audio, rate=self.config.audio_rate
-        )
-        texts = self.transcriber.transcribe(request)
-        outcome = getattr(self.transcriber, "last_outcome", None)
-        source = outcome.backend if outcome is not None else self.transcriber.name
-        if outcome is not None and outcome.note and captions and video.id not in self._noted:
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray,
+        transcript: BatchTranscript,
+        embedder: str,
+        captions: bool,
+    ) -> None:
+        """Store one batch of computed chunks: Qdrant first, catalogue second, so a chunk the
+        catalogue holds is in the index for sure, and one that is only in the index is simply
+        upserted again on resume (point ids are the chunks' own: a batch stored twice changes
+        nothing)."""
+        if transcript.note and captions and video.id not in self._noted:
             # Captions were there but unreadable: worth a recorded reason, once per video.
             self._noted.add(video.id)
-            self.catalog.record_problem("transcript", video.id, outcome.note, video.playlist_id)
-        contents = [
-            ChunkContent(frames=frames, transcript=text)
-            for (_, frames), text in zip(batch, texts, strict=True)
-        ]
-        vectors = self.embedder.embed_chunks(contents)
-        rows = [
-            ChunkRow(
-                video_id=video.id,
-                idx=idx,
-                start_s=span[0],
-                end_s=span[1],
-                transcript=text,
-                vector=vector_to_bytes(vec),
-            )
-            for (idx, _), span, text, vec in zip(batch, spans, texts, vectors, strict=True)
-        ]
-        # Qdrant first, catalogue second: a chunk the catalogue holds is in the index for sure,
-        # and one that is only in the index is simply upserted again on resume.
+            self.catalog.record_problem("transcript", video.id, transcript.note, video.playlist_id)
         self._upsert_chunks(video, rows, vectors)
         self.catalog.add_chunks(rows)
-        self.catalog.update_video(
-            video.id, transcript_source=str(source), embedder=self.embedder.name
-        )
-        self.progress.advance(len(batch))
-        return len(batch)
+        self.catalog.update_video(video.id, transcript_source=transcript.source, embedder=embedder)
+        self.progress.advance(len(rows), video)
 
     def _upsert_chunks(
         self, video: VideoRow, rows: Sequence[ChunkRow], vectors: np.ndarray | None = None
@@ -832,3 +779,164 @@ class Indexer:
         for p in pairs:
             counts[p.domain] = counts.get(p.domain, 0) + 1
         return counts
+
+
+class Indexer(IndexStore):
+    """Computes chunks on this machine: frames and audio decoded in threads ahead of the
+    transcriber and the embedder, which run in the caller's thread, one batch at a time."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vectors: VectorIndex,
+        embedder: Embedder,
+        transcriber: Transcriber,
+        config: IndexConfig,
+        media_dir: Path,
+        progress: IndexProgress | None = None,
+    ) -> None:
+        super().__init__(catalog, vectors, config, media_dir, progress)
+        self.embedder = embedder
+        self.transcriber = transcriber
+
+    def decode_spec(self) -> DecodeSpec:
+        """How this indexer's videos are decoded (frames at the embedder's height)."""
+        return DecodeSpec(
+            chunk_s=self.config.chunk_s,
+            frame_fps=self.config.frame_fps,
+            frame_height=_frame_height(self.embedder, self.config.frame_max_height),
+            batch_chunks=self.config.batch_chunks,
+            audio_rate=self.config.audio_rate,
+        )
+
+    def index_ready(self) -> IndexSummary:
+        """Index every ready video (chunks, transcripts, embeddings, segments), nothing after:
+        :meth:`run` without near-duplicates and seeds, for a caller that times each stage."""
+        summary = IndexSummary()
+        ready = self.catalog.videos(statuses=[READY])
+        plans: list[tuple[VideoRow, list[tuple[float, float]], list[int]]] = []
+        for video in ready:
+            grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+            done = self.catalog.done_chunks(video.id)
+            plans.append((video, grid, [i for i in range(len(grid)) if i not in done]))
+        self._ensure_collections(self.embedder.dim)
+        self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
+        jobs = [self._decode_job(video, grid, todo) for video, grid, todo in plans]
+        try:
+            with DecodeAhead(jobs, self.config.decode_workers) as feed:
+                for number, (video, grid, todo) in enumerate(plans):
+                    self.progress.video_started(video, len(todo))
+                    error: str | None = None
+                    try:
+                        computed = self._index_chunks(video, grid, feed.batches(number))
+                        summary.chunks_computed += computed
+                        self._build_segments(video, grid)
+                        self.catalog.update_video(video.id, status=INDEXED, reason=None)
+                        summary.videos_indexed += 1
+                    except (MediaError, TranscriptError, EmbeddingError) as exc:
+                        feed.cancel(number)
+                        error = self._fail(video, "index", exc)
+                        summary.videos_failed.append((video.id, error))
+                    self.progress.video_finished(video, error)
+        finally:
+            self.progress.end()
+        return summary
+
+    def index_video(self, video_id: str) -> str:
+        """Index one ready video (chunks, transcripts, embeddings, segments): the job a worker
+        claims from the shared queue. Dedupe and seeds come after, once for all videos
+        (:meth:`dedupe`, :meth:`compute_seeds`). Returns what happened, in words."""
+        video = self.catalog.video(video_id)
+        if video is None:
+            return f"skipped: video {video_id!r} is not in the catalogue"
+        if video.status == INDEXED:
+            return "already indexed"
+        if video.status != READY:
+            return f"skipped: video {video_id!r} is {video.status!r}, not ready"
+        grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+        done = self.catalog.done_chunks(video.id)
+        todo = [i for i in range(len(grid)) if i not in done]
+        self._ensure_collections(self.embedder.dim)
+        try:
+            with DecodeAhead(
+                [self._decode_job(video, grid, todo)], self.config.decode_workers
+            ) as feed:
+                computed = self._index_chunks(video, grid, feed.batches(0))
+            self._build_segments(video, grid)
+        except (MediaError, TranscriptError, EmbeddingError) as exc:
+            return "failed: " + self._fail(video, "index", exc)
+        self.catalog.update_video(video.id, status=INDEXED, reason=None)
+        return f"indexed: {computed} chunks computed"
+
+    def _decode_job(
+        self, video: VideoRow, grid: Sequence[tuple[float, float]], todo: Sequence[int]
+    ) -> Callable[[], Iterator[DecodedBatch]]:
+        """What a decoder thread runs for ``video``: its ``todo`` chunks' frames, batch by
+        batch, with each batch's audio when the transcriber will read it."""
+        want_audio = reads_audio(self.transcriber, self.catalog.captions_of(video))
+        spec = self.decode_spec()
+
+        def batches() -> Iterator[DecodedBatch]:
+            if not todo:
+                return
+            assert video.path is not None
+            yield from decode_batches(Path(video.path), grid, todo, spec, want_audio=want_audio)
+
+        return batches
+
+    def _index_chunks(
+        self, video: VideoRow, grid: Sequence[tuple[float, float]], batches: Iterator[DecodedBatch]
+    ) -> int:
+        assert video.path is not None
+        path = Path(video.path)
+        captions = self.catalog.captions_of(video)
+        rate = self.config.audio_rate
+        computed = 0
+        for decoded in batches:
+            prefetched = decoded.audio or {}
+            spans = {grid[idx]: idx for idx, _ in decoded.chunks}
+
+            def audio(
+                start: float,
+                end: float,
+                prefetched: dict[int, np.ndarray] = prefetched,
+                spans: dict[tuple[float, float], int] = spans,
+            ) -> np.ndarray:
+                found = prefetched.get(spans.get((start, end), -1))
+                if found is not None:
+                    return found
+                return media.extract_audio(path, start, end, rate=rate)
+
+            computed += self._store_batch(video, grid, decoded.chunks, captions, audio)
+        return computed
+
+    def _store_batch(
+        self,
+        video: VideoRow,
+        grid: Sequence[tuple[float, float]],
+        batch: Sequence[tuple[int, list[np.ndarray]]],
+        captions: Sequence[Path],
+        audio: Callable[[float, float], np.ndarray],
+    ) -> int:
+        spans = [grid[idx] for idx, _ in batch]
+        with device_slot(self.transcriber):
+            transcript = transcribe_batch(
+                self.transcriber, spans, captions, audio, self.config.audio_rate
+            )
+        with device_slot(self.embedder):
+            vectors = embed_batch(self.embedder, [frames for _, frames in batch], transcript.texts)
+        rows = [
+            ChunkRow(
+                video_id=video.id,
+                idx=idx,
+                start_s=span[0],
+                end_s=span[1],
+                transcript=text,
+                vector=vector_to_bytes(vec),
+            )
+            for (idx, _), span, text, vec in zip(
+                batch, spans, transcript.texts, vectors, strict=True
+            )
+        ]
+        self._write_batch(video, rows, vectors, transcript, self.embedder.name, bool(captions))
+        return len(batch)

@@ -1,0 +1,608 @@
+"""Indexing on Ray Data (``playlisteval index --ray``): the GPU stage spread over machines.
+
+The stages are those of :class:`tools.indexer.Indexer`, run by an existing engine instead of our
+threads. Videos are rows; a CPU **task** per video fetches it from its source into the node's
+scratch folder (yt-dlp or a URL; a path is read in place, so it must be visible on the nodes),
+probes it and decodes its chunks, ``index.embed_batch_size`` a row (the local indexer's batches,
+so the models see exactly what they see there); **actor pools** hold the models, one replica per
+GPU share (``index.ray_gpus_per_actor``), ASR first, then the embedder; the driver stores what
+comes out (Qdrant first, then the catalogue), builds each finished video's segments, and then
+drops near-duplicates and computes seeds as the local indexer does. Ray Data streams the rows
+with backpressure, retries a task whose worker died and restarts a dead actor; the driver keeps
+the chunks it has stored by id, so a batch computed twice is stored once, and a rerun computes
+only what is missing.
+
+Models are built inside the actors, from picklable factories (:class:`RayModels`): the driver
+never loads them, and needs no GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import structlog
+
+from store.catalog import (
+    FAILED,
+    INDEXED,
+    LISTED,
+    READY,
+    Catalog,
+    ChunkRow,
+    VideoRow,
+    vector_to_bytes,
+)
+from store.errors import (
+    ConfigError,
+    EmbeddingError,
+    IngestError,
+    MediaError,
+    PlaylistEvalError,
+    TranscriptError,
+)
+from tools import ingest, media
+from tools.captions import parse_captions
+from tools.embeddings import Embedder
+from tools.indexer import (
+    BatchTranscript,
+    DecodeSpec,
+    IndexConfig,
+    IndexProgress,
+    IndexStore,
+    IndexSummary,
+    decode_batches,
+    embed_batch,
+    transcribe_batch,
+)
+from tools.transcripts import Transcriber, caption_preference
+from tools.vectors import VectorIndex
+
+__all__ = [
+    "AudioNeed",
+    "RayIndexError",
+    "RayIndexer",
+    "RayModels",
+    "RayOptions",
+    "connect",
+]
+
+log = structlog.get_logger("playlisteval.index.ray")
+
+AudioNeed = Literal["always", "without-captions", "never"]
+# Row kinds on the stream: a video's probe (first), a batch of its chunks, or its failure.
+VIDEO, BATCH, ERROR = "video", "batch", "error"
+
+
+class RayIndexError(PlaylistEvalError):
+    """The Ray run itself stopped (a cluster that cannot be reached, a model that cannot load in
+    its actor); the chunks stored before it are kept."""
+
+
+@dataclass(frozen=True)
+class RayModels:
+    """How the actors build the index models (never the driver) and what decoding needs to know
+    of them beforehand: the embedder's frame height and when the transcriber reads audio."""
+
+    embedder: Callable[[], Embedder]
+    transcriber: Callable[[], Transcriber]
+    frame_height: int | None
+    audio: AudioNeed
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how the stages run (``index.ray_*`` settings)."""
+
+    address: str | None = None  # None: RAY_ADDRESS, else a local cluster started here
+    num_cpus: int | None = None  # of a local cluster started here (None: every core)
+    decode_cpus: float = 1.0
+    actor_cpus: float = 0.5
+    gpus_per_actor: float = 0.5  # on a GPU cluster: 0.5 puts one ASR and one embedder per GPU
+    actors: int = 0  # per model; 0: as many as the cluster's GPUs hold (1 on CPUs)
+    use_gpus: bool = True  # False: the models stay on CPUs even where GPUs are (index.device)
+    require_gpus: bool = False  # index.device names a GPU: a cluster without one is an error
+    scratch: str | None = None  # per node; None: the node's temporary folder
+
+
+def connect(options: RayOptions) -> bool:
+    """Join the cluster ``options`` names (``RAY_ADDRESS`` when it names none), or start a local
+    one; a session already open in this process is used as it is. Returns whether a local
+    cluster was started here (the caller shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = options.address or os.environ.get("RAY_ADDRESS") or None
+    common: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
+    try:
+        if address:
+            ray.init(address=address, **common)
+            return False
+        ray.init(num_cpus=options.num_cpus, **common)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = address or "a local cluster"
+        raise RayIndexError(
+            f"cannot start or reach the Ray cluster at {where}: {exc}; start one with "
+            "`ray start --head` and pass its address to `index --ray ADDRESS` (or RAY_ADDRESS)"
+        ) from exc
+    return True
+
+
+# -- what travels between the stages -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """One input row: a video and where to fetch it."""
+
+    video_id: str
+    title: str
+    position: int
+    path: str | None
+    url: str | None
+    captions: tuple[str, ...]
+    duration_s: float | None
+    done: frozenset[int]
+
+
+@dataclass(frozen=True)
+class VideoMeta:
+    """A video as the task probed it, and how many chunks it has and has left."""
+
+    duration_s: float
+    width: int | None
+    height: int | None
+    fps: float | None
+    has_audio: bool
+    chunks: int
+    todo: int
+
+
+@dataclass
+class ChunkBatch:
+    """A batch of one video's chunks, filled in stage by stage (frames and audio dropped once
+    used, so what reaches the driver is small)."""
+
+    video_id: str
+    idx: list[int]
+    spans: list[tuple[float, float]]
+    frames: list[list[np.ndarray]] | None
+    audio: dict[int, np.ndarray] | None
+    captions: tuple[tuple[str, str], ...]  # (file name, text): no shared filesystem needed
+    path: str
+    rate: int
+    transcript: BatchTranscript | None = None
+    vectors: np.ndarray | None = None
+    embedder: str = ""
+
+
+def _row(video_id: str, kind: str, value: object) -> dict[str, Any]:
+    return {"video_id": video_id, "kind": kind, "data": pickle.dumps(value, protocol=5)}
+
+
+def _error(video_id: str, stage: str, error: BaseException | str) -> dict[str, Any]:
+    return _row(video_id, ERROR, (stage, str(error)))
+
+
+# -- stage 1: fetch and decode, a CPU task per video --------------------------------------------
+
+
+def _usable_captions(paths: Sequence[Path]) -> bool:
+    for path in caption_preference(paths):
+        try:
+            parse_captions(path)
+        except TranscriptError:
+            continue
+        return True
+    return False
+
+
+def _fetch(job: VideoJob, config: IndexConfig, scratch: Path) -> tuple[Path, list[Path], bool]:
+    """The video's file on this node and its caption files; whether it was downloaded here."""
+    if job.path is not None and Path(job.path).exists():
+        return Path(job.path), [Path(p) for p in job.captions if Path(p).exists()], False
+    if job.url is None:
+        raise MediaError(f"file {job.path!r} is missing")
+    entry = ingest.VideoEntry(
+        video_id=job.video_id,
+        title=job.title,
+        position=job.position,
+        path=None,
+        url=job.url,
+        caption_paths=(),
+        duration_s=job.duration_s,
+    )
+    got = ingest.download_video(
+        entry,
+        scratch / job.video_id,
+        max_height=config.max_download_height,
+        subtitle_langs=config.subtitle_langs,
+    )
+    if got.path is None:
+        raise IngestError(f"the download of {job.video_id!r} left no file")
+    return got.path, list(got.caption_paths), True
+
+
+def decode_video(
+    row: dict[str, Any], *, config: IndexConfig, spec: DecodeSpec, audio: AudioNeed, scratch: str
+) -> Iterator[dict[str, Any]]:
+    """A video's rows: its probe, then its missing chunks' frames (and audio) batch by batch;
+    a failure is a row with its stage and reason, never an exception (the others go on)."""
+    job: VideoJob = pickle.loads(row["data"])
+    folder = Path(scratch or tempfile.gettempdir()) / "playlisteval-scratch"
+    try:
+        path, captions, downloaded = _fetch(job, config, folder)
+    except MediaError as exc:
+        yield _error(job.video_id, "media", exc)
+        return
+    except IngestError as exc:
+        yield _error(job.video_id, "download", exc)
+        return
+    try:
+        try:
+            info = media.probe(path)
+        except MediaError as exc:
+            yield _error(job.video_id, "probe", exc)
+            return
+        grid = media.chunk_grid(info.duration_s, config.chunk_s)
+        todo = [i for i in range(len(grid)) if i not in job.done]
+        meta = VideoMeta(
+            info.duration_s, info.width, info.height, info.fps, info.has_audio, len(grid), len(todo)
+        )
+        yield _row(job.video_id, VIDEO, meta)
+        want_audio = audio == "always" or (
+            audio == "without-captions" and not _usable_captions(captions)
+        )
+        texts = tuple((p.name, p.read_text(encoding="utf-8", errors="replace")) for p in captions)
+        try:
+            for decoded in decode_batches(path, grid, todo, spec, want_audio=want_audio):
+                batch = ChunkBatch(
+                    video_id=job.video_id,
+                    idx=[idx for idx, _ in decoded.chunks],
+                    spans=[grid[idx] for idx, _ in decoded.chunks],
+                    frames=[frames for _, frames in decoded.chunks],
+                    audio=decoded.audio,
+                    captions=texts,
+                    path=str(path),
+                    rate=spec.audio_rate,
+                )
+                yield _row(job.video_id, BATCH, batch)
+        except (MediaError, OSError) as exc:
+            yield _error(job.video_id, "index", exc)
+    finally:
+        if downloaded:
+            shutil.rmtree(folder / job.video_id, ignore_errors=True)
+
+
+# -- stages 2 and 3: the models, in actor pools ----------------------------------------------------
+
+
+class TranscribeStage:
+    """An ASR actor: the transcriber built once, on its own GPU share."""
+
+    def __init__(self, models: RayModels) -> None:
+        self.transcriber = models.transcriber()
+        self.captions_dir = Path(tempfile.mkdtemp(prefix="playlisteval-captions-"))
+
+    def _caption_files(self, batch: ChunkBatch) -> list[Path]:
+        folder = self.captions_dir / batch.video_id
+        paths = [folder / name for name, _ in batch.captions]
+        if batch.captions and not folder.exists():
+            folder.mkdir(parents=True)
+            for (_, text), path in zip(batch.captions, paths, strict=True):
+                path.write_text(text, encoding="utf-8")
+        return paths
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Transcribe a batch row; other rows pass through."""
+        if row["kind"] != BATCH:
+            return row
+        batch: ChunkBatch = pickle.loads(row["data"])
+        prefetched = batch.audio or {}
+        by_span = dict(zip(batch.spans, batch.idx, strict=True))
+
+        def audio(start: float, end: float) -> np.ndarray:
+            found = prefetched.get(by_span.get((start, end), -1))
+            if found is not None:
+                return found
+            if not Path(batch.path).exists():
+                raise TranscriptError(
+                    f"the audio of {batch.video_id!r} was not decoded ahead and its file is not "
+                    "on this node"
+                )
+            return media.extract_audio(Path(batch.path), start, end, rate=batch.rate)
+
+        try:
+            batch.transcript = transcribe_batch(
+                self.transcriber, batch.spans, self._caption_files(batch), audio, batch.rate
+            )
+        except (TranscriptError, MediaError) as exc:
+            return _error(batch.video_id, "index", exc)
+        batch.audio = None
+        return _row(batch.video_id, BATCH, batch)
+
+
+class EmbedStage:
+    """An embedding actor: the embedder built once, on its own GPU share."""
+
+    def __init__(self, models: RayModels) -> None:
+        self.embedder = models.embedder()
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Embed a transcribed batch row; other rows pass through."""
+        if row["kind"] != BATCH:
+            return row
+        batch: ChunkBatch = pickle.loads(row["data"])
+        assert batch.frames is not None
+        assert batch.transcript is not None
+        try:
+            vectors = embed_batch(self.embedder, batch.frames, batch.transcript.texts)
+        except EmbeddingError as exc:
+            return _error(batch.video_id, "index", exc)
+        batch.vectors = np.asarray(vectors, dtype=np.float32)
+        batch.embedder = self.embedder.name
+        batch.frames = None
+        return _row(batch.video_id, BATCH, batch)
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Video:
+    """What the driver knows of one video during the run."""
+
+    row: VideoRow
+    planned: int  # chunks counted in the progress bar's total at the start
+    meta: VideoMeta | None = None
+    stored: set[int] = field(default_factory=set)
+    over: bool = False
+
+
+class RayIndexer(IndexStore):
+    """Computes chunks on a Ray cluster; stores them, and does the rest, as the local indexer."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vectors: VectorIndex,
+        models: RayModels,
+        config: IndexConfig,
+        media_dir: Path,
+        options: RayOptions | None = None,
+        progress: IndexProgress | None = None,
+    ) -> None:
+        super().__init__(catalog, vectors, config, media_dir, progress)
+        self.models = models
+        self.options = options or RayOptions()
+        self._collections = False
+
+    def decode_spec(self) -> DecodeSpec:
+        """How the tasks decode (frames at the embedder's height, as the local indexer)."""
+        height = self.config.frame_max_height
+        if self.models.frame_height:
+            height = min(height, int(self.models.frame_height))
+        return DecodeSpec(
+            chunk_s=self.config.chunk_s,
+            frame_fps=self.config.frame_fps,
+            frame_height=height,
+            batch_chunks=self.config.batch_chunks,
+            audio_rate=self.config.audio_rate,
+        )
+
+    def _jobs(self, summary: IndexSummary) -> list[VideoJob]:
+        jobs: list[VideoJob] = []
+        for video in self.catalog.videos(statuses=[LISTED, READY]):
+            if video.path is None and video.url is None:
+                error = self._fail(video, "media", "the video has neither a file nor a URL")
+                summary.videos_failed.append((video.id, error))
+                continue
+            jobs.append(
+                VideoJob(
+                    video_id=video.id,
+                    title=video.title,
+                    position=video.position,
+                    path=video.path,
+                    url=video.url,
+                    captions=tuple(str(p) for p in self.catalog.captions_of(video)),
+                    duration_s=video.duration_s,
+                    done=frozenset(self.catalog.done_chunks(video.id)),
+                )
+            )
+        return jobs
+
+    def _pools(self) -> tuple[int, float]:
+        """Actors per model and the GPU share each takes (0 on CPUs)."""
+        import ray
+
+        found = float(ray.cluster_resources().get("GPU", 0.0))
+        if self.options.require_gpus and not found:
+            raise ConfigError(
+                "index.device asks for a GPU, but the Ray cluster has none; set index.device = "
+                "'auto' (or 'cpu'), or add GPU nodes to the cluster"
+            )
+        gpus = found if self.options.use_gpus else 0.0
+        share = self.options.gpus_per_actor if gpus else 0.0
+        if self.options.actors:
+            return self.options.actors, share
+        if not gpus:
+            return 1, 0.0
+        return max(1, int(gpus // (2 * share))), share
+
+    def dataset(self, jobs: Sequence[VideoJob]) -> Any:
+        """The Ray Data pipeline over ``jobs`` (lazy: nothing runs until it is iterated)."""
+        import ray.data
+
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False  # the CLI draws its own bars
+        context.print_on_execution_start = False
+        context.enable_auto_log_stats = False
+        actors, gpus = self._pools()
+        options = self.options
+        items = [_row(job.video_id, "job", job) for job in jobs]
+        return (
+            ray.data.from_items(items, override_num_blocks=len(items))
+            .flat_map(
+                decode_video,
+                fn_kwargs={
+                    "config": self.config,
+                    "spec": self.decode_spec(),
+                    "audio": self.models.audio,
+                    "scratch": options.scratch or "",
+                },
+                num_cpus=options.decode_cpus,
+            )
+            .map(
+                TranscribeStage,
+                fn_constructor_kwargs={"models": self.models},
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                num_cpus=options.actor_cpus,
+                num_gpus=gpus,
+            )
+            .map(
+                EmbedStage,
+                fn_constructor_kwargs={"models": self.models},
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                num_cpus=options.actor_cpus,
+                num_gpus=gpus,
+            )
+        )
+
+    def index_ready(self) -> IndexSummary:
+        """Index every listed or ready video on the cluster (fetched there, not here)."""
+        summary = IndexSummary()
+        jobs = self._jobs(summary)
+        videos: dict[str, _Video] = {}
+        for job in jobs:
+            row = self.catalog.video(job.video_id)
+            assert row is not None
+            planned = 0
+            if job.duration_s is not None:
+                grid = media.chunk_grid(job.duration_s, self.config.chunk_s)
+                planned = len([i for i in range(len(grid)) if i not in job.done])
+            videos[job.video_id] = _Video(row, planned)
+        self.progress.begin(sum(v.planned for v in videos.values()), len(videos))
+        try:
+            if jobs:
+                started = connect(self.options)
+                try:
+                    self._drain(self.dataset(jobs), videos, summary)
+                finally:
+                    if started:
+                        import ray
+
+                        ray.shutdown()
+            for video in videos.values():
+                if not video.over:
+                    stored = len(video.stored)
+                    left = video.meta.todo if video.meta else "?"
+                    self._failed(
+                        video,
+                        "index",
+                        f"the Ray run ended with {stored} of {left} chunks stored; run "
+                        "`playlisteval index --ray` again to finish it",
+                        summary,
+                    )
+        finally:
+            self.progress.end()
+        return summary
+
+    def _drain(self, dataset: Any, videos: dict[str, _Video], summary: IndexSummary) -> None:
+        try:
+            for row in dataset.iter_rows():
+                video = videos.get(str(row["video_id"]))
+                if video is None or video.over:
+                    continue  # a failed video's batches still in flight
+                value = pickle.loads(row["data"])
+                if row["kind"] == VIDEO:
+                    self._probed(video, value, summary)
+                elif row["kind"] == BATCH:
+                    self._stored(video, value, summary)
+                else:
+                    stage, reason = value
+                    self._failed(video, stage, reason, summary)
+        except PlaylistEvalError:
+            raise
+        except Exception as exc:  # Ray's own errors: the run stops, what is stored stays
+            raise RayIndexError(
+                f"the Ray run stopped: {type(exc).__name__}: {str(exc).splitlines()[0]}; the "
+                "chunks stored so far are kept, run the command again to go on"
+            ) from exc
+
+    def _probed(self, video: _Video, meta: VideoMeta, summary: IndexSummary) -> None:
+        video.meta = meta
+        self.catalog.update_video(
+            video.row.id,
+            duration_s=meta.duration_s,
+            width=meta.width,
+            height=meta.height,
+            fps=meta.fps,
+            has_audio=meta.has_audio,
+            status=READY,
+            reason=None,
+        )
+        video.row = self.catalog.video(video.row.id) or video.row
+        if meta.todo != video.planned:
+            self.progress.expect(meta.todo - video.planned)
+        self.progress.video_started(video.row, meta.todo)
+        self._finish_if_complete(video, summary)
+
+    def _stored(self, video: _Video, batch: ChunkBatch, summary: IndexSummary) -> None:
+        assert batch.vectors is not None
+        assert batch.transcript is not None
+        new = [n for n, idx in enumerate(batch.idx) if idx not in video.stored]
+        if new:  # a batch computed again after a worker died is stored once
+            if not self._collections:
+                self._ensure_collections(int(batch.vectors.shape[1]))
+                self._collections = True
+            vectors = batch.vectors[new]
+            transcript = replace(batch.transcript, texts=[batch.transcript.texts[n] for n in new])
+            rows = [
+                ChunkRow(
+                    video_id=batch.video_id,
+                    idx=batch.idx[n],
+                    start_s=batch.spans[n][0],
+                    end_s=batch.spans[n][1],
+                    transcript=text,
+                    vector=vector_to_bytes(vector),
+                )
+                for n, text, vector in zip(new, transcript.texts, vectors, strict=True)
+            ]
+            self._write_batch(
+                video.row, rows, vectors, transcript, batch.embedder, bool(batch.captions)
+            )
+            video.stored.update(batch.idx[n] for n in new)
+            summary.chunks_computed += len(new)
+        self._finish_if_complete(video, summary)
+
+    def _finish_if_complete(self, video: _Video, summary: IndexSummary) -> None:
+        meta = video.meta
+        if meta is None or len(video.stored) < meta.todo:
+            return
+        grid = media.chunk_grid(meta.duration_s, self.config.chunk_s)
+        try:
+            self._build_segments(video.row, grid)
+        except MediaError as exc:
+            self._failed(video, "index", str(exc), summary)
+            return
+        self.catalog.update_video(video.row.id, status=INDEXED, reason=None)
+        video.over = True
+        summary.videos_indexed += 1
+        self.progress.video_finished(video.row, None)
+
+    def _failed(self, video: _Video, stage: str, reason: str, summary: IndexSummary) -> None:
+        video.over = True
+        fresh = self.catalog.video(video.row.id) or video.row
+        if fresh.status == FAILED:
+            return
+        error = self._fail(fresh, stage, reason)
+        summary.videos_failed.append((fresh.id, error))
+        self.progress.video_finished(fresh, error)
