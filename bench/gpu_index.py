@@ -15,6 +15,11 @@ Run: ``python bench/gpu_index.py [--minutes 60] [--batch 16] [--device cuda]`` (
 on one H100/H200-class GPU for the default hour of video). ``--dry-run`` runs the same code on
 the CPU with tiny configurations and a one-minute playlist (the test suite does), so a GPU run
 does not fail on a typo; without ``--dry-run`` and without a CUDA device it stops at once.
+
+``--ray [ADDRESS]`` runs the same models as Ray Data actors instead (``tools.ray_index``): one
+ASR and one embedding replica per GPU of the cluster (each takes half a GPU), built inside the
+actors, with decode tasks feeding them; a local cluster is started when no address is given.
+With ``--dry-run`` the actors run the tiny models on CPUs.
 """
 
 from __future__ import annotations
@@ -301,6 +306,8 @@ def gpu_memory(device: str) -> str:
     """What the GPU holds now and at most so far (GiB), or that the run is on the CPU."""
     import torch
 
+    if device == "ray":
+        return "GPU memory: in the Ray actors (`ray status` shows it)"
     if not device.startswith("cuda"):
         return "cpu (no GPU memory)"
     gib = 1024**3
@@ -381,6 +388,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser.add_argument("--workdir", type=Path, default=Path(".bench-cache") / "gpu")
     parser.add_argument("--decode-workers", type=int, default=4)
     parser.add_argument("--dry-run", action="store_true", help="tiny models on the CPU")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the models as Ray actors, one per GPU (no ADDRESS: a local cluster)",
+    )
     args = parser.parse_args(argv)
 
     from store.errors import ConfigError
@@ -401,6 +416,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         device, dtype, vl, asr = choice.device, "bfloat16", QWEN3_VL_8B, QWEN3_ASR_1_7B
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"device {device}, {dtype}, batch {args.batch}", flush=True)
+    if args.ray is not None:
+        return index_on_ray(playlist(args.workdir, args.minutes, args.dry_run), vl, asr, args)
 
     started = time.perf_counter()
     embedder = build_embedder(vl, args.embedding_model, device, dtype, args.batch)
@@ -422,8 +439,46 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     return index(folder, embedder, transcriber, device, args)
 
 
+def index_on_ray(
+    folder: Path, vl: dict[str, Any], asr: dict[str, Any], args: argparse.Namespace
+) -> dict[str, float]:
+    """Index ``folder`` with both models as Ray actors (built there, one per GPU share)."""
+    from functools import partial
+
+    from ray import cloudpickle  # Ray's own copy: what serialises the actors' arguments
+
+    from tools.ray_index import RayModels, RayOptions
+
+    module = sys.modules[__name__]
+    if __name__ != "__main__":  # imported by path (the tests): workers cannot import it by name
+        cloudpickle.register_pickle_by_value(module)
+    # Inside an actor its GPU is the only one it sees: cuda:0.
+    device, dtype = ("cpu", "float32") if args.dry_run else ("cuda:0", "bfloat16")
+    models = RayModels(
+        embedder=partial(build_embedder, vl, args.embedding_model, device, dtype, args.batch),
+        transcriber=partial(
+            build_transcriber, asr, args.asr_model, device, dtype, args.batch, args.asr_tokens
+        ),
+        frame_height=None,
+        audio="always",  # no captions: Qwen3-ASR reads every chunk's audio
+    )
+    options = RayOptions(
+        address=args.ray or None,
+        num_cpus=2 if args.dry_run else None,
+        gpus_per_actor=0.5,  # one ASR and one embedding replica per GPU
+        use_gpus=not args.dry_run,
+        require_gpus=not args.dry_run,
+    )
+    return index(folder, None, None, "ray", args, (models, options))
+
+
 def index(
-    folder: Path, embedder: Any, transcriber: Any, device: str, args: argparse.Namespace
+    folder: Path,
+    embedder: Any,
+    transcriber: Any,
+    device: str,
+    args: argparse.Namespace,
+    on_ray: tuple[Any, Any] | None = None,
 ) -> dict[str, float]:
     """Index ``folder`` through the real pipeline and print the figures."""
     import shutil
@@ -438,15 +493,15 @@ def index(
     catalog = Catalog.open(home / "catalog.db")
     vectors = open_vector_index("qdrant-edge", path=home / "qdrant")
     progress = PrintedProgress(device)
-    indexer = Indexer(
-        catalog,
-        vectors,
-        embedder,
-        transcriber,
-        IndexConfig(batch_chunks=args.batch, decode_workers=args.decode_workers),
-        home / "media",
-        progress,
-    )
+    config = IndexConfig(batch_chunks=args.batch, decode_workers=args.decode_workers)
+    indexer: Any
+    if on_ray is None:
+        indexer = Indexer(catalog, vectors, embedder, transcriber, config, home / "media", progress)
+    else:
+        from tools.ray_index import RayIndexer
+
+        models, options = on_ray
+        indexer = RayIndexer(catalog, vectors, models, config, home / "media", options, progress)
     try:
         indexer.add(str(folder), domain="lectures")
         indexer.prepare_media()

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
+from sqlmodel import col
 
 from agents.fleet import (
     TOTAL_ACCOUNT,
@@ -21,6 +27,7 @@ from agents.fleet import (
 )
 from playlisteval.app import App, curation_config
 from playlisteval.settings import SETTINGS_FILE, load_settings
+from store.catalog import INDEXED, READY, ChunkRow
 from store.coordination import WORK_ITEMS
 from store.events import CallFailed, CallReserved, SeedStarted, seed_stream, usd_to_micros
 from store.ledger import spend
@@ -297,3 +304,106 @@ def test_fleet_lists_a_silent_worker_as_gone_and_the_leases_the_queue_says_it_ho
     assert "gone (stopping)" in rows["dead-host:1"]
     assert rows["dead-host:1"].split("│")[4].strip() == "1"  # the queue's one lease, not two
     assert "working" in rows["live-host:2"]
+
+
+class DeviceRecorder:
+    """Index models standing in for GPU models that share one device: each call is recorded
+    (which job, when), and calls overlapping on the device are counted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy: dict[str, int] = {}
+        self.peak = 0
+        self.calls = 0
+
+    @contextmanager
+    def on(self, device: str) -> Iterator[None]:
+        with self.lock:
+            self.busy[device] = self.busy.get(device, 0) + 1
+            self.peak = max(self.peak, self.busy[device])
+            self.calls += 1
+        try:
+            time.sleep(0.02)  # a model call long enough for another job's to land inside it
+            yield
+        finally:
+            with self.lock:
+                self.busy[device] -= 1
+
+
+class OnDevice:
+    """A real index model (MiniLM, the captions reader) said to run on ``device``."""
+
+    def __init__(self, model: Any, device: str, recorder: DeviceRecorder) -> None:
+        self._model, self.device, self._recorder = model, device, recorder
+        self.name = model.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def embed_chunks(self, chunks: Any) -> Any:
+        with self._recorder.on(self.device):
+            return self._model.embed_chunks(chunks)
+
+    def transcribe(self, request: Any) -> Any:
+        with self._recorder.on(self.device):
+            return self._model.transcribe(request)
+
+
+def _index_jobs_on_one_device(
+    app: App, count: int
+) -> tuple[DeviceRecorder, list[tuple[float, float]]]:
+    """Put ``count`` indexed videos back to ready (their chunks gone), queue them, and let one
+    worker index them with both models on one device; returns the recorder and each job's span."""
+    recorder = DeviceRecorder()
+    videos = [v.id for v in app.catalog.videos(statuses=[INDEXED])][:count]
+    with app.catalog.engine.begin() as conn:
+        conn.execute(delete(ChunkRow).where(col(ChunkRow.video_id).in_(videos)))
+    for video_id in videos:
+        app.catalog.update_video(video_id, status=READY)
+    indexer = app.indexer()
+    indexer.embedder = OnDevice(indexer.embedder, "cuda:0", recorder)  # type: ignore[assignment]
+    indexer.transcriber = OnDevice(indexer.transcriber, "cuda:0", recorder)  # type: ignore[assignment]
+    spans: list[tuple[float, float]] = []
+
+    def job(video_id: str) -> str:
+        started = time.monotonic()
+        try:
+            return indexer.index_video(video_id)
+        finally:
+            spans.append((started, time.monotonic()))
+
+    app.queue().enqueue([index_item(v) for v in videos])
+    worker = app.fleet_worker(app.fleet_config("ix"), index_job=job)
+    report = anyio.run(lambda: worker.work(anyio.Event()))
+    assert sorted(report.indexed) == sorted(videos)
+    assert all(r.startswith("indexed: ") for r in report.indexed.values()), report.indexed
+    assert {app.catalog.video(v).status for v in videos} == {INDEXED}  # type: ignore[union-attr]
+    return recorder, spans
+
+
+def _overlap(spans: list[tuple[float, float]]) -> bool:
+    ordered = sorted(spans)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(ordered))
+
+
+def test_one_worker_runs_one_index_job_at_a_time_by_default(workspace: Path) -> None:
+    """Eight seed slots, three index jobs: one at a time (one device), never eight at once."""
+    app = open_app(workspace)
+    recorder, spans = _index_jobs_on_one_device(app, 3)
+    assert len(spans) == 3
+    assert not _overlap(spans)
+    assert recorder.peak == 1
+    app.close()
+
+
+def test_index_jobs_in_one_worker_never_run_a_model_on_the_same_device_at_once(
+    workspace: Path,
+) -> None:
+    """With two index jobs at once (worker.index_jobs = 2), the jobs do run together, decoding
+    side by side, yet their model calls on the one device take turns."""
+    app = open_app(workspace, "index_jobs = 2\n")
+    recorder, spans = _index_jobs_on_one_device(app, 3)
+    assert _overlap(spans), "the two jobs never ran at once: the test would prove nothing"
+    assert recorder.calls >= 6  # ASR and embedding, at least one batch per video
+    assert recorder.peak == 1
+    app.close()

@@ -5,6 +5,7 @@ once with one line saying why."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,6 +21,7 @@ def gpu_index() -> ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_index"] = module  # as importlib's recipe has it (cloudpickle looks it up)
     spec.loader.exec_module(module)
     return module
 

@@ -28,7 +28,7 @@ from store.catalog import DUPLICATE, FAILED, INDEXED, VideoRow, vectors_from_byt
 from tests.conftest import DEMO_INDEX
 from tools import media
 from tools.indexer import IndexSummary, SilentProgress
-from tools.synthetic import make_demo_playlist
+from tools.synthetic import espeak_available, make_demo_playlist
 
 ray = pytest.importorskip("ray", reason="ray[data] is an extra (scripts/setup.sh installs it)")
 
@@ -289,3 +289,21 @@ def test_a_bare_ray_option_takes_the_local_default_and_an_address_is_kept() -> N
         "--ray",
         "ray://head:10001",
     ]
+
+
+@pytest.mark.skipif(not espeak_available(), reason="espeak-ng narrates the playlist")
+def test_gpu_index_dry_run_on_ray_runs_both_models_as_actors(
+    cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/gpu_index.py --ray --dry-run``: the tiny Qwen3-ASR and Qwen3-VL-Embedding built
+    inside Ray actors (never on the driver), fed by decode tasks, through the real pipeline."""
+    from tests.test_gpu_index import gpu_index
+
+    module = gpu_index()
+    figures = module.main(["--dry-run", "--ray", "--workdir", str(tmp_path), "--batch", "2"])
+    out = capsys.readouterr().out
+    assert figures["chunks"] == 2  # one minute of video
+    assert figures["hours_indexed_per_hour"] > 0
+    assert "embedder: Qwen3-VL-Embedding" not in out  # nothing loaded on the driver
+    assert "GPU memory: in the Ray actors" in out
+    assert "hours of video indexed per hour" in out

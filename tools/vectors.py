@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -608,6 +609,9 @@ class QdrantEdgeIndex(_Closable):
         self._dims: dict[str, int] = {}
         self._unoptimized: dict[str, int] = {}
         self._closed = False
+        # Shards open lazily, and a shard's WAL takes one opener: two threads of one process
+        # (a worker's index jobs) opening the same one at once must not both try.
+        self._opening = threading.RLock()
 
     def _dir(self, name: str) -> Path:
         _check_name(name)
@@ -620,6 +624,10 @@ class QdrantEdgeIndex(_Closable):
         shard = self._shards.get(name)
         if shard is not None:
             return shard
+        with self._opening:
+            return self._shards.get(name) or self._load(name)
+
+    def _load(self, name: str) -> qe.EdgeShard:
         path = self._dir(name)
         if not (path / "edge_config.json").is_file():
             raise IndexBackendError(
@@ -656,16 +664,17 @@ class QdrantEdgeIndex(_Closable):
             raise IndexBackendError(f"collection {name!r}: dim {dim!r} must be positive")
         if self._closed:
             raise IndexBackendError("qdrant-edge index is closed: open a new one")
-        if name not in self._shards and not (path / "edge_config.json").is_file():
-            config = qe.EdgeConfig(
-                vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
-                hnsw_config=self._hnsw,
-                optimizers=self._optimizers,
-            )
-            with _engine_errors(name, "create"):
-                self._shards[name] = qe.EdgeShard.create(str(path), config)
-            self._dims[name] = dim
-        shard = self._shard(name)
+        with self._opening:
+            if name not in self._shards and not (path / "edge_config.json").is_file():
+                config = qe.EdgeConfig(
+                    vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+                    hnsw_config=self._hnsw,
+                    optimizers=self._optimizers,
+                )
+                with _engine_errors(name, "create"):
+                    self._shards[name] = qe.EdgeShard.create(str(path), config)
+                self._dims[name] = dim
+            shard = self._shard(name)
         if self._dims[name] != dim:
             raise IndexBackendError(
                 f"collection {name!r} exists with {self._dims[name]}-d vectors, asked for "
