@@ -96,14 +96,19 @@ def index_config(settings: Settings) -> IndexConfig:
     )
 
 
-def build_embedder(settings: Settings) -> Embedder:
-    """The configured chunk embedder, on ``index.device`` (a GPU asked for and absent is a
-    ConfigError), ``index.embed_batch_size`` chunks per model call."""
+def embedder_options(settings: Settings) -> dict[str, Any]:
+    """What :func:`tools.embeddings.make_embedder` takes for the configured embedder."""
     idx = settings.index
     options: dict[str, Any] = {"device": idx.device, "batch_size": idx.embed_batch_size}
     if idx.embedder == "qwen3-vl-embedding":
         options.update(model=idx.qwen_embedding_model, dtype=idx.dtype)
-    return make_embedder(idx.embedder, **options)
+    return options
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The configured chunk embedder, on ``index.device`` (a GPU asked for and absent is a
+    ConfigError), ``index.embed_batch_size`` chunks per model call."""
+    return make_embedder(settings.index.embedder, **embedder_options(settings))
 
 
 def ray_models(settings: Settings) -> RayModels:
@@ -119,9 +124,12 @@ def ray_models(settings: Settings) -> RayModels:
         audio = "never"
     elif idx.transcriber == "auto":
         audio = "without-captions"
+    # The tools' own factories with plain options: an actor imports the model's module only,
+    # not this one (the whole application, seconds of imports per actor on a small node).
+    name, options = transcriber_spec(settings)
     return RayModels(
-        embedder=partial(build_embedder, settings),
-        transcriber=partial(build_transcriber, settings),
+        embedder=partial(make_embedder, idx.embedder, **embedder_options(settings)),
+        transcriber=partial(make_transcriber, name, **options),
         frame_height=frame_height,
         audio=audio,
     )
@@ -143,38 +151,44 @@ def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
     )
 
 
+def _backend_spec(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
+    idx = settings.index
+    # Local models run on index.device at index.dtype, index.asr_batch_size chunks a batch.
+    on_device = {"device": idx.device, "batch_size": idx.asr_batch_size}
+    if name == "faster-whisper":
+        if idx.whisper_model_dir is not None:
+            log.warning(
+                "setting_renamed",
+                setting="index.whisper_model_dir",
+                read_as="index.whisper_model",
+                value=str(idx.whisper_model_dir),
+                fix="rename the key to whisper_model in playlisteval.toml",
+            )
+        return name, {"model": idx.whisper_model, "compute_type": idx.dtype, **on_device}
+    if name == "qwen3-asr":
+        return name, {"model": idx.qwen_asr_model, "dtype": idx.dtype, **on_device}
+    if name == DashScopeTranscriber.name:
+        # Its family's endpoint and key, as generation has them (regions take different keys).
+        limits = settings.providers.family(DashScopeTranscriber.family)
+        key = os.environ.get(limits.api_key_env) or None
+        return name, {"base_url": limits.base_url, "api_key": key}
+    return name, {}
+
+
+def transcriber_spec(settings: Settings) -> tuple[str, dict[str, Any]]:
+    """The configured transcript backend as :func:`tools.transcripts.make_transcriber` takes it
+    (``auto``: captions, else the local backend, with its options)."""
+    idx = settings.index
+    if idx.transcriber == "auto":
+        name, options = _backend_spec(settings, idx.local_transcriber)
+        return "auto", {"fallback": name, "fallback_options": options}
+    return _backend_spec(settings, idx.transcriber)
+
+
 def build_transcriber(settings: Settings) -> Transcriber:
     """The configured transcript backend (``auto``: captions, else the local backend)."""
-    idx = settings.index
-    options: dict[str, Any] = {}
-
-    def local(name: str) -> Transcriber:
-        # Local models run on index.device at index.dtype, index.asr_batch_size chunks a batch.
-        on_device = {"device": idx.device, "batch_size": idx.asr_batch_size}
-        if name == "faster-whisper":
-            if idx.whisper_model_dir is not None:
-                log.warning(
-                    "setting_renamed",
-                    setting="index.whisper_model_dir",
-                    read_as="index.whisper_model",
-                    value=str(idx.whisper_model_dir),
-                    fix="rename the key to whisper_model in playlisteval.toml",
-                )
-            return make_transcriber(
-                name, model=idx.whisper_model, compute_type=idx.dtype, **on_device
-            )
-        if name == "qwen3-asr":
-            return make_transcriber(name, model=idx.qwen_asr_model, dtype=idx.dtype, **on_device)
-        if name == DashScopeTranscriber.name:
-            # Its family's endpoint and key, as generation has them (regions take different keys).
-            limits = settings.providers.family(DashScopeTranscriber.family)
-            key = os.environ.get(limits.api_key_env) or None
-            return make_transcriber(name, base_url=limits.base_url, api_key=key)
-        return make_transcriber(name, **options)
-
-    if idx.transcriber == "auto":
-        return make_transcriber("auto", fallback=local(idx.local_transcriber))
-    return local(idx.transcriber)
+    name, options = transcriber_spec(settings)
+    return make_transcriber(name, **options)
 
 
 def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:

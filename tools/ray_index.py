@@ -103,7 +103,7 @@ class RayOptions:
 
     address: str | None = None  # None: RAY_ADDRESS, else a local cluster started here
     num_cpus: int | None = None  # of a local cluster started here (None: every core)
-    decode_cpus: float = 1.0
+    decode_cpus: float = 0.5
     actor_cpus: float = 0.5
     gpus_per_actor: float = 0.5  # on a GPU cluster: 0.5 puts one ASR and one embedder per GPU
     actors: int = 0  # per model; 0: as many as the cluster's GPUs hold (1 on CPUs)
