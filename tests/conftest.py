@@ -224,6 +224,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # and one worker finishes them alone for minutes. Started first instead (longest first, with
 # ``--no-loadscope-reorder``), the short files fill the other workers meanwhile.
 LONG_FILES = {
+    "test_ray_index.py": 130,
     "test_money_invariants.py": 75,
     "test_curation.py": 120,
     "test_daemon.py": 100,

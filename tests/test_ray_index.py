@@ -203,76 +203,79 @@ class KillingProgress(SilentProgress):
         self._watcher.join()
 
 
-def test_ray_workers_killed_mid_run_leave_every_chunk_stored_exactly_once(
-    cluster: None, demo_playlist: Path, local_index: dict[str, Any], tmp_path: Path
+def test_killed_workers_leave_every_chunk_once_and_an_undecodable_video_its_reason(
+    cluster: None,
+    demo_playlist: Path,
+    local_index: dict[str, Any],
+    small_playlist: Path,
+    tmp_path: Path,
 ) -> None:
+    """The demo playlist and a folder holding a file that is not a video, on Ray, while a decode
+    task and the embedding actor are SIGKILLed: every chunk stored exactly once (the index equals
+    the local one), the bad file failed with its stage and reason while the rest went on; the
+    file replaced, ``index --ray --retry-failed`` takes it up again."""
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    broken = spare / "episode.mp4"
+    broken.write_bytes(b"\x00\x00\x00\x18ftypmp42 this is not a video at all" * 50)
     # One chunk a row: many rows in flight when the kills land. The kill points are seeded.
     seed = random.randrange(1_000_000)
     chosen = random.Random(seed)
     progress = KillingProgress(
         kill_actor_at=chosen.randint(1, 4), task_delay_s=chosen.uniform(0.0, 0.1)
     )
-    home = _home(tmp_path, embed_batch_size=1)
+    # Decode tasks apart from the ASR actors (at the default they run inside them): a killed
+    # task is retried by Ray, a killed actor restarted, and both are tried here.
+    home = _home(tmp_path, embed_batch_size=1, ray_decode_cpus=1.0)
+    with App(load_settings(home)) as app:
+        app.indexer().add(str(spare), domain="spare")
+        [bad] = app.catalog.videos(domain="spare")
     summary = _ray_index(home, demo_playlist, progress)
     assert set(progress.killed) == {DECODE, EMBED}, f"seed {seed}: {progress.killed}"
     for pid in progress.killed.values():
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
-    assert not summary.videos_failed, f"seed {seed}"
+    assert [video_id for video_id, _ in summary.videos_failed] == [bad.id], f"seed {seed}"
+
     got = snapshot(home)
+    status, *_, reason = got["videos"].pop(bad.id)[:7]
+    assert status == FAILED
+    assert str(reason).startswith("probe: "), reason
     with App(load_settings(home)) as app:
-        for video in app.catalog.videos():
+        assert [p.ref for p in app.catalog.problems(stage="probe")] == [bad.id]
+        for video in app.catalog.videos(statuses=[INDEXED, DUPLICATE]):
             grid = media.chunk_grid(video.duration_s or 0.0, 30.0)
             assert [c.idx for c in app.catalog.chunks(video.id)] == list(range(len(grid)))
     assert summary.chunks_computed == len(got["chunks"])  # none stored twice
     assert_same_index(got, local_index)
 
-
-@pytest.fixture(scope="module")
-def small_playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three short captioned episodes of one domain, no planted duplicate."""
-    folder = tmp_path_factory.mktemp("small-playlist")
-    make_demo_playlist(
-        folder,
-        domains=("cooking",),
-        videos_per_domain=3,
-        scenes_per_video=2,
-        scene_seconds=15.0,
-        narrate=False,
-        plant_duplicate=False,
-    )
-    return folder
-
-
-def test_an_undecodable_video_is_recorded_with_its_reason_and_retry_failed_takes_it_up(
-    cluster: None, small_playlist: Path, tmp_path: Path
-) -> None:
-    playlist = tmp_path / "playlist"
-    shutil.copytree(small_playlist, playlist)
-    videos = sorted(playlist.rglob("*.mp4"))
-    broken = videos[1]
-    kept = broken.read_bytes()
-    broken.write_bytes(b"\x00\x00\x00\x18ftypmp42 this is not a video at all" * 50)
-
-    home = _home(tmp_path)
-    summary = _ray_index(home, playlist / "manifest.json")
-    with App(load_settings(home)) as app:
-        statuses = {v.path: (v.status, v.reason) for v in app.catalog.videos()}
-        problems = app.catalog.problems()
-    assert statuses[str(broken)][0] == FAILED
-    reason = statuses[str(broken)][1] or ""
-    assert reason.startswith("probe: "), reason
-    assert len(summary.videos_failed) == 1
-    assert [s for p, (s, _) in statuses.items() if p != str(broken)] == [INDEXED, INDEXED]
-    assert any(p.stage == "probe" and p.reason in reason for p in problems)
-
-    broken.write_bytes(kept)  # the file replaced: taken up again from the command line
+    shutil.copyfile(sorted(small_playlist.rglob("*.mp4"))[0], broken)  # the file replaced
     result = CliRunner().invoke(
         cli_app, with_optional_values(["index", "--ray", "--retry-failed", "--home", str(home)])
     )
     assert result.exit_code == 0, result.output
     assert "1 failed video(s) taken up again" in result.output
     with App(load_settings(home)) as app:
-        assert {v.status for v in app.catalog.videos()} == {INDEXED}
+        again = app.catalog.video(bad.id)
+        assert again is not None
+        assert again.status == INDEXED, again.reason
+        assert app.catalog.chunks(bad.id)
+
+
+@pytest.fixture(scope="module")
+def small_playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One short captioned episode unlike the demo's (another seed)."""
+    folder = tmp_path_factory.mktemp("small-playlist")
+    make_demo_playlist(
+        folder,
+        domains=("cooking",),
+        videos_per_domain=1,
+        scenes_per_video=2,
+        scene_seconds=15.0,
+        narrate=False,
+        plant_duplicate=False,
+        seed=7,
+    )
+    return folder
 
 
 def test_a_bare_ray_option_takes_the_local_default_and_an_address_is_kept() -> None:
