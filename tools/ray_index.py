@@ -18,6 +18,7 @@ never loads them, and needs no GPU.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import shutil
@@ -441,6 +442,8 @@ class RayIndexer(IndexStore):
         """The Ray Data pipeline over ``jobs`` (lazy: nothing runs until it is iterated)."""
         import ray.data
 
+        # Ray Data's own INFO lines ("execution finished in …") under our progress bars: off.
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # the CLI draws its own bars
         context.print_on_execution_start = False
