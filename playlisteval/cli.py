@@ -290,6 +290,8 @@ def _print_add(summary: AddSummary) -> None:
         console.print(f"[yellow]dropped[/] {escape(ref)}: {escape(reason)}")
     for ref, reason in summary.reserve:
         console.print(f"[yellow]reserve[/] {escape(ref)}: {escape(reason)}")
+    for video_id, was, now in summary.moved:
+        console.print(f"[yellow]moved[/] {escape(video_id)}: {escape(was)} → {escape(now)}")
 
 
 def _print_index(app_: App, summary: IndexSummary) -> None:
@@ -356,6 +358,14 @@ def add(
         list[Path] | None, typer.Option(help="Extra folder a manifest may point into (repeatable).")
     ] = None,
     download: Annotated[bool, typer.Option(help="Download and probe the media now.")] = True,
+    move: Annotated[
+        bool,
+        typer.Option(
+            "--move",
+            help="Move videos already listed in another playlist or domain to this one (an "
+            "indexed video keeps its vectors; its domain's seeds are recomputed).",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Take a playlist in: list it, drop unavailable entries with a reason, download what is new."""
@@ -371,7 +381,9 @@ def add(
         roots = [*app_.settings.ingest.allowed_roots, *(allowed_root or [])]
         target = target_hours if target_hours is not None else app_.settings.ingest.target_hours
         indexer = app_.indexer()
-        summary = indexer.add(source, domain=domain, allowed_roots=roots, target_hours=target)
+        summary = indexer.add(
+            source, domain=domain, allowed_roots=roots, target_hours=target, move=move
+        )
         _print_add(summary)
         if download:
             failed = {video.id for video in app_.catalog.videos(statuses=[FAILED])}

@@ -8,13 +8,14 @@ recorded, and the rest of the playlist goes on.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -160,6 +161,7 @@ class AddSummary:
     videos: int = 0
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (ref, reason)
     reserve: list[tuple[str, str]] = field(default_factory=list)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # (video, from, to)
 
 
 @dataclass
@@ -434,11 +436,37 @@ class IndexStore:
         domain: str | None,
         allowed_roots: Sequence[Path] = (),
         target_hours: float | None = None,
+        move: bool = False,
     ) -> AddSummary:
-        """List a source into the catalogue; drops and their reasons are recorded."""
+        """List a source into the catalogue; drops and their reasons are recorded.
+
+        A video's id is its source's: the same file name in two folders (or one id from two
+        manifests) names two videos, the later one's id extended with a hash of where it is.
+        A video already listed in another playlist or domain is refused (ConfigError, nothing
+        written) unless ``move``: then it moves, and an indexed one takes its segments, its
+        search-index payloads and the seeds along (recomputed)."""
         summary = AddSummary()
         listings = ingest.list_source(source, domain=domain, allowed_roots=allowed_roots)
-        for listing in listings:
+        placed = [[self._placed(entry) for entry in listing.videos] for listing in listings]
+        elsewhere = [
+            (entry, existing, listing)
+            for listing, entries in zip(listings, placed, strict=True)
+            for (entry, existing) in entries
+            if existing is not None
+            and (existing.playlist_id, existing.domain) != (listing.playlist_id, listing.domain)
+        ]
+        if elsewhere and not move:
+            first, held, target = elsewhere[0]
+            assert held is not None
+            more = f" (and {len(elsewhere) - 1} more)" if len(elsewhere) > 1 else ""
+            raise ConfigError(
+                f"{first.title!r} is already in playlist {held.playlist_id!r} (domain "
+                f"{held.domain!r}){more}; add with --move to move it to playlist "
+                f"{target.playlist_id!r} (domain {target.domain!r}), or leave it out of "
+                "this source"
+            )
+        repointed = False
+        for listing, entries in zip(listings, placed, strict=True):
             playlist = self.catalog.upsert_playlist(
                 PlaylistRow(
                     id=listing.playlist_id,
@@ -453,8 +481,8 @@ class IndexStore:
                 reason = f"{dropped.title or dropped.ref}: {dropped.reason}"
                 self.catalog.record_problem("listing", dropped.ref, reason, listing.playlist_id)
                 summary.dropped.append((dropped.ref, dropped.reason))
-            for entry in listing.videos:
-                self.catalog.upsert_video(
+            for entry, existing in entries:
+                row = self.catalog.upsert_video(
                     VideoRow(
                         id=entry.video_id,
                         playlist_id=listing.playlist_id,
@@ -468,10 +496,46 @@ class IndexStore:
                     )
                 )
                 summary.videos += 1
+                was = (existing.playlist_id, existing.domain) if existing is not None else None
+                if was is not None and was != (listing.playlist_id, listing.domain):
+                    summary.moved.append(
+                        (row.id, f"{was[0]} ({was[1]})", f"{row.playlist_id} ({row.domain})")
+                    )
+                    if was[1] != row.domain and row.status in (INDEXED, DUPLICATE):
+                        self._repoint(row)
+                        repointed = True
+        if repointed:  # seeds pair segments of one domain: a video changed domains
+            self.dedupe()
+            self.compute_seeds()
         if target_hours is not None:
             for listing in listings:
                 summary.reserve.extend(self.apply_target_hours(listing.domain, target_hours))
         return summary
+
+    def _placed(self, entry: ingest.VideoEntry) -> tuple[ingest.VideoEntry, VideoRow | None]:
+        """``entry`` with the id its source owns in the catalogue, and the row already there."""
+        where = str(entry.path) if entry.path is not None else str(entry.url)
+        video_id = entry.video_id
+        for attempt in range(8):
+            existing = self.catalog.video(video_id)
+            if existing is None or where in (existing.path, existing.url):
+                return replace(entry, video_id=video_id), existing
+            # Another source has this id (``ep1.mp4`` in two folders): one of this source's.
+            digest = hashlib.sha1(f"{where}#{attempt}".encode()).hexdigest()[:8]
+            video_id = f"{entry.video_id}-{digest}"
+        raise ConfigError(f"no free video id for {where!r} (tried {entry.video_id!r} and 7 more)")
+
+    def _repoint(self, video: VideoRow) -> None:
+        """An indexed video moved to another domain: its segments and its points in the search
+        index say so (the vectors stay; nothing is computed again)."""
+        segments = self.catalog.segments(video_ids=[video.id])
+        # New rows, not copies: a copied table row carries its session state and is not added.
+        moved = [SegmentRow(**{**row.model_dump(), "domain": video.domain}) for row in segments]
+        self.catalog.replace_segments(video.id, moved)
+        if video.status == INDEXED:  # a near-duplicate has no points to repoint
+            chunks = self.catalog.chunks(video.id)
+            self._upsert_chunks(video, chunks)
+            self._upsert_segments(video, moved, chunks)
 
     def apply_target_hours(self, domain: str, hours: float) -> list[tuple[str, str]]:
         """Keep a domain at about ``hours``: videos past the target (in seeding order) go to
