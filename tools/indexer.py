@@ -13,7 +13,7 @@ import json
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -277,10 +277,6 @@ def frame_height_for(preferred: int | None, configured: int) -> int:
     return min(configured, int(preferred)) if preferred else configured
 
 
-def _frame_height(embedder: Embedder, configured: int) -> int:
-    return frame_height_for(getattr(embedder, "frame_height", None), configured)
-
-
 def batch_audio(
     path: Path,
     grid: Sequence[tuple[float, float]],
@@ -353,6 +349,33 @@ def decode_batches(
     if pending:
         audio = batch_audio(path, grid, pending, spec.audio_rate) if want_audio else None
         yield DecodedBatch(pending, audio)
+
+
+def chunks_to_do(
+    duration_s: float, chunk_s: float, done: Collection[int]
+) -> tuple[list[tuple[float, float]], list[int]]:
+    """A video's chunk grid and the chunks of it not yet stored."""
+    grid = media.chunk_grid(duration_s, chunk_s)
+    return grid, [i for i in range(len(grid)) if i not in done]
+
+
+def audio_reader(
+    path: Path,
+    prefetched: dict[int, np.ndarray] | None,
+    spans: Mapping[tuple[float, float], int],
+    rate: int,
+) -> Callable[[float, float], np.ndarray]:
+    """A batch's audio for the transcriber: each chunk's decoded ahead when it was, else read
+    from the file on demand (a media error there is the transcriber's to raise)."""
+    ahead = prefetched or {}
+
+    def audio(start: float, end: float) -> np.ndarray:
+        found = ahead.get(spans.get((start, end), -1))
+        if found is not None:
+            return found
+        return media.extract_audio(path, start, end, rate=rate)
+
+    return audio
 
 
 @dataclass(frozen=True)
@@ -657,6 +680,16 @@ class IndexStore:
         summary.hours_indexed = sum((v.duration_s or 0.0) for v in indexed) / 3600.0
         return summary
 
+    def _decode_spec(self, preferred_height: int | None) -> DecodeSpec:
+        """How videos are decoded, frames at the embedder's ``preferred_height`` if it has one."""
+        return DecodeSpec(
+            chunk_s=self.config.chunk_s,
+            frame_fps=self.config.frame_fps,
+            frame_height=frame_height_for(preferred_height, self.config.frame_max_height),
+            batch_chunks=self.config.batch_chunks,
+            audio_rate=self.config.audio_rate,
+        )
+
     # -- storing chunks -------------------------------------------------------------------------
 
     def _ensure_collections(self, dim: int) -> None:
@@ -671,13 +704,15 @@ class IndexStore:
     def _write_batch(
         self,
         video: VideoRow,
-        rows: Sequence[ChunkRow],
-        vectors: np.ndarray,
+        indices: Sequence[int],
+        spans: Sequence[tuple[float, float]],
         transcript: BatchTranscript,
+        vectors: np.ndarray,
         embedder: str,
         captions: bool,
     ) -> None:
-        """Store one batch of computed chunks: Qdrant first, catalogue second, so a chunk the
+        """Store one batch of computed chunks (``indices`` of the video, their ``spans``, texts
+        and vectors, in that order): Qdrant first, catalogue second, so a chunk the
         catalogue holds is in the index for sure, and one that is only in the index is simply
         upserted again on resume (point ids are the chunks' own: a batch stored twice changes
         nothing)."""
@@ -685,6 +720,19 @@ class IndexStore:
             # Captions were there but unreadable: worth a recorded reason, once per video.
             self._noted.add(video.id)
             self.catalog.record_problem("transcript", video.id, transcript.note, video.playlist_id)
+        rows = [
+            ChunkRow(
+                video_id=video.id,
+                idx=idx,
+                start_s=span[0],
+                end_s=span[1],
+                transcript=text,
+                vector=vector_to_bytes(vector),
+            )
+            for idx, span, text, vector in zip(
+                indices, spans, transcript.texts, vectors, strict=True
+            )
+        ]
         self._upsert_chunks(video, rows, vectors)
         self.catalog.add_chunks(rows)
         self.catalog.update_video(video.id, transcript_source=transcript.source, embedder=embedder)
@@ -865,13 +913,7 @@ class Indexer(IndexStore):
 
     def decode_spec(self) -> DecodeSpec:
         """How this indexer's videos are decoded (frames at the embedder's height)."""
-        return DecodeSpec(
-            chunk_s=self.config.chunk_s,
-            frame_fps=self.config.frame_fps,
-            frame_height=_frame_height(self.embedder, self.config.frame_max_height),
-            batch_chunks=self.config.batch_chunks,
-            audio_rate=self.config.audio_rate,
-        )
+        return self._decode_spec(getattr(self.embedder, "frame_height", None))
 
     def index_ready(self) -> IndexSummary:
         """Index every ready video (chunks, transcripts, embeddings, segments), nothing after:
@@ -880,9 +922,8 @@ class Indexer(IndexStore):
         ready = self.catalog.videos(statuses=[READY])
         plans: list[tuple[VideoRow, list[tuple[float, float]], list[int]]] = []
         for video in ready:
-            grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
             done = self.catalog.done_chunks(video.id)
-            plans.append((video, grid, [i for i in range(len(grid)) if i not in done]))
+            plans.append((video, *chunks_to_do(video.duration_s or 0.0, self.config.chunk_s, done)))
         self._ensure_collections(self.embedder.dim)
         self.progress.begin(sum(len(todo) for _, _, todo in plans), len(plans))
         jobs = [self._decode_job(video, grid, todo) for video, grid, todo in plans]
@@ -917,9 +958,8 @@ class Indexer(IndexStore):
             return "already indexed"
         if video.status != READY:
             return f"skipped: video {video_id!r} is {video.status!r}, not ready"
-        grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
         done = self.catalog.done_chunks(video.id)
-        todo = [i for i in range(len(grid)) if i not in done]
+        grid, todo = chunks_to_do(video.duration_s or 0.0, self.config.chunk_s, done)
         self._ensure_collections(self.embedder.dim)
         try:
             with DecodeAhead(
@@ -957,20 +997,8 @@ class Indexer(IndexStore):
         rate = self.config.audio_rate
         computed = 0
         for decoded in batches:
-            prefetched = decoded.audio or {}
             spans = {grid[idx]: idx for idx, _ in decoded.chunks}
-
-            def audio(
-                start: float,
-                end: float,
-                prefetched: dict[int, np.ndarray] = prefetched,
-                spans: dict[tuple[float, float], int] = spans,
-            ) -> np.ndarray:
-                found = prefetched.get(spans.get((start, end), -1))
-                if found is not None:
-                    return found
-                return media.extract_audio(path, start, end, rate=rate)
-
+            audio = audio_reader(path, decoded.audio, spans, rate)
             computed += self._store_batch(video, grid, decoded.chunks, captions, audio)
         return computed
 
@@ -989,18 +1017,8 @@ class Indexer(IndexStore):
             )
         with device_slot(self.embedder):
             vectors = embed_batch(self.embedder, [frames for _, frames in batch], transcript.texts)
-        rows = [
-            ChunkRow(
-                video_id=video.id,
-                idx=idx,
-                start_s=span[0],
-                end_s=span[1],
-                transcript=text,
-                vector=vector_to_bytes(vec),
-            )
-            for (idx, _), span, text, vec in zip(
-                batch, spans, transcript.texts, vectors, strict=True
-            )
-        ]
-        self._write_batch(video, rows, vectors, transcript, self.embedder.name, bool(captions))
+        indices = [idx for idx, _ in batch]
+        self._write_batch(
+            video, indices, spans, transcript, vectors, self.embedder.name, bool(captions)
+        )
         return len(batch)

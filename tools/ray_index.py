@@ -37,9 +37,7 @@ from store.catalog import (
     LISTED,
     READY,
     Catalog,
-    ChunkRow,
     VideoRow,
-    vector_to_bytes,
 )
 from store.errors import (
     ConfigError,
@@ -59,6 +57,8 @@ from tools.indexer import (
     IndexProgress,
     IndexStore,
     IndexSummary,
+    audio_reader,
+    chunks_to_do,
     decode_batches,
     embed_batch,
     transcribe_batch,
@@ -253,8 +253,7 @@ def decode_video(
         except MediaError as exc:
             yield _error(job.video_id, "probe", exc)
             return
-        grid = media.chunk_grid(info.duration_s, config.chunk_s)
-        todo = [i for i in range(len(grid)) if i not in job.done]
+        grid, todo = chunks_to_do(info.duration_s, config.chunk_s, job.done)
         meta = VideoMeta(
             info.duration_s, info.width, info.height, info.fps, info.has_audio, len(grid), len(todo)
         )
@@ -307,20 +306,8 @@ class TranscribeStage:
         if row["kind"] != BATCH:
             return row
         batch: ChunkBatch = pickle.loads(row["data"])
-        prefetched = batch.audio or {}
-        by_span = dict(zip(batch.spans, batch.idx, strict=True))
-
-        def audio(start: float, end: float) -> np.ndarray:
-            found = prefetched.get(by_span.get((start, end), -1))
-            if found is not None:
-                return found
-            if not Path(batch.path).exists():
-                raise TranscriptError(
-                    f"the audio of {batch.video_id!r} was not decoded ahead and its file is not "
-                    "on this node"
-                )
-            return media.extract_audio(Path(batch.path), start, end, rate=batch.rate)
-
+        spans = dict(zip(batch.spans, batch.idx, strict=True))
+        audio = audio_reader(Path(batch.path), batch.audio, spans, batch.rate)
         try:
             batch.transcript = transcribe_batch(
                 self.transcriber, batch.spans, self._caption_files(batch), audio, batch.rate
@@ -388,16 +375,7 @@ class RayIndexer(IndexStore):
 
     def decode_spec(self) -> DecodeSpec:
         """How the tasks decode (frames at the embedder's height, as the local indexer)."""
-        height = self.config.frame_max_height
-        if self.models.frame_height:
-            height = min(height, int(self.models.frame_height))
-        return DecodeSpec(
-            chunk_s=self.config.chunk_s,
-            frame_fps=self.config.frame_fps,
-            frame_height=height,
-            batch_chunks=self.config.batch_chunks,
-            audio_rate=self.config.audio_rate,
-        )
+        return self._decode_spec(self.models.frame_height)
 
     def _jobs(self, summary: IndexSummary) -> list[VideoJob]:
         jobs: list[VideoJob] = []
@@ -451,33 +429,25 @@ class RayIndexer(IndexStore):
         actors, gpus = self._pools()
         options = self.options
         items = [_row(job.video_id, "job", job) for job in jobs]
-        return (
-            ray.data.from_items(items, override_num_blocks=len(items))
-            .flat_map(
-                decode_video,
-                fn_kwargs={
-                    "config": self.config,
-                    "spec": self.decode_spec(),
-                    "audio": self.models.audio,
-                    "scratch": options.scratch or "",
-                },
-                num_cpus=options.decode_cpus,
-            )
-            .map(
-                TranscribeStage,
-                fn_constructor_kwargs={"models": self.models},
-                compute=ray.data.ActorPoolStrategy(size=actors),
-                num_cpus=options.actor_cpus,
-                num_gpus=gpus,
-            )
-            .map(
-                EmbedStage,
-                fn_constructor_kwargs={"models": self.models},
-                compute=ray.data.ActorPoolStrategy(size=actors),
-                num_cpus=options.actor_cpus,
-                num_gpus=gpus,
-            )
+        dataset = ray.data.from_items(items, override_num_blocks=len(items)).flat_map(
+            decode_video,
+            fn_kwargs={
+                "config": self.config,
+                "spec": self.decode_spec(),
+                "audio": self.models.audio,
+                "scratch": options.scratch or "",
+            },
+            num_cpus=options.decode_cpus,
         )
+        for stage in (TranscribeStage, EmbedStage):  # ASR, then the embedder: a pool each
+            dataset = dataset.map(
+                stage,
+                fn_constructor_kwargs={"models": self.models},
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                num_cpus=options.actor_cpus,
+                num_gpus=gpus,
+            )
+        return dataset
 
     def index_ready(self) -> IndexSummary:
         """Index every listed or ready video on the cluster (fetched there, not here)."""
@@ -489,8 +459,7 @@ class RayIndexer(IndexStore):
             assert row is not None
             planned = 0
             if job.duration_s is not None:
-                grid = media.chunk_grid(job.duration_s, self.config.chunk_s)
-                planned = len([i for i in range(len(grid)) if i not in job.done])
+                planned = len(chunks_to_do(job.duration_s, self.config.chunk_s, job.done)[1])
             videos[job.video_id] = _Video(row, planned)
         self.progress.begin(sum(v.planned for v in videos.values()), len(videos))
         try:
@@ -566,21 +535,15 @@ class RayIndexer(IndexStore):
             if not self._collections:
                 self._ensure_collections(int(batch.vectors.shape[1]))
                 self._collections = True
-            vectors = batch.vectors[new]
             transcript = replace(batch.transcript, texts=[batch.transcript.texts[n] for n in new])
-            rows = [
-                ChunkRow(
-                    video_id=batch.video_id,
-                    idx=batch.idx[n],
-                    start_s=batch.spans[n][0],
-                    end_s=batch.spans[n][1],
-                    transcript=text,
-                    vector=vector_to_bytes(vector),
-                )
-                for n, text, vector in zip(new, transcript.texts, vectors, strict=True)
-            ]
             self._write_batch(
-                video.row, rows, vectors, transcript, batch.embedder, bool(batch.captions)
+                video.row,
+                [batch.idx[n] for n in new],
+                [batch.spans[n] for n in new],
+                transcript,
+                batch.vectors[new],
+                batch.embedder,
+                bool(batch.captions),
             )
             video.stored.update(batch.idx[n] for n in new)
             summary.chunks_computed += len(new)
