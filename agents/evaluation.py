@@ -82,7 +82,14 @@ from store.version import code_version
 from tools import media
 from tools.clips import ClipFetcher
 from tools.retrieval import RetrievedSpan, build_haystack
-from tools.roles import ChunkText, JudgeEvidence, PairJudgeContext, PairVerdict, SegmentEvidence
+from tools.roles import (
+    ChunkText,
+    JudgeEvidence,
+    PairJudgeContext,
+    PairVerdict,
+    SegmentEvidence,
+    role_spec,
+)
 
 __all__ = [
     "OFFLINE_JUDGE_PRICES",
@@ -866,13 +873,14 @@ def _check_frame_caps(
     traffic: Callable[[str], Traffic | None] | None,
 ) -> None:
     """Refuse, before anything is spent, a condition that shows a judge more frames than its
-    requests may carry (its ``max_frames``, never above its family's: DashScope takes 250
-    Base64 images a request): thinned, it would no longer be the condition."""
+    requests may carry as pictures (its ``max_frames``, never above its family's
+    ``max_pictures``: DashScope takes 250 Base64 images a request): thinned, it would no
+    longer be the condition."""
     if traffic is None:
         return
     for judge in judges:
         found = traffic(judge)
-        cap = found.max_frames if found is not None else None
+        cap = (found.max_fixed_frames or found.max_frames) if found is not None else None
         if not cap:
             continue
         for condition in conditions:
@@ -885,10 +893,15 @@ def _check_frame_caps(
                 )
 
 
-def thinking_settings(budget: int | None) -> ModelSettings | None:
+def thinking_settings(budget: int | None, role: str = JUDGE_ROLE) -> ModelSettings | None:
     """A condition's thinking budget as model settings: pydantic-ai's provider-neutral
     ``thinking`` (0 turns it off; otherwise the effort level the budget amounts to) and, for
-    Gemini, the exact ``thinking_budget`` in tokens. ``None``: the provider's default."""
+    Gemini, the exact ``thinking_budget`` in tokens. ``None``: the provider's default.
+
+    The output cap grows by the budget: Gemini and OpenAI's reasoning models count the
+    thinking against it (OpenAI's ``max_output_tokens`` bounds "visible output tokens and
+    reasoning tokens"; Gemini's ``maxOutputTokens`` covers the thoughts too), so ``role``'s own
+    answer cap is left for the answer after the thinking."""
     if budget is None:
         return None
     if budget <= 0:
@@ -896,7 +909,10 @@ def thinking_settings(budget: int | None) -> ModelSettings | None:
     level: Literal["low", "medium", "high"] = (
         "low" if budget <= 2048 else "medium" if budget <= 8192 else "high"
     )
-    settings: ModelSettings = {"thinking": level}
+    settings: ModelSettings = {
+        "thinking": level,
+        "max_tokens": budget + role_spec(role).max_output_tokens,
+    }
     # Read by pydantic-ai's Google model only; other models ignore a setting they do not know.
     settings["google_thinking_config"] = {"thinking_budget": budget}  # type: ignore[typeddict-unknown-key]
     return settings

@@ -546,10 +546,16 @@ async def _judge_once(
     rejected = item.answers[candidate.rejected_rating]
     first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
     evidence = gate.evidence[item.seed_id]
-    context = PairJudgeContext(
+    asked = PairJudgeContext(
         question=item.question, answer_a=first, answer_b=second, segments=evidence.segments
     )
     call = SeedCall(seed_id=candidate.pair_id, evidence=evidence, append=gate.append)
+    # Fitted here to record what the judge is shown (the run fits them the same way again).
+    context, attachments = gate.runner.fit(judge, JUDGE_ROLE, asked, evidence.videos(JUDGE_CLIP))
+    shown = [
+        {"segment_id": rate.segment_id, "frames": rate.frames, "fps": round(rate.fps, 4)}
+        for rate in getattr(context, "video_rates", ())
+    ]
     choice: Literal["A", "B", "tie", "invalid"]
     try:
         verdict = await gate.runner.run(
@@ -560,7 +566,7 @@ async def _judge_once(
             PairVerdict,
             phase=None,
             gate=GATE,
-            attachments=evidence.videos(JUDGE_CLIP),
+            attachments=attachments,
         )
         choice, reason = verdict.choice, verdict.reason
     except MalformedOutput as exc:
@@ -573,4 +579,5 @@ async def _judge_once(
         choice=choice,
         correct=picks_preferred(choice, order),
         reason=reason[:2000],
+        video=shown,
     )

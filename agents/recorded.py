@@ -736,6 +736,10 @@ class CallRecorder:
                 if not failure.transient or attempt > traffic.retry.max_retries:
                     raise _Failed(failure, attempt) from exc
                 wait = traffic.retry.wait_s(attempt, failure.retry_after_s, salt=call.call_id)
+                if failure.retry_after_s is not None and traffic.limiter is not None:
+                    # The provider said when it takes requests again: every caller of the
+                    # limiter (every worker, for a fleet-wide one) waits for it, not this one.
+                    await traffic.limiter.pause(failure.retry_after_s)
                 self.retries += 1
                 await call.append(
                     CallRetried(
@@ -798,9 +802,11 @@ class CallRecorder:
             )
             if refusal:
                 raise ModelRefused(failure.message) from failed.__cause__
+            # A connection that failed says where it tried (a server down, a wrong base_url).
+            url = call.wrapped.base_url if failure.kind in ("connection", "timeout") else None
             raise ProviderError(
                 f"{context.role} call to {context.model!r} failed after {failed.attempts} "
-                f"attempt(s): {failure.message}"
+                f"attempt(s): {failure.message}" + (f" (at {url})" if url else "")
             ) from failed.__cause__
         return await self._record(call, response, attempts, reservation)
 
@@ -885,6 +891,28 @@ class CallRecorder:
             return False
         traffic = self.traffic(context.model)
         return traffic is not None and traffic.batchable
+
+    def frames_that_fit(
+        self, model: str, messages: list[ModelMessage], settings: ModelSettings | None
+    ) -> tuple[int, int, int] | None:
+        """``(frames planned, most frames that fit, tokens without frames)`` of a call to
+        ``model`` whose traffic names a context window: the frames as the adapter plans them
+        and the tokens as the reservation counts them (:meth:`_effective`, its family's rule),
+        with room left for the answer's ``max_tokens``. None: no window known, or no frames."""
+        traffic = self.traffic(model)
+        if traffic is None or traffic.context_window is None or traffic.video_fps is None:
+            return None
+        clips = call_clips(messages)
+        if not clips:
+            return None
+        context = CallContext(seed_id="", role="", model=model)
+        shape = self._effective(context, call_shape(model, messages, settings), clips)
+        planned = shape.video_frames or 0
+        base = estimate_input_tokens(replace(shape, video_frames=0)).input_tokens
+        per_frame = estimate_input_tokens(replace(shape, video_frames=1)).input_tokens - base
+        room = traffic.context_window - shape.max_output_tokens - base
+        fits = room // per_frame if per_frame > 0 else planned
+        return planned, max(fits, 0), base
 
     def _effective(
         self, context: CallContext, shape: CallShape, clips: list[ClipInfo]

@@ -36,6 +36,7 @@ from agents.evidence import ClipSpec, SeedEvidence
 from agents.prompts import render_prompt
 from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
 from policies.ratelimits import Traffic
+from store.errors import ProviderError
 from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
 from tools.providers.base import clip_info, frame_times
 from tools.roles import (
@@ -213,7 +214,9 @@ class ModelRunner:
             )
         if attachments and not spec.video:
             raise ValueError(f"role {role!r} is not a video role: it takes no attachments")
-        context = self._with_video_rates(context, model_id, attachments)
+        context, attachments = self.fit(
+            model_id, role, context, attachments, extra_settings=extra_settings, note=note
+        )
         recorded = RecordedModel(
             self.model_for(model_id),
             self.recorder,
@@ -222,11 +225,7 @@ class ModelRunner:
         )
         text = render_prompt(context) + (f"\n\n{note}" if note else "")
         prompt: list[Any] = [text, *attachments]
-        settings = ModelSettings(
-            max_tokens=spec.max_output_tokens, temperature=0.0, thinking=spec.thinking
-        )
-        if extra_settings:
-            settings = ModelSettings(**{**settings, **extra_settings})
+        settings = role_settings(role, extra_settings)
         parameters = await self._output_parameters(output_type)
         # The run settings over the model's own, as an agent merges them.
         sent = merge_model_settings(recorded.settings, settings)
@@ -300,6 +299,56 @@ class ModelRunner:
         it (:func:`video_rates` with the model's traffic, the recorder's own)."""
         return video_rates(attachments, self.recorder.traffic(model_id))
 
+    def fit(
+        self,
+        model_id: str,
+        role: str,
+        context: AnyContext,
+        attachments: Sequence[BinaryContent],
+        *,
+        extra_settings: ModelSettings | None = None,
+        note: str = "",
+    ) -> tuple[AnyContext, Sequence[BinaryContent]]:
+        """``context`` told the rate its video reaches ``model_id`` at, and ``attachments``
+        fitted to the model's context window: where the frames planned would not leave room
+        in it for the prompt and the answer (tokens counted as the reservation counts them),
+        each clip names the fewer frames the request may carry (``max_frames`` in its
+        metadata, which the frame plan, the adapter and the budget all read) and the prompt
+        states the rate that leaves. Deterministic, so a caller may fit first to record what
+        a call shows. Raises :class:`ProviderError` before anything is spent when not even a
+        frame a clip fits, naming the window."""
+        shown = self._with_video_rates(context, model_id, attachments)
+        settings = role_settings(role, extra_settings)
+        fitted = list(attachments)
+        cap: int | None = None
+        for _ in range(4):  # the rate note changes the prompt's length a little: settle it
+            text = render_prompt(shown) + (f"\n\n{note}" if note else "")
+            messages: list[ModelMessage] = [
+                ModelRequest(parts=[UserPromptPart(content=[text, *fitted])])
+            ]
+            found = self.recorder.frames_that_fit(model_id, messages, settings)
+            if found is None or found[0] <= found[1]:
+                return shown, fitted
+            _planned, fits, base = found
+            clips = sum(1 for part in fitted if clip_info(part) is not None)
+            traffic = self.recorder.traffic(model_id)
+            floor = clips * max(traffic.min_frames_per_clip if traffic else 1, 1)
+            if fits < floor:
+                window = traffic.context_window if traffic else None
+                raise ProviderError(
+                    f"a {role} request to {model_id!r} does not fit its context window of "
+                    f"{window:,} tokens: its prompt is ~{base:,} tokens and its answer may take "
+                    f"{settings.get('max_tokens'):,}, leaving room for {fits} frame(s) where "
+                    f"{clips} clip(s) need {floor} at least; raise "
+                    f"providers.models.{model_id!r}.context_window where the server allows "
+                    "(vLLM's --max-model-len), or lower frame_height"
+                )
+            cap = min(fits, cap - 1) if cap is not None and fits >= cap else fits
+            fitted = [_with_frame_cap(part, cap) for part in attachments]
+            cleared = _without_rates(context)
+            shown = self._with_video_rates(cleared, model_id, fitted)
+        return shown, fitted
+
     def _with_video_rates(
         self, context: AnyContext, model_id: str, attachments: Sequence[BinaryContent]
     ) -> AnyContext:
@@ -312,6 +361,38 @@ class ModelRunner:
             return context
         rates = self.video_rates(model_id, attachments)
         return context.model_copy(update={"video_rates": rates}) if rates else context
+
+
+def role_settings(role: str, extra: ModelSettings | None = None) -> ModelSettings:
+    """The model settings a call of ``role`` is made with: its output-token cap, temperature
+    0 and its thinking, then ``extra`` (a condition's thinking budget) over them."""
+    spec = role_spec(role)
+    settings = ModelSettings(
+        max_tokens=spec.max_output_tokens, temperature=0.0, thinking=spec.thinking
+    )
+    if extra:
+        settings = ModelSettings(**{**settings, **extra})
+    return settings
+
+
+def _with_frame_cap(part: BinaryContent, cap: int) -> BinaryContent:
+    """``part`` (a clip) naming the most frames its request may carry; others unchanged."""
+    if clip_info(part) is None:
+        return part
+    # Built anew: ``dataclasses.replace`` would lose the identifier (an init-only name).
+    return BinaryContent(
+        data=part.data,
+        media_type=part.media_type,
+        identifier=part.identifier,
+        vendor_metadata={**(part.vendor_metadata or {}), "max_frames": cap},
+    )
+
+
+def _without_rates(context: AnyContext) -> AnyContext:
+    """``context`` with no video rate filled in (so it is told the fitted ones)."""
+    if isinstance(context, PairJudgeContext | SufficiencyContext | RankingContext):
+        return context.model_copy(update={"video_rates": ()})
+    return context
 
 
 class _ParametersSeen(Exception):

@@ -5,8 +5,10 @@ Nothing below ``playlisteval`` reads settings; this module turns them into plain
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 
 import structlog
 from pydantic_ai.models import Model
+from sqlalchemy import Engine
 
 from agents.batching import Batcher
 from agents.coordinator import LoopPolicy
@@ -34,7 +37,7 @@ from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
 from policies.prices import PriceTable
-from policies.ratelimits import RateLimiter, RetryPolicy, Sleep, Traffic
+from policies.ratelimits import Limiter, RateLimiter, RetryPolicy, SharedRateLimiter, Sleep, Traffic
 from policies.tokens import provider_family
 from store.catalog import Catalog
 from store.coordination import BudgetAccounts, Leases, WorkQueue
@@ -321,7 +324,8 @@ def provider_config(
         timeout_s=limits.timeout_s,
         video_fps=found.video_fps,
         frame_height=found.frame_height,
-        max_frames=found.max_frames,
+        # The provider's own per-request limit over the setting, as the budget plans it.
+        max_frames=min(found.max_frames, family.max_frames or found.max_frames),
         inline_max_bytes=found.inline_max_bytes,
         media_resolution=found.media_resolution,
         context_cache=found.context_cache,
@@ -338,11 +342,48 @@ def _token_rule(family: ProviderFamily, model_id: str) -> str | None:
     return None if provider_family(model_id) == family.token_rule else family.token_rule
 
 
-def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | None]:
+def served_window(settings: Settings, model_id: str) -> int | None:
+    """The context window the server of ``model_id`` reports for it (its family's
+    ``served_windows``: a vLLM server's ``max_model_len``), or None when the family reports
+    none, the server names no window for it, or it cannot be reached (logged: the run goes on
+    without a window, as ``playlisteval doctor`` says)."""
+    family, _found = endpoint(settings, model_id)
+    if family.served_windows is None:
+        return None
+    config = provider_config(settings, model_id)
+    read = family.served_windows
+
+    async def asked() -> dict[str, int]:
+        return await read(config)
+
+    def ask() -> dict[str, int]:
+        return asyncio.run(asked())
+
+    # The composition root is sync and may be called on an event loop: the one request goes
+    # from a thread of its own.
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            windows = pool.submit(ask).result(timeout=config.timeout_s)
+    except Exception as exc:  # a server down now is the doctor's to report, not a crash here
+        log.warning(
+            "context_window_unknown", model=model_id, url=config.base_url, error=str(exc)[:300]
+        )
+        return None
+    return windows.get(config.model_name)
+
+
+def traffic_for(
+    settings: Settings, *, live: bool, engine: Engine | None = None
+) -> Callable[[str], Traffic | None]:
     """Model id → how its calls travel: retries and one rate limiter per provider family (live
     only), its context cache lifetime, whether batch APIs may answer its text-only calls, the
-    frames its adapter sends and the token rule its family counts by."""
-    limiters: dict[str, RateLimiter] = {}
+    frames its adapter sends, the token rule its family counts by and the context window its
+    requests are fitted to.
+
+    With the store's ``engine`` the limiter is fleet-wide (:class:`SharedRateLimiter`: every
+    process on that database together stays within the family's rpm/tpm, and a Retry-After
+    one of them hears holds them all); without it, this process's own."""
+    limiters: dict[str, Limiter] = {}
     known: dict[str, Traffic | None] = {}
 
     def traffic(model_id: str) -> Traffic | None:
@@ -357,7 +398,15 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
         limiter = None
         if live:
             limiter = limiters.get(family.name)
-            if limiter is None:
+            if limiter is None and engine is not None:
+                limiter = limiters[family.name] = SharedRateLimiter(
+                    engine,
+                    family.name,
+                    rpm=limits.rpm,
+                    tpm=limits.tpm,
+                    max_concurrency=limits.max_concurrency,
+                )
+            elif limiter is None:
                 limiter = limiters[family.name] = RateLimiter(
                     rpm=limits.rpm, tpm=limits.tpm, max_concurrency=limits.max_concurrency
                 )
@@ -378,6 +427,11 @@ def traffic_for(settings: Settings, *, live: bool) -> Callable[[str], Traffic | 
             video_fps=found.video_fps if frames else None,
             min_frames_per_clip=family.min_frames_per_clip,
             token_rule=_token_rule(family, model_id),
+            context_window=found.context_window
+            or (served_window(settings, model_id) if live and frames else None),
+            max_fixed_frames=min(found.max_frames, family.max_pictures or found.max_frames)
+            if frames
+            else None,
         )
         known[model_id] = result
         return result
@@ -599,7 +653,7 @@ class App:
             clips=self.clips(),
             model_for=model_for or model_factory(self.settings, self),
             prices=prices or self.prices(),
-            traffic=traffic_for(self.settings, live=not offline),
+            traffic=traffic_for(self.settings, live=not offline, engine=self.events.engine),
             secrets=secret_values_of(self.settings),
             batcher=self.batcher(),
             campaign=self.campaign(),

@@ -30,7 +30,7 @@ from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
 from tools.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
 from tools.providers.base import ProviderConfig
-from tools.providers.family import ListModels, ProviderFamily
+from tools.providers.family import ListModels, ProviderFamily, ServedWindows
 
 PROBE_TIMEOUT_S = 5.0
 CLOSEST_SHOWN = 10  # ids a provider lists shown next to a configured one it does not
@@ -139,7 +139,13 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
     """Every check, in the order a user should fix them."""
     checks: list[Check] = []
     settings = app.settings
-    models = sorted(role_models(settings).all_models() | set(settings.models.difficulty_judges))
+    # The roles' models, the difficulty judges, and any model given an endpoint of its own
+    # (an evaluation judge configured only for ``eval --judge``).
+    models = sorted(
+        role_models(settings).all_models()
+        | set(settings.models.difficulty_judges)
+        | set(settings.providers.models)
+    )
     prices = app.prices()
     for model in models:
         try:
@@ -353,6 +359,58 @@ async def _listed(list_models: ListModels, config: ProviderConfig) -> list[str]:
     return await list_models(config)
 
 
+async def _windows(read: ServedWindows, config: ProviderConfig) -> dict[str, int]:
+    return await read(config)
+
+
+def _window_checks(
+    settings: Settings,
+    family: ProviderFamily,
+    config: ProviderConfig,
+    where: str,
+    users: list[str],
+) -> list[Check]:
+    """Each model's ``context_window`` setting against the window its server reports (vLLM's
+    ``max_model_len``): a setting above it would plan requests the server refuses."""
+    if family.served_windows is None:
+        return []
+    try:
+        served = asyncio.run(_windows(family.served_windows, config))
+    except Exception as exc:  # the listing's own check says the server is unreachable
+        return [
+            Check(
+                f"context windows at {family.name}",
+                False,
+                f"reading the context windows at {where} failed: {type(exc).__name__}: {exc}",
+                f"check the server at {where}",
+            )
+        ]
+    checks: list[Check] = []
+    for model in users:
+        _family, found = endpoint(settings, model)
+        sent = provider_config(settings, model).model_name
+        window = served.get(sent)
+        setting = found.context_window
+        if window is None:
+            detail = f"{where} reports no context window for {sent!r}"
+            ok, fix = True, ""
+            if setting is not None:
+                detail += f"; requests are fitted to the setting's {setting:,} tokens"
+        elif setting is None:
+            ok, fix = True, ""
+            detail = f"{window:,} tokens (max_model_len at {where}; read when a live run starts)"
+        else:
+            ok = setting <= window
+            detail = f"setting {setting:,} tokens, server {window:,}"
+            fix = (
+                ""
+                if ok
+                else f'set providers.models."{model}".context_window = {window} (or unset it)'
+            )
+        checks.append(Check(f"context window of {model}", ok, detail, fix))
+    return checks
+
+
 def _model_list_checks(settings: Settings, models: list[str]) -> list[Check]:
     """Each configured model against what its provider lists: one model-list call per family
     and endpoint, on a live run only, and only where the key is at hand (or none is needed);
@@ -392,6 +450,7 @@ def _model_list_checks(settings: Settings, models: list[str]) -> list[Check]:
                 )
             )
             continue
+        checks += _window_checks(settings, family, config, where, users)
         for model in users:
             sent = provider_config(settings, model).model_name
             ok = sent in served

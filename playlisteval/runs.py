@@ -24,15 +24,16 @@ from agents.replay import Replayer, ReplayVerdict
 from playlisteval.app import (
     App,
     curation_config,
+    endpoint,
     model_factory,
     offline_models,
     traffic_for,
 )
 from playlisteval.export import ExportSummary, export_benchmark
-from playlisteval.settings import IndexSettings
+from playlisteval.settings import IndexSettings, Settings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
-from policies.prices import PriceTable
+from policies.prices import PriceTable, UnknownPriceError
 from policies.selection import SeedSpread, spread_seeds
 from store.catalog import SeedRow
 from store.errors import ConfigError
@@ -681,6 +682,40 @@ DEMO_CONDITIONS = (
 )
 
 
+def judge_toml(judge: str) -> str:
+    """The settings that make ``judge`` an evaluation judge: where it is served, by which
+    family, as which id, at what price (zero for a server of one's own)."""
+    return (
+        f'[providers.models."{judge}"]\n'
+        'family = "openai-compatible"            # or gemini, openai, dashscope\n'
+        'base_url = "http://localhost:8000/v1"   # a vLLM server\'s …/v1\n'
+        f'model_name = "{judge}"                 # the id the server serves it as\n'
+        "\n"
+        f'[budget.price_overrides."{judge}"]\n'
+        "input_per_mtok = 0.0   # USD per million tokens: 0 for a local server\n"
+        "output_per_mtok = 0.0\n"
+    )
+
+
+def _check_judge_configured(settings: Settings, prices: PriceTable, judge: str) -> None:
+    """ConfigError with the TOML to add when a live evaluation judge has no provider or no
+    price, before anything is spent."""
+    missing: list[str] = []
+    try:
+        endpoint(settings, judge)
+    except ConfigError:
+        missing.append("no provider family serves it")
+    try:
+        prices.price(judge)
+    except UnknownPriceError:
+        missing.append("no price is known for it")
+    if missing:
+        raise ConfigError(
+            f"judge {judge!r} is not configured ({' and '.join(missing)}): add to "
+            f"playlisteval.toml, with its real endpoint, id and price:\n\n{judge_toml(judge)}"
+        )
+
+
 def evaluate(
     app: App,
     benchmark: Path,
@@ -718,6 +753,9 @@ def evaluate(
         overrides={**budget.price_overrides, **OFFLINE_JUDGE_PRICES}, extra_file=budget.price_file
     )
     live = [j for j in judges if j not in OFFLINE_JUDGES]
+    if not settings.curation.offline:
+        for judge in live:
+            _check_judge_configured(settings, prices, judge)
     live_models = model_factory(settings, app, set(live))
     model_for = judge_models(live_models)
     search = app.search()

@@ -636,6 +636,15 @@ class ModelEndpoint(Section):
         ge=1,
         description="Frames per request at most; more are thinned uniformly over the clips.",
     )
+    context_window: int | None = Field(
+        None,
+        gt=0,
+        description="Tokens the served model takes in one request, prompt and answer together "
+        "(a vLLM server's `max_model_len`, which `playlisteval doctor` reads and checks): each "
+        "request's frames are thinned to fit it, the rate sent stated in the prompt and recorded. "
+        "Unset: read from an OpenAI-compatible server's `/v1/models` when a live run starts; "
+        "no limit for the other families.",
+    )
     inline_max_bytes: int = Field(
         72 * 1024 * 1024,
         ge=0,
@@ -671,7 +680,11 @@ class ModelEndpoint(Section):
 def default_endpoints() -> dict[str, ModelEndpoint]:
     """Where the DESIGN.md models that are not named after their provider are served."""
     return {
-        "qwen-3.7-plus": ModelEndpoint(family="dashscope", model_name="qwen3.7-plus"),
+        # The video gates at the paper's 0.5 fps over two segments of up to 30 minutes: 1,800
+        # frames, sent as video files (the Base64 limit of 250 pictures holds only fixed frames).
+        "qwen-3.7-plus": ModelEndpoint(
+            family="dashscope", model_name="qwen3.7-plus", max_frames=1800
+        ),
         "qwen3-vl-30b-a3b": ModelEndpoint(
             family="openai-compatible", model_name="Qwen/Qwen3-VL-30B-A3B-Instruct"
         ),

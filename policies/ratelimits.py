@@ -6,6 +6,19 @@ arrival order). :class:`RetryPolicy` says how long to wait before the next attem
 provider asked for in ``Retry-After`` when it asked, else an exponential backoff with jitter that
 is a function of the call (so a replay of the arithmetic is exact and concurrent callers spread).
 Clock and sleep are injectable: tests drive them without waiting on a wall clock.
+
+:class:`SharedRateLimiter` holds every worker of a fleet together to one family's limits and
+pauses them all on one worker's ``Retry-After``. Its state is one row per key and a log of the
+last window's requests in the coordination database (``store.coordination.RateWindows``), not a
+share of the limit per live worker: shares need to know who is alive, strand capacity with idle
+workers and are wrong while workers come and go, and a pause would still have to travel; the
+database already orders the fleet, costs one round trip per request (nothing beside a model
+call), and judges time by its own clock, so skewed machines agree. A sliding-window log, not a
+bucket: a bucket of ``rpm`` refilled continuously lets ~2 × ``rpm`` through in one 60-s window (a
+full bucket at once, then a minute of refill); the log says "no ``window_s`` holds more than
+``rpm`` requests or ``tpm`` tokens" exactly, as providers count. It is judged when a request is
+let through; the provider counts on arrival, later by the network's jitter (a strict provider
+wants ``window_s`` a little over 60). Requests in flight stay a per-process cap.
 """
 
 from __future__ import annotations
@@ -13,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+from sqlalchemy import Engine
 
+from store.coordination import RateWindows
 from store.errors import ConfigError
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -80,6 +95,7 @@ class RateLimiter:
         self._slots = anyio.Semaphore(max_concurrency)
         self._turn = anyio.Lock()  # one waiter at a time takes from the buckets: FIFO
         self.waited_s = 0.0  # total time callers spent waiting for the buckets
+        self._paused_until = float("-inf")  # a provider's Retry-After: nobody sends before it
 
     def _refill(self) -> None:
         now = self._clock()
@@ -95,6 +111,11 @@ class RateLimiter:
         wanted = min(tokens, self.tpm) if self.tpm is not None else 0
         async with self._turn:
             while True:
+                paused = self._paused_until - self._clock()
+                if paused > 0:
+                    self.waited_s += paused
+                    await self._sleep(paused)
+                    continue
                 self._refill()
                 short_r = 1 - self._requests if self.rpm is not None else 0.0
                 short_t = wanted - self._tokens if self.tpm is not None else 0.0
@@ -120,6 +141,96 @@ class RateLimiter:
             await self._take(tokens)
             yield
 
+    async def pause(self, seconds: float) -> None:
+        """The provider asked for no request in the next ``seconds`` (a 429's ``Retry-After``):
+        no caller takes from the buckets before then."""
+        self._paused_until = max(self._paused_until, self._clock() + max(seconds, 0.0))
+
+
+class SharedRateLimiter:
+    """:class:`RateLimiter`'s limits for a whole fleet: requests and input tokens per
+    ``window_s`` under ``key`` (a provider family, or family and model) counted across every
+    process of the coordination database ``engine``, and a pause any of them sets held by all.
+
+    Requests in flight stay capped per process (``max_concurrency``). Database calls run in a
+    worker thread; between tries a caller sleeps (``sleep``) as long as the database says it
+    must. ``clock`` replaces the database's clock (tests); times are the database's otherwise.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        key: str,
+        *,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        max_concurrency: int = 16,
+        window_s: float = 60.0,
+        sleep: Sleep = anyio.sleep,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if (rpm is not None and rpm <= 0) or (tpm is not None and tpm <= 0):
+            raise ConfigError(f"rate limits must be > 0 (rpm={rpm!r}, tpm={tpm!r})")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        if window_s <= 0:
+            raise ConfigError(f"window_s must be > 0, got {window_s!r}")
+        self.key = key
+        self.rpm = rpm
+        self.tpm = tpm
+        self.max_concurrency = max_concurrency
+        self.window_s = window_s
+        self.windows = RateWindows(engine, clock=clock)
+        self.windows.ensure(key)
+        self._sleep = sleep
+        self._slots = anyio.Semaphore(max_concurrency)
+        self._turn = anyio.Lock()  # one caller of this process asks the database at a time
+        self.waited_s = 0.0  # total time callers of this process spent waiting for the window
+
+    def _try(self, tokens: int) -> float:
+        return self.windows.take(
+            self.key, rpm=self.rpm, tpm=self.tpm, tokens=tokens, window_s=self.window_s
+        )
+
+    async def _take(self, tokens: int) -> None:
+        async with self._turn:
+            while True:
+                wait = await anyio.to_thread.run_sync(self._try, tokens)
+                if wait <= 0:
+                    return
+                self.waited_s += wait
+                await self._sleep(wait)
+
+    @asynccontextmanager
+    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
+        """Hold one of this process's in-flight slots and a place in the fleet's window."""
+        async with self._slots:
+            await self._take(tokens)
+            yield
+
+    async def pause(self, seconds: float) -> None:
+        """The provider asked for no request in the next ``seconds``: no worker of the fleet
+        is let through under this key before then."""
+        await anyio.to_thread.run_sync(self.windows.pause, self.key, seconds)
+
+
+class Limiter(Protocol):
+    """What a call's traffic needs of a limiter: :class:`RateLimiter` (one process) or
+    :class:`SharedRateLimiter` (a fleet)."""
+
+    rpm: int | None
+    tpm: int | None
+    max_concurrency: int
+    waited_s: float
+
+    def slot(self, tokens: int = 0) -> AbstractAsyncContextManager[None]:
+        """Wait for a place, hold it for the ``async with`` block."""
+        ...
+
+    async def pause(self, seconds: float) -> None:
+        """Nobody is let through for ``seconds``."""
+        ...
+
 
 @dataclass(frozen=True)
 class Traffic:
@@ -128,7 +239,7 @@ class Traffic:
     through a batch API."""
 
     retry: RetryPolicy = RetryPolicy()
-    limiter: RateLimiter | None = None
+    limiter: Limiter | None = None
     cache_ttl_s: int | None = None
     batchable: bool = False
     # Providers that take video as frames: the height and the most frames per request their
@@ -141,12 +252,20 @@ class Traffic:
     # The token rule its family counts by (``policies.tokens``), where the model id alone would
     # not pick it; None: the id's prefix does.
     token_rule: str | None = None
+    # Tokens the served model takes in one request, prompt and answer together (vLLM's
+    # ``max_model_len``): a request's frames are fitted to it (``agents.workers``). None: no
+    # limit known.
+    context_window: int | None = None
+    # The most frames a request may show where the caller fixed them (they go as pictures):
+    # an evaluation condition showing more is refused. None: ``max_frames``. Not a price fact.
+    max_fixed_frames: int | None = None
 
     def facts(self) -> dict[str, Any]:
         """What shapes a call's price (no limiter, no retries), as plain data for a run's log.
 
-        ``token_rule`` appears only when set, so the facts of a model whose id names its rule
-        are what they were before families carried one (old logs replay unchanged)."""
+        ``token_rule`` and ``context_window`` appear only when set, so the facts of a model
+        whose id names its rule are what they were before families carried one (old logs
+        replay unchanged)."""
         facts: dict[str, Any] = {
             "cache_ttl_s": self.cache_ttl_s,
             "batchable": self.batchable,
@@ -157,10 +276,13 @@ class Traffic:
         }
         if self.token_rule is not None:
             facts["token_rule"] = self.token_rule
+        if self.context_window is not None:
+            facts["context_window"] = self.context_window
         return facts
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Traffic:
         """A replay's traffic from a run's recorded :meth:`facts` (never retries, no limiter)."""
-        known = {k: facts[k] for k in (*cls().facts(), "token_rule") if k in facts}
+        optional = ("token_rule", "context_window")
+        known = {k: facts[k] for k in (*cls().facts(), *optional) if k in facts}
         return cls(retry=RetryPolicy(max_retries=0), **known)

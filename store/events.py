@@ -341,6 +341,10 @@ class PairJudged(Event):
     choice: Literal["A", "B", "tie", "invalid"]
     correct: bool
     reason: str = ""
+    # What of each segment's video the judge was shown: ``segment_id``, ``frames`` (None for
+    # native video) and ``fps`` over the segment, as its request was planned (fitted to its
+    # context window). Empty in logs written before it was recorded.
+    video: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # The difficulty gate's rule before it was a setting (schema 1 of PairKept and PairDropped):

@@ -12,8 +12,12 @@ the prompt and reported again as ``cachedContentTokenCount``; thinking tokens co
 ``maxOutputTokens`` as Gemini 3's do.
 
 It refuses what Gemini refuses, each rule with its source beside it: model ids it does not
-serve, context caches below the model's minimum, requests over the inline size limit; and it
-fails as Gemini fails: 429 with ``google.rpc.RetryInfo`` in the body, a daily-quota 429, 503.
+serve, context caches below the model's minimum, requests over the inline size limit, uploads
+over the Files API's per-file limit, a part's ``mediaResolution`` that is not the API's message,
+and a cached request that also sets a system instruction, tools or tool config. A part's empty
+``mediaResolution`` (``{}``: no level) is taken as Gemini takes it, at the default resolution,
+and each video's applied resolution is recorded (``Seen.media``). It fails as Gemini fails: 429
+with ``google.rpc.RetryInfo`` in the body, a daily-quota 429, 503.
 """
 
 from __future__ import annotations
@@ -120,6 +124,36 @@ CACHE_MIN_TOKENS = {
 # API", https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits:
 # inline files up to 100 MB, up from 20 MB); past it Gemini answers 400 INVALID_ARGUMENT.
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# One uploaded file may be this big: "You can store up to 20 GB of files per project, with a
+# per-file maximum size of 2 GB" ("Files API", https://ai.google.dev/gemini-api/docs/files; read
+# in decimal gigabytes). ``GeminiState.max_file_bytes`` scales it down for a test. The refusal's
+# wording is ours: the docs give none.
+MAX_FILE_BYTES = 2 * 1000**3
+# A part's resolution is the message ``Part.MediaResolution`` with one enum field ``level`` (and
+# ``numTokens``): google-genai ``types.PartMediaResolution`` / ``PartMediaResolutionLevel``, and
+# Vertex's ``Part.MediaResolution.Level`` (MEDIA_RESOLUTION_UNSPECIFIED, _LOW, _MEDIUM, _HIGH,
+# _ULTRA_HIGH). Anything else fails the request's JSON parse with 400 INVALID_ARGUMENT, in the
+# shape Google's JSON parser reports (e.g. ``Invalid JSON payload received. Unknown name
+# "mediaResolution" at 'contents[2].parts[1].inline_data': Cannot find field.``, with a
+# google.rpc.BadRequest naming the field; quoted in cecli-dev/cecli issue #320).
+PART_RESOLUTION_FIELDS = ("level", "numTokens")
+PART_RESOLUTION_LEVELS = (
+    "MEDIA_RESOLUTION_UNSPECIFIED",
+    "MEDIA_RESOLUTION_LOW",
+    "MEDIA_RESOLUTION_MEDIUM",
+    "MEDIA_RESOLUTION_HIGH",
+    "MEDIA_RESOLUTION_ULTRA_HIGH",
+)
+# A request naming a context cache may not set these: the cache owns them. Gemini answers 400
+# INVALID_ARGUMENT (the Developer API's words, as reported in vercel/ai issue #3333 and
+# langchain-ai/langchain-google issue #978; pydantic-ai's ``GoogleModelSettings.
+# google_cached_content`` documents the rule and strips the three fields).
+CACHE_OWNED_FIELDS = ("systemInstruction", "tools", "toolConfig")
+CACHE_OWNED_MESSAGE = (
+    "CachedContent can not be used with GenerateContent request setting system_instruction, "
+    "tools or tool_config. Proposed fix: move those values to CachedContent from GenerateContent "
+    "request."
+)
 # What a thinking level spends before the answer, a stand-in: the real spend varies with the
 # task. The rule kept is Gemini 3's: thoughts count against maxOutputTokens (python-genai
 # issue #2062: at the default HIGH level, 1,024 output tokens went to ~906 of thinking and the
@@ -154,7 +188,7 @@ def _rate_limited(kind: str) -> Reply:
             "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
             "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
         }
-    details = [
+    details: list[dict[str, Any]] = [
         {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
         {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{RETRY_DELAY_S}s"},
     ]
@@ -169,6 +203,58 @@ def _resolution(value: str | None) -> str:
     """``MEDIA_RESOLUTION_LOW`` → ``low``; unset means the model's default (medium)."""
     name = (value or "").removeprefix("MEDIA_RESOLUTION_").lower()
     return name if name in ("low", "medium", "high") else "medium"
+
+
+def _part_level(part: dict[str, Any]) -> str | None:
+    """The resolution a (camelCase) part sets for itself, or None: no ``mediaResolution``, or
+    one with no level (``{}`` parses to a message whose level is MEDIA_RESOLUTION_UNSPECIFIED,
+    "Media resolution has not been set"), leaves the request's resolution to apply."""
+    value = part.get("mediaResolution")
+    level = value.get("level") if isinstance(value, dict) else None
+    if not level or level == "MEDIA_RESOLUTION_UNSPECIFIED":
+        return None
+    return _resolution(str(level))
+
+
+def _invalid_argument(message: str, field: str) -> Reply:
+    """A 400 INVALID_ARGUMENT with the google.rpc.BadRequest naming the field."""
+    violation = {"field": field, "description": message}
+    details = [
+        {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}
+    ]
+    return Reply.json(400, _error(400, "INVALID_ARGUMENT", message, details))
+
+
+def _part_resolution_refusal(contents: list[dict[str, Any]]) -> Reply | None:
+    """Gemini's 400 for the first part whose ``mediaResolution`` is not a ``MediaResolution``
+    message with a known level (see ``PART_RESOLUTION_FIELDS``); None when every one is."""
+    for ci, content in enumerate(camel_keys(contents)):
+        for pi, part in enumerate(content.get("parts", [])):
+            if "mediaResolution" not in part:
+                continue
+            value = part["mediaResolution"]
+            path = f"contents[{ci}].parts[{pi}].media_resolution"
+            if not isinstance(value, dict):
+                message = (
+                    f"Invalid value at '{path}' (type.googleapis.com/google.ai."
+                    f"generativelanguage.v1beta.Part.MediaResolution), {json.dumps(value)}"
+                )
+                return _invalid_argument(message, path)
+            for key in value:
+                if key not in PART_RESOLUTION_FIELDS:
+                    message = (
+                        f'Invalid JSON payload received. Unknown name "{key}" at '
+                        f"'{path}': Cannot find field."
+                    )
+                    return _invalid_argument(message, path)
+            level = value.get("level")
+            if level is not None and level not in PART_RESOLUTION_LEVELS:
+                message = (
+                    f"Invalid value at '{path}.level' (type.googleapis.com/google.ai."
+                    f"generativelanguage.v1beta.Part.MediaResolution.Level), {json.dumps(level)}"
+                )
+                return _invalid_argument(message, f"{path}.level")
+    return None
 
 
 @dataclass
@@ -248,6 +334,8 @@ class GeminiState:
     resource_faults: list[int] = field(default_factory=list)
     # Gemini's own failures of the next generateContent calls (one of GEMINI_FAULTS each).
     gemini_faults: list[str] = field(default_factory=list)
+    # The Files API's per-file limit; a test scales it down rather than send 2 GB.
+    max_file_bytes: int = MAX_FILE_BYTES
     served: tuple[str, ...] = SERVED_MODELS
     ids: Iterator[int] = field(default_factory=itertools.count)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -278,8 +366,9 @@ class GeminiState:
         resolution: str = "medium",
     ) -> None:
         """Add ``contents``' text, video frames (timed in their source video) and tokens:
-        ``model``'s tokens per frame at the part's ``mediaResolution``, else ``resolution``
-        (the request's ``generationConfig.mediaResolution``)."""
+        ``model``'s tokens per frame at the part's ``mediaResolution`` level, else
+        ``resolution`` (the request's ``generationConfig.mediaResolution``; the model's default
+        for a cache's contents), and record each video's applied resolution."""
         starts = _segment_starts(context_text)
         label = ""
         for content in camel_keys(contents):
@@ -309,11 +398,7 @@ class GeminiState:
                     offset = starts.get(segment, 0.0)
                     frames = [dataclasses.replace(f, t=offset + f.t) for f in frames]
                 seen.videos.setdefault(segment, []).extend(frames)
-                level = (
-                    _resolution(part.get("mediaResolution"))
-                    if part.get("mediaResolution")
-                    else resolution
-                )
+                level = _part_level(part) or resolution
                 seen.tokens["VIDEO"] += len(frames) * frame_tokens(model, level)
                 seen.tokens["AUDIO"] += math.ceil(audio_s * AUDIO_TOKENS_PER_SECOND)
                 span = (start, end) if start is not None else _segment_span(context_text, segment)
@@ -325,6 +410,7 @@ class GeminiState:
                         "end_s": span[1],
                         "audio": audio_s > 0,
                         "route": "inline" if "inlineData" in part else "file",
+                        "resolution": level,
                     }
                 )
 
@@ -474,6 +560,10 @@ class GeminiState:
             return Reply.json(500, _error(500, "INTERNAL", "Internal error encountered."))
         if fault == "malformed":
             return Reply(200, b'{"candidates": [{"content": ', {"Content-Type": "application/json"})
+        if (refused := _part_resolution_refusal(body.get("contents", []))) is not None:
+            return refused
+        if body.get("cachedContent") and any(body.get(f) for f in CACHE_OWNED_FIELDS):
+            return Reply.json(400, _error(400, "INVALID_ARGUMENT", CACHE_OWNED_MESSAGE))
         if body.get("cachedContent") and body["cachedContent"] not in self.caches:
             message = f"CachedContent not found (or permission denied): {body['cachedContent']}"
             return Reply.json(403, _error(403, "PERMISSION_DENIED", message))
@@ -506,6 +596,11 @@ class GeminiState:
         if command == "start":
             if (failed := self.resource_fault()) is not None:
                 return failed
+            # The size google-genai declares for the resumable upload (``X-Goog-Upload-Header-
+            # Content-Length``): past the per-file limit the upload is refused before its bytes.
+            declared = int(request.headers.get("X-Goog-Upload-Header-Content-Length") or 0)
+            if declared > self.max_file_bytes:
+                return self._too_big(declared)
             meta = camel_keys((request.json() or {}).get("file") or {})
             name = meta.get("name") or self.new_id("files/f")
             started = StoredFile(
@@ -525,6 +620,9 @@ class GeminiState:
         offset = int(request.headers.get("X-Goog-Upload-Offset", "0"))
         if offset != len(stored.data):
             return Reply.json(400, _error(400, "INVALID_ARGUMENT", "bad upload offset"))
+        if len(stored.data) + len(request.body) > self.max_file_bytes:  # more than declared
+            del self.uploads[upload_id]
+            return self._too_big(len(stored.data) + len(request.body))
         stored.data += request.body
         if "finalize" not in command:
             return Reply(200, b"", {"X-Goog-Upload-Status": "active"})
@@ -533,6 +631,14 @@ class GeminiState:
         return Reply.json(
             200, {"file": stored.json(self.server.base_url)}, {"X-Goog-Upload-Status": "final"}
         )
+
+    def _too_big(self, size: int) -> Reply:
+        """The refusal of a file over the per-file limit (``MAX_FILE_BYTES``)."""
+        message = (
+            f"File size {size} bytes exceeds the maximum allowed size of {self.max_file_bytes} "
+            "bytes per file."
+        )
+        return Reply.json(400, _error(400, "INVALID_ARGUMENT", message))
 
     def files_get(self, request: SeenRequest) -> Reply:
         path = urlparse(request.path).path.removeprefix(f"{API}/")
@@ -559,6 +665,8 @@ class GeminiState:
         model = str(body.get("model", "")).removeprefix("models/")
         if model not in self.served:
             return _not_found(model, "createCachedContent")
+        if (refused := _part_resolution_refusal(contents)) is not None:
+            return refused
         seen = Seen()
         self.read(contents, seen, "", model)
         tokens = sum(seen.tokens.values())
@@ -646,6 +754,10 @@ class GeminiState:
         https://ai.google.dev/gemini-api/docs/files). None: the line runs."""
         request = camel_keys(request)
         cached = request.get("cachedContent")
+        if (refused := _part_resolution_refusal(request.get("contents", []))) is not None:
+            return _status_of(refused)
+        if cached and any(request.get(f) for f in CACHE_OWNED_FIELDS):
+            return {"code": 3, "message": CACHE_OWNED_MESSAGE, "status": "INVALID_ARGUMENT"}
         if cached and cached not in self.caches:
             message = f"CachedContent not found (or permission denied): {cached}"
             return {"code": 7, "message": message, "status": "PERMISSION_DENIED"}
@@ -683,6 +795,12 @@ class GeminiState:
         job["polls"] += 1
         state = "BATCH_STATE_RUNNING" if job["polls"] == 1 else "BATCH_STATE_SUCCEEDED"
         return Reply.json(200, self._batch_json(name, state))
+
+
+def _status_of(reply: Reply) -> dict[str, Any]:
+    """The ``google.rpc.Status`` of an error reply (a batch line's ``error``)."""
+    error = json.loads(reply.body)["error"]
+    return {"code": 3, "message": error["message"], "status": error["status"]}
 
 
 def _frames(
@@ -746,11 +864,19 @@ class GeminiHarness(Harness):
         }
         return ProviderConfig(**settings)
 
-    def model(self, model_id: str, **config: Any) -> Any:
+    def model(self, model_id: str, *, max_upload_bytes: int | None = None, **config: Any) -> Any:
         """Our Gemini adapter for ``model_id`` against the fake; uploads and caches go to this
-        harness's ledger."""
+        harness's ledger. ``max_upload_bytes``: the adapter's per-file limit, where a test has
+        scaled the fake's down (``GeminiState.max_file_bytes``)."""
+        limits: dict[str, Any] = {}
+        if max_upload_bytes is not None:
+            limits["max_upload_bytes"] = max_upload_bytes
         model = gemini_model(
-            model_id, self.config(model_id, **config), self.resources, upload_poll_s=0.01
+            model_id,
+            self.config(model_id, **config),
+            self.resources,
+            upload_poll_s=0.01,
+            **limits,
         )
         assert isinstance(model, GeminiModel)
         self.models.append(model)

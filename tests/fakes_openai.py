@@ -461,6 +461,16 @@ VLLM_VISION: dict[str, VLLMVision] = {
 # (``--limit-mm-per-prompt '{"image": 16, "video": 2}'`` lowers it).
 VLLM_DEFAULT_MM_LIMIT = 999
 VLLM_DEFAULT_VIDEO_FRAMES = 32  # VideoMediaIO's num_frames (vllm/multimodal/video.py)
+# The context window the fake server is launched with (``vllm serve --max-model-len``): the
+# 32k an 8B/30B judge is commonly served at on one GPU.
+VLLM_DEFAULT_MAX_MODEL_LEN = 32768
+# OpenAI's "Images and vision" guide, "Image input requirements"
+# (https://developers.openai.com/api/docs/guides/images-vision#image-input-requirements): "Up to
+# 500 individual image inputs per request", "Up to 50 MB total payload size per request" (the
+# images as they travel, base64 data URLs, counted here; the guide gives no error text, so
+# the messages are ours, in OpenAI's invalid_request_error envelope).
+OPENAI_MAX_IMAGES = 500
+OPENAI_MAX_IMAGE_PAYLOAD = 50_000_000
 
 # The ids a vLLM server serves by default here: our open-weight judges' wire names
 # (``playlisteval.settings.default_endpoints``, as ``vllm serve <model>`` names them) and a
@@ -565,6 +575,8 @@ class _Answer:
     model: str
     text: str
     usage: dict[str, int]
+    reasoning: int = 0  # tokens it thought before answering (counted in the output's)
+    cut: bool = False  # the output cap ended it before the answer was whole
 
 
 @dataclass
@@ -589,6 +601,14 @@ class OpenAIFake:
     # and ``--media-io-kwargs '{"video": {"num_frames": N}}'`` (frames it reads of a video).
     limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
     video_num_frames: int = VLLM_DEFAULT_VIDEO_FRAMES
+    # vLLM's ``--max-model-len``: prompt and completion together, reported on ``/v1/models``.
+    max_model_len: int = VLLM_DEFAULT_MAX_MODEL_LEN
+    # OpenAI reasoning: tokens a response thinks at each ``reasoning.effort`` before it answers
+    # (the guide gives no figure: a test sets what it needs); they count against
+    # ``max_output_tokens``.
+    reasoning_tokens: dict[str, int] = field(default_factory=dict)
+    # Per model request, per video part: how many frames the server read of it.
+    videos_read: list[list[int]] = field(default_factory=list)
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # id → (purpose, data)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage_log: list[dict[str, int]] = field(default_factory=list)
@@ -631,7 +651,7 @@ class OpenAIFake:
                 "owned_by": owner,
             }
             if self.api == "chat":
-                card |= {"root": model, "parent": None, "max_model_len": 32768}
+                card |= {"root": model, "parent": None, "max_model_len": self.max_model_len}
             cards.append(card)
         return Reply.json(200, {"object": "list", "data": cards})
 
@@ -678,6 +698,8 @@ class OpenAIFake:
             answer = self._answer(body)
         except (ValueError, MediaError) as exc:  # no frames for a video role, a bad context
             return _error(400, str(exc), "invalid_request")
+        if self.api == "responses":
+            answer = self._reasoned(answer, body)
         reply = Reply.json(200, envelope(answer, fault))
         if fault == "timeout":
             return Reply(
@@ -699,6 +721,13 @@ class OpenAIFake:
             over = self._over_mm_limit(str(model), _items(self.api, body))
             if over is not None:
                 return over
+            too_long = self._over_max_model_len(str(model), body)
+            if too_long is not None:
+                return too_long
+        else:
+            too_many = self._over_image_limits(_items(self.api, body))
+            if too_many is not None:
+                return too_many
         fmt = _format(self.api, body)
         if self.checks_strict_schemas and fmt.get("strict") is True:
             violation = strict_schema_violation(fmt.get("schema"))
@@ -710,6 +739,78 @@ class OpenAIFake:
                     param="text.format.schema" if self.api == "responses" else "response_format",
                 )
         return None
+
+    def _reasoned(self, answer: _Answer, body: dict[str, Any]) -> _Answer:
+        """The answer of a reasoning request: OpenAI's API reference, Responses,
+        ``max_output_tokens``: "An upper bound for the number of tokens that can be generated
+        for a response, including visible output tokens and reasoning tokens"; the "Reasoning
+        models" guide: reaching it gives ``status: incomplete`` with ``incomplete_details.reason``
+        ``max_output_tokens``, which "might occur before any visible output tokens are
+        produced"."""
+        effort = (body.get("reasoning") or {}).get("effort")
+        thought = self.reasoning_tokens.get(str(effort), 0)
+        if not thought:
+            return answer
+        cap = body.get("max_output_tokens")
+        wanted = answer.usage["output_tokens"]
+        usage = dict(answer.usage)
+        if isinstance(cap, int) and thought + wanted > cap:
+            room = max(cap - thought, 0)
+            usage["output_tokens"] = cap
+            return _Answer(answer.model, answer.text[: room * 4], usage, min(thought, cap), True)
+        usage["output_tokens"] = thought + wanted
+        return _Answer(answer.model, answer.text, usage, thought)
+
+    def _over_image_limits(self, items: Sequence[_Item]) -> Reply | None:
+        """OpenAI's image limits per request (:data:`OPENAI_MAX_IMAGES`,
+        :data:`OPENAI_MAX_IMAGE_PAYLOAD`), a 400 ``invalid_request_error``."""
+        images = [item for item in items if item.kind == "image"]
+        if len(images) > OPENAI_MAX_IMAGES:
+            return _error(
+                400,
+                f"Too many images: {len(images)} were provided; at most {OPENAI_MAX_IMAGES} "
+                "image inputs are allowed per request.",
+                "too_many_images",
+                param="input",
+            )
+        payload = sum(len(item.value) for item in images)
+        if payload > OPENAI_MAX_IMAGE_PAYLOAD:
+            return _error(
+                400,
+                f"The request's images total {payload} bytes; at most "
+                f"{OPENAI_MAX_IMAGE_PAYLOAD} are allowed per request.",
+                "request_too_large",
+                param="input",
+            )
+        return None
+
+    def _over_max_model_len(self, model: str, body: dict[str, Any]) -> Reply | None:
+        """vLLM's length check of a chat request (``_validate_input`` in
+        vllm/entrypoints/openai/serving_engine.py): the prompt's tokens (the served model's own
+        processor's count, :meth:`_item_tokens`) and ``max_tokens`` together past
+        ``max_model_len`` are a 400 "This model's maximum context length is N tokens. However,
+        you requested M tokens (P in the messages, C in the completion). Please reduce the
+        length of the messages or completion."""
+        items = _items(self.api, body)
+        schema = _schema(self.api, body)
+        prompt = sum(self._item_tokens(model, item, body) for item in items)
+        prompt += _text_tokens(json.dumps(schema)) if schema is not None else 0
+        completion = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        if prompt + completion <= self.max_model_len:
+            return None
+        message = (
+            f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+            f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} in "
+            "the completion). Please reduce the length of the messages or completion."
+        )
+        return _vllm_error(400, message, "BadRequestError")
+
+    def _num_frames(self, body: dict[str, Any]) -> int:
+        """Frames vLLM reads of each video of the request: the request's own
+        ``media_io_kwargs`` over the server's (``request_media_io_kwargs`` of
+        parse_chat_messages, vllm/entrypoints/chat_utils.py); -1 reads every frame."""
+        asked = ((body.get("media_io_kwargs") or {}).get("video") or {}).get("num_frames")
+        return int(asked) if isinstance(asked, int) else self.video_num_frames
 
     def _over_mm_limit(self, model: str, items: Sequence[_Item]) -> Reply | None:
         """vLLM's per-prompt media check (``validate_num_items`` in
@@ -752,20 +853,34 @@ class OpenAIFake:
         schema = _schema(self.api, body)
         prompt_text = "\n".join(i.value for i in items if i.kind == "text")
         model = str(body.get("model", ""))
+        num_frames = self._num_frames(body)
+        if self.api == "chat":
+            read = [
+                len(vllm_video_frames(item.value, num_frames))
+                for item in items
+                if item.kind == "video"
+            ]
+            with self._lock:
+                self.videos_read.append(read)
         if prompt_has_context(prompt_text):
-            videos = _videos(prompt_text, items, self.video_num_frames)
+            videos = _videos(prompt_text, items, num_frames)
             text = offline_answer(prompt_text, model, videos)
         elif schema is not None:
             text = json.dumps({"answer": FREE_TEXT_ANSWER})
         else:
             text = FREE_TEXT_ANSWER
-        return _Answer(model, text, self._usage(model, items, schema, text))
+        return _Answer(model, text, self._usage(model, items, schema, text, body))
 
     def _usage(
-        self, model: str, items: Sequence[_Item], schema: dict[str, Any] | None, text: str
+        self,
+        model: str,
+        items: Sequence[_Item],
+        schema: dict[str, Any] | None,
+        text: str,
+        body: dict[str, Any],
     ) -> dict[str, int]:
         costs = [
-            (hashlib.sha256(item.value.encode()).hexdigest(), self._item_tokens(model, item))
+            (hashlib.sha256(item.value.encode()).hexdigest(), self._item_tokens(model, item, body))
             for item in items
         ]
 
@@ -798,7 +913,7 @@ class OpenAIFake:
             self.usage_log.append(usage)
         return usage
 
-    def _item_tokens(self, model: str, item: _Item) -> int:
+    def _item_tokens(self, model: str, item: _Item, body: dict[str, Any]) -> int:
         """What one input item costs: OpenAI's rule for the model, or the vLLM model's."""
         if item.kind == "text":
             return _text_tokens(item.value)
@@ -809,7 +924,7 @@ class OpenAIFake:
         if item.kind == "image":
             image = _image(item.value)
             return vision.image_tokens(image.width, image.height)
-        frames = vllm_video_frames(item.value, self.video_num_frames)
+        frames = vllm_video_frames(item.value, self._num_frames(body))
         height, width = frames[0][1].shape[:2] if frames else (0, 0)
         return vision.video_tokens(len(frames), width, height) if frames else 0
 
@@ -822,6 +937,9 @@ class OpenAIFake:
         elif fault == "truncated":
             status, incomplete = "incomplete", {"reason": "max_output_tokens"}
             content = [_output_text(answer.text[: len(answer.text) // 2])]
+        elif answer.cut:
+            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+            content = [_output_text(answer.text)] if answer.text else []
         else:
             content = [_output_text(answer.text)]
         return {
@@ -853,7 +971,7 @@ class OpenAIFake:
                 "input_tokens": usage["input_tokens"],
                 "input_tokens_details": {"cached_tokens": usage["cached_tokens"]},
                 "output_tokens": usage["output_tokens"],
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": answer.reasoning},
                 "total_tokens": usage["input_tokens"] + usage["output_tokens"],
             },
             "metadata": {},

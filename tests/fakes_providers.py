@@ -5,6 +5,10 @@ Each fake answers a model request with what the offline provider would say to th
 (so a whole curation can run against it), and can be told to fail the next requests in the ways
 real APIs fail: ``429`` with ``Retry-After``, ``500``, a timeout, a malformed body, output cut at
 the token limit, a refusal.
+
+A server can also hold its callers to a rate limit as the providers do (``rpm``): it logs when
+every model request arrived (``arrivals``), so a test can count any window, and answers a model
+request beyond ``rpm`` in the last 60 s with the fake's own ``429`` + ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,15 @@ class Reply:
 Handler = Callable[[SeenRequest], Reply]
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When a model request arrived (``time.monotonic()`` of the server's process) and how it
+    was made to fail, if it was."""
+
+    at: float
+    fault: Fault | None
+
+
 @dataclass
 class FakeProviderServer:
     """Routes ``(method, path prefix)`` to handlers; logs every request; queues faults.
@@ -89,6 +102,17 @@ class FakeProviderServer:
     # A careless upstream: server errors quote the request's credentials back (the client must
     # never let them reach its logs or records).
     leak_keys: bool = False
+    # A rate limit as the providers keep one. OpenAI's "Rate limits" guide
+    # (https://platform.openai.com/docs/guides/rate-limits): limits are measured in requests
+    # and tokens per minute (RPM, TPM), and a request past one is answered 429 with a
+    # ``retry-after`` header. Here: a model request that finds ``rpm`` others in the last 60 s
+    # gets the fake's "429" (it still arrived: it counts in later windows, as a provider's
+    # refused requests count against the limit).
+    rpm: int | None = None
+    # How long every model request takes to answer (a model is not instant); None of it holds
+    # the server's lock, so concurrent requests overlap as at a provider.
+    latency_s: float = 0.0
+    arrivals: list[Arrival] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def route(self, method: str, prefix: str, handler: Handler) -> None:
@@ -101,16 +125,36 @@ class FakeProviderServer:
             self.faults.extend(faults)
 
     def next_fault(self, request: SeenRequest) -> Fault | None:
-        """Count a model request and say how it must fail, if it must."""
+        """Count a model request, log its arrival and say how it must fail, if it must (after
+        ``latency_s``: the answer is that late whatever it is)."""
         with self._lock:
+            now = time.monotonic()
             self.model_requests += 1
-            if self.faults:
-                return self.faults.popleft()
-            if self.fault_rate > 0:
-                # Deterministic in the request count: the same test run faults the same calls.
-                slot = (self.model_requests * 2654435761) % 1000 / 1000
-                if slot < self.fault_rate:
-                    return self.fault_kinds[self.model_requests % len(self.fault_kinds)]
+            fault: Fault | None = "429" if self._over_rpm(now) else self._scheduled_fault()
+            self.arrivals.append(Arrival(now, fault))
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return fault
+
+    def _over_rpm(self, now: float) -> bool:
+        """Whether ``rpm`` model requests already arrived in the 60 s up to ``now``."""
+        if self.rpm is None:
+            return False
+        recent = 0
+        for arrival in reversed(self.arrivals):
+            if arrival.at <= now - 60:
+                break
+            recent += 1
+        return recent >= self.rpm
+
+    def _scheduled_fault(self) -> Fault | None:
+        if self.faults:
+            return self.faults.popleft()
+        if self.fault_rate > 0:
+            # Deterministic in the request count: the same test run faults the same calls.
+            slot = (self.model_requests * 2654435761) % 1000 / 1000
+            if slot < self.fault_rate:
+                return self.fault_kinds[self.model_requests % len(self.fault_kinds)]
         return None
 
     def seen(self, method: str | None = None, prefix: str = "") -> list[SeenRequest]:

@@ -1,8 +1,9 @@
 """The DashScope adapter drives the real ``dashscope`` SDK against a fake native API: video goes
-as labelled frame lists at their fps, within DashScope's limit of Base64 images per request (and
-reserved as sent), output as prompted JSON, usage and every failure come back in pydantic-ai's
-terms (a used-up quota apart from a rate limit), and each call is exactly one HTTP request. The
-fake bills as DashScope documents, and our worst-case count covers it."""
+as labelled video files at their fps (fixed frames as frame lists, within DashScope's limit of
+Base64 images per request), reserved as sent, output as prompted JSON, usage and every failure
+come back in pydantic-ai's terms (a used-up quota apart from a rate limit), and each call is
+exactly one model request. The fake bills as DashScope documents, and our worst-case count
+covers it."""
 
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ def sufficiency(harness: DashScopeHarness, demo: Demo, **config: Any) -> Any:
     )
 
 
-def test_clips_go_as_labelled_frame_lists_at_their_fps(
+def test_clips_go_as_labelled_video_files_at_their_fps(
     harness: DashScopeHarness, demo: Demo
 ) -> None:
     sufficiency(harness, demo)
@@ -198,11 +199,13 @@ def test_clips_go_as_labelled_frame_lists_at_their_fps(
     for index, segment in enumerate(demo.segments):
         label, video = items[1 + 2 * index], items[2 + 2 * index]
         assert f"(segment {segment.segment_id})" in label["text"]
-        times = [segment.start_s + i / CLIP_FPS for i in range(30)]
-        assert ", ".join(frame_time_text(t) for t in times) in label["text"]
+        start = frame_time_text(segment.start_s)
+        assert (
+            f"holds 30 frames at 0.5 fps; its frame k (k = 0, 1, …) shows {start} + k × 2 s"
+            in (label["text"])
+        )
         assert video["fps"] == CLIP_FPS
-        assert len(video["video"]) == 30
-        assert all(frame.startswith("data:image/jpeg;base64,") for frame in video["video"])
+        assert video["video"].startswith("oss://")
     assert harness.media(request) == [
         {
             "kind": "video",
@@ -390,8 +393,10 @@ def test_a_short_clip_still_sends_the_minimum_four_frames(
     Agent(harness.model(MODEL)).run_sync(["Describe it.", clip])
     [request] = harness.model_requests()
     [video] = [i for i in request.json()["input"]["messages"][0]["content"] if "video" in i]
-    assert len(video["video"]) == 4
+    assert video["video"].startswith("oss://")  # a 4-second file of 4 frames
     assert video["fps"] == 1.0
+    [[seen]] = harness.fake.received
+    assert (seen.frames, seen.duration_s) == (4, 4.0)
 
 
 # -- DashScope's limit of Base64 images per request -------------------------------------------
@@ -423,12 +428,12 @@ def send(model: Model, messages: list[ModelMessage]) -> ModelResponse:
     return anyio.run(call)
 
 
-def test_long_clips_are_thinned_to_the_base64_limit_and_reserved_as_sent(
+def test_long_clips_go_as_video_files_thinned_to_max_frames_and_reserved_as_sent(
     harness: DashScopeHarness, demo: Demo, tmp_path: Path
 ) -> None:
     """Two clips that each ask for 300 frames (10 minutes at 0.5 fps; the settings allow 512)
-    go as 250 frames in all, 125 each; the budget reserves exactly those frames, and its worst
-    case covers what DashScope bills for them."""
+    go as video files of 256 frames each, not held to the 250 Base64 images; the budget
+    reserves exactly those frames, and its worst case covers what DashScope bills for them."""
     model_id = "qwen-3.7-plus"
     settings = load_settings(
         tmp_path, providers={"dashscope": {"base_url": f"{harness.server.base_url}/api/v1"}}
@@ -447,33 +452,46 @@ def test_long_clips_are_thinned_to_the_base64_limit_and_reserved_as_sent(
     send(dashscope_model(model_id, config), messages)
     [request] = harness.model_requests()
     videos = request_videos(request.json())
-    assert [len(video["frames"]) for video in videos] == [125, 125]
-    assert shape.video_frames == base64_images(request.json()) == MAX_BASE64_IMAGES
+    assert [len(video["frames"]) for video in videos] == [256, 256]
+    assert shape.video_frames == 512
+    assert base64_images(request.json()) == 0
     reserved = estimate_input_tokens(shape)
     assert reserved.input_video_tokens >= harness.last_usage()["video"] > 0
     assert reserved.input_tokens >= harness.last_usage()["input_tokens"]
 
 
-def test_pictures_take_their_share_of_the_base64_limit_before_the_frames(
+def test_pictures_do_not_thin_clips_sent_as_video_files(
     harness: DashScopeHarness, demo: Demo
 ) -> None:
+    """The 250 Base64 images hold the pictures; the clips, as files, keep their plan."""
     pictures = [picture() for _ in range(200)]
     clips = [stretched(clip, 600.0) for clip in demo.clips]
     Agent(harness.model(MODEL, frame_height=HEIGHT, max_frames=512)).run_sync(
         ["Describe them.", *pictures, *clips]
     )
     [request] = harness.model_requests()
-    assert [len(video["frames"]) for video in request_videos(request.json())] == [25, 25]
-    assert base64_images(request.json()) == MAX_BASE64_IMAGES
+    assert [len(video["frames"]) for video in request_videos(request.json())] == [256, 256]
+    assert base64_images(request.json()) == 200
 
 
 def test_a_request_that_cannot_fit_the_base64_limit_is_refused_before_it_is_sent(
     harness: DashScopeHarness, demo: Demo
 ) -> None:
-    """247 pictures leave three images for a clip that is at least four frames: 251."""
+    """247 pictures leave three images for a clip whose four frames were fixed: 251."""
     pictures = [picture() for _ in range(247)]
+    clip = demo.clips[0]
+    start = float((clip.vendor_metadata or {})["start_s"])
+    fixed = BinaryContent(
+        data=clip.data,
+        media_type="video/mp4",
+        identifier=clip.identifier,
+        vendor_metadata={
+            **(clip.vendor_metadata or {}),
+            "frame_times": [start + 10.0 * i for i in range(4)],
+        },
+    )
     with pytest.raises(UserError, match=r"carry 251 base64 images .* at most 250 per request"):
-        Agent(harness.model(MODEL)).run_sync(["Describe them.", *pictures, demo.clips[0]])
+        Agent(harness.model(MODEL)).run_sync(["Describe them.", *pictures, fixed])
     assert harness.model_requests() == []
 
 
@@ -635,13 +653,9 @@ def test_the_response_records_what_the_request_carried(
     sent = (response.provider_details or {})["playlisteval_sent"]
     [request] = harness.model_requests()
     body = request.json()
-    frames = sum(
-        len(item["video"])
-        for m in body["input"]["messages"]
-        if isinstance(m["content"], list)
-        for item in m["content"]
-        if isinstance(item.get("video"), list)
-    )
+    [videos] = harness.fake.received
+    frames = sum(video.frames for video in videos)  # the frames sampled of each video file
+    assert sent["media"]["video_files"] == len(videos) == 2
     assert sent["model"] == body["model"] == MODEL
     assert sent["thinking"] is False is body["parameters"]["enable_thinking"]
     assert sent["max_output_tokens"] == body["parameters"]["max_tokens"] == 777

@@ -134,3 +134,38 @@ def test_the_cli_exits_non_zero_naming_the_missing_id(workspace: Path, fakes: Fa
     assert len(lines) == 1, result.output
     assert "model gemini-3.1-pro-preview at gemini" in lines[0]
     assert "ok   model gpt-5.4 at openai" in result.output
+
+
+def test_a_judge_configured_only_for_evaluation_is_checked_with_its_servers_context_window(
+    workspace: Path, fakes: Fakes
+) -> None:
+    """A judge named nowhere but under ``providers.models`` (one for ``eval --judge``) is
+    checked like the roles' models: its price, that the server serves its id, and its
+    ``context_window`` setting against the ``max_model_len`` the vLLM server reports."""
+    from tests.fakes_openai import openai_compatible_harness
+
+    with openai_compatible_harness(max_model_len=16384) as vllm:
+        judge = {
+            "family": "openai-compatible",
+            "base_url": f"{vllm.server.base_url}/v1",
+            "model_name": "Qwen/Qwen2.5-VL-7B-Instruct",
+            "context_window": 32768,
+        }
+        settings = load_settings(
+            workspace,
+            curation={"offline": False},
+            providers={**fakes.provider_settings(), "models": {"my-qwen-judge": judge}},
+            budget={
+                "price_overrides": {
+                    "my-qwen-judge": {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
+                }
+            },
+        )
+        with App(settings) as app:
+            checks = {c.name: c for c in run_checks(app, probe=lambda _url: None)}
+    assert checks["price of my-qwen-judge"].ok
+    assert checks["model my-qwen-judge at openai-compatible"].ok
+    window = checks["context window of my-qwen-judge"]
+    assert not window.ok
+    assert window.detail == "setting 32,768 tokens, server 16,384"
+    assert window.fix == 'set providers.models."my-qwen-judge".context_window = 16384 (or unset it)'

@@ -4,6 +4,7 @@ structured output natively, and every failure as pydantic-ai's categorised excep
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from collections.abc import AsyncIterator
@@ -184,6 +185,11 @@ def parts_of(harness: GeminiHarness, index: int = -1) -> list[dict[str, Any]]:
     return [p for c in camel_keys(body["contents"]) for p in c["parts"]]
 
 
+def clip_key(clip: BinaryContent) -> str:
+    """The ledger key of a clip's upload: its bytes' digest (``tools.providers.gemini``)."""
+    return "clip:" + hashlib.sha256(clip.data).hexdigest()[:16]
+
+
 def uploads(harness: GeminiHarness) -> int:
     return sum(
         1
@@ -250,35 +256,33 @@ async def test_usage_carries_what_gemini_reported_per_modality(
 # -- Files API -------------------------------------------------------------------------------------
 
 
-async def test_a_large_clip_uploads_its_source_once_and_is_referenced_with_offsets(
+async def test_a_large_clip_is_uploaded_once_as_the_clip_itself(
     harness: GeminiHarness, ledger: MemoryResourceLedger, demo: Demo
 ) -> None:
     first = await run_phase1(harness, demo, inline_max_bytes=1, context_cache=False)
     second = await run_phase1(harness, demo, inline_max_bytes=1, context_cache=False)
     assert isinstance(first.output, QA)
     assert isinstance(second.output, QA)
-    assert uploads(harness) == 2  # one per source video, none for the second call
+    assert uploads(harness) == 2  # one per clip, none for the second call
     # Uploaded files were PROCESSING; the adapter waited for ACTIVE before using them.
     assert harness.server.seen("GET", "/v1beta/files/")
     for index in (0, 1):
         parts = parts_of(harness, index)
         files = [p for p in parts if "fileData" in p]
         assert not [p for p in parts if "inlineData" in p]
-        assert [p["videoMetadata"] for p in files] == [
-            {"fps": 0.5, "startOffset": "0s", "endOffset": "60s"},
-            {"fps": 0.5, "startOffset": "30s", "endOffset": "60s"},
-        ]
+        assert [p["videoMetadata"] for p in files] == [{"fps": 0.5}] * 2  # the clip, whole
         assert all(p["fileData"]["fileUri"].startswith("https://") for p in files)
         label = parts[parts.index(files[1]) - 1]["text"]
-        assert "its timestamps are the video's own" in label
+        assert "this clip's 00:00 is 00:30 of the video" in label
     now = datetime.now(UTC)
-    for video_id in ("cooking-01", "cooking-02"):
-        found = ledger.find("gemini", "upload", f"src-{video_id}", now)
+    for clip in demo.clips:
+        found = ledger.find("gemini", "upload", clip_key(clip), now)
         assert found is not None
         stored = harness.state.files[found.name.removeprefix(PUBLIC_FILES)]
-        assert stored.display_name == f"{video_id}.mp4"  # the whole source video
+        assert stored.data == clip.data  # the clip, never its whole source video
         assert found.expires_at == stored.created + timedelta(hours=47)
-    assert ledger.find("gemini", "upload", "src-cooking-01", now + timedelta(hours=48)) is None
+    later = now + timedelta(hours=48)
+    assert ledger.find("gemini", "upload", clip_key(demo.clips[0]), later) is None
 
 
 async def test_a_large_silent_clip_uploads_the_clip_itself(
@@ -308,8 +312,8 @@ async def test_an_expired_upload_is_uploaded_again(
     harness: GeminiHarness, ledger: MemoryResourceLedger, demo: Demo
 ) -> None:
     await run_phase1(harness, demo, inline_max_bytes=1, context_cache=False)
-    for video_id in ("cooking-01", "cooking-02"):
-        found = ledger.find("gemini", "upload", f"src-{video_id}", datetime.now(UTC))
+    for clip in demo.clips:
+        found = ledger.find("gemini", "upload", clip_key(clip), datetime.now(UTC))
         assert found is not None
         ledger.record(replace(found, expires_at=datetime.now(UTC)))
     await run_phase1(harness, demo, inline_max_bytes=1, context_cache=False)
@@ -659,7 +663,7 @@ async def test_a_request_over_geminis_size_limit_is_refused(harness: GeminiHarne
     assert "payload size exceeds the limit" in str(raised.value)
 
 
-async def test_a_runs_end_deletes_the_whole_source_uploads_its_models_made(
+async def test_a_runs_end_deletes_the_uploads_its_models_made(
     harness: GeminiHarness, ledger: MemoryResourceLedger, demo: Demo
 ) -> None:
     """Gemini keeps uploads 48 h against the project's 20 GB of files: a run's models delete
@@ -669,9 +673,10 @@ async def test_a_runs_end_deletes_the_whole_source_uploads_its_models_made(
     model = registry.model(MODEL)
     result = await agent.run(demo.phase1_prompt(), model=model, model_settings=SETTINGS)
     assert isinstance(result.output, QA)
-    assert len(harness.state.files) == 2  # one whole source per video
-    assert ledger.find("gemini", "upload", "src-cooking-01", datetime.now(UTC)) is not None
+    assert len(harness.state.files) == 2  # one per clip
+    key = clip_key(demo.clips[0])
+    assert ledger.find("gemini", "upload", key, datetime.now(UTC)) is not None
     await release_models(registry.model)
     assert harness.state.files == {}
     assert len(harness.server.seen("DELETE", "/v1beta/files/")) == 2
-    assert ledger.find("gemini", "upload", "src-cooking-01", datetime.now(UTC)) is None
+    assert ledger.find("gemini", "upload", key, datetime.now(UTC)) is None

@@ -153,10 +153,17 @@ def demo_720p(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     return Demo(tmp_path_factory.mktemp("openai-demo-720p"), 1280, 720)
 
 
+def long_context_harness(**kw: Any) -> Any:
+    """A vLLM-like fake served with a context far longer than the demo's requests take: the
+    tests that call the adapter directly (no runner fits their frames to a window) and are
+    about something else."""
+    return openai_compatible_harness(max_model_len=1_048_576, **kw)
+
+
 @pytest.fixture(params=["responses", "chat"])
 def harness(request: pytest.FixtureRequest) -> Iterator[OpenAIHarness]:
     """Each fake in turn: OpenAI's Responses API, and an OpenAI-compatible Chat server."""
-    start = openai_harness if request.param == "responses" else openai_compatible_harness
+    start = openai_harness if request.param == "responses" else long_context_harness
     with start() as running:
         yield running
 
@@ -538,7 +545,7 @@ def test_an_image_is_reserved_at_least_what_openai_bills_for_it(
         ("gpt-5.4-mini", "openai", openai_harness),
         # InternVL cuts each picture into 448-px tiles: the qwen rule's worst case for an
         # internvl id counts every tile it may cut.
-        ("internvl3.5-8b", "qwen", openai_compatible_harness),
+        ("internvl3.5-8b", "qwen", long_context_harness),
     ],
 )
 @pytest.mark.parametrize("frame_height", [360, 480, 720])
@@ -844,18 +851,29 @@ def test_a_videos_frames_are_the_frames_the_budget_reserves(demo: Demo, max_fram
     assert 0 < billed <= estimate_input_tokens(shape).input_video_tokens
 
 
-def test_vllm_reads_no_more_of_a_video_than_its_num_frames(demo: Demo) -> None:
-    """``--media-io-kwargs '{"video": {"num_frames": 4}}'``: the server counts 4 frames of each
-    video; what was reserved (every frame sent) still holds it."""
-    with openai_compatible_harness(video_num_frames=4) as harness:
-        call(harness.model(QWEN_VL), sufficiency(demo), SufficiencyVerdict, demo.clips)
+def test_vllm_reads_every_frame_of_each_video_part_whatever_its_default(demo: Demo) -> None:
+    """A vLLM server reads ``num_frames`` of a video (32 by default, 4 here when launched with
+    ``--media-io-kwargs '{"video": {"num_frames": 4}}'``); each request says to read every frame
+    (``media_io_kwargs``), so the model sees exactly the frames planned — what the prompt's rate
+    and the reservation count — and the record says what was sent."""
+    server_num_frames = 4  # the demo's short clips: 32, the default, would not thin them
+    with long_context_harness(video_num_frames=server_num_frames) as harness:
+        response = last_response(
+            call(harness.model(QWEN_VL), sufficiency(demo), SufficiencyVerdict, demo.clips)
+        )
         (request,) = harness.model_requests()
-        sent = sum(m["frames"] for m in harness.media(request))
+        sent = [m["frames"] for m in harness.media(request)]
+        (read,) = harness.fake.videos_read
         billed = harness.last_usage()["video"]
+    assert request.json()["media_io_kwargs"] == {"video": {"num_frames": -1}}
+    assert read == sent
+    assert min(sent) > server_num_frames  # the server's own setting would have thinned them
     vision = VLLM_VISION["Qwen/Qwen3-VL-30B-A3B-Instruct"]
-    assert billed == 2 * vision.video_tokens(4, 320, 240)
-    shape = CallShape(QWEN_VL, video_frames=sent, video_height=240, token_rule="qwen")
-    assert billed < estimate_input_tokens(shape).input_video_tokens
+    assert billed == sum(vision.video_tokens(n, 320, 240) for n in sent)
+    shape = CallShape(QWEN_VL, video_frames=sum(sent), video_height=240, token_rule="qwen")
+    assert billed <= estimate_input_tokens(shape).input_video_tokens
+    details = response.provider_details or {}
+    assert details["playlisteval_sent"]["media_io_kwargs"] == {"video": {"num_frames": -1}}
 
 
 @pytest.mark.parametrize(

@@ -380,3 +380,79 @@ def test_calls_recorded_before_a_crash_are_served_from_the_log(
     assert all(c.replayed for c in calls)
     assert not any(isinstance(e, CallReserved) for e in events)
     assert resumed == selection.returned
+
+
+# -- the gate against a vLLM server of a 32k context ---------------------------------------------
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_both_open_weight_judges_answer_every_pair_within_a_32k_vllm_context(
+    curated: Path, tmp_path: Path
+) -> None:
+    """InternVL3.5-8B and Qwen3-VL-30B-A3B behind a vLLM-like server of ``max_model_len`` 32768
+    (read from its ``/v1/models``; the fake refuses longer requests with vLLM's 400): each
+    request's frames are fitted to the window, so both judges answer every pair in both orders,
+    and each ``PairJudged`` says the frames and rate its judge saw — what the server got."""
+    from playlisteval.app import traffic_for
+    from tests.fakes_openai import openai_compatible_harness
+
+    home = _copy(curated, tmp_path / "ws")
+    with openai_compatible_harness() as harness:
+        settings = load_settings(
+            home,
+            curation={"offline": False},
+            providers={
+                "openai_compatible": {
+                    "base_url": f"{harness.server.base_url}/v1",
+                    "max_retries": 0,
+                }
+            },
+        )
+        with App(settings) as app:
+            deps = CallDeps(
+                store=app.events,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=model_factory(settings, app, set(JUDGES)),
+                prices=app.prices(),
+                traffic=traffic_for(settings, live=True),
+            )
+            anyio.run(
+                lambda: select_pairs(
+                    deps,
+                    run_id=RUN,
+                    judges=JUDGES,
+                    per_domain=PER_DOMAIN,
+                    sample_seed=SAMPLE_SEED,
+                )
+            )
+            events = _events(app)
+        requests = harness.model_requests()
+        sent = [
+            (r.json()["model"], sum(1 for m in harness.media(r) if m["kind"] == "image"))
+            for r in requests
+        ]
+        videos = [
+            sum(m["frames"] for m in harness.media(r) if m["kind"] == "video") for r in requests
+        ]
+    candidates = {e.pair_id for e in events if isinstance(e, PairCandidate)}
+    judged = [e for e in events if isinstance(e, PairJudged)]
+    assert {(e.pair_id, e.judge, e.order) for e in judged} == {
+        (p, j, o) for p in candidates for j in JUDGES for o in ("chosen_first", "rejected_first")
+    }
+    assert len(requests) == len(judged)  # no request refused and made again
+    assert not [e for e in events if type(e).__name__ == "CallFailed"]
+    # Each record names both segments, with the frames and rate its judge was shown.
+    for event in judged:
+        assert len(event.video) == 2
+        assert all(v["frames"] >= 1 and v["fps"] > 0 for v in event.video)
+    shown = {
+        j: sum(sum(v["frames"] for v in e.video) for e in judged if e.judge == j) for j in JUDGES
+    }
+    # What the server got: InternVL's frames as pictures, Qwen3-VL's as the frames of its videos.
+    internvl = sum(n for model, n in sent if "InternVL" in model)
+    qwen = sum(n for (model, _), n in zip(sent, videos, strict=True) if "Qwen3-VL" in model)
+    assert internvl == shown["internvl3.5-8b"]
+    assert qwen == shown["qwen3-vl-30b-a3b"]
+    # InternVL's frames cost ~13 tiles each at worst: fewer of them fit than of Qwen3-VL's.
+    assert shown["internvl3.5-8b"] < shown["qwen3-vl-30b-a3b"]

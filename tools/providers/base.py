@@ -79,6 +79,10 @@ class ClipInfo:
     # The instants (seconds into the source video) the caller fixed: exactly these frames are
     # shown, at the clip's height. None: the model's own frame plan decides.
     shown_times: tuple[float, ...] | None = None
+    # The most frames the request this clip goes in may carry, when the caller fitted the
+    # request to the model's context window (``max_frames`` in its metadata): the frame plan
+    # takes the smallest of these and the model's own ``max_frames``. None: no such cap.
+    request_max_frames: int | None = None
 
     @property
     def duration_s(self) -> float:
@@ -116,6 +120,7 @@ def clip_info(part: object) -> ClipInfo | None:
         source=str(meta.get("source", "")),
         path=str(meta["path"]) if meta.get("path") else None,
         shown_times=tuple(float(t) for t in fixed) if isinstance(fixed, list | tuple) else None,
+        request_max_frames=int(meta["max_frames"]) if meta.get("max_frames") else None,
     )
 
 
@@ -180,7 +185,8 @@ def frame_times(
     """Per clip, the clip-relative times to sample: each clip at its own rate (what the caller
     asked to show), never above ``fps`` (the model's setting), at least ``min_per_clip``, thinned
     uniformly (over all clips together) when the total would pass ``max_frames``, to at most
-    ``max_frames`` (unless the clips' ``min_per_clip`` floors alone are more). A clip whose
+    ``max_frames`` — or the smaller cap a clip's ``request_max_frames`` names — (unless the
+    clips' ``min_per_clip`` floors alone are more). A clip whose
     frames the caller fixed (:attr:`ClipInfo.shown_times`) keeps exactly those, whatever
     ``fps`` and ``min_per_clip`` say, and is never thinned: the others share what it leaves.
 
@@ -188,6 +194,9 @@ def frame_times(
     and the budget reserves for exactly these (``agents.recorded``).
     """
     floor = max(min_per_clip, 1)
+    fitted = [c.request_max_frames for c in clips if c.request_max_frames]
+    if fitted:  # the caller fitted the request to the model's context window
+        max_frames = min([max_frames, *fitted]) if max_frames > 0 else min(fitted)
     wanted: list[int] = []
     for clip in clips:
         if clip.shown_times is not None:
@@ -235,8 +244,15 @@ def nearest_frames(decoded: Sequence[_T], times: Sequence[float]) -> list[_T]:
     return [min(decoded, key=lambda f: abs(f.t - t)) for t in times]
 
 
+JPEG_QUALITY = 85  # the frames' JPEG quality, unless a request's byte limit asks for less
+
+
 def clip_frames(
-    part: BinaryContent, info: ClipInfo, times: Sequence[float], max_height: int
+    part: BinaryContent,
+    info: ClipInfo,
+    times: Sequence[float],
+    max_height: int,
+    quality: int = JPEG_QUALITY,
 ) -> list[TimedFrame]:
     """JPEG frames of a clip at the clip-relative ``times`` (nearest decoded frame)."""
     from PIL import Image
@@ -251,7 +267,7 @@ def clip_frames(
             width = max(2, round(image.width * max_height / image.height))
             image = image.resize((width, max_height))
         buffer = io.BytesIO()
-        image.save(buffer, format="JPEG", quality=85)
+        image.save(buffer, format="JPEG", quality=quality)
         frames.append(TimedFrame(info.video_id, info.start_s + nearest.t, buffer.getvalue()))
     return frames
 
@@ -308,7 +324,11 @@ def planned_clips(
 
 
 def frames_content(
-    parts: Sequence[object], fps: float, max_height: int, max_frames: int
+    parts: Sequence[object],
+    fps: float,
+    max_height: int,
+    max_frames: int,
+    quality: int = JPEG_QUALITY,
 ) -> list[object]:
     """``parts`` (a user prompt's items) with every clip replaced by its timed frames: a label
     text, then per frame ``(video-id @ MM:SS)`` and the JPEG as image content. Other items pass
@@ -324,7 +344,7 @@ def frames_content(
         info, wanted = found
         assert isinstance(part, BinaryContent)
         out.append(clip_label(info, source_timeline=True) + " Frames follow, each labelled.")
-        for frame in clip_frames(part, info, wanted, shown_height(info, max_height)):
+        for frame in clip_frames(part, info, wanted, shown_height(info, max_height), quality):
             out.append(frame.label())
             out.append(
                 BinaryContent(

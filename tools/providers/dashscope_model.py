@@ -1,43 +1,61 @@
 """The DashScope (Qwen) adapter: a pydantic-ai model that speaks DashScope's native multimodal
 API through the ``dashscope`` SDK (``AioMultiModalConversation``).
 
-Why the native route and not DashScope's OpenAI-compatible one: the native API takes a video as a
-list of frames at a declared rate (``{"video": [frame, …], "fps": 0.5}``), so Qwen applies its
-temporal handling (time positions between frames) to what is really a video; the compatible API
-only has an image list, which Qwen reads as unrelated pictures. Qwen takes no audio here, so the
-narration reaches it as the transcript already in the prompt text.
+Why the native route and not DashScope's OpenAI-compatible one: the native API takes a video with
+a declared rate (``{"video": "oss://…", "fps": 0.5}`` for a file, ``{"video": [frame, …], "fps":
+0.5}`` for a frame list), so Qwen applies its temporal handling to what is really a video. Qwen
+takes no audio here, so the narration reaches it as the transcript already in the prompt text.
 
 How a call is made:
 
-* Each clip attachment is sampled with :func:`tools.providers.base.frame_times` /
-  :func:`~tools.providers.base.clip_frames` (``config.video_fps``, ``frame_height``,
-  ``max_frames``; at least :data:`MIN_VIDEO_FRAMES` per clip, the API's minimum for a frame list),
-  and never more than :data:`MAX_BASE64_IMAGES` base64 images in one request, frames and pictures
-  together: a lower ``max_frames`` is what is planned (the family's ``max_frames``, so the budget
-  reserves the same frames), and a request that would still carry more is refused here.
-  A text item goes before each video: the clip's :func:`~tools.providers.base.clip_label` and the
-  exact source-video time of every frame, so the model (and our fake server) know what each
-  unlabelled frame shows. The declared ``fps`` is the rate actually sampled. A clip that fixes
-  its frames (an evaluation condition's ``frame_times``) sends exactly those, at its own height;
-  with fewer than a frame list takes, each goes as a picture after its ``(video-id @ MM:SS)``.
-* Frames travel as base64 ``data:image/jpeg`` URIs. The SDK passes those through untouched; an
-  ``http`` URL would need a server we do not have, and a ``file://`` path makes the SDK upload each
-  frame to OSS first (a ``GET /uploads?action=getPolicy`` and a form POST per frame), a round trip
-  per frame we avoid.
-* Why the 250-frame cap stays, though URLs and file paths are not held to it (issue 15): the
-  documentation within reach does not say how many URL or ``oss://`` frames a frame list may
-  hold, so a higher cap would be a guess the service could refuse mid-campaign. And the SDK's own
-  upload of ``file://`` frames (dashscope 2.0.2, ``utils/oss_utils.py``: ``check_and_upload``
-  calls ``check_and_upload_local`` without the call's ``base_address``) asks for its upload
-  policy at the module-wide ``dashscope.base_http_api_url``, not at ``config.base_url``, and
-  uploads with blocking ``requests`` calls, one form POST per frame, from inside the async call;
-  DashScope's temporary storage takes 100 uploads a second and keeps them 48 h (QwenCloud's
-  vision guide, QwenCloud/qwencloud-ai skills/vision/qwencloud-vision/references/api-guide.md).
-  So the cap thins two segments to 250 frames in all (0.069 fps over 2 × 30 minutes, 0.10 over
-  2 × 20), and the prompt states the rate planned. The documented way to more frames is a
-  video *file* (``{"video": "oss://…", "fps": 0.5}``, up to 2 h for the Qwen3.5/3.6 models and
-  1 h for qwen3-vl-plus, 100 MB a temporary upload, same guide), which changes what the frame
-  plan and the prompt's frame times describe: not done here.
+* The clips are planned with :func:`tools.providers.base.frame_times` (``config.video_fps``,
+  ``config.max_frames``, at least :data:`MIN_VIDEO_FRAMES` per clip): the plan the budget
+  reserves for (``agents.recorded`` plans with the same figures; :data:`FAMILY` sets no cap of
+  its own, see below). A text item goes before each video: the clip's
+  :func:`~tools.providers.base.clip_label` and when its frames were taken, so the model (and our
+  fake server) know what each frame shows.
+* A clip whose frames the caller did not fix goes as a **video file**: we cut its planned frames
+  out of the clip attachment, encode them (H.264 mp4 at ``frame_height``, one planned frame per
+  video frame, :func:`encode_mp4`), upload the file to DashScope's temporary storage and send
+  ``{"video": "oss://…", "fps": rate}``. DashScope samples a file at one frame every ``1/fps`` s
+  of the file (:data:`MIN_FPS`–:data:`MAX_FPS`), so ``rate`` is the file's own frame rate: the
+  frames it samples are the frames planned, counted as :func:`sampled_frames` says (rounded
+  down to an even number: one fewer for an odd plan, never more). This is what lets a video
+  gate see 0.5 fps over 2 × 20 minutes (1,200 frames), where 250 Base64 pictures gave it 0.1.
+  The rate is the plan's, floored to 4 decimals; below DashScope's floor of 0.1 fps (a plan
+  thinned that far) the file runs at 0.1 fps, faster than the source video, so the frames sent
+  are still exactly the planned ones, and the label gives each frame's time in the source video
+  (``frame k shows MM:SS + k × step s``). A file must keep within its model's limits
+  (:data:`VIDEO_FILE_LIMITS`: duration, size) and the frames one file is sampled for
+  (:data:`MAX_FILE_FRAMES`); a longer clip goes as several files, each with a label giving its
+  span, and one that cannot be cut to fit is refused before anything is uploaded or sent. A clip
+  too short for a file (under 2 s once encoded) goes as a frame list, as below.
+* The upload is the SDK's own (``dashscope/utils/oss_utils.py``, ``OssUtils``): a ``GET
+  {base_url}/uploads?action=getPolicy&model=…`` for a policy, then one form POST per file to the
+  policy's ``upload_host``; the file is ``oss://{upload_dir}/{name}``. We call the two halves
+  ourselves rather than passing a ``file://`` path to the call, because the call's own upload
+  (``check_and_upload`` in dashscope 2.0.2) asks for the policy at the module-wide
+  ``dashscope.base_http_api_url``, not at ``config.base_url``; ``get_upload_certificate`` takes
+  ``base_address``. Both halves are blocking ``requests`` calls: they run in a worker thread
+  (``anyio.to_thread``). A file is bound to the model it was uploaded for and lives 48 h
+  (Model Studio, "Upload local files to get temporary URLs",
+  https://www.alibabacloud.com/help/en/model-studio/get-temporary-file-url, which also says the
+  storage is offered in the China (Beijing) region only and takes 100 policy requests a second
+  per account and model), so an upload is kept in the model's :class:`ResourceLedger` under a
+  key of the model, endpoint and content, and reused for 47 h. An ``oss://`` URL needs the
+  header ``X-DashScope-OssResourceResolve: enable`` (same page); the SDK adds it itself when a
+  message holds one (``AioMultiModalConversation._preprocess_messages``).
+* A clip that fixes its frames (an evaluation condition's ``frame_times``) sends exactly those,
+  at its own height, as Base64 ``data:image/jpeg`` URIs: a frame list at the spacing the caller
+  gave (the declared ``fps`` only states the spacing, kept within DashScope's 0.1–10, and the
+  label gives each frame's exact time), or with fewer than a frame list takes, each frame as a
+  picture after its ``(video-id @ MM:SS)``. Those frames and the pictures sent as they are count
+  against DashScope's :data:`MAX_BASE64_IMAGES` a request, and a request that would carry more
+  is refused here, before it is sent.
+* Why :data:`FAMILY` has no ``max_frames`` any more: the 250 it held was the Base64 image limit,
+  and video files are not held to it. Frames per request are now capped by the model's own
+  ``max_frames`` setting (and a caller's fit to the context window); fixed frames still meet
+  the 250 in this adapter.
 * Structured output is *prompted*: pydantic-ai puts the role's JSON schema in the system
   instructions and we ask for ``response_format={"type": "json_object"}`` (JSON mode; the schema
   mode of the API is only offered for some text models). JSON mode and a non-streamed call both
@@ -54,9 +72,12 @@ used-up quota, 429 ``Throttling.AllocationQuota``, is a
 a :class:`~pydantic_ai.exceptions.ModelNotFoundError`); a content-moderation refusal
 (``DataInspectionFailed``) becomes a response with ``finish_reason='content_filter'``, which the
 agent raises as :class:`~pydantic_ai.exceptions.ContentFilterError`. Transport failures are
-``aiohttp`` exceptions and become :class:`~pydantic_ai.exceptions.ModelTimeoutError` /
+``aiohttp`` exceptions (``requests`` ones for an upload) and become
+:class:`~pydantic_ai.exceptions.ModelTimeoutError` /
 :class:`~pydantic_ai.exceptions.ModelConnectionError`; a body that is not JSON becomes
-:class:`~pydantic_ai.exceptions.ModelAPIError`.
+:class:`~pydantic_ai.exceptions.ModelAPIError`. A refused policy request is categorised like a
+refused call; a refused form upload (the SDK's ``UploadFileException``) is a
+:class:`~pydantic_ai.exceptions.ModelAPIError` quoting OSS's answer.
 
 Retries: the SDK has no retry setting. Its only resend is one retry when ``aiohttp`` reports a
 *connection* error before any response (meant for a dropped pooled connection); with a fresh
@@ -67,17 +88,29 @@ never resent. Every other retry belongs to the recorded-call wrapper.
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
 import anyio.to_thread
+import av
+import numpy as np
+import requests
 from dashscope import AioMultiModalConversation, Models
 from dashscope.api_entities.aio_session import get_ssl_context
 from dashscope.common.error import AuthenticationError as DashScopeAuthenticationError
-from dashscope.common.error import DashScopeException
+from dashscope.common.error import DashScopeException, UploadFileException
+from dashscope.utils.oss_utils import OssUtils
+from PIL import Image
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelAuthenticationError,
@@ -115,26 +148,38 @@ from pydantic_ai.usage import RequestUsage
 
 from tools.providers.base import (
     ClipInfo,
+    MemoryResourceLedger,
     ProviderConfig,
+    ProviderResource,
     ResourceLedger,
     TimedFrame,
     clip_frames,
     clip_info,
     clip_label,
     frame_times,
+    nearest_frames,
     sent_frame_height,
     shown_height,
     timestamp,
 )
 from tools.providers.family import ProviderFamily
+from tools.vision import decode_clip
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "MAX_BASE64_IMAGES",
+    "MAX_FILE_FRAMES",
     "MIN_VIDEO_FRAMES",
+    "VIDEO_FILE_LIMITS",
     "DashScopeModel",
+    "VideoFileLimits",
     "dashscope_model",
+    "encode_mp4",
+    "file_label",
+    "file_rate",
     "frame_time_text",
+    "sampled_frames",
+    "video_file_limits",
     "video_label",
 ]
 
@@ -144,11 +189,26 @@ MIN_VIDEO_FRAMES = 4  # the API refuses a frame list shorter than this
 # Alibaba Cloud Model Studio, "Image and video understanding"
 # (https://www.alibabacloud.com/help/en/model-studio/vision), "Image limits": one request takes
 # at most 250 images passed as Base64 (public URLs and local file paths allow more). Every frame
-# of a frame list counts as one image, and ours all travel as Base64 data URIs.
+# of a frame list counts as one image; ours all travel as Base64 data URIs.
 MAX_BASE64_IMAGES = 250
-# The API's accepted range for a frame list's declared rate.
+# A video's declared rate, a file's or a frame list's: ``fps`` in [0.1, 10], "1 frame every
+# 1/fps seconds", default 2.0 (QwenCloud's vision guide, QwenCloud/qwencloud-ai
+# skills/vision/qwencloud-vision/references/api-guide.md, "Key Parameters"; the same range in
+# the skill's SKILL.md, "Input Limits").
 MIN_FPS = 0.1
 MAX_FPS = 10.0
+# How many frames DashScope takes of a video file: ``duration × fps``, floored to a multiple of
+# 2 (two frames make one temporal patch), at least 4, at most 768 and never more than the file
+# holds. DashScope's pages say only "1 frame every 1/fps seconds"; the rounding and bounds are
+# those of the models' own open video processor, qwen-vl-utils (QwenLM/Qwen3-VL,
+# qwen-vl-utils/src/qwen_vl_utils/vision_process.py: ``smart_nframes``, ``FRAME_FACTOR = 2``,
+# ``FPS_MIN_FRAMES = 4``, ``FPS_MAX_FRAMES = 768``), the best statement of the rule in reach.
+FRAME_FACTOR = 2
+MIN_FILE_FRAMES = 4
+MAX_FILE_FRAMES = 768
+# A temporary upload lives 48 h (the temporary-URL page above); we reuse one for an hour less.
+UPLOAD_TTL = timedelta(hours=47)
+_RATE_DECIMALS = 4  # a file's rate is declared with this many decimals, exactly
 REFUSAL_CODES = frozenset({"DataInspectionFailed", "data_inspection_failed"})
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -164,16 +224,81 @@ _DETAIL_NAMES = (
 )
 
 
+@dataclass(frozen=True)
+class VideoFileLimits:
+    """What DashScope takes of one video file for a model: its duration, and its size as a
+    temporary (``oss://``) upload."""
+
+    max_duration_s: float
+    min_duration_s: float = 2.0
+    max_bytes: int = 100 * 1000 * 1000
+
+
+# Per model (longest prefix of the provider's id first). Sources: QwenCloud's vision guide
+# (QwenCloud/qwencloud-ai skills/vision/qwencloud-vision/references/api-guide.md, "guide") and
+# the skill's SKILL.md, "Input Limits" ("skill"), both valid 2026-04.
+#
+# | model                             | duration     | size   | where                          |
+# | --------------------------------- | ------------ | ------ | ------------------------------ |
+# | qwen3.6-plus, qwen3.5-plus/-flash | 2 s – 2 h    | 100 MB | guide FAQ: "Qwen3.6/Qwen3.5    |
+# |                                   |              |        | supports up to 2 hours";       |
+# |                                   |              |        | skill: "2s–2h (Qwen3.5)"       |
+# | qwen3.7-plus                      | 2 s – 2 h    | 100 MB | in neither: taken as its       |
+# |                                   |              |        | predecessor, qwen3.6-plus      |
+# | qwen3-vl-plus                     | 2 s – 1 h    | 100 MB | guide FAQ: "Qwen3-VL-Plus up   |
+# |                                   |              |        | to 1 hour"                     |
+# | the others (qwen3-vl-flash, QVQ,  | 2 s – 10 min | 100 MB | skill: "2s–10min (others)";    |
+# | qwen-vl-max, qwen-vl-plus)        |              |        | guide: "QVQ: 2s-10min"         |
+#
+# The size is the guide's "File Input Methods" table: "Temp upload (oss://) … Up to 100 MB
+# (local upload)" (a public URL may be 2 GB, a Base64 video 10 MB); Model Studio's
+# temporary-URL page adds that each model enforces its own size limit at upload. Taken as
+# 10^8 bytes, the smaller reading of "100 MB".
+_TWO_HOURS = VideoFileLimits(max_duration_s=2 * 3600.0)
+VIDEO_FILE_LIMITS: dict[str, VideoFileLimits] = {
+    "qwen3.7-": _TWO_HOURS,
+    "qwen3.6-": _TWO_HOURS,
+    "qwen3.5-": _TWO_HOURS,
+    "qwen3-vl-plus": VideoFileLimits(max_duration_s=3600.0),
+    "": VideoFileLimits(max_duration_s=600.0),
+}
+
+
+def video_file_limits(model_name: str) -> VideoFileLimits:
+    """The limits of one video file for DashScope's model ``model_name`` (:data:`VIDEO_FILE_LIMITS`,
+    longest prefix)."""
+    name = model_name.lower()
+    prefix = max((p for p in VIDEO_FILE_LIMITS if name.startswith(p)), key=len)
+    return VIDEO_FILE_LIMITS[prefix]
+
+
+def sampled_frames(frames: int, duration_s: Fraction | float, fps: Fraction | float) -> int:
+    """How many frames DashScope samples of a video file of ``frames`` frames lasting
+    ``duration_s`` at the declared ``fps`` (qwen-vl-utils' ``smart_nframes``, see
+    :data:`FRAME_FACTOR`): ``duration × fps`` within [4, min(768, frames)], floored to even."""
+    wanted = Fraction(duration_s) * Fraction(fps)
+    ceiling = min(MAX_FILE_FRAMES, frames) // FRAME_FACTOR * FRAME_FACTOR
+    bounded = min(max(wanted, Fraction(MIN_FILE_FRAMES)), Fraction(ceiling))
+    return math.floor(bounded / FRAME_FACTOR) * FRAME_FACTOR
+
+
+def file_rate(frames: int, duration_s: float) -> Fraction:
+    """The frame rate a video file of a clip's ``frames`` planned frames over its
+    ``duration_s`` runs (and is declared) at: the plan's rate, floored to
+    :data:`_RATE_DECIMALS` decimals (an exact decimal, so the ``fps`` sent is the file's rate),
+    kept within DashScope's [:data:`MIN_FPS`, :data:`MAX_FPS`]."""
+    scale = 10**_RATE_DECIMALS
+    rate = Fraction(math.floor(frames / duration_s * scale), scale) if duration_s > 0 else None
+    low, high = Fraction(str(MIN_FPS)), Fraction(str(MAX_FPS))
+    return high if rate is None else min(max(rate, low), high)
+
+
 def dashscope_model(
     model_id: str, config: ProviderConfig, resources: ResourceLedger | None = None
 ) -> Model:
-    """Our model ``model_id`` served by DashScope as ``config.model_name``.
-
-    ``resources`` is accepted for the common factory signature; frames go inline, so nothing is
-    made on DashScope's side that a later call could reuse.
-    """
-    del resources
-    return DashScopeModel(model_id, config)
+    """Our model ``model_id`` served by DashScope as ``config.model_name``; its video-file
+    uploads are kept in ``resources`` (default: the model's own) and reused while they live."""
+    return DashScopeModel(model_id, config, resources)
 
 
 def frame_time_text(seconds: float) -> str:
@@ -191,6 +316,48 @@ def video_label(info: ClipInfo, times_s: Sequence[float], fps: float) -> str:
         f"{clip_label(info, source_timeline=True)} The video that follows is {len(times_s)} "
         f"frames at {fps:g} fps; in the video's own time they show {at}."
     )
+
+
+def file_label(
+    info: ClipInfo, frames: int, fps: float, step_s: float, part: tuple[int, int]
+) -> str:
+    """The text before a video file: which segment (``info``: the span the file covers) and,
+    for its frame ``k``, the time in the source video it shows (``part``: which of how many
+    files the segment went as)."""
+    index, parts = part
+    of = f" (part {index} of {parts} of this segment)" if parts > 1 else ""
+    return (
+        f"{clip_label(info, source_timeline=True)} The video file that follows{of} holds "
+        f"{frames} frames at {fps:g} fps; its frame k (k = 0, 1, …) shows "
+        f"{frame_time_text(info.start_s)} + k × {step_s:g} s of the video's own time."
+    )
+
+
+def encode_mp4(pictures: Sequence[np.ndarray], rate: Fraction, max_height: int) -> bytes:
+    """An H.264 mp4 (yuv420p, even sides, at most ``max_height`` high, aspect kept) of
+    ``pictures`` (RGB, at least one, one size) in order, one per ``1 / rate`` s."""
+    first = pictures[0]
+    height = min(int(first.shape[0]), max_height)
+    width = max(2, round(first.shape[1] * height / first.shape[0]) // 2 * 2)
+    height = max(2, height // 2 * 2)
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.codec_context.time_base = 1 / rate
+        stream.options = {"preset": "veryfast"}
+        for index, picture in enumerate(pictures):
+            image = Image.fromarray(picture).convert("RGB")
+            if image.size != (width, height):
+                image = image.resize((width, height))
+            rgb = np.asarray(image, dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            frame.pts, frame.time_base = index, 1 / rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buffer.getvalue()
 
 
 def _profile(model_name: str) -> ModelProfile:
@@ -212,19 +379,42 @@ def _profile(model_name: str) -> ModelProfile:
 
 
 @dataclass(frozen=True)
+class _VideoFile:
+    """One video file of a clip: its span, frames, rate and encoded bytes; ``key`` names its
+    upload (model, endpoint, content)."""
+
+    info: ClipInfo  # the clip, its span narrowed to what this file covers
+    frames: int
+    rate: Fraction
+    step_s: float  # source-video seconds between two of its frames
+    mp4: bytes
+    key: str
+    part: tuple[int, int] = (1, 1)
+
+
+@dataclass(frozen=True)
 class _Clip:
     info: ClipInfo
     frames: list[TimedFrame]
     fps: float
     pictures: bool = False  # sent as labelled pictures, not as a frame list
+    files: tuple[_VideoFile, ...] = ()  # sent as video files (the frames are in them)
 
 
 def _clip_content(clip: _Clip) -> list[dict[str, Any]]:
     """A clip on the wire: its label and frame list, or (``pictures``) its label and each frame
-    as a picture after its ``(video-id @ MM:SS)``."""
+    as a picture after its ``(video-id @ MM:SS)``, or per video file its label and the file (the
+    :class:`_VideoFile` itself, until it is uploaded and replaced by its ``oss://`` URL)."""
+    if clip.files:
+        out: list[dict[str, Any]] = []
+        for file in clip.files:
+            fps = float(file.rate)
+            out.append({"text": file_label(file.info, file.frames, fps, file.step_s, file.part)})
+            out.append({"video": file, "fps": fps})
+        return out
     if clip.pictures:
         label = clip_label(clip.info, source_timeline=True) + " Frames follow, each labelled."
-        out: list[dict[str, Any]] = [{"text": label}]
+        out = [{"text": label}]
         for frame in clip.frames:
             out.append({"text": frame.label()})
             out.append({"image": _data_uri(frame.jpeg, "image/jpeg")})
@@ -236,14 +426,36 @@ def _clip_content(clip: _Clip) -> list[dict[str, Any]]:
     ]
 
 
+def _even_sizes(total: int, parts: int) -> list[int]:
+    """``total`` frames in ``parts`` runs as equal as can be, even-sized (an odd run loses a
+    frame to DashScope's sampling), the longer ones first and an odd frame left in the last."""
+    pairs, odd = divmod(total, 2)
+    base, extra = divmod(pairs, parts)
+    sizes = [2 * (base + (1 if i < extra else 0)) for i in range(parts)]
+    sizes[-1] += odd
+    return sizes
+
+
 class DashScopeModel(Model):
     """A Qwen model on DashScope's native multimodal generation API."""
 
-    def __init__(self, model_id: str, config: ProviderConfig) -> None:
-        """``model_id`` is ours (priced by the price table); ``config.model_name`` is sent."""
+    def __init__(
+        self,
+        model_id: str,
+        config: ProviderConfig,
+        resources: ResourceLedger | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """``model_id`` is ours (priced by the price table); ``config.model_name`` is sent.
+        ``resources`` keeps the video files uploaded (default: this model's own ledger);
+        ``clock`` says when they expire."""
         super().__init__(profile=_profile(config.model_name))
         self.our_model_id = model_id
         self.config = config
+        self.resources: ResourceLedger = (
+            resources if resources is not None else MemoryResourceLedger()
+        )
+        self.clock = clock
 
     @property
     def model_name(self) -> str:
@@ -266,11 +478,17 @@ class DashScopeModel(Model):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        """One non-streamed generation call."""
+        """One non-streamed generation call (its video files uploaded first)."""
         check_allow_model_requests()
         model_settings, params = self.prepare_request(model_settings, model_request_parameters)
         settings: Mapping[str, Any] = model_settings or {}
         wire_messages = await anyio.to_thread.run_sync(self._map_messages, messages, params)
+        media = _media_of(wire_messages)
+        uploads = [
+            item for item in _items_of(wire_messages) if isinstance(item.get("video"), _VideoFile)
+        ]
+        if uploads:
+            await anyio.to_thread.run_sync(self._upload, uploads, self._timeout_s(settings))
         response = await self._call(wire_messages, settings, params)
         processed = self._process(response)
         arguments = self._call_arguments(settings, params)
@@ -284,12 +502,16 @@ class DashScopeModel(Model):
                 "max_output_tokens": arguments.get("max_tokens"),
                 "thinking": arguments.get("enable_thinking"),
                 "frame_height": sent_frame_height(messages, self.config.frame_height),
-                "media": _media_of(wire_messages),
+                "media": media,
             },
         }
         return processed
 
     # -- the request ---------------------------------------------------------------------------
+
+    def _timeout_s(self, settings: Mapping[str, Any]) -> float:
+        timeout = settings.get("timeout")
+        return float(timeout) if isinstance(timeout, int | float) else self.config.timeout_s
 
     def _call_arguments(
         self, settings: Mapping[str, Any], params: ModelRequestParameters
@@ -315,8 +537,7 @@ class DashScopeModel(Model):
         settings: Mapping[str, Any],
         params: ModelRequestParameters,
     ) -> Any:
-        timeout = settings.get("timeout")
-        timeout_s = float(timeout) if isinstance(timeout, int | float) else self.config.timeout_s
+        timeout_s = self._timeout_s(settings)
         # A session per call, made like the SDK's own shared one (certifi roots, proxy settings
         # from the environment): bound to this loop, closed when the call ends.
         connector = aiohttp.TCPConnector(ssl=get_ssl_context())
@@ -361,18 +582,13 @@ class DashScopeModel(Model):
             part.content for part in self._get_instruction_parts(messages, params) or []
         ]
         turns: list[dict[str, Any]] = []
-        # Pictures sent as they are take their share of the request's Base64 images first; the
-        # clips' frames are planned within what is left.
-        budget = self.frame_budget - sum(_inline_images(m) for m in messages)
         for message in messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
                     if isinstance(part, SystemPromptPart):
                         system.append(part.content)
                     elif isinstance(part, UserPromptPart):
-                        content, framed = self._user_content(part, budget)
-                        budget -= framed
-                        turns.append({"role": "user", "content": content})
+                        turns.append({"role": "user", "content": self._user_content(part)})
                     else:
                         raise UserError(
                             f"the DashScope adapter cannot send a {type(part).__name__}; it "
@@ -387,25 +603,19 @@ class DashScopeModel(Model):
         sent = sum(_base64_images(item) for turn in turns for item in turn["content"])
         if sent > MAX_BASE64_IMAGES:
             raise UserError(
-                f"this DashScope request would carry {sent} base64 images (frames and pictures); "
-                f"DashScope takes at most {MAX_BASE64_IMAGES} per request: send fewer clips or "
-                f"pictures (each clip is at least {MIN_VIDEO_FRAMES} frames)"
+                f"this DashScope request would carry {sent} base64 images (pictures and the "
+                f"frames of clips whose frames were fixed); DashScope takes at most "
+                f"{MAX_BASE64_IMAGES} per request: send fewer pictures or fixed frames (each "
+                f"such clip is at least {MIN_VIDEO_FRAMES} frames, or its frames as pictures)"
             )
         return turns
 
-    @property
-    def frame_budget(self) -> int:
-        """The most frames one request plans: ``config.max_frames``, never above
-        :data:`MAX_BASE64_IMAGES` (the family's ``max_frames``, which the reservation plans by)."""
-        wanted = self.config.max_frames
-        return min(wanted, MAX_BASE64_IMAGES) if wanted > 0 else MAX_BASE64_IMAGES
-
-    def _user_content(self, part: UserPromptPart, budget: int) -> tuple[list[dict[str, Any]], int]:
-        """The wire content of a user prompt, and how many clip frames it carries."""
+    def _user_content(self, part: UserPromptPart) -> list[dict[str, Any]]:
+        """The wire content of a user prompt."""
         if isinstance(part.content, str):
-            return [{"text": part.content}], 0
+            return [{"text": part.content}]
         items = list(part.content)
-        clips = self._clips(items, budget)
+        clips = self._clips(items)
         content: list[dict[str, Any]] = []
         for item in items:
             clip = clips.get(id(item))
@@ -424,27 +634,28 @@ class DashScopeModel(Model):
                     f"the DashScope adapter cannot send {type(item).__name__} content "
                     f"({getattr(item, 'media_type', '?')!r}); Qwen takes text, images and video"
                 )
-        return content, sum(len(c.frames) for c in clips.values())
+        return content
 
-    def _clips(self, items: Sequence[object], budget: int | None = None) -> dict[int, _Clip]:
-        """The clips among ``items`` as the frames sent, planned within ``budget`` frames
-        (default :attr:`frame_budget`)."""
+    def _clips(self, items: Sequence[object]) -> dict[int, _Clip]:
+        """The clips among ``items`` as they are sent, planned as the budget plans them
+        (:func:`frame_times` with ``config.video_fps`` and ``config.max_frames``)."""
         found = [(item, info) for item in items if (info := clip_info(item)) is not None]
         if not found:
             return {}
-        if budget is None:
-            budget = self.frame_budget
-        # At least one frame list's worth, so an over-full request is refused with the real
-        # count (in _map_messages) rather than planned with no cap at all (frame_times: <= 0).
         wanted = frame_times(
             [info for _, info in found],
             self.config.video_fps,
-            max(budget, MIN_VIDEO_FRAMES),
+            max(self.config.max_frames, 0),
             MIN_VIDEO_FRAMES,
         )
         out: dict[int, _Clip] = {}
         for (item, info), times in zip(found, wanted, strict=True):
             assert isinstance(item, BinaryContent)
+            if not info.fixed:
+                files = self._video_files(item, info, times)
+                if files:
+                    out[id(item)] = _Clip(info, [], float(files[0].rate), files=tuple(files))
+                    continue
             frames = clip_frames(item, info, times, shown_height(info, self.config.frame_height))
             if info.fixed and len(frames) < MIN_VIDEO_FRAMES:
                 # Fewer fixed frames than a frame list takes: each goes as a picture of its own
@@ -459,9 +670,197 @@ class DashScopeModel(Model):
             rate = len(frames) / info.duration_s if info.duration_s > 0 else MAX_FPS
             if info.fixed and info.fps > 0:
                 rate = info.fps  # the spacing of the frames the caller fixed
+            # A frame list's fps only states the frames' spacing (the label gives each one's
+            # time); DashScope refuses one outside [0.1, 10].
             fps = min(max(round(rate, 3), MIN_FPS), MAX_FPS)
             out[id(item)] = _Clip(info, frames, fps)
         return out
+
+    def _video_files(
+        self, part: BinaryContent, info: ClipInfo, times: Sequence[float]
+    ) -> list[_VideoFile]:
+        """A clip's planned frames (clip-relative ``times``) as the video files it is sent as,
+        each within the model's :func:`video_file_limits` and :data:`MAX_FILE_FRAMES`; none
+        when the clip is too short for a file (it goes as a frame list)."""
+        limits = video_file_limits(self.model_name)
+        count = len(times)
+        if info.duration_s <= 0 or count < MIN_VIDEO_FRAMES:
+            return []
+        rate = file_rate(count, info.duration_s)
+        if count / rate < limits.min_duration_s:
+            return []
+        step_s = info.duration_s / count  # the plan's spacing (frame_times: i × duration / n)
+        # As few files as the file's duration and DashScope's frames per file allow.
+        parts = max(
+            math.ceil(count / MAX_FILE_FRAMES),
+            math.ceil(count / rate / Fraction(limits.max_duration_s)),
+        )
+        sizes = _even_sizes(count, parts)
+        if min(sizes) < MIN_VIDEO_FRAMES:
+            raise UserError(
+                f"segment {info.segment_id!r}: {count} frames at {float(rate):g} fps last "
+                f"{float(count / rate):g} s, and files of {self.model_name!r} of at most "
+                f"{limits.max_duration_s:g} s would hold fewer than {MIN_VIDEO_FRAMES} frames "
+                "each: send shorter segments"
+            )
+        pictures = self._clip_pictures(part, info, times)
+        content = hashlib.sha256(part.data).hexdigest()
+        files: list[_VideoFile] = []
+        first = 0
+        for size in sizes:
+            run = (first, first + size)
+            files += self._encoded(info, content, pictures, run, rate, step_s, limits)
+            first += size
+        total = len(files)
+        return [replace(f, part=(index, total)) for index, f in enumerate(files, 1)]
+
+    def _encoded(
+        self,
+        info: ClipInfo,
+        content: str,
+        pictures: Sequence[np.ndarray],
+        run: tuple[int, int],
+        rate: Fraction,
+        step_s: float,
+        limits: VideoFileLimits,
+    ) -> list[_VideoFile]:
+        """Frames ``run`` (first, past-last) of a clip (its bytes' digest: ``content``) as one
+        video file, or as two halves, and so on, while a file is over the model's size limit;
+        refused when it cannot be cut into files of :data:`MIN_VIDEO_FRAMES` frames and the
+        shortest duration a file may have."""
+        first, last = run
+        mp4 = encode_mp4(pictures[first:last], rate, self.config.frame_height)
+        if len(mp4) <= limits.max_bytes:
+            start = info.start_s + first * step_s
+            span = replace(
+                info, start_s=start, end_s=min(start + (last - first) * step_s, info.end_s)
+            )
+            digest = hashlib.sha256(
+                json.dumps(
+                    [
+                        self.model_name,
+                        self.base_url,
+                        content,
+                        round(span.start_s, 3),
+                        round(span.end_s, 3),
+                        last - first,
+                        str(rate),
+                        self.config.frame_height,
+                    ]
+                ).encode()
+            ).hexdigest()
+            return [_VideoFile(span, last - first, rate, step_s, mp4, digest)]
+        half = (first + last) // 2 // 2 * 2
+        shortest = min(half - first, last - half)
+        if shortest < MIN_VIDEO_FRAMES or shortest / rate < Fraction(limits.min_duration_s):
+            raise UserError(
+                f"segment {info.segment_id!r}: a video file of its {last - first} frames from "
+                f"{frame_time_text(info.start_s + first * step_s)} is {len(mp4):,} bytes, over "
+                f"the {limits.max_bytes:,} bytes DashScope takes of one {self.model_name!r} "
+                f"video file (a temporary upload), and it cannot be cut into files of at least "
+                f"{MIN_VIDEO_FRAMES} frames and {limits.min_duration_s:g} s that fit: lower "
+                "frame_height"
+            )
+        return [
+            *self._encoded(info, content, pictures, (first, half), rate, step_s, limits),
+            *self._encoded(info, content, pictures, (half, last), rate, step_s, limits),
+        ]
+
+    def _clip_pictures(
+        self, part: BinaryContent, info: ClipInfo, times: Sequence[float]
+    ) -> list[np.ndarray]:
+        """The clip's decoded frames nearest the clip-relative ``times`` (RGB; a frame nearest
+        several times is one array, not copies)."""
+        decoded = nearest_frames(decode_clip(part.data, max(info.fps, 0.01)), times)
+        if len(decoded) < MIN_VIDEO_FRAMES:
+            raise UserError(
+                f"segment {info.segment_id!r}: its clip decoded to {len(decoded)} frames; "
+                f"DashScope needs at least {MIN_VIDEO_FRAMES} per video"
+            )
+        return [frame.image for frame in decoded]
+
+    # -- video files on DashScope's temporary storage --------------------------------------------
+
+    def _upload(self, items: Sequence[dict[str, Any]], timeout_s: float) -> None:
+        """Upload the video file of each wire item (unless one uploaded for the same key still
+        lives) and put its ``oss://`` URL in its place. Blocking: run in a worker thread."""
+        policy: dict[str, Any] | None = None
+        expires: datetime | None = None
+        for item in items:
+            file = item["video"]
+            assert isinstance(file, _VideoFile)
+            found = self.resources.find(SYSTEM, "upload", file.key, self.clock())
+            if found is not None:
+                item["video"] = found.name
+                continue
+            if policy is None or (expires is not None and self.clock() >= expires):
+                policy, expires = self._upload_policy(timeout_s)
+            url = self._post(file, policy)
+            self.resources.record(
+                ProviderResource(
+                    SYSTEM, "upload", file.key, url, expires_at=self.clock() + UPLOAD_TTL
+                )
+            )
+            item["video"] = url
+
+    def _upload_policy(self, timeout_s: float) -> tuple[dict[str, Any], datetime]:
+        """A policy for form uploads to the temporary storage, for this model, at this
+        endpoint (``GET {base_url}/uploads?action=getPolicy``), and when it stops being good."""
+        try:
+            response = OssUtils.get_upload_certificate(
+                model=self.model_name,
+                # The SDK's ``api_key: str = None``: None reads DASHSCOPE_API_KEY.
+                api_key=cast(str, self.config.api_key),
+                base_address=self.base_url,
+                request_timeout=timeout_s,
+            )
+        except requests.Timeout as exc:
+            raise ModelTimeoutError(
+                self.model_name, f"no upload policy from {self.base_url!r} within {timeout_s:g} s"
+            ) from exc
+        except requests.ConnectionError as exc:
+            raise ModelConnectionError(
+                self.model_name, f"could not reach {self.base_url!r} for an upload policy: {exc}"
+            ) from exc
+        except DashScopeAuthenticationError as exc:
+            raise ModelAuthenticationError(self.model_name, str(exc)) from exc
+        status = int(getattr(response, "status_code", 0) or 0)
+        if status != 200:
+            self._failure(response, status)
+            raise ModelAPIError(
+                self.model_name, f"DashScope refused an upload policy: {response.message!r}"
+            )
+        policy = response.output
+        if not isinstance(policy, dict) or "upload_host" not in policy:
+            raise ModelAPIError(
+                self.model_name, f"DashScope answered an upload policy without one: {policy!r}"
+            )
+        lives = timedelta(seconds=float(policy.get("expire_in_seconds") or 300) * 0.9)
+        return policy, self.clock() + lives
+
+    def _post(self, file: _VideoFile, policy: dict[str, Any]) -> str:
+        """``file`` posted under ``policy`` with the SDK's form upload: its ``oss://`` URL."""
+        with tempfile.TemporaryDirectory(prefix="dashscope-upload-") as folder:
+            path = Path(folder) / f"{file.key[:32]}.mp4"  # the object's name: one per content
+            path.write_bytes(file.mp4)
+            try:
+                url, _ = OssUtils.upload(
+                    model=self.model_name,
+                    file_path=str(path),
+                    api_key=cast(str, self.config.api_key),
+                    upload_certificate=policy,
+                )
+            except requests.Timeout as exc:
+                raise ModelTimeoutError(
+                    self.model_name, f"the upload of {file.info.segment_id!r} timed out"
+                ) from exc
+            except requests.ConnectionError as exc:
+                raise ModelConnectionError(
+                    self.model_name, f"could not upload {file.info.segment_id!r}: {exc}"
+                ) from exc
+            except UploadFileException as exc:
+                raise ModelAPIError(self.model_name, str(exc)) from exc
+        return str(url)
 
     # -- the response --------------------------------------------------------------------------
 
@@ -696,7 +1095,10 @@ FAMILY = ProviderFamily(
     token_rule="qwen",
     prefixes=("qwen-", "qwen3.", "qvq", "qwen-vl"),
     min_frames_per_clip=MIN_VIDEO_FRAMES,
-    max_frames=MAX_BASE64_IMAGES,
+    # No cap of the family's own: clips go as video files, which DashScope's 250 Base64 images
+    # a request do not hold (fixed frames still meet that limit, in _map_messages).
+    max_frames=None,
+    max_pictures=MAX_BASE64_IMAGES,
     base_url=DEFAULT_BASE_URL,
     rpm=600,
     notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},
@@ -704,18 +1106,32 @@ FAMILY = ProviderFamily(
 )
 
 
+def _items_of(wire_messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every content item of the request's messages."""
+    return [
+        item
+        for message in wire_messages
+        if isinstance(content := message.get("content"), list)
+        for item in content
+        if isinstance(item, dict)
+    ]
+
+
 def _media_of(wire_messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How many pictures and frames the request's messages carry."""
-    counts = {"images": 0, "frames": 0}
-    for message in wire_messages:
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for item in content:
-            if not isinstance(item, Mapping):
-                continue
-            if "image" in item:
-                counts["images"] += 1
-            if isinstance(item.get("video"), list):
-                counts["frames"] += len(item["video"])
+    """How many pictures, frames (of frame lists and video files) and video files the
+    request's messages carry, and how many frames DashScope takes of them (a file:
+    :func:`sampled_frames`)."""
+    counts = {"images": 0, "frames": 0, "video_files": 0, "sampled_frames": 0}
+    for item in _items_of(wire_messages):
+        video = item.get("video")
+        if "image" in item:
+            counts["images"] += 1
+        if isinstance(video, list):
+            counts["frames"] += len(video)
+            counts["sampled_frames"] += len(video)
+        elif isinstance(video, _VideoFile):
+            counts["frames"] += video.frames
+            counts["video_files"] += 1
+            duration = video.frames / video.rate
+            counts["sampled_frames"] += sampled_frames(video.frames, duration, video.rate)
     return counts

@@ -22,6 +22,10 @@ Factory = Callable[[str, ProviderConfig, ResourceLedger | None], Model]
 # asked with ``config.api_key`` through the family's SDK (``playlisteval doctor`` checks every
 # configured ``model_name`` against it).
 ListModels = Callable[[ProviderConfig], Awaitable[list[str]]]
+# The context windows the server at ``config.base_url`` reports, by the provider's model id (a
+# vLLM server's ``max_model_len`` on ``GET /v1/models``): what a model's requests are fitted to
+# when its settings name no ``context_window``, and what ``playlisteval doctor`` checks.
+ServedWindows = Callable[[ProviderConfig], Awaitable[dict[str, int]]]
 VideoForm = Literal["frames", "native"]
 Requirement = Literal["base_url", "local_path"]
 
@@ -52,6 +56,10 @@ class ProviderFamily:
     # The most frames (images) one request may carry, the provider's own limit: a model's
     # ``max_frames`` setting above it is planned as this. None: the provider sets none.
     max_frames: int | None = None
+    # The most pictures one request may carry where frames go as pictures (a clip whose frames
+    # the caller fixed, an evaluation condition's): DashScope's 250 Base64 images. None: no
+    # limit of its own (``max_frames`` holds).
+    max_pictures: int | None = None
     requires: tuple[Requirement, ...] = ()
     # Where ``playlisteval doctor`` probes when the settings name no base_url (the SDK's own).
     default_endpoint: str | None = None
@@ -61,6 +69,8 @@ class ProviderFamily:
     notes: Mapping[str, str] = field(default_factory=dict, hash=False)
     # The model-list call (None: the family has none, e.g. a local model folder).
     list_models: ListModels | None = None
+    # The served context windows (None: the family's server reports none).
+    served_windows: ServedWindows | None = None
 
     @property
     def settings_key(self) -> str:

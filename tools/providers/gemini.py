@@ -3,11 +3,14 @@
 Each clip attachment becomes a Gemini video part at the clip's fps (never above the model's
 ``video_fps``, unless the clip fixes its frames: then exactly its own rate, so Gemini samples
 those frames over its span), audio as the clip has it, introduced by its
-:func:`~tools.providers.base.clip_label`. A clip small enough goes inline; a
-larger one is referenced in its source video, uploaded once through the Files API and reused
-(with start and end offsets) by every later call while the upload lives. When a call's video is
-worth enough tokens, it goes into an explicit context cache instead, which every later call with
-the same clips (retries, Phase II, other Gemini roles of the seed) reads rather than pays for again.
+:func:`~tools.providers.base.clip_label` (the clip's 00:00 is its start in the video). A clip
+small enough goes inline; a larger one (the clip itself, never its whole source video) is
+uploaded once through the Files API and reused by every later call while the upload lives; one
+over the Files API's per-file limit is refused before anything is uploaded. When a call's video
+is worth enough tokens, it goes into an explicit context cache instead, which every later call
+with the same clips (retries, Phase II, other Gemini roles of the seed) reads rather than pays
+for again. On Gemini 3 each video part carries its media resolution (``{"level": …}``), the only
+place a cache's contents can say it.
 
 SDK retries are off (the recorded-call wrapper retries); errors surface as pydantic-ai's
 categorised exceptions, including those of the upload and cache calls made here.
@@ -24,13 +27,12 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
 from google.genai import Client, errors
 from google.genai import types as genai_types
-from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.exceptions import ModelAPIError, ModelRequestRejectedError
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -69,6 +71,7 @@ from tools.providers.family import ProviderFamily
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "FILES_API_MAX_BYTES",
     "FRAME_TOKENS",
     "UPLOAD_LIFETIME",
     "GeminiModel",
@@ -93,26 +96,27 @@ _WIRE_RESOLUTION = {
     "medium": genai_types.MediaResolution.MEDIA_RESOLUTION_MEDIUM,
     "high": genai_types.MediaResolution.MEDIA_RESOLUTION_HIGH,
 }
+# A part's own resolution is a message, not the request-wide enum: ``Part.media_resolution`` is a
+# ``PartMediaResolution`` whose ``level`` is a ``PartMediaResolutionLevel`` (google-genai
+# ``types.py``; the API's ``Part.MediaResolution.level``, "Media resolution", per part,
+# https://ai.google.dev/gemini-api/docs/media-resolution). The SDK validates a bare
+# ``MediaResolution`` given there into an empty message and sends ``"mediaResolution": {}``,
+# which sets no level: the part then goes at the model's default.
+_PART_RESOLUTION: dict[str, genai_types.PartMediaResolutionDict] = {
+    "low": {"level": genai_types.PartMediaResolutionLevel.MEDIA_RESOLUTION_LOW},
+    "medium": {"level": genai_types.PartMediaResolutionLevel.MEDIA_RESOLUTION_MEDIUM},
+    "high": {"level": genai_types.PartMediaResolutionLevel.MEDIA_RESOLUTION_HIGH},
+}
 # Files live 48 h on Gemini's side; an hour's margin so no call references one about to vanish.
 UPLOAD_LIFETIME = timedelta(hours=47)
+# The Files API takes "up to 20 GB of files per project, with a per-file maximum size of 2 GB"
+# ("Files API", https://ai.google.dev/gemini-api/docs/files). Read in decimal gigabytes, the
+# smaller reading, so a clip under it passes whichever Google means.
+FILES_API_MAX_BYTES = 2 * 1000**3
 UPLOAD_POLL_S = 1.0
 # A context cache this close to its expiry is not reused: a call that names an expired cache
 # is refused (403 "CachedContent not found"), so a fresh one is made instead.
 CACHE_MARGIN = timedelta(seconds=60)
-# The video containers Gemini takes, by suffix ("Video understanding", supported formats,
-# https://ai.google.dev/gemini-api/docs/video-understanding#supported-formats). A source in any
-# other container (.mkv, …) is never uploaded whole: the clip (an mp4 we cut) goes instead.
-VIDEO_MIME_TYPES = {
-    ".mp4": "video/mp4",
-    ".mpeg": "video/mpeg",
-    ".mpg": "video/mpg",
-    ".mov": "video/mov",
-    ".avi": "video/avi",
-    ".flv": "video/x-flv",
-    ".webm": "video/webm",
-    ".wmv": "video/wmv",
-    ".3gp": "video/3gpp",
-}
 
 Route = Literal["inline", "file"]
 # What a file's uri starts with before its name (``files/…``), which the Files API's calls take.
@@ -160,12 +164,7 @@ class _Video:
         """The label and the video as Gemini parts (for a context cache's contents)."""
         video: genai_types.PartDict
         vendor = dict(self.item.vendor_metadata or {})
-        metadata = genai_types.VideoMetadataDict(
-            fps=vendor.get("fps"),
-            start_offset=vendor.get("start_offset"),
-            end_offset=vendor.get("end_offset"),
-        )
-        metadata = {k: v for k, v in metadata.items() if v is not None}  # type: ignore[assignment]
+        metadata = genai_types.VideoMetadataDict(fps=vendor["fps"])  # the clip whole: no offsets
         if isinstance(self.item, BinaryContent):
             video = {
                 "inline_data": {"data": self.item.data, "mime_type": self.item.media_type},
@@ -184,18 +183,15 @@ class _Video:
 
 @dataclass(frozen=True)
 class _Rewritten:
-    """A call's messages with its clips resolved, the settings and cache report to use, and
-    what the request carries (recorded with its response as ``playlisteval_sent``)."""
+    """A call's messages with its clips resolved, the settings, request parameters and cache
+    report to use, and what the request carries (recorded with its response as
+    ``playlisteval_sent``)."""
 
     messages: list[ModelMessage]
     settings: ModelSettings | None
+    parameters: ModelRequestParameters
     cache_report: dict[str, Any] | None
     sent: dict[str, Any] = field(default_factory=dict)
-
-
-def _offset(seconds: float) -> str:
-    """A protobuf Duration string: ``12s``, ``12.5s``."""
-    return f"{seconds:g}s"
 
 
 class GeminiModel(WrapperModel):
@@ -203,7 +199,8 @@ class GeminiModel(WrapperModel):
     once and referenced), caching a call's videos when they are worth it.
 
     ``model_id`` is ours (priced by the price table); the wrapped model sends
-    ``config.model_name``. Uploads and caches are recorded in ``resources`` and reused.
+    ``config.model_name``. Uploads and caches are recorded in ``resources`` and reused. No clip
+    over ``max_upload_bytes`` (the Files API's per-file limit; smaller in tests) is uploaded.
     """
 
     def __init__(
@@ -216,6 +213,7 @@ class GeminiModel(WrapperModel):
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         upload_poll_s: float = UPLOAD_POLL_S,
         http_client: httpx2.AsyncClient | None = None,
+        max_upload_bytes: int = FILES_API_MAX_BYTES,
     ) -> None:
         super().__init__(wrapped)
         self._http_client = http_client
@@ -224,6 +222,7 @@ class GeminiModel(WrapperModel):
         self.resources = resources
         self.clock = clock
         self.upload_poll_s = upload_poll_s
+        self.max_upload_bytes = max_upload_bytes
         self._google = wrapped
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._uploaded: list[ProviderResource] = []  # made by this model, deleted on close
@@ -270,9 +269,9 @@ class GeminiModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """One ``generateContent`` call with the clips in Gemini's native form."""
-        rewritten = await self._rewrite(messages, model_settings)
+        rewritten = await self._rewrite(messages, model_settings, model_request_parameters)
         response = await self.wrapped.request(
-            rewritten.messages, rewritten.settings, model_request_parameters
+            rewritten.messages, rewritten.settings, rewritten.parameters
         )
         details = dict(response.provider_details or {})
         details["playlisteval_sent"] = {
@@ -296,9 +295,9 @@ class GeminiModel(WrapperModel):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
         """A streamed call, its clips rewritten as :meth:`request` does."""
-        rewritten = await self._rewrite(messages, model_settings)
+        rewritten = await self._rewrite(messages, model_settings, model_request_parameters)
         async with self.wrapped.request_stream(
-            rewritten.messages, rewritten.settings, model_request_parameters, run_context
+            rewritten.messages, rewritten.settings, rewritten.parameters, run_context
         ) as stream:
             yield stream
 
@@ -317,7 +316,12 @@ class GeminiModel(WrapperModel):
         prediction refuses cached content outright ("does not support cached content with batch
         prediction", reported on discuss.ai.google.dev). Uploads live 48 h, longer than a job.
         """
-        rewritten = await self._rewrite(request.messages, request.model_settings, batch=True)
+        rewritten = await self._rewrite(
+            request.messages,
+            request.model_settings,
+            request.model_request_parameters,
+            batch=True,
+        )
         return await self.wrapped.batch_encode(
             replace(request, messages=rewritten.messages, model_settings=rewritten.settings)
         )
@@ -356,7 +360,12 @@ class GeminiModel(WrapperModel):
         }
 
     async def _rewrite(
-        self, messages: list[ModelMessage], settings: ModelSettings | None, *, batch: bool = False
+        self,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        parameters: ModelRequestParameters,
+        *,
+        batch: bool = False,
     ) -> _Rewritten:
         wire = self._wire_settings(settings)
         clips = [
@@ -366,111 +375,119 @@ class GeminiModel(WrapperModel):
             for part in message.parts
             if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
             for item in part.content
-            if (info := clip_info(item)) is not None
+            if isinstance(item, BinaryContent) and (info := clip_info(item)) is not None
         ]
         if not clips:
-            return _Rewritten(messages, wire, None, self._sent(wire, ()))
+            return _Rewritten(messages, wire, parameters, None, self._sent(wire, ()))
+        routes = _routes(
+            [len(item.data) for item, _ in clips],
+            inline_budget=-1 if batch else self.config.inline_max_bytes,
+        )
+        self._check_upload_sizes(clips, routes)  # before anything is uploaded
         videos: dict[int, _Video] = {}
-        inline_left = self.config.inline_max_bytes
-        for item, info in clips:
-            assert isinstance(item, BinaryContent)
+        for (item, info), route in zip(clips, routes, strict=True):
             # Never more frames a second than the model is configured for, unless the caller
             # fixed the clip's frames (an evaluation condition): then exactly its own rate.
             fps = info.fps if info.fixed else min(info.fps, self.config.video_fps)
-            shown = replace(info, fps=fps)
-            inline = not batch and len(item.data) <= inline_left
-            video = await self._video(item, shown, inline=inline)
-            if video.route == "inline":
-                inline_left -= len(item.data)
-            videos[id(item)] = video
+            videos[id(item)] = await self._video(item, replace(info, fps=fps), route=route)
         ordered = [videos[id(item)] for item, _ in clips]
         sent = self._sent(wire, ordered)
         use_cache = (
             not batch
             and self.config.context_cache
+            # A cached request may carry no tools or tool config (Gemini refuses them beside
+            # ``cachedContent``; pydantic-ai strips them): a call with tools keeps its videos.
+            and not _has_tools(self.prepare_request(settings, parameters)[1])
             and estimate_video_tokens(
                 [v.info for v in ordered], self.config.model_name, self.config.media_resolution
             )
             >= self.config.cache_min_tokens
         )
         if not use_cache:
-            return _Rewritten(_replace_clips(messages, videos, drop=False), wire, None, sent)
+            return _Rewritten(
+                _replace_clips(messages, videos, drop=False), wire, parameters, None, sent
+            )
         report = await self._cache(ordered)
         cached_settings: GoogleModelSettings = {
             **wire,  # type: ignore[typeddict-item]
             "google_cached_content": report["name"],
         }
+        # Nor a system instruction: the call's instructions go as user text, as its system
+        # prompt does (``_replace_clips``), so the cache stays the clips' alone and every role
+        # with the same clips reads it.
+        instructions = _instructions(messages, parameters)
         return _Rewritten(
-            _replace_clips(messages, videos, drop=True), cached_settings, report, sent
+            _replace_clips(messages, videos, drop=True, instructions=instructions),
+            cached_settings,
+            replace(parameters, instruction_parts=[]),
+            report,
+            sent,
         )
 
-    async def _video(self, part: BinaryContent, info: ClipInfo, *, inline: bool) -> _Video:
+    def _check_upload_sizes(
+        self, clips: Sequence[tuple[BinaryContent, ClipInfo]], routes: Sequence[Route]
+    ) -> None:
+        """Refuse the call when a clip bound for the Files API is over its per-file limit: the
+        upload would be refused after its bytes were sent. A clip is cut by the caller, so the
+        way out is a smaller one (lower fps or height, or a shorter segment)."""
+        for (item, info), route in zip(clips, routes, strict=True):
+            if route == "file" and len(item.data) > self.max_upload_bytes:
+                raise ModelRequestRejectedError(
+                    self.model_name,
+                    f"clip {info.segment_id!r} is {len(item.data):,} bytes, over the Gemini "
+                    f"Files API's per-file limit of {self.max_upload_bytes:,} bytes "
+                    "(https://ai.google.dev/gemini-api/docs/files); attach it at a lower fps "
+                    "or height, or as shorter segments",
+                )
+
+    async def _video(self, part: BinaryContent, info: ClipInfo, *, route: Route) -> _Video:
         resolution: dict[str, Any] = {}
         if gemini_generation(self.config.model_name) >= 3:
-            resolution = {"media_resolution": _WIRE_RESOLUTION[self.config.media_resolution]}
-        if inline:
+            # Per-part resolution is Gemini 3's ("Media resolution", per part (Gemini 3 only),
+            # https://ai.google.dev/gemini-api/docs/media-resolution), in the message shape the
+            # API reads: a context cache's contents have no generationConfig to carry it.
+            resolution = {"media_resolution": _PART_RESOLUTION[self.config.media_resolution]}
+        # Inline or uploaded, the video is the clip itself: its 00:00 is the clip's start.
+        label = clip_label(info, source_timeline=False)
+        metadata = {"fps": info.fps, **resolution}
+        if route == "inline":
             item = BinaryContent(
                 data=part.data,
                 media_type=part.media_type,
                 identifier=part.identifier,
-                vendor_metadata={"fps": info.fps, **resolution},
+                vendor_metadata=metadata,
             )
-            return _Video(info, "inline", clip_label(info, source_timeline=False), item)
-        source = Path(info.path) if info.path else None
-        mime = VIDEO_MIME_TYPES.get(source.suffix.lower()) if source is not None else None
-        if info.audio and source is not None and mime is not None and source.is_file():
-            # The whole source, uploaded once, shown from the clip's span: its times are the
-            # video's own.
-            file_mime = mime
-            uri = await self._upload(
-                info.source or _bytes_key(source.read_bytes()), source, file_mime
-            )
-            metadata = {
-                "fps": info.fps,
-                "start_offset": _offset(info.start_s),
-                "end_offset": _offset(info.end_s),
-            }
-            label = clip_label(info, source_timeline=True)
-        else:
-            # A silent clip (the source has its audio), a source in a container Gemini does
-            # not take, or no source on this machine: the clip itself (our mp4) is uploaded,
-            # so the model sees exactly what the call attached.
-            file_mime = part.media_type
-            uri = await self._upload(_bytes_key(part.data), part.data, file_mime)
-            metadata = {"fps": info.fps}
-            label = clip_label(info, source_timeline=False)
-        item_file = UploadedFile(
+            return _Video(info, "inline", label, item)
+        # Keyed by the clip's bytes, so every call attaching the same clip reuses the upload.
+        uri = await self._upload(_bytes_key(part.data), part.data, part.media_type)
+        uploaded = UploadedFile(
             file_id=uri,
             provider_name="google",
-            media_type=file_mime,
+            media_type=part.media_type,
             identifier=part.identifier,
-            vendor_metadata={**metadata, **resolution},
+            vendor_metadata=metadata,
         )
-        return _Video(info, "file", label, item_file)
+        return _Video(info, "file", label, uploaded)
 
     # -- provider-side resources --------------------------------------------------------------
 
     def _lock(self, kind: str, key: str) -> asyncio.Lock:
         return self._locks.setdefault((kind, key), asyncio.Lock())
 
-    async def _upload(self, key: str, source: Path | bytes, mime_type: str) -> str:
-        """The file uri of ``source`` (a ``mime_type`` video) on Gemini's side, uploaded now
+    async def _upload(self, key: str, data: bytes, mime_type: str) -> str:
+        """The file uri of ``data`` (a ``mime_type`` video) on Gemini's side, uploaded now
         unless a live upload of it is in the ledger."""
         async with self._lock("upload", key):
             found = self.resources.find(PROVIDER, "upload", key, self.clock())
             if found is not None:
                 return found.name
             upload_config = genai_types.UploadFileConfig(
-                mime_type=mime_type,
-                display_name=source.name if isinstance(source, Path) else f"clip-{key}",
+                mime_type=mime_type, display_name=f"clip-{key}"
             )
             with self._mapped_errors():
-                if isinstance(source, Path):
-                    file = await self.client.aio.files.upload(file=source, config=upload_config)
-                else:
-                    file = await self.client.aio.files.upload(
-                        file=io.BytesIO(source), config=upload_config
-                    )
+                file = await self.client.aio.files.upload(
+                    file=io.BytesIO(data), config=upload_config
+                )
                 file = await self._until_active(file)
             if not file.uri:
                 raise ModelAPIError(self.model_name, f"the uploaded file {file.name!r} has no uri")
@@ -570,6 +587,38 @@ def _bytes_key(data: bytes) -> str:
     return "clip:" + hashlib.sha256(data).hexdigest()[:16]
 
 
+def _routes(sizes: Sequence[int], *, inline_budget: int) -> list[Route]:
+    """How each clip of a call (by its size in bytes, in order) reaches Gemini: inline while
+    the request's inline bytes stay within ``inline_budget`` (Gemini's limit is per request),
+    the rest through the Files API; all of them with a negative budget."""
+    routes: list[Route] = []
+    left = inline_budget
+    for size in sizes:
+        if size <= left:
+            routes.append("inline")
+            left -= size
+        else:
+            routes.append("file")
+    return routes
+
+
+def _has_tools(prepared: ModelRequestParameters) -> bool:
+    """Whether a request (its parameters as the model prepared them: output tools only in tool
+    output mode) sends tools: function or output tools, or the provider's own."""
+    return bool(prepared.declared_tool_defs or prepared.native_tools)
+
+
+def _instructions(messages: Sequence[ModelMessage], parameters: ModelRequestParameters) -> str:
+    """The instructions a request is sent with: the agent's (``instruction_parts``), or for a
+    direct ``request()`` call those of its latest request; empty when there are none."""
+    if parameters.instruction_parts is not None:
+        texts = [part.content for part in parameters.instruction_parts]
+    else:
+        latest = next((m for m in reversed(messages) if isinstance(m, ModelRequest)), None)
+        texts = [latest.instructions] if latest is not None and latest.instructions else []
+    return "\n\n".join(text for text in texts if text)
+
+
 def _cache_key(model_name: str, videos: Sequence[_Video]) -> str:
     described = [
         [
@@ -588,17 +637,39 @@ def _cache_key(model_name: str, videos: Sequence[_Video]) -> str:
 
 
 def _replace_clips(
-    messages: list[ModelMessage], videos: dict[int, _Video], *, drop: bool
+    messages: list[ModelMessage],
+    videos: dict[int, _Video],
+    *,
+    drop: bool,
+    instructions: str = "",
 ) -> list[ModelMessage]:
     """``messages`` with each clip as its label and video item, or (``drop``: the videos are
-    in a context cache) without either. System prompts become user text when dropping, since a
-    cached request may not carry a system instruction."""
+    in a context cache) without either. When dropping, system prompts become user text and
+    ``instructions`` follow them at the head of the first request, since a cached request may
+    not carry a system instruction (Gemini refuses it beside ``cachedContent``; pydantic-ai
+    would strip it, and the model would never read it)."""
     out: list[ModelMessage] = []
+    first = True
     for message in messages:
         if not isinstance(message, ModelRequest):
             out.append(message)
             continue
         parts: list[Any] = []
+        if drop and first and instructions:
+            leading = 0
+            while leading < len(message.parts) and isinstance(
+                message.parts[leading], SystemPromptPart
+            ):
+                leading += 1
+            message = replace(
+                message,
+                parts=[
+                    *message.parts[:leading],
+                    UserPromptPart(instructions),
+                    *message.parts[leading:],
+                ],
+            )
+        first = False
         for part in message.parts:
             if drop and isinstance(part, SystemPromptPart):
                 parts.append(UserPromptPart(part.content, timestamp=part.timestamp))
@@ -641,11 +712,13 @@ def gemini_model(
     *,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     upload_poll_s: float = UPLOAD_POLL_S,
+    max_upload_bytes: int = FILES_API_MAX_BYTES,
 ) -> Model:
     """Our Gemini adapter for ``model_id``: ``config.model_name`` through google-genai at
     ``config.base_url`` (the Gemini API when unset), SDK retries off, timeout
     ``config.timeout_s``, JSON-schema output native. ``resources`` (default: this model's own
-    memory) records uploads and caches so they are reused, never repeated while alive."""
+    memory) records uploads and caches so they are reused, never repeated while alive; no clip
+    over ``max_upload_bytes`` is uploaded."""
     http_client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout_s))
     client = _client(config, http_client)
     google = GoogleModel(
@@ -663,6 +736,7 @@ def gemini_model(
         clock=clock,
         upload_poll_s=upload_poll_s,
         http_client=http_client,
+        max_upload_bytes=max_upload_bytes,
     )
 
 

@@ -45,6 +45,7 @@ import numpy as np
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from openai.types import chat
 from PIL import Image
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -68,6 +69,7 @@ from pydantic_ai.providers.vllm import VLLMProvider
 from pydantic_ai.settings import ModelSettings
 
 from tools.providers.base import (
+    JPEG_QUALITY,
     ClipInfo,
     ProviderConfig,
     ResourceLedger,
@@ -92,6 +94,23 @@ NO_KEY = "EMPTY"
 # Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, Qwen3VL(Moe)For...:
 # T + I^E+ + V^E+). InternVLChatModel's video is "(V^E+)": some checkpoints only, so not here.
 VIDEO_MODEL_PREFIXES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
+
+# OpenAI's "Images and vision" guide, "Image input requirements"
+# (https://developers.openai.com/api/docs/guides/images-vision#image-input-requirements): "Up to
+# 500 individual image inputs per request" and "Up to 50 MB total payload size per request".
+# The count is the family's ``max_frames`` (so the frame plan, the budget and the prompt hold
+# it); the bytes are counted here as they travel, base64 data URLs, and the frames re-encoded
+# at a lower JPEG quality (the same frames, so the rate the prompt states holds) until they fit.
+OPENAI_MAX_IMAGES = 500
+OPENAI_MAX_IMAGE_BYTES = 50_000_000
+LOWER_QUALITIES = (70, 55, 40, 25)
+
+# vLLM reads ``num_frames`` frames of a video (32 unless the server's --media-io-kwargs says
+# otherwise: VideoMediaIO in vllm/multimodal/video.py), spread over it. A request may set its own
+# (ChatCompletionRequest.media_io_kwargs, merged over the server's: ``request_media_io_kwargs``
+# of parse_chat_messages in vllm/entrypoints/chat_utils.py); -1 reads every frame. Our mp4 holds
+# exactly the planned frames, so every one of them is read.
+VLLM_READ_EVERY_FRAME = {"video": {"num_frames": -1}}
 
 # The role's JSON schema goes in the request (``json_schema``), not in the prompt.
 _NATIVE_OUTPUT = ModelProfile(
@@ -156,11 +175,13 @@ class OpenAIFramesModel(WrapperModel):
         *,
         video: bool = False,
         client: AsyncOpenAI | None = None,
+        max_image_bytes: int | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.our_model_id = model_id
         self.config = config
         self.video = video
+        self.max_image_bytes = max_image_bytes  # a request's base64 image payload at most
         self._client = client
 
     async def aclose(self) -> None:
@@ -179,7 +200,7 @@ class OpenAIFramesModel(WrapperModel):
         """The wrapped model's answer to ``messages`` with their clips as frames; what was
         sent is recorded with it (``provider_details.playlisteval_sent``)."""
         framed = await self.with_frames(messages)
-        wire = self.wire_settings(model_settings)
+        wire = self.wire_settings(model_settings, framed)
         response = await self.wrapped.request(framed, wire, model_request_parameters)
         thinking = model_request_parameters.thinking
         response.provider_details = {
@@ -193,6 +214,7 @@ class OpenAIFramesModel(WrapperModel):
                 else ((wire or {}).get("thinking") if self._reasons() else None),
                 "frame_height": sent_frame_height(messages, self.config.frame_height),
                 "media": _media_counts(framed),
+                **({"media_io_kwargs": VLLM_READ_EVERY_FRAME} if self._sends_video(framed) else {}),
             },
         }
         return response
@@ -200,10 +222,23 @@ class OpenAIFramesModel(WrapperModel):
     def _reasons(self) -> bool:
         return bool(self.wrapped.profile.get("supports_thinking", False))
 
-    def wire_settings(self, settings: ModelSettings | None) -> ModelSettings | None:
+    def _sends_video(self, framed: Sequence[ModelMessage]) -> bool:
+        return self.video and _media_counts(framed)["videos"] > 0
+
+    def wire_settings(
+        self, settings: ModelSettings | None, framed: Sequence[ModelMessage] = ()
+    ) -> ModelSettings | None:
         """The settings as sent: a reasoning model asked to think gets no sampling parameters
         (OpenAI's reasoning models refuse temperature and top_p while they reason, "Reasoning
-        models" guide; pydantic-ai drops them with a warning, we drop them and record it)."""
+        models" guide; pydantic-ai drops them with a warning, we drop them and record it); a
+        request with video parts to a vLLM server tells it to read every frame of each
+        (:data:`VLLM_READ_EVERY_FRAME`)."""
+        if self._sends_video(framed):
+            extra: dict[str, Any] = dict(
+                cast(dict[str, Any], (settings or {}).get("extra_body") or {})
+            )
+            extra["media_io_kwargs"] = VLLM_READ_EVERY_FRAME
+            settings = ModelSettings(**{**(settings or {}), "extra_body": extra})
         if settings is None:
             return None
         wire: dict[str, Any] = dict(settings)
@@ -224,14 +259,17 @@ class OpenAIFramesModel(WrapperModel):
         """The wrapped model's streamed answer, clips as frames (as :meth:`request`)."""
         framed = await self.with_frames(messages)
         async with self.wrapped.request_stream(
-            framed, self.wire_settings(model_settings), model_request_parameters, run_context
+            framed,
+            self.wire_settings(model_settings, framed),
+            model_request_parameters,
+            run_context,
         ) as stream:
             yield stream
 
     async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
         """The batch line of ``request``, clips as frames, as the wrapped model encodes it."""
         framed = await self.with_frames(request.messages)
-        wire = self.wire_settings(request.model_settings)
+        wire = self.wire_settings(request.model_settings, framed)
         return await self.wrapped.batch_encode(
             replace(request, messages=framed, model_settings=wire)
         )
@@ -243,17 +281,39 @@ class OpenAIFramesModel(WrapperModel):
         return await anyio.to_thread.run_sync(self._frame_messages, list(messages))
 
     def _frame_messages(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` framed; where the images' payload passes :attr:`max_image_bytes`, the
+        same frames again at lower JPEG qualities until it fits, else a refusal naming the
+        limit before anything is sent."""
+        framed = self._framed(messages, JPEG_QUALITY)
+        if self.max_image_bytes is None:
+            return framed
+        sent = _image_payload(framed)
+        for quality in LOWER_QUALITIES:
+            if sent <= self.max_image_bytes:
+                return framed
+            framed = self._framed(messages, quality)
+            sent = _image_payload(framed)
+        if sent <= self.max_image_bytes:
+            return framed
+        raise UserError(
+            f"{self.our_model_id}: the request's {_media_counts(framed)['images']} frames take "
+            f"{sent:,} bytes as sent even at JPEG quality {LOWER_QUALITIES[-1]}, over the "
+            f"provider's {self.max_image_bytes:,} per request (OpenAI, \"Image input "
+            'requirements"): lower providers.models.<id>.frame_height or max_frames'
+        )
+
+    def _framed(self, messages: list[ModelMessage], quality: int) -> list[ModelMessage]:
         out: list[ModelMessage] = []
         for message in messages:
             if not _has_clip(message):
                 out.append(message)
                 continue
             assert isinstance(message, ModelRequest)
-            parts = [self._frame_part(p) for p in message.parts]
+            parts = [self._frame_part(p, quality) for p in message.parts]
             out.append(replace(message, parts=parts))
         return out
 
-    def _frame_part(self, part: Any) -> Any:
+    def _frame_part(self, part: Any, quality: int = JPEG_QUALITY) -> Any:
         if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
             return part
         if not any(clip_info(item) is not None for item in part.content):
@@ -263,7 +323,7 @@ class OpenAIFramesModel(WrapperModel):
         framed: list[Any] = (
             _videos_content(content, fps, height, cap)
             if self.video
-            else frames_content(content, fps, height, cap)
+            else frames_content(content, fps, height, cap, quality)
         )
         return replace(part, content=framed)
 
@@ -283,6 +343,21 @@ def _media_counts(messages: Sequence[ModelMessage]) -> dict[str, int]:
                 elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
                     counts["videos"] += 1
     return counts
+
+
+def _image_payload(messages: Sequence[ModelMessage]) -> int:
+    """Bytes the request's pictures take as sent: their base64 data URLs."""
+    total = 0
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
+                continue
+            for item in part.content:
+                if isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
+                    total += len(item.data_uri)
+    return total
 
 
 def _videos_content(
@@ -387,7 +462,9 @@ def openai_model(
     client = _client(config, config.api_key)
     provider = OpenAIProvider(openai_client=client)
     wrapped = _StrictResponsesModel(config.model_name, provider=provider, profile=_NATIVE_OUTPUT)
-    return OpenAIFramesModel(wrapped, model_id, config, client=client)
+    return OpenAIFramesModel(
+        wrapped, model_id, config, client=client, max_image_bytes=OPENAI_MAX_IMAGE_BYTES
+    )
 
 
 class _VideoURL(TypedDict):
@@ -479,6 +556,20 @@ async def openai_list_models(config: ProviderConfig) -> list[str]:
         return [model.id async for model in client.models.list()]
 
 
+async def openai_served_windows(config: ProviderConfig) -> dict[str, int]:
+    """The context window of each model the server at ``config.base_url`` serves: vLLM's
+    model cards on ``GET /v1/models`` carry ``max_model_len`` (``ModelCard`` in
+    vllm/entrypoints/openai/protocol.py: "max_model_len: Optional[int]"); OpenAI's carry none."""
+    check_allow_model_requests()
+    async with _client(config, config.api_key or NO_KEY) as client:
+        found: dict[str, int] = {}
+        async for model in client.models.list():
+            window = (model.model_extra or {}).get("max_model_len")
+            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+                found[model.id] = window
+        return found
+
+
 FAMILIES = (
     ProviderFamily(
         name="openai",
@@ -488,6 +579,7 @@ FAMILIES = (
         token_rule="openai",
         batchable=True,
         prefixes=("gpt-", "o1", "o3", "o4", "chatgpt"),
+        max_frames=OPENAI_MAX_IMAGES,
         default_endpoint="https://api.openai.com/v1",
         rpm=500,
         list_models=openai_list_models,
@@ -502,5 +594,6 @@ FAMILIES = (
         prefixes=("qwen3-vl", "qwen2.5-vl", "internvl"),
         requires=("base_url",),
         list_models=openai_list_models,
+        served_windows=openai_served_windows,
     ),
 )
