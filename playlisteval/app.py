@@ -342,6 +342,9 @@ def _token_rule(family: ProviderFamily, model_id: str) -> str | None:
     return None if provider_family(model_id) == family.token_rule else family.token_rule
 
 
+SERVED_WINDOW_TIMEOUT_S = 10.0
+
+
 def served_window(settings: Settings, model_id: str) -> int | None:
     """The context window the server of ``model_id`` reports for it (its family's
     ``served_windows``: a vLLM server's ``max_model_len``), or None when the family reports
@@ -350,7 +353,8 @@ def served_window(settings: Settings, model_id: str) -> int | None:
     family, _found = endpoint(settings, model_id)
     if family.served_windows is None:
         return None
-    config = provider_config(settings, model_id)
+    # A model list answers at once or not at all: a hung server does not hold the run long.
+    config = replace(provider_config(settings, model_id), timeout_s=SERVED_WINDOW_TIMEOUT_S)
     read = family.served_windows
 
     async def asked() -> dict[str, int]:
@@ -361,14 +365,16 @@ def served_window(settings: Settings, model_id: str) -> int | None:
 
     # The composition root is sync and may be called on an event loop: the one request goes
     # from a thread of its own.
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            windows = pool.submit(ask).result(timeout=config.timeout_s)
+        windows = pool.submit(ask).result(timeout=SERVED_WINDOW_TIMEOUT_S + 1)
     except Exception as exc:  # a server down now is the doctor's to report, not a crash here
         log.warning(
             "context_window_unknown", model=model_id, url=config.base_url, error=str(exc)[:300]
         )
         return None
+    finally:
+        pool.shutdown(wait=False)
     return windows.get(config.model_name)
 
 

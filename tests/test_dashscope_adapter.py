@@ -435,8 +435,13 @@ def test_long_clips_go_as_video_files_thinned_to_max_frames_and_reserved_as_sent
     go as video files of 256 frames each, not held to the 250 Base64 images; the budget
     reserves exactly those frames, and its worst case covers what DashScope bills for them."""
     model_id = "qwen-3.7-plus"
+    endpoint = {"family": "dashscope", "model_name": "qwen3.7-plus", "max_frames": 512}
     settings = load_settings(
-        tmp_path, providers={"dashscope": {"base_url": f"{harness.server.base_url}/api/v1"}}
+        tmp_path,
+        providers={
+            "dashscope": {"base_url": f"{harness.server.base_url}/api/v1"},
+            "models": {model_id: endpoint},
+        },
     )
     assert settings.providers.models[model_id].max_frames == 512
     clips = [stretched(clip, 600.0) for clip in demo.clips]

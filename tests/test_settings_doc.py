@@ -116,7 +116,10 @@ def test_reference_lists_each_literal_choice_and_the_env_var_form() -> None:
         assert f"`{value}`" in transcriber
     assert reference.count("PLAYLISTEVAL_<SECTION>__<NAME>") == 1
     assert '### [providers.models."MODEL-ID"]' in reference
-    assert '`"qwen-3.7-plus"` (family = "dashscope", model_name = "qwen3.7-plus")' in reference
+    assert (
+        '`"qwen-3.7-plus"` (family = "dashscope", model_name = "qwen3.7-plus", max_frames = 1800)'
+        in reference
+    )
 
 
 def test_env_var_examples_in_the_reference_work(
