@@ -300,3 +300,23 @@ def test_eval_with_an_unknown_judge_prints_the_toml_to_add(tmp_path: Path) -> No
     assert 'family = "openai-compatible"' in said
     assert '[budget.price_overrides."mystery-vl-9000"]' in said
     assert "input_per_mtok = 0.0" in said
+
+
+def test_a_connection_error_names_the_url_it_tried(tmp_path: Path) -> None:
+    """A judge's server that is not there (nothing listens on the port): the call's error says
+    where it tried, so a wrong ``base_url`` is seen at once."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nothing listens there
+    url = f"http://127.0.0.1:{port}/v1"
+    settings = load_settings(
+        tmp_path,
+        curation={"offline": False},
+        providers={"openai_compatible": {"base_url": url, "max_retries": 0}},
+    )
+    context = PairJudgeContext(question="Q?", answer_a="a", answer_b="b", segments=())
+    output, _events = _run(settings, "internvl3.5-8b", "pair_judge", context, PairVerdict, [])
+    assert isinstance(output, ProviderError), output
+    assert f"(at {url}" in str(output)
