@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from fractions import Fraction
 from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
@@ -270,6 +271,42 @@ def clip_frames(
         image.save(buffer, format="JPEG", quality=quality)
         frames.append(TimedFrame(info.video_id, info.start_s + nearest.t, buffer.getvalue()))
     return frames
+
+
+def encode_mp4(
+    pictures: Sequence[Any], rate: Fraction, max_height: int, preset: str | None = None
+) -> bytes:
+    """An H.264 mp4 (yuv420p, even sides, at most ``max_height`` high, aspect kept) of
+    ``pictures`` (RGB arrays, at least one, one size) in order, one per ``1 / rate`` s, at the
+    encoder's ``preset`` (None: libx264's own): the one way a provider that takes video as a
+    file or a ``video_url`` is sent the frames the plan picked."""
+    import av
+    import numpy as np
+    from PIL import Image
+
+    first = pictures[0]
+    height = min(int(first.shape[0]), max_height)
+    width = max(2, round(first.shape[1] * height / first.shape[0]) // 2 * 2)
+    height = max(2, height // 2 * 2)
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.codec_context.time_base = 1 / rate
+        if preset is not None:
+            stream.options = {"preset": preset}
+        for index, picture in enumerate(pictures):
+            image = Image.fromarray(picture).convert("RGB")
+            if image.size != (width, height):
+                image = image.resize((width, height))
+            rgb = np.asarray(image, dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            frame.pts, frame.time_base = index, 1 / rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buffer.getvalue()
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import math
 import tempfile
@@ -102,7 +101,6 @@ from typing import Any, cast
 
 import aiohttp
 import anyio.to_thread
-import av
 import numpy as np
 import requests
 from dashscope import AioMultiModalConversation, Models
@@ -110,7 +108,6 @@ from dashscope.api_entities.aio_session import get_ssl_context
 from dashscope.common.error import AuthenticationError as DashScopeAuthenticationError
 from dashscope.common.error import DashScopeException, UploadFileException
 from dashscope.utils.oss_utils import OssUtils
-from PIL import Image
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelAuthenticationError,
@@ -161,6 +158,9 @@ from tools.providers.base import (
     sent_frame_height,
     shown_height,
     timestamp,
+)
+from tools.providers.base import (
+    encode_mp4 as base_encode_mp4,
 )
 from tools.providers.family import ProviderFamily
 from tools.vision import decode_clip
@@ -334,30 +334,10 @@ def file_label(
 
 
 def encode_mp4(pictures: Sequence[np.ndarray], rate: Fraction, max_height: int) -> bytes:
-    """An H.264 mp4 (yuv420p, even sides, at most ``max_height`` high, aspect kept) of
-    ``pictures`` (RGB, at least one, one size) in order, one per ``1 / rate`` s."""
-    first = pictures[0]
-    height = min(int(first.shape[0]), max_height)
-    width = max(2, round(first.shape[1] * height / first.shape[0]) // 2 * 2)
-    height = max(2, height // 2 * 2)
-    buffer = io.BytesIO()
-    with av.open(buffer, mode="w", format="mp4") as out:
-        stream = out.add_stream("libx264", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.codec_context.time_base = 1 / rate
-        stream.options = {"preset": "veryfast"}
-        for index, picture in enumerate(pictures):
-            image = Image.fromarray(picture).convert("RGB")
-            if image.size != (width, height):
-                image = image.resize((width, height))
-            rgb = np.asarray(image, dtype=np.uint8)
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            frame.pts, frame.time_base = index, 1 / rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buffer.getvalue()
+    """A video file of ``pictures`` (RGB, at least one, one size), one per ``1 / rate`` s, at
+    most ``max_height`` high (:func:`tools.providers.base.encode_mp4`, fast preset: a file is
+    encoded per clip and call)."""
+    return base_encode_mp4(pictures, rate, max_height, preset="veryfast")
 
 
 def _profile(model_name: str) -> ModelProfile:

@@ -33,14 +33,13 @@ be a hint. The answer then carries every field, defaults included, which validat
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, Literal, TypedDict, cast
 
 import anyio.to_thread
-import av
 import numpy as np
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from openai.types import chat
@@ -77,6 +76,7 @@ from tools.providers.base import (
     clip_frames,
     clip_info,
     clip_label,
+    encode_mp4,
     frames_content,
     planned_clips,
     sent_frame_height,
@@ -328,36 +328,33 @@ class OpenAIFramesModel(WrapperModel):
         return replace(part, content=framed)
 
 
-def _media_counts(messages: Sequence[ModelMessage]) -> dict[str, int]:
-    """How many pictures and videos the framed request carries."""
-    counts = {"images": 0, "videos": 0}
+def _binary_items(messages: Sequence[ModelMessage]) -> Iterator[BinaryContent]:
+    """The binary items (pictures, videos) of a request's user prompts, in order."""
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
         for part in message.parts:
             if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
                 continue
-            for item in part.content:
-                if isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
-                    counts["images"] += 1
-                elif isinstance(item, BinaryContent) and item.media_type.startswith("video/"):
-                    counts["videos"] += 1
-    return counts
+            yield from (item for item in part.content if isinstance(item, BinaryContent))
+
+
+def _media_counts(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """How many pictures and videos the framed request carries."""
+    items = list(_binary_items(messages))
+    return {
+        "images": sum(item.media_type.startswith("image/") for item in items),
+        "videos": sum(item.media_type.startswith("video/") for item in items),
+    }
 
 
 def _image_payload(messages: Sequence[ModelMessage]) -> int:
     """Bytes the request's pictures take as sent: their base64 data URLs."""
-    total = 0
-    for message in messages:
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
-                continue
-            for item in part.content:
-                if isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
-                    total += len(item.data_uri)
-    return total
+    return sum(
+        len(item.data_uri)
+        for item in _binary_items(messages)
+        if item.media_type.startswith("image/")
+    )
 
 
 def _videos_content(
@@ -405,24 +402,10 @@ def _planned_rate(info: ClipInfo, frames: int) -> Fraction:
 
 
 def _frames_mp4(frames: Sequence[TimedFrame], rate: Fraction) -> bytes:
-    """An H.264 mp4 (yuv420p, even sides) of ``frames`` (at least one) in order, one per
-    ``1 / rate`` s."""
-    pictures = [Image.open(io.BytesIO(f.jpeg)).convert("RGB") for f in frames]
-    width, height = (max(2, side // 2 * 2) for side in pictures[0].size)
-    buffer = io.BytesIO()
-    with av.open(buffer, mode="w", format="mp4") as out:
-        stream = out.add_stream("libx264", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.codec_context.time_base = 1 / rate
-        for index, picture in enumerate(pictures):
-            rgb = np.asarray(picture.resize((width, height)), dtype=np.uint8)
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            frame.pts, frame.time_base = index, 1 / rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buffer.getvalue()
+    """An H.264 mp4 of ``frames`` (at least one) in order, one per ``1 / rate`` s, at their
+    own size (:func:`tools.providers.base.encode_mp4`)."""
+    pictures = [np.asarray(Image.open(io.BytesIO(f.jpeg)).convert("RGB")) for f in frames]
+    return encode_mp4(pictures, rate, max_height=int(pictures[0].shape[0]))
 
 
 def _has_clip(message: ModelMessage) -> bool:
