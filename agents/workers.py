@@ -318,6 +318,9 @@ class ModelRunner:
         a call shows. Raises :class:`ProviderError` before anything is spent when not even a
         frame a clip fits, naming the window."""
         shown = self._with_video_rates(context, model_id, attachments)
+        traffic = self.recorder.traffic(model_id)
+        if not attachments or traffic is None or traffic.context_window is None:
+            return shown, attachments  # no window to fit: no prompt rendered here for it
         settings = role_settings(role, extra_settings)
         fitted = list(attachments)
         cap: int | None = None
@@ -331,10 +334,9 @@ class ModelRunner:
                 return shown, fitted
             _planned, fits, base = found
             clips = sum(1 for part in fitted if clip_info(part) is not None)
-            traffic = self.recorder.traffic(model_id)
-            floor = clips * max(traffic.min_frames_per_clip if traffic else 1, 1)
+            floor = clips * max(traffic.min_frames_per_clip, 1)
             if fits < floor:
-                window = traffic.context_window if traffic else None
+                window = traffic.context_window
                 raise ProviderError(
                     f"a {role} request to {model_id!r} does not fit its context window of "
                     f"{window:,} tokens: its prompt is ~{base:,} tokens and its answer may take "
