@@ -63,6 +63,7 @@ from store.events import (
     SeedStarted,
     SeedStopped,
     run_stream,
+    run_streams,
     seed_stream,
 )
 from store.eventstore import EventStore, StoredEvent
@@ -135,6 +136,29 @@ def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: i
         discarded=sum(isinstance(e, SeedDiscarded) for e in ends),
         stopped=sum(isinstance(e, SeedStopped) for e in ends),
     )
+
+
+def recorded_prices(run_log: Iterable[StoredEvent]) -> list[tuple[int, dict[str, Any]]]:
+    """The price rows a run recorded, each with the seq from which they were in force: its
+    start's (``RunStarted.settings["prices"]``), then each resume's that recorded them."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for stored in run_log:
+        event = stored.event()
+        if isinstance(event, RunStarted) and event.settings.get("prices"):
+            out.append((stored.seq, dict(event.settings["prices"])))
+        elif isinstance(event, RunResumed) and event.prices is not None:
+            out.append((stored.seq, dict(event.prices)))
+    return out
+
+
+def prices_changed(run_log: Iterable[StoredEvent], prices: dict[str, Any]) -> list[str]:
+    """The models whose price rows differ between the last ones the run recorded and
+    ``prices`` (a snapshot), sorted; ``[]`` when nothing changed or nothing was recorded."""
+    recorded = recorded_prices(run_log)
+    if not recorded:
+        return []
+    last = recorded[-1][1]
+    return sorted(m for m in set(last) | set(prices) if last.get(m) != prices.get(m))
 
 
 def open_run(
@@ -448,6 +472,7 @@ class Curator:
             pricing=self.pricing,
             sleep=self.sleep,
             batcher=self.batcher,
+            prices_at=self.deps.prices_at,
         )
         runner = ModelRunner(recorder=recorder, model_for=self.model_for)
         generator = GeneratorAgent(runner, self.config.models, self.config.limits)
@@ -537,6 +562,15 @@ class Curator:
                 settings=settings,
             )
         elif not opened:
+            prices = self.prices.snapshot(self.config.models.all_models())
+            changed = prices_changed(self.store.read_stream(stream), prices)
+            if changed:
+                logger.warning(
+                    "the prices changed since the run was last priced: its calls from here on "
+                    "are charged and capped at today's (the resume records them)",
+                    run_id=run_id,
+                    models=", ".join(changed),
+                )
             self.store.append(
                 stream,
                 [
@@ -544,6 +578,7 @@ class Curator:
                         run_id=run_id,
                         budget_micros=budget_micros,
                         orphan_reservations_micros=spent.open_micros,
+                        prices=prices,
                     )
                 ],
             )
@@ -642,7 +677,8 @@ class Curator:
             discarded=len(report.discarded),
             stopped=len(report.stopped),
         )
-        self.store.append(stream, [finished])
+        anchor = self.store.anchor(run_streams(run_id, pairs=False))
+        self.store.append(stream, [finished.model_copy(update={"anchor": anchor.to_json()})])
         return report
 
     async def _retry_parked(

@@ -34,7 +34,7 @@ class CallDeps:
     ``pricing`` scales what a rehearsal prices; ``sleep`` is how retries wait (tests pass a clock
     of their own); ``secrets`` are scrubbed from every event; ``batcher`` collects batch jobs
     when live calls may use batch APIs; ``campaign`` is the daemon's or fleet's accounts, in which
-    every call also reserves.
+    every call also reserves; ``prices_at`` prices a replayed call as it was priced when made.
     """
 
     store: EventStore
@@ -48,3 +48,5 @@ class CallDeps:
     secrets: Sequence[str] = ()
     batcher: Batcher | None = None
     campaign: Campaign | None = None
+    # A replay's prices by the seq each recorded call was logged at (None: ``prices`` for all).
+    prices_at: Callable[[int], PriceTable] | None = None

@@ -55,6 +55,7 @@ from store.events import (
     AnyEvent,
     CallId,
     run_stream,
+    run_streams,
     seed_stream,
 )
 from store.ledger import spend, stream_spend
@@ -506,6 +507,8 @@ class FleetWorker(Curator):
         finished = run_end(
             run_id, ((s.stream[len(prefix) :], s.event()) for s in ends), spent.spent_micros
         )
+        anchor = self.store.anchor(run_streams(run_id, pairs=False))
+        finished = finished.model_copy(update={"anchor": anchor.to_json()})
         try:
             self.store.append(stream, [finished], expected_version=len(stored))
             logger.info("run_finished", run_id=run_id, spent_micros=spent.spent_micros)

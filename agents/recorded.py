@@ -439,8 +439,12 @@ class CallRecorder:
         sleep: Sleep | None = None,
         pricing: Pricing | None = None,
         batcher: Batcher | None = None,
+        prices_at: Callable[[int], PriceTable] | None = None,
     ) -> None:
         self.batcher = batcher
+        # A replay's prices by the seq a recorded call was logged at: a run resumed under other
+        # prices made its later calls under those (RunResumed records them).
+        self.prices_at = prices_at
         # (seed, request key) → (call id, batch handle, custom id): calls submitted in a batch
         # job before a restart, collected from that job instead of being sent again.
         self.pending_batches: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
@@ -591,16 +595,17 @@ class CallRecorder:
         shape: CallShape,
     ) -> ModelResponse:
         call_id = self._call_id(context.seed_id)
+        prices = self.prices_at(seq) if self.prices_at is not None else self.prices
         cost = hit.cost_micros if isinstance(hit, CallRecorded) else hit.charged_micros
         if isinstance(hit, CallRecorded) and hit.replayed and self.mode != "live":
             cost = 0  # it was served from the log in the run too: it cost the run nothing
         if self.mode != "live":
             # A replay reports what the run cost: the recorded actual cost, under its own cap
             # (a counterfactual policy's budget can refuse it). Live runs get it for free.
-            reservation = await self._reserve(context, call_id, hit.key, shape, append)
+            reservation = await self._reserve(context, call_id, hit.key, shape, append, prices)
             self.budget.settle(reservation, cost)
             if isinstance(hit, CallRecorded) and not hit.replayed:
-                self._check_record(hit, seq, context, shape)
+                self._check_record(hit, seq, context, shape, prices)
         self.replayed_calls += 1
         if isinstance(hit, CallFailed):
             await append(
@@ -630,7 +635,12 @@ class CallRecorder:
         return decode_response(hit.response)
 
     def _check_record(
-        self, hit: CallRecorded, seq: int, context: CallContext, shape: CallShape
+        self,
+        hit: CallRecorded,
+        seq: int,
+        context: CallContext,
+        shape: CallShape,
+        prices: PriceTable,
     ) -> None:
         """Strict replay: price the served answer as the live path would have for this very
         request (its usage from the shape or the response, the run's prices) and note where the
@@ -641,7 +651,7 @@ class CallRecorder:
             cost = (
                 provider_cost
                 if provider_cost is not None
-                else self.prices.cost_micros(context.model, usage, batch=batch)
+                else prices.cost_micros(context.model, usage, batch=batch)
             )
         except Exception as exc:  # an edited response may not even decode
             self.mismatches.append(
@@ -662,15 +672,16 @@ class CallRecorder:
             return
         self.mismatches.append(ServedMismatch(seq, context.seed_id, hit.key, what))
 
-    def _worst_case(self, model: str, shape: CallShape) -> int:
-        needed = worst_case_micros(self.prices, shape)
+    def _worst_case(self, model: str, shape: CallShape, prices: PriceTable | None = None) -> int:
+        prices = prices or self.prices
+        needed = worst_case_micros(prices, shape)
         traffic = self.traffic(model)
         if traffic is not None and traffic.cache_ttl_s and shape.video_seconds > 0:
             # The call may create the seed's context cache: writing it and keeping it for its
             # lifetime come on top of reading it.
             counted = estimate_input_tokens(shape)
             media = counted.input_video_tokens + counted.input_audio_tokens
-            needed += self.prices.cost_micros(
+            needed += prices.cost_micros(
                 model,
                 Usage(
                     cache_write_tokens=media,
@@ -681,9 +692,15 @@ class CallRecorder:
         return needed
 
     async def _reserve(
-        self, context: CallContext, call_id: str, key: str, shape: CallShape, append: Append
+        self,
+        context: CallContext,
+        call_id: str,
+        key: str,
+        shape: CallShape,
+        append: Append,
+        prices: PriceTable | None = None,
     ) -> Reservation:
-        needed = self._worst_case(context.model, shape)
+        needed = self._worst_case(context.model, shape, prices)
         try:
             reservation = self.budget.reserve(context.seed_id, needed, call_id)
         except BudgetExhausted as exc:

@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 from pydantic_ai.models import Model
 
-from agents.curation import CurationConfig, Curator, RunReport, run_end
+from agents.curation import CurationConfig, Curator, RunReport, recorded_prices, run_end
 from agents.deps import CallDeps
 from agents.recorded import RecordedCalls
 from agents.workers import RoleModels
@@ -117,6 +117,26 @@ def run_prices(started: RunStarted, fallback: PriceTable) -> PriceTable:
     return PriceTable.from_snapshot(snapshot) if snapshot else fallback
 
 
+def price_schedule(
+    run_log: Sequence[StoredEvent], fallback: PriceTable
+) -> Callable[[int], PriceTable]:
+    """The prices in force at each seq of the run: its start's, then each resume's that
+    recorded them (:func:`agents.curation.recorded_prices`); ``fallback`` for a run that
+    recorded none."""
+    tables = [(seq, PriceTable.from_snapshot(rows)) for seq, rows in recorded_prices(run_log)]
+    if not tables:
+        return lambda _seq: fallback
+
+    def at(seq: int) -> PriceTable:
+        found = tables[0][1]
+        for since, table in tables:
+            if since < seq:
+                found = table
+        return found
+
+    return at
+
+
 def run_traffic(
     started: RunStarted, fallback: Callable[[str], Traffic | None]
 ) -> Callable[[str], Traffic | None]:
@@ -168,7 +188,7 @@ class Replayer:
         config = replace(config, concurrency=concurrency or (1 if counterfactual else 8))
         seeds = self.catalog.seeds_by_id(started.seeds)
         scratch_log, report, mismatches = self._rerun(
-            run_id, seeds, seed_log, config, started, budget_micros, counterfactual
+            run_id, seeds, seed_log, config, started, budget_micros, counterfactual, run_log
         )
         verdict = ReplayVerdict(run_id=run_id, report=report, seeds=len(seeds))
         if counterfactual:
@@ -201,6 +221,7 @@ class Replayer:
         started: RunStarted,
         budget_micros: int | None,
         counterfactual: bool,
+        run_log: Sequence[StoredEvent],
     ) -> tuple[list[StoredEvent], RunReport, list[Any]]:
         recorded = RecordedCalls.from_stored(seed_log)
         with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
@@ -213,6 +234,7 @@ class Replayer:
                         clips=self.clips,
                         model_for=self.model_for,
                         prices=run_prices(started, self.prices),
+                        prices_at=price_schedule(run_log, self.prices),
                         traffic=run_traffic(started, self.traffic),
                     ),
                     config=config,

@@ -43,7 +43,7 @@ from store.catalog import Catalog
 from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError, disk_full
 from store.events import usd_to_micros
-from store.eventstore import EventStore, open_event_store
+from store.eventstore import LOG_KEY_FILE, EventStore, open_event_store, read_log_key
 from store.projections import Projections
 from tools.calibration import SeedBand, stored_band
 from tools.clips import ClipFetcher
@@ -531,11 +531,29 @@ class App:
         """The event log: PostgreSQL when configured, else the workspace's SQLite file."""
         if self._events is None:
             store = self.settings.store
+            key = self.log_key()
             if store.url:
-                self._events = open_event_store(store.url, schema=store.schema_name)
+                self._events = open_event_store(store.url, schema=store.schema_name, key=key)
             else:
-                self._events = open_event_store(self.workspace.database)
+                self._events = open_event_store(self.workspace.database, key=key)
         return self._events
+
+    def log_key_path(self) -> Path:
+        """Where the event log's chain key lives: ``store.key_file`` when set (a fleet's
+        workers on PostgreSQL share one key file, kept away from the database), else
+        ``log_key`` in the workspace."""
+        configured = getattr(self.settings.store, "key_file", None)
+        return Path(configured).expanduser() if configured else self.workspace.root / LOG_KEY_FILE
+
+    def log_key(self) -> bytes | None:
+        """The event log's chain key, made on first use (see :mod:`store.eventstore`); None
+        only in a read-only workspace that never had one (its log is read as it was chained)."""
+        path = self.log_key_path()
+        if not path.parent.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() and not os.access(path.parent, os.W_OK):
+            return None
+        return read_log_key(path, create=True)
 
     def queue(self) -> WorkQueue:
         """The shared work queue (in the event store's database)."""

@@ -642,13 +642,17 @@ def _annotations_table(rows: Sequence[AnnotationRow], exports: Path) -> Table:
 def runs_(home: HomeOption = None) -> None:
     """Every curation run: id, when it started, where it stands, its seeds, what it accepted,
     its spend against its cap, offline or live."""
+    from playlisteval import integrity
     from playlisteval.overview import list_runs
 
     with _open(home) as app_:
         found = list_runs(app_)
+        untrusted = integrity.log_warning(app_) if found else None
     if not found:
         console.print("no run yet: `playlisteval curate` starts one")
         return
+    if untrusted:
+        err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
     console.print(_runs_table(found))
     for row in found:
         if row.resumable:
@@ -1319,11 +1323,17 @@ def audit(
     home: HomeOption = None,
 ) -> None:
     """A run's timelines, spend by phase/gate/role/model and its rejection reasons."""
+    from playlisteval import integrity
+
     with _open(home) as app_:
         report = runs.audit(app_, run, seed)
+        untrusted = integrity.log_warning(app_, [report.run_id])
         if as_json:
-            print(json.dumps(report.to_json(), indent=2))
-        elif seed is not None:
+            print(json.dumps({**report.to_json(), "log_warning": untrusted}, indent=2))
+            return
+        if untrusted:
+            err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
+        if seed is not None:
             _print_timeline(report)  # that seed alone: the run's totals are `audit` without it
         else:
             _print_audit(report)
@@ -2219,27 +2229,76 @@ def store_rebuild(home: HomeOption = None) -> None:
 
 
 @store_app.command("verify")
-def store_verify(home: HomeOption = None) -> None:
-    """Check every stream of the log against its hash chain and head (exit 4 at the first
-    event that is not what was written: edited, inserted, deleted or reordered)."""
+def store_verify(
+    home: HomeOption = None,
+    anchor: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--anchor",
+            help="Also check the log against the anchors published in this export folder, "
+            "benchmark.json, report.json or anchor file (repeatable): a rewrite after an anchor "
+            "was taken shows, even one made with the log key.",
+        ),
+    ] = None,
+) -> None:
+    """Check every stream of the log against its keyed hash chain and head (exit 4 at the first
+    event that is not what was written: edited, inserted, deleted or reordered), and against
+    published anchors."""
+    from playlisteval import integrity
+
     with _open(home) as app_:
+        anchors = [named for path in anchor or [] for named in integrity.read_anchors(path)]
         streams = len(app_.events.streams())
         events = app_.events.last_seq()
-        problems = runs.verify_store(app_)
-    if not problems:
+        problems = [str(p) for p in runs.verify_store(app_)]
+        first = f"the first at seq {runs.verify_store(app_)[0].seq}" if problems else ""
+        moved = integrity.check_anchors(app_.events, anchors)
+    if not problems and not moved:
         console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
+        for named in anchors:
+            console.print(f"[green]ok[/]: {escape(named.label)} matches its anchor {named.anchor}")
         return
-    err_console.print(
-        f"[bold red]the log was changed[/]: {len(problems)} problem(s); the first at seq "
-        f"{problems[0].seq}"
-    )
+    if problems:
+        err_console.print(f"[bold red]the log was changed[/]: {len(problems)} problem(s); {first}")
+    for line in moved:
+        err_console.print(f"[bold red]the log differs from an anchor[/]: {escape(line)}")
     for problem in problems[:10]:
-        err_console.print(f"  {escape(str(problem))}")
+        err_console.print(f"  {escape(problem)}")
     err_console.print(
         "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
         "to see what differs"
     )
     raise typer.Exit(EXIT_TAMPERED)
+
+
+@store_app.command("anchor")
+def store_anchor(
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", help="Anchor this run's streams (repeatable; default: every run)."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the anchors here as JSON (to publish or keep apart)."),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """The anchors of runs as the log holds them now: publish them (or keep them away from the
+    workspace) and `store verify --anchor FILE` shows any later rewrite of those runs."""
+    from playlisteval import integrity
+    from playlisteval.overview import list_runs
+
+    with _open(home) as app_:
+        run_ids = run or [row.run_id for row in list_runs(app_)]
+        if not run_ids:
+            raise ConfigError("no run in this workspace's log to anchor")
+        anchors = [integrity.run_anchor(app_, run_id) for run_id in run_ids]
+    text = json.dumps({"anchors": [a.to_json() for a in anchors]}, indent=2) + "\n"
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"{len(anchors)} anchor(s) written to {out}")
+    else:
+        console.print(text, end="", markup=False, highlight=False)
 
 
 smoke.register(app)

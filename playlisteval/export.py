@@ -860,6 +860,17 @@ def front_matter(benchmark: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _anchor_lines(anchors: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The card's word on the log the benchmark rests on: each run's anchor digest, which
+    ``playlisteval store verify --anchor <this folder>`` checks any copy of the log against."""
+    return [
+        f"- log anchor of {a['label']}: `{a['digest']}` ({a['events']} events through seq "
+        f"{a['through_seq']}; `playlisteval store verify --anchor <this folder>` checks a copy "
+        "of the log against it)"
+        for a in anchors
+    ]
+
+
 def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
     """The dataset card (README.md of the export), from what ``benchmark.json`` holds.
 
@@ -969,6 +980,7 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         f"- difficulty gate (the judges' calls): {micros_to_usd(selection_cost_micros):.6f} USD "
         f"({selection_cost_micros} micro-USD)",
         f"- version: {BENCHMARK_VERSION}, content sha256 (of pairs.jsonl): `{content_sha256}`",
+        *_anchor_lines(benchmark.get("anchors") or []),
         "",
         "## Pairs per domain and gap",
         "",
@@ -1113,8 +1125,14 @@ def export_benchmark(
     accepted item, a rating is missing, or the target is a file name or a folder of something
     else (:func:`check_export_target`). No record holds an absolute path.
     """
+    from playlisteval import integrity
+
     out_dir = Path(out_dir).absolute()
     check_export_target(out_dir)
+    run_ids = sorted({pair.run_id for pair in pairs})
+    untrusted = integrity.log_warning(app, run_ids)
+    if untrusted:
+        raise ConfigError(f"nothing exported: {untrusted}")
     records = build_records(app, pairs, out_dir, with_clips=with_clips, progress=progress)
     run_ids = sorted({r["meta"]["run_id"] for r in records})
     selection = {k: v for k, v in (settings or {}).items() if k not in LOG_FACTS}
@@ -1146,6 +1164,8 @@ def export_benchmark(
         "items_cost_micros": items_cost,
         "selection_cost_micros": selection_cost,
         "hours": round(hours, 6),
+        # The log the benchmark rests on, as it stood when exported (see playlisteval.integrity).
+        "anchors": [integrity.run_anchor(app, run_id).to_json() for run_id in run_ids],
     }
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -83,17 +83,25 @@ class RunStarted(Event):
 
 
 class RunResumed(Event):
-    """A run was picked up again after a stop or a crash."""
+    """A run was picked up again after a stop or a crash. ``prices`` are the price rows in
+    force from here on (as :meth:`policies.prices.PriceTable.snapshot` writes them; schema 1
+    did not record them: the run's start's then), so a replay prices each call as it was
+    priced when it was made."""
 
+    schema_version: int = 2
     type: Literal["RunResumed"] = "RunResumed"
     run_id: str
     budget_micros: int | None
     orphan_reservations_micros: int = 0
+    prices: dict[str, Any] | None = None
 
 
 class RunFinished(Event):
-    """A run ended: ``completed`` (every seed decided) or ``budget`` (the cap stopped it)."""
+    """A run ended: ``completed`` (every seed decided) or ``budget`` (the cap stopped it).
+    ``anchor`` is the :class:`store.eventstore.Anchor` of the run's streams as they ended (its
+    JSON; schema 1 had none), which ``runs`` shows and exports publish."""
 
+    schema_version: int = 2
     type: Literal["RunFinished"] = "RunFinished"
     run_id: str
     outcome: Literal["completed", "budget", "interrupted"]
@@ -101,6 +109,7 @@ class RunFinished(Event):
     accepted: int
     discarded: int
     stopped: int
+    anchor: dict[str, Any] | None = None
 
 
 # -- seeds ---------------------------------------------------------------------------------------
@@ -437,6 +446,9 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     # worded it then ("budget exhausted for seed 's1': ...", "... for account 'x': ...",
     # "... for the run: ...").
     ("CallRefused", 1): lambda data: {**data, "cap": _refused_cap(str(data["reason"]))},
+    # Schema 1 recorded no prices on a resume nor an anchor at a run's end.
+    ("RunResumed", 1): lambda data: {**data, "prices": None},
+    ("RunFinished", 1): lambda data: {**data, "anchor": None},
 }
 
 
@@ -490,3 +502,10 @@ def seed_stream(run_id: str, seed_id: str) -> str:
 def pairs_stream(run_id: str) -> str:
     """Stream of a run's pair selection."""
     return f"pairs-{run_id}"
+
+
+def run_streams(run_id: str, *, pairs: bool = True) -> tuple[str, ...]:
+    """The streams a run's figures rest on, as an anchor names them (``*``: a prefix): its own,
+    its seeds' and (with ``pairs``) its pair selection's."""
+    own = (run_stream(run_id), seed_stream(run_id, "") + "*")
+    return (*own, pairs_stream(run_id)) if pairs else own

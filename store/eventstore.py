@@ -9,20 +9,35 @@ SQLite (WAL) is the embedded default and may share the workspace's ``playlisteva
 catalogue; PostgreSQL holds the same schema when many workers share one log. Writes go through
 SQLAlchemy Core ``executemany`` (DESIGN.md measured the ORM about ten times slower).
 
-**Tamper evidence.** Every event carries ``hash``, a SHA-256 chained over its stream:
-``sha256(previous hash, stream, version, type, schema, canonical JSON of data)``. The table
-``stream_heads`` holds each stream's last version and hash, written in the same transaction as
-the events, so cutting events off a stream's end shows as well as editing, inserting, deleting
-or reordering them in the middle. :meth:`EventStore.verify` checks every stream against both
-(``playlisteval store verify``). A log written before the chain existed is migrated when it is
-opened: its rows get their hashes and its streams their heads (evidence from then on).
+**Tamper evidence.** Every event carries ``hash``, a chain over its stream:
+``HMAC-SHA256(key, previous hash, stream, version, type, schema, canonical JSON of data)``. The
+key lives outside the database (:data:`LOG_KEY_FILE` in the workspace, or the file
+``store.key_file`` names), so whoever can write the database but not read the key cannot redo
+the chain after an edit. The table ``stream_heads`` holds each stream's last version and hash,
+written in the same transaction as the events, so cutting events off a stream's end shows as
+well as editing, inserting, deleting or reordering them in the middle. :meth:`EventStore.verify`
+checks every stream against both (``playlisteval store verify``). A store opened with no key
+(a scratch log, a test) chains with plain SHA-256; a plain log opened with a key is re-chained
+under it once (and a log written before any chain existed gets its hashes): evidence from then
+on. ``store_meta`` records which key (its fingerprint, never the key) the chain is under, so a
+wrong key file is named rather than read as tampering.
+
+**Anchors.** Someone holding both the database and the key can still rewrite and re-chain. An
+:class:`Anchor` is a digest of some streams' contents up to a seq, taken when a run ends, a
+benchmark is exported or an evaluation finishes, and published with what rests on them (the
+export's card, the report). :meth:`EventStore.check_anchor` recomputes it from any copy of the
+log (no key needed: it is plain SHA-256 over the events themselves), so a rewrite after the
+anchor left the log shows, whoever made it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -32,6 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import orjson
 from pydantic import ValidationError
@@ -52,6 +68,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    or_,
     select,
     update,
 )
@@ -60,6 +77,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
+from store.annotation_events import ANNOTATION_TYPES, decode_annotation
 from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
 
@@ -111,7 +129,11 @@ STORE_META = Table(
     Column("value", String, nullable=False),
 )
 _H = HEADS.c
-CHAIN_VERSION = "1"  # store_meta["chain"] once every row has its hash and every stream its head
+# store_meta["chain"] once every row has its hash and every stream its head: "1" plain SHA-256,
+# "2" keyed (store_meta["key_id"] then names the key's fingerprint).
+CHAIN_VERSION = "1"
+KEYED_CHAIN_VERSION = "2"
+LOG_KEY_FILE = "log_key"  # the workspace's chain key, beside its database (owner-only)
 # Statements built once: SQLAlchemy then only looks them up in its compiled cache per append.
 _INSERT = insert(EVENTS)
 _KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at", "hash"]
@@ -150,11 +172,60 @@ def canonical_json(data: Any) -> str:
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def chain_hash(previous: str, stream: str, version: int, type_: str, schema: int, data: str) -> str:
+def chain_hash(
+    previous: str,
+    stream: str,
+    version: int,
+    type_: str,
+    schema: int,
+    data: str,
+    key: bytes | None = None,
+) -> str:
     """The hash of one event in its stream's chain (``previous`` is "" for version 1;
-    ``data`` is its :func:`canonical_json`)."""
-    blob = f"{previous}\n{stream}\n{version}\n{type_}\n{schema}\n{data}"
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    ``data`` is its :func:`canonical_json`): HMAC-SHA256 under ``key``, plain SHA-256 without."""
+    blob = f"{previous}\n{stream}\n{version}\n{type_}\n{schema}\n{data}".encode()
+    if key is None:
+        return hashlib.sha256(blob).hexdigest()
+    return hmac.new(key, blob, hashlib.sha256).hexdigest()
+
+
+def key_id(key: bytes) -> str:
+    """A key's fingerprint, safe to store and print (it does not reveal the key)."""
+    return hmac.new(key, b"playlisteval log key id", hashlib.sha256).hexdigest()[:16]
+
+
+def read_log_key(path: Path, *, create: bool = False) -> bytes | None:
+    """The chain key in ``path`` (None when absent and not ``create``); made once, readable by
+    its owner only, when ``create``. A key too short to be one is refused, not used."""
+    path = Path(path).expanduser()
+    if create and not path.exists():
+        # Written whole under a private name, then linked into place: a process starting at the
+        # same moment reads either no key or the whole one, never half of it.
+        staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(secrets.token_hex(32).encode())
+            try:
+                os.link(staged, path)
+            except FileExistsError:
+                pass  # another process made it first: read theirs
+            finally:
+                staged.unlink(missing_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the log key {str(path)!r}: {exc}") from exc
+    try:
+        key = path.read_bytes().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the log key {str(path)!r}: {exc}") from exc
+    if len(key) < 32:
+        raise ConfigError(
+            f"{str(path)!r} holds too short a log key ({len(key)} bytes); restore the key the "
+            "log was written with from a backup"
+        )
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +312,9 @@ class ChainProblem:
 class _ChainWalk:
     """One stream's events checked in version order against its chain and head."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, key: bytes | None) -> None:
         self.stream = stream
+        self.key = key
         self.version = 0
         self.seq = 0
         self.hash = ""
@@ -269,6 +341,7 @@ class _ChainWalk:
             stored.type,
             stored.schema,
             canonical_json(stored.data),
+            self.key,
         )
         if stored.hash is None:
             problem("it has no hash: written around the store (inserted, or its hash removed)")
@@ -279,7 +352,10 @@ class _ChainWalk:
             )
             self.broken = True
         try:
-            stored.event()
+            if stored.type in ANNOTATION_TYPES:
+                decode_annotation(stored)
+            else:
+                stored.event()
         except Exception as exc:  # pydantic's ValidationError, or an unknown type
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             problem(f"it does not decode as a {stored.type!r} event: {first}")
@@ -313,6 +389,55 @@ class _ChainWalk:
         return []
 
 
+ANCHOR_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A digest of some streams' events up to a seq (see the module docstring).
+
+    ``streams`` are stream names, or prefixes when they end in ``*``; the digest is SHA-256
+    over every event of those streams with seq up to ``through_seq``, in stream and version
+    order, each as its stream, version, type, schema and canonical JSON — the content, not the
+    keyed chain, so checking it needs no key."""
+
+    streams: tuple[str, ...]
+    through_seq: int
+    events: int
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The anchor as published (benchmark.json, the report, an anchor file)."""
+        return {
+            "format": ANCHOR_FORMAT,
+            "streams": list(self.streams),
+            "through_seq": self.through_seq,
+            "events": self.events,
+            "digest": self.digest,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "the anchor") -> Anchor:
+        """An anchor :meth:`to_json` wrote; :class:`ConfigError` naming ``where`` otherwise."""
+        try:
+            if data.get("format") != ANCHOR_FORMAT:
+                raise ValueError(f"format {data.get('format')!r} is not {ANCHOR_FORMAT}")
+            streams = tuple(str(name) for name in data["streams"])
+            through, events, digest = data["through_seq"], data["events"], data["digest"]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (through, events)):
+                raise ValueError("through_seq and events must be integers")
+            if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+                raise ValueError("digest must be 64 hex digits")
+            if not streams or not all(streams):
+                raise ValueError("it names no stream")
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where} is not a PlaylistEval anchor: {exc}") from exc
+        return cls(streams, through, events, digest)
+
+    def __str__(self) -> str:
+        return f"{self.digest[:16]} ({self.events} events through seq {self.through_seq})"
+
+
 class EventStore(ABC):
     """The recorder: append events to streams, read them back, follow the log.
 
@@ -320,9 +445,23 @@ class EventStore(ABC):
     rest is shared so both backends keep the same contract.
     """
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        key: bytes | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock
+        self._key = key
+        self.read_only: bool = getattr(self, "read_only", False)
+        # Set when the log's chain is keyed but this store was opened without its key: it reads,
+        # but it can neither check the chain nor extend it.
+        self._needs_key: str | None = None
+
+    def _where(self) -> str:
+        return repr(str(getattr(self, "path", self._engine.url.render_as_string())))
 
     @property
     def engine(self) -> Engine:
@@ -358,6 +497,17 @@ class EventStore(ABC):
         ]
         if not encoded:
             return []
+        if self.read_only:
+            raise ConfigError(
+                f"the event log {self._where()} is read-only (an archived workspace): this "
+                "command writes to it; run it on a writable copy (`cp -a`), or give this "
+                "process write permission"
+            )
+        if self._needs_key is not None:
+            raise ConfigError(
+                f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
+                "without its key: open it through the workspace (or set store.key_file)"
+            )
         with self._write_connection() as conn:
             try:
                 self._begin_write(conn)
@@ -405,7 +555,7 @@ class EventStore(ABC):
                 seq += 1
                 version += 1
                 text = canonical_json(data)
-                previous = chain_hash(previous, stream, version, type_, schema, text)
+                previous = chain_hash(previous, stream, version, type_, schema, text, self._key)
                 stored.append(StoredEvent(seq, stream, version, type_, schema, data, now, previous))
                 texts.append(text)
             heads[stream] = (version, previous)
@@ -462,6 +612,13 @@ class EventStore(ABC):
         ``hash`` column, hash every row in stream order, write every stream's head (once, under
         the write lock, so two processes opening an old log migrate it once)."""
         engine = self._engine
+        if self.read_only:
+            with engine.connect() as conn:
+                meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
+            if meta.get("chain") != KEYED_CHAIN_VERSION:
+                self._key = None  # a plainly chained log is checked as it was chained
+            self._chain_current(meta)
+            return
         SQLModel.metadata.create_all(engine, tables=[EVENTS])
         _META.create_all(engine)
         with engine.connect() as conn:
@@ -470,29 +627,52 @@ class EventStore(ABC):
             with engine.begin() as conn:
                 conn.exec_driver_sql("ALTER TABLE events ADD COLUMN hash VARCHAR(64)")
         with engine.connect() as conn:
-            done = conn.execute(
-                select(STORE_META.c.value).where(STORE_META.c.key == "chain")
-            ).scalar_one_or_none()
-        if done == CHAIN_VERSION:
+            meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
+        if self._chain_current(meta):
             return
         with self._write_connection() as conn:
             try:
                 self._begin_write(conn)
-                done = conn.execute(
-                    select(STORE_META.c.value).where(STORE_META.c.key == "chain")
-                ).scalar_one_or_none()
-                if done != CHAIN_VERSION:
-                    self._backfill(conn)
-                    conn.execute(STORE_META.delete().where(STORE_META.c.key == "chain"))
-                    conn.execute(insert(STORE_META).values(key="chain", value=CHAIN_VERSION))
+                meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
+                if not self._chain_current(meta):
+                    self._backfill(conn, self._key)
+                    conn.execute(
+                        STORE_META.delete().where(STORE_META.c.key.in_(["chain", "key_id"]))
+                    )
+                    rows = [{"key": "chain", "value": CHAIN_VERSION}]
+                    if self._key is not None:
+                        rows = [
+                            {"key": "chain", "value": KEYED_CHAIN_VERSION},
+                            {"key": "key_id", "value": key_id(self._key)},
+                        ]
+                    conn.execute(insert(STORE_META), rows)
                 conn.commit()
             except BaseException:
                 conn.rollback()
                 raise
 
+    def _chain_current(self, meta: dict[str, str]) -> bool:
+        """Whether the log's chain is the one this store writes (no backfill to do). A keyed
+        log opened without a key is left as it is (read only, see ``_needs_key``); opened with
+        another key, it is refused: re-chaining it would hide every edit made since."""
+        chain, stored_id = meta.get("chain"), meta.get("key_id")
+        if chain == KEYED_CHAIN_VERSION:
+            if self._key is None:
+                self._needs_key = stored_id or "?"
+                return True
+            if stored_id != key_id(self._key):
+                raise ConfigError(
+                    f"this log's hash chain is under key {stored_id}, and the key given is "
+                    f"{key_id(self._key)}: restore the log key the workspace was written with "
+                    "(the workspace's log_key file, or the file store.key_file names)"
+                )
+            return True
+        return chain == CHAIN_VERSION and self._key is None
+
     @staticmethod
-    def _backfill(conn: Connection) -> None:
-        """Hash every row of an old log in stream order and write the streams' heads."""
+    def _backfill(conn: Connection, key: bytes | None) -> None:
+        """Hash every row of an old (or plainly chained) log in stream order under ``key`` and
+        write the streams' heads."""
         query = select(_C.seq, _C.stream, _C.version, _C.type, _C.schema_no, _C.data).order_by(
             _C.stream, _C.version
         )
@@ -501,7 +681,9 @@ class EventStore(ABC):
         for seq, stream, version, type_, schema, data in conn.execute(query):
             if stream != current:
                 previous, current = "", stream
-            previous = chain_hash(previous, stream, version, type_, schema, canonical_json(data))
+            previous = chain_hash(
+                previous, stream, version, type_, schema, canonical_json(data), key
+            )
             updates.append({"s": seq, "h": previous})
             heads[stream] = {"stream": stream, "version": version, "hash": previous, "seq": seq}
         if updates:
@@ -523,6 +705,12 @@ class EventStore(ABC):
         event must decode into its class, and its last event must be its head. Problems come
         sorted by seq, so the first one is where the log stops being what was written.
         """
+        if self._needs_key is not None:
+            raise ConfigError(
+                f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
+                "without its key, so it cannot be checked: open it through the workspace (or "
+                "set store.key_file)"
+            )
         problems: list[ChainProblem] = []
         with self._engine.connect() as conn:
             query = select(*_COLUMNS).order_by(_C.stream, _C.version)
@@ -542,7 +730,7 @@ class EventStore(ABC):
                 if state is None or state.stream != stored.stream:
                     if state is not None:
                         problems.extend(state.finish(heads.get(state.stream)))
-                    state = _ChainWalk(stored.stream)
+                    state = _ChainWalk(stored.stream, self._key)
                     seen.add(stored.stream)
                 problems.extend(state.step(stored))
             if state is not None:
@@ -555,6 +743,78 @@ class EventStore(ABC):
                     )
                 )
         return sorted(problems, key=lambda p: (p.seq, p.stream))
+
+    # -- anchoring -------------------------------------------------------------------------
+
+    def anchor(self, streams: Sequence[str], through_seq: int | None = None) -> Anchor:
+        """The :class:`Anchor` of ``streams`` (names, or prefixes ending in ``*``) as the log
+        holds them now (or up to ``through_seq``)."""
+        if through_seq is None:
+            through_seq = self.last_seq()
+        count, digest = self._digest(streams, through_seq)
+        return Anchor(tuple(streams), through_seq, count, digest)
+
+    def check_anchor(self, anchor: Anchor, *, allow_later: bool = False) -> list[str]:
+        """What in this log differs from ``anchor`` (``[]``: its streams are as anchored).
+
+        Events appended to the anchored streams after it (seq past ``through_seq``) are a
+        difference too — the log is no longer what was anchored, whether a run was resumed
+        since or a forger appended — unless ``allow_later``."""
+        out: list[str] = []
+        count, digest = self._digest(anchor.streams, anchor.through_seq)
+        where = f"the log's {', '.join(anchor.streams)} through seq {anchor.through_seq}"
+        if digest != anchor.digest:
+            if count != anchor.events:
+                what = f"{count} events where the anchor counted {anchor.events}"
+            else:
+                what = f"the same number of events ({count}), but their content differs"
+            out.append(
+                f"{where} hold {what}: they digest to {digest[:16]}, the anchor says "
+                f"{anchor.digest[:16]}; the log was rewritten after the anchor was taken (or "
+                "it is another workspace's log)"
+            )
+        if not allow_later:
+            later = self._later(anchor.streams, anchor.through_seq)
+            if later:
+                out.append(
+                    f"{later} event(s) were added to {', '.join(anchor.streams)} after the "
+                    f"anchor (past seq {anchor.through_seq}): the log moved on since it was "
+                    "taken (a run resumed since: take a new anchor) or was appended to"
+                )
+        return out
+
+    @staticmethod
+    def _stream_clause(streams: Sequence[str]) -> Any:
+        return or_(
+            *(
+                _C.stream.startswith(name[:-1], autoescape=True)
+                if name.endswith("*")
+                else _C.stream == name
+                for name in streams
+            )
+        )
+
+    def _later(self, streams: Sequence[str], through_seq: int) -> int:
+        query = select(func.count()).where(self._stream_clause(streams), _C.seq > through_seq)
+        with self._engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def _digest(self, streams: Sequence[str], through_seq: int) -> tuple[int, str]:
+        query = (
+            select(_C.stream, _C.version, _C.type, _C.schema_no, _C.data)
+            .where(self._stream_clause(streams), _C.seq <= through_seq)
+            .order_by(_C.stream, _C.version)
+        )
+        digest, count = hashlib.sha256(), 0
+        with self._engine.connect() as conn:
+            for stream, version, type_, schema, data in conn.execution_options(
+                yield_per=2000
+            ).execute(query):
+                digest.update(
+                    f"{stream}\n{version}\n{type_}\n{schema}\n{canonical_json(data)}\n".encode()
+                )
+                count += 1
+        return count, digest.hexdigest()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -640,6 +900,13 @@ class EventStore(ABC):
         self._engine.dispose()
 
 
+def writable(file: Path) -> bool:
+    """Whether this process may write ``file`` (when it exists) and its folder (a SQLite
+    database in WAL mode writes files beside itself)."""
+    folder = file.parent
+    return os.access(folder, os.W_OK) and (not file.exists() or os.access(file, os.W_OK))
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets followers and projections read while a writer appends; NORMAL sync survives a
@@ -653,18 +920,39 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 class SqliteEventStore(EventStore):
     """The embedded store: one SQLite file in WAL mode (it may be the catalogue's file)."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        key: bytes | None = None,
+    ) -> None:
+        """``key`` chains the log; without one, the workspace's key beside the file (its
+        :data:`LOG_KEY_FILE`) when there is one, else plain SHA-256 (a scratch log)."""
         file = Path(path).expanduser()
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create the folder for the event store {str(file)!r}: {exc}"
-            ) from exc
+        # An archived workspace (read-only file or folder) is read as it is: SQLite's immutable
+        # mode needs no -wal or -shm file, which a read-only folder could not hold; appending
+        # then says why it cannot.
+        self.read_only = file.is_file() and not writable(file)
+        if not self.read_only:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot create the folder for the event store {str(file)!r}: {exc}"
+                ) from exc
         # Connections move between threads through the pool, never used by two at once.
-        engine = create_engine(f"sqlite:///{file}", connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", _sqlite_pragmas)
-        super().__init__(engine, clock=clock)
+        if self.read_only:
+            engine = create_engine(
+                f"sqlite:///file:{quote(str(file))}?mode=ro&immutable=1&uri=true",
+                connect_args={"check_same_thread": False},
+            )
+        else:
+            engine = create_engine(f"sqlite:///{file}", connect_args={"check_same_thread": False})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        if key is None:
+            key = read_log_key(file.parent / LOG_KEY_FILE)
+        super().__init__(engine, clock=clock, key=key)
         self.path = file
         # Threads of one process queue here instead of spinning in SQLite's busy handler (other
         # processes still wait on the database lock, busy_timeout). The lock also lets one
@@ -676,6 +964,12 @@ class SqliteEventStore(EventStore):
             self._ensure_schema()
         except OperationalError as exc:
             self.close()
+            if not writable(file):
+                raise ConfigError(
+                    f"cannot open the event store at {str(file)!r}: {exc.orig}; this process may "
+                    "not write its folder (or the file): check its permissions, or work on a "
+                    "writable copy"
+                ) from exc
             raise ConfigError(
                 f"cannot open the event store at {str(file)!r}: {exc.orig}; "
                 "check the path is a writable SQLite file"
@@ -753,6 +1047,7 @@ class PostgresEventStore(EventStore):
         *,
         schema: str | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        key: bytes | None = None,
     ) -> None:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://") :]
@@ -772,7 +1067,7 @@ class PostgresEventStore(EventStore):
             with engine.begin() as conn:
                 if schema is not None:
                     conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            super().__init__(engine, clock=clock)
+            super().__init__(engine, clock=clock, key=key)
             self._ensure_schema()
         except OperationalError as exc:
             engine.dispose()
@@ -790,24 +1085,26 @@ class PostgresEventStore(EventStore):
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
 
 
-def open_event_store(url_or_path: str | Path, *, schema: str | None = None) -> EventStore:
-    """Open (and create) the event store.
+def open_event_store(
+    url_or_path: str | Path, *, schema: str | None = None, key: bytes | None = None
+) -> EventStore:
+    """Open (and create) the event store, its chain under ``key`` (see the module docstring).
 
     A filesystem path or ``sqlite:///`` URL gives SQLite; ``postgresql://`` or
     ``postgresql+psycopg://`` gives PostgreSQL, inside ``schema`` when one is named.
     """
     text = str(url_or_path)
     if isinstance(url_or_path, Path) or "://" not in text:
-        return SqliteEventStore(text)
+        return SqliteEventStore(text, key=key)
     if text.startswith("sqlite:///"):
         path = text[len("sqlite:///") :]
         if not path or path == ":memory:":
             raise ConfigError(
                 f"the event store needs a SQLite file, not {text!r}; give a path to a .db file"
             )
-        return SqliteEventStore(path)
+        return SqliteEventStore(path, key=key)
     if text.startswith(("postgresql://", "postgresql+psycopg://")):
-        return PostgresEventStore(text, schema=schema)
+        return PostgresEventStore(text, schema=schema, key=key)
     raise ConfigError(
         f"unknown event store {text!r}; give a file path, sqlite:///PATH or "
         "postgresql+psycopg://USER@HOST:PORT/DB"

@@ -1,11 +1,15 @@
 """A log that cannot lie: every kind of edit to the database is caught.
 
-Two forgers. The careless one edits rows with ``sqlite3`` and leaves the hash chain alone:
+Three forgers. The careless one edits rows with ``sqlite3`` and leaves the hash chain alone:
 ``store verify`` (and so ``replay``, which verifies first) names the first event that no longer
-checks out. The careful one also recomputes every hash and head afterwards, so the chain is
-whole again: strict replay still re-derives every decision, cost and run end from the recorded
-answers and names the first seq where the log says otherwise. An untouched log replays with
-exit 0, and a log written before the chain existed is migrated when opened and replays too.
+checks out. The careful one also recomputes every hash and head afterwards, but without the log
+key (kept outside the database) the chain it writes is not the keyed one: ``store verify``
+still fails. The one who holds the key too makes the chain whole again: strict replay still
+re-derives every decision, cost and run end from the recorded answers and names the first seq
+where the log says otherwise, and an anchor published before the rewrite (``store anchor``, an
+export's ``benchmark.json``) no longer matches, whatever was rewritten. An untouched log replays
+with exit 0, and a log written before the chain existed is migrated when opened and replays
+too.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from typer.testing import CliRunner
 
 from playlisteval import runs
 from playlisteval.app import App
-from playlisteval.cli import EXIT_TAMPERED
+from playlisteval.cli import EXIT_FIX, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
-from store.eventstore import canonical_json, chain_hash, open_event_store
+from store.events import RunFinished
+from store.eventstore import Anchor, canonical_json, chain_hash, open_event_store
 from tests.workspaces import copy_workspace
 
 SEEDS = 4
@@ -102,9 +107,14 @@ class Db:
         for seq, version in rows:
             self.run("UPDATE events SET version = ? WHERE seq = ?", version + by, seq)
 
-    def rechain(self) -> None:
+    def key(self) -> bytes:
+        """The workspace's log key (a forger who has it; most do not)."""
+        return (self.path.parent / "log_key").read_bytes().strip()
+
+    def rechain(self, key: bytes | None) -> None:
         """What a careful forger does next: every stream's versions renumbered 1, 2, 3 … and
-        every hash and head recomputed, so the chain is whole again."""
+        every hash and head recomputed (under ``key``: None for one who does not have it, who
+        can only use plain SHA-256 or a key of their own)."""
         with sqlite3.connect(self.path) as conn:
             conn.execute("UPDATE events SET version = -version")
             streams = [r[0] for r in conn.execute("SELECT DISTINCT stream FROM events")]
@@ -123,7 +133,7 @@ class Db:
                 if stream != current:
                     previous, current = "", stream
                 previous = chain_hash(
-                    previous, stream, version, type_, schema, canonical_json(json.loads(data))
+                    previous, stream, version, type_, schema, canonical_json(json.loads(data)), key
                 )
                 conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (previous, seq))
                 heads[stream] = (stream, version, previous, seq)
@@ -282,6 +292,33 @@ def reordered(db: Db) -> int:
     return seq
 
 
+def zeroed_costs(db: Db) -> int:
+    """Every call's cost set to 0: the run looks free."""
+    rows = db.query("SELECT seq, data FROM events WHERE type = 'CallRecorded' ORDER BY seq")
+    for seq, data in rows:
+        db.set_data(seq, {**json.loads(data), "cost_micros": 0})
+    return int(rows[0][0])
+
+
+def appended_copy(db: Db) -> int | None:
+    """A copy of a paid call appended to the end of its seed's stream (its head moved along)."""
+    _seq, stream, _version, data = db.first("CallRecorded")
+    (top,) = db.query("SELECT max(seq) FROM events")[0]
+    (last,) = db.query("SELECT max(version) FROM events WHERE stream = ?", stream)[0]
+    db.run(
+        "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
+        "(?, ?, ?, 'CallRecorded', 1, ?, '2026-01-01 00:00:00.000000')",
+        top + 1,
+        stream,
+        last + 1,
+        json.dumps(data),
+    )
+    db.run(
+        "UPDATE stream_heads SET version = ?, seq = ? WHERE stream = ?", last + 1, top + 1, stream
+    )
+    return None
+
+
 def unknown_schema(db: Db) -> int:
     seq, _stream, _version, _data = db.first("AttemptStarted")
     db.run("UPDATE events SET type = 'AttemptForged' WHERE seq = ?", seq)
@@ -305,6 +342,8 @@ CASES: list[tuple[str, Tamper, bool]] = [
     ("edited run end", edited_run_end, True),
     ("reordered events", reordered, True),
     ("edited cap", edited_cap, False),
+    ("zeroed costs", zeroed_costs, True),
+    ("appended copy of a call", appended_copy, False),
     ("edited reservation", edited_reservation, False),
     ("edited pair verdict", edited_pair_verdict, False),
     ("deleted event in the middle", deleted_middle, True),
@@ -357,13 +396,13 @@ def test_tampering_fails_store_verify_and_strict_replay(
 @pytest.mark.parametrize(
     ("name", "tamper"), [(n, t) for n, t, sees in CASES if sees], ids=[n for n, _, s in CASES if s]
 )
-def test_a_rechained_forgery_passes_verify_but_not_strict_replay(
+def test_a_rechained_forgery_with_the_key_passes_verify_but_not_strict_replay(
     copy: tuple[Path, str], name: str, tamper: Tamper
 ) -> None:
     home, run_id = copy
     db = Db(home, run_id)
     tamper(db)
-    db.rechain()
+    db.rechain(db.key())
     verified = _cli(home, "store", "verify")
     if name != "inserted event in the middle":  # its forged seq is out of order: still caught
         assert verified.exit_code == 0, verified.output  # the chain is whole again
@@ -393,3 +432,108 @@ def test_a_log_from_before_the_chain_is_migrated_and_still_replays(
     with sqlite3.connect(db) as conn:
         (missing,) = conn.execute("SELECT count(*) FROM events WHERE hash IS NULL").fetchone()
     assert missing == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper"), [(n, t) for n, t, _ in CASES], ids=[n for n, *_ in CASES]
+)
+def test_a_forgery_rechained_without_the_key_fails_verify(
+    copy: tuple[Path, str], name: str, tamper: Tamper
+) -> None:
+    """Whoever can write the database but not read the key cannot make the chain whole: plain
+    SHA-256 (what the chain was before it was keyed) and a key of their own both fail."""
+    pristine, run_id = copy
+    for n, key in enumerate((None, b"f" * 64)):
+        home = copy_workspace(pristine, pristine.parent / f"forged-{n}")
+        db = Db(home, run_id)
+        tamper(db)
+        db.rechain(key)
+        verified = _cli(home, "store", "verify")
+        assert verified.exit_code == EXIT_TAMPERED, (name, key, verified.output)
+        assert "its content does not match its hash chain" in verified.output
+
+
+def test_the_first_lines_of_runs_and_audit_flag_a_log_that_fails_and_export_refuses(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, run_id = copy
+    db = Db(home, run_id)
+    edited_cap(db)
+    db.rechain(None)
+    for args in (("runs",), ("audit", "--run", run_id)):
+        said = _cli(home, *args)
+        assert said.exit_code == 0, said.output
+        first = said.output.strip().splitlines()[0]
+        assert "the log fails verification" in first, (args, said.output)
+    audited = _cli(home, "audit", "--run", run_id, "--json")
+    assert "the log fails verification" in json.loads(audited.stdout)["log_warning"]
+    exported = _cli(home, "export", str(tmp_path / "bench"), "--run", run_id)
+    assert exported.exit_code != 0, exported.output
+    assert "nothing exported: the log fails verification" in " ".join(exported.output.split())
+    assert not (tmp_path / "bench").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper"), [(n, t) for n, t, _ in CASES], ids=[n for n, *_ in CASES]
+)
+def test_a_rewrite_with_the_key_after_an_anchor_is_caught_against_the_anchor(
+    copy: tuple[Path, str], tmp_path: Path, name: str, tamper: Tamper
+) -> None:
+    """The anchor was published (kept outside the workspace); then someone holding both the
+    database and the key rewrites and re-chains: verify alone passes, the anchor does not."""
+    home, run_id = copy
+    anchor = tmp_path / "anchor.json"
+    taken = _cli(home, "store", "anchor", "--run", run_id, "--out", str(anchor))
+    assert taken.exit_code == 0, taken.output
+    assert _cli(home, "store", "verify", "--anchor", str(anchor)).exit_code == 0
+    db = Db(home, run_id)
+    tamper(db)
+    db.rechain(db.key())
+    verified = _cli(home, "store", "verify", "--anchor", str(anchor))
+    assert verified.exit_code == EXIT_TAMPERED, (name, verified.output)
+    assert f"run {run_id}" in verified.output
+    said = " ".join(verified.output.split())
+    assert "the log was rewritten after the anchor" in said or "after the anchor (past seq" in said
+
+
+def test_an_export_carries_its_runs_anchor_and_verify_checks_a_copy_against_it(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, run_id = copy
+    out = tmp_path / "bench"
+    exported = _cli(home, "export", str(out), "--run", run_id)
+    assert exported.exit_code == 0, exported.output
+    (anchor,) = json.loads((out / "benchmark.json").read_text())["anchors"]
+    assert anchor["label"] == f"run {run_id}"
+    assert len(anchor["digest"]) == 64
+    assert anchor["digest"] in (out / "README.md").read_text()
+    other = copy_workspace(home, tmp_path / "elsewhere")  # any copy of the log
+    assert _cli(other, "store", "verify", "--anchor", str(out)).exit_code == 0
+    db = Db(other, run_id)
+    edited_cap(db)
+    db.rechain(db.key())
+    assert _cli(other, "store", "verify").exit_code == 0  # the chain alone is whole again
+    verified = _cli(other, "store", "verify", "--anchor", str(out))
+    assert verified.exit_code == EXIT_TAMPERED, verified.output
+
+
+def test_the_finished_run_records_its_anchor(copy: tuple[Path, str]) -> None:
+    home, run_id = copy
+    with App(load_settings(home)) as app:
+        finished = [s.event() for s in app.events.read_stream(f"run-{run_id}")][-1]
+        assert isinstance(finished, RunFinished)
+        assert finished.anchor is not None
+        anchor = Anchor.from_json(finished.anchor)
+        assert app.events.check_anchor(anchor, allow_later=True) == []  # RunFinished is later
+        assert len(app.events.check_anchor(anchor)) == 1
+        assert anchor.events > 10
+
+
+def test_a_log_opened_with_another_key_is_refused_not_read_as_tampering(
+    copy: tuple[Path, str],
+) -> None:
+    home, _run_id = copy
+    (home / "log_key").write_text("0" * 64)
+    said = _cli(home, "store", "verify")
+    assert said.exit_code == EXIT_FIX, said.output
+    assert "restore the log key" in " ".join(said.output.split())
