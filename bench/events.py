@@ -9,6 +9,10 @@
 2. Fold rate: 1 000 000 stored events in a realistic mix folded by the one ledger
    (``store.ledger.spend``). Target: ≤ 1 s. Also: the projections' pure ``apply`` into seed
    statuses and spend, and ``verify`` of the appended log's chains.
+3. The keyed chain (step 18): the same appends with the log key (HMAC-SHA256) against the
+   plain chain, measured in the same run; and ``verify`` and an anchor of the keyed log at two
+   sizes (``--events`` and a fifth of it), each as events/s, so a super-linear cost shows as a
+   falling rate.
 
 Run: `.venv/bin/python bench/events.py [--events N] [--fold N] [--workdir DIR]`.
 """
@@ -171,6 +175,44 @@ def bench_append(total: int, workdir: Path) -> dict[str, float]:
     }
 
 
+def _append_all(store: SqliteEventStore, work: list[tuple[str, list[Event]]]) -> float:
+    versions: dict[str, int] = {}
+    start = time.perf_counter()
+    for stream, events in work:
+        stored = store.append(stream, events, expected_version=versions.get(stream, 0))
+        versions[stream] = stored[-1].version
+    return time.perf_counter() - start
+
+
+def bench_keyed(total: int, workdir: Path) -> dict[str, float]:
+    """The keyed chain against the plain one (appends), then verify and anchor at two sizes."""
+    out: dict[str, float] = {}
+    key = b"0123456789abcdef" * 4
+    for size in (total // 5, total):
+        work = batches(size)
+        plain = SqliteEventStore(workdir / f"plain-{size}.db")
+        plain_s = _append_all(plain, work)
+        plain.close()
+        keyed = SqliteEventStore(workdir / f"keyed-{size}.db", key=key)
+        keyed_s = _append_all(keyed, work)
+        start = time.perf_counter()
+        problems = keyed.verify()
+        verify_s = time.perf_counter() - start
+        assert problems == [], problems[:3]
+        start = time.perf_counter()
+        anchor = keyed.anchor(["seed-*"])
+        anchor_s = time.perf_counter() - start
+        start = time.perf_counter()
+        assert keyed.check_anchor(anchor) == []
+        check_s = time.perf_counter() - start
+        keyed.close()
+        out[f"keyed_{size}_append_ratio_keyed_vs_plain"] = plain_s / keyed_s
+        out[f"keyed_{size}_verify_events_per_s"] = size / verify_s
+        out[f"keyed_{size}_anchor_events_per_s"] = size / anchor_s
+        out[f"keyed_{size}_check_anchor_events_per_s"] = size / check_s
+    return out
+
+
 def _paid(
     templates: dict[str, tuple[str, int, dict[str, Any]]], call_id: str
 ) -> list[tuple[str, int, dict[str, Any]]]:
@@ -255,9 +297,12 @@ def run(
         folder = workdir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.db*"):  # start from empty files on every run
-            if old.stem.split(".")[0] in {"raw", "raw_rows", "store"}:
+            if old.stem.split(".")[0] in {"raw", "raw_rows", "store"} or old.stem.startswith(
+                ("plain-", "keyed-")
+            ):
                 old.unlink()
         results = bench_append(events, folder)
+        results.update(bench_keyed(events, folder))
     results.update(bench_fold(fold_events))
     return results
 

@@ -70,17 +70,21 @@ def run_anchor(app: App, run_id: str) -> NamedAnchor:
 
 
 def read_anchors(path: Path) -> list[NamedAnchor]:
-    """The anchors published in ``path``: an export folder (its ``benchmark.json``), a
-    ``benchmark.json``, a report's ``report.json``, or an anchor file ``store anchor`` wrote."""
-    file = path / "benchmark.json" if path.is_dir() else path
-    if path.is_dir() and not file.is_file():
-        file = path / "report.json"
+    """The anchors published in ``path``: an export folder (its ``benchmark.json``), an
+    evaluation folder (its ``evaluation.json``), either file, or an anchor file ``store anchor``
+    wrote."""
+    file = path
+    if path.is_dir():
+        file = next(
+            (path / n for n in ("benchmark.json", "evaluation.json") if (path / n).is_file()),
+            path / "benchmark.json",
+        )
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(
-            f"{str(path)!r} holds no anchor: give an export folder, its benchmark.json, a "
-            "report.json or a file `playlisteval store anchor --out` wrote"
+            f"{str(path)!r} holds no anchor: give an export or evaluation folder, its "
+            "benchmark.json or evaluation.json, or a file `playlisteval store anchor --out` wrote"
         ) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"cannot read anchors from {str(file)!r}: {exc}") from exc

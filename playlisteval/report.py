@@ -396,6 +396,17 @@ def _provenance_table(
         rows.append(("benchmarks", "these evaluations judged different benchmarks"))
     for directory, meta in metas:
         rows.append((f"evaluation {directory}", f"id {meta.get('evaluation_id') or '—'}"))
+        anchor = meta.get("anchor")
+        if isinstance(anchor, dict) and anchor.get("digest"):
+            # What `playlisteval store verify --anchor <evaluation folder>` checks a log against.
+            rows.append(
+                (
+                    f"log anchor of {directory}",
+                    f"{anchor['digest']} ({anchor.get('events')} events of "
+                    f"{', '.join(anchor.get('streams') or [])} through seq "
+                    f"{anchor.get('through_seq')})",
+                )
+            )
     for s in sources.values():
         who = ", ".join(s.answered_as) if s.answered_as else "not in the log read"
         if s.missing and s.answered_as:
