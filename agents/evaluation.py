@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import threading
 import wave
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -80,6 +81,7 @@ from store.events import (
 from store.ledger import current_cap
 from store.version import code_version
 from tools import media
+from tools.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
 from tools.clips import ClipFetcher
 from tools.retrieval import RetrievedSpan, build_haystack
 from tools.roles import (
@@ -100,6 +102,7 @@ __all__ = [
     "evaluate",
     "judgments_of",
     "parse_condition",
+    "read_benchmark",
     "read_judgments",
     "retrieval_cases",
 ]
@@ -505,18 +508,35 @@ def build_view(
 
 
 def read_judgments(path: Path) -> list[JudgmentRecord]:
-    """The records of a ``judgments.jsonl`` (a torn line, from a crash, is left out).
+    """The records of a ``judgments.jsonl``, in file order; blank lines are skipped.
 
-    A line that is JSON but not a judgment record raises :class:`store.errors.ConfigError`.
+    A last line without its line end that is not JSON (a write cut short by a crash) is left
+    out; any other line that is not a judgment record, JSON or not, raises
+    :class:`store.errors.ConfigError` naming the file and the line.
     """
     if not path.exists():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {error.start}); restore it or evaluate into a new "
+            "folder"
+        ) from error
+    lines = text.splitlines()
     out: list[JudgmentRecord] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
             raw = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+        except json.JSONDecodeError as error:
+            if number == len(lines) and not text.endswith("\n"):
+                continue  # torn by a crash: the evaluation cuts it off when it goes on
+            raise ConfigError(
+                f"{path}:{number}: not JSON ({error.msg}, column {error.colno}); fix or delete "
+                "the line"
+            ) from error
         try:
             out.append(JudgmentRecord.from_json(raw))
         except JudgingError as error:
@@ -524,13 +544,30 @@ def read_judgments(path: Path) -> list[JudgmentRecord]:
     return out
 
 
-def _torn(path: Path) -> bool:
-    """Whether ``path`` ends inside a line (a write cut short by a crash)."""
-    with path.open("rb") as handle:
-        if handle.seek(0, 2) == 0:
-            return False
+def _end_torn_line(path: Path) -> None:
+    """Make ``path`` end with a whole line before records are appended to it. A last line
+    without its line end (a write cut short by a crash) is ended when it is a whole record, and
+    cut off when it is not (:func:`read_judgments` left it out, and its call, in the stream, is
+    served from there): the next record starts on a line of its own, and no unreadable line is
+    left in the middle of the file for every later reader to refuse."""
+    if not path.exists():
+        return
+    with path.open("rb+") as handle:
+        size = handle.seek(0, 2)
+        if size == 0:
+            return
         handle.seek(-1, 2)
-        return handle.read(1) != b"\n"
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        start = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[start:])
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            handle.truncate(start)
+        else:
+            handle.write(b"\n")
 
 
 def judgments_of(records: Iterable[JudgmentRecord]) -> list[Judgment]:
@@ -562,22 +599,24 @@ class EvaluationResult:
     live_calls: int
     replayed_calls: int
     failures: list[Exception] = field(default_factory=list)
+    benchmark_check: HashCheck = "verified"  # how the benchmark's records matched its hash
 
 
-def _benchmark(benchmark_dir: Path) -> tuple[list[dict[str, Any]], str]:
-    pairs_file = benchmark_dir / "pairs.jsonl"
-    if not pairs_file.exists():
-        raise ConfigError(f"{benchmark_dir} holds no pairs.jsonl: export a benchmark there first")
-    data = pairs_file.read_bytes()
-    records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-    return records, hashlib.sha256(data).hexdigest()
+def read_benchmark(benchmark_dir: Path, *, allow_modified: bool = False) -> BenchmarkFolder:
+    """The benchmark folder, read and checked whole before anything is judged
+    (:func:`tools.benchmark_folder.read_benchmark_folder`; a judgment record needs each pair's
+    ``playlist_id`` too): :class:`ConfigError` names the first bad record's file and line, or
+    records changed after the export unless ``allow_modified``."""
+    return read_benchmark_folder(
+        benchmark_dir, allow_modified=allow_modified, required_text=("playlist_id",)
+    )
 
 
-def evaluation_id_of(benchmark_dir: Path, out_dir: Path) -> str:
+def evaluation_id_of(benchmark_dir: Path, out_dir: Path, *, allow_modified: bool = False) -> str:
     """The id an evaluation of ``benchmark_dir`` into ``out_dir`` has (its stream is
     ``eval-<id>``): the one its ``evaluation.json`` holds, else one made of the benchmark's
-    content hash and the folder."""
-    _records, sha = _benchmark(benchmark_dir)
+    content hash and the folder. The benchmark is checked as :func:`read_benchmark` does."""
+    sha = read_benchmark(benchmark_dir, allow_modified=allow_modified).content_sha256
     path = out_dir / EVALUATION_FILE
     old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
     found = old.get("evaluation_id")
@@ -590,15 +629,19 @@ def evaluation_id_of(benchmark_dir: Path, out_dir: Path) -> str:
 
 def _evaluation_json(
     out_dir: Path,
-    sha: str,
+    benchmark: BenchmarkFolder,
     judges: Sequence[str],
     conditions: Sequence[Condition],
     now: datetime,
     offline: bool,
 ) -> dict[str, Any]:
     """The evaluation's description: kept (judges and conditions added) when it exists, and one
-    more entry in ``sessions`` (when, which code, offline or live) for each call that judges
-    into it, so its figures can be traced to the code and the mode that made them."""
+    more entry in ``sessions`` (when, which code, offline or live, and how the benchmark's
+    records matched its ``benchmark.json``) for each call that judges into it, so its figures
+    can be traced to the code, the mode and the records that made them. ``benchmark_modified``
+    stays true once a session judged records changed after their export (allowed on purpose),
+    and ``benchmark_json_sha256`` is the hash ``benchmark.json`` gave last (None without it)."""
+    sha = benchmark.content_sha256
     path = out_dir / EVALUATION_FILE
     old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
     if old and old.get("benchmark_sha256") != sha:
@@ -621,9 +664,16 @@ def _evaluation_json(
         "judges": list(dict.fromkeys([*old.get("judges", []), *judges])),
         "conditions": list(known.values()),
         "started": old.get("started") or now.isoformat(),
+        "benchmark_json_sha256": benchmark.recorded_sha256,
+        "benchmark_modified": bool(old.get("benchmark_modified")) or benchmark.check == "modified",
         "sessions": [
             *old.get("sessions", []),
-            {"at": now.isoformat(), "code_version": code_version(), "offline": offline},
+            {
+                "at": now.isoformat(),
+                "code_version": code_version(),
+                "offline": offline,
+                "benchmark": benchmark.check,
+            },
         ],
     }
 
@@ -655,6 +705,7 @@ async def evaluate(
     lease: str | None = None,
     limit: int | None = None,
     progress: EvaluationProgress | None = None,
+    allow_modified: bool = False,
 ) -> EvaluationResult:
     """Judge every benchmark pair with every judge under every condition, in both orders.
 
@@ -668,6 +719,11 @@ async def evaluate(
     A pair that cannot be judged (budget, provider or media error) is left out of the file and
     its error kept in ``failures``; a later call goes on from there. ``limit`` judges only the
     benchmark's first ``limit`` pairs (a smoke run); ``progress`` hears of every judgment.
+
+    The whole benchmark folder is read and checked before anything is written or judged
+    (:func:`read_benchmark`): a bad record (not JSON, a NaN, a wrong type, a pair id twice)
+    is refused with its file and line, whatever ``limit`` says, and so are records changed after
+    the export unless ``allow_modified``, which ``evaluation.json`` and the result then record.
 
     What a judge is shown (frames, transcript, sound) is built in worker threads, once per pair
     and condition, so the event loop keeps every call in flight meanwhile. A condition that
@@ -688,17 +744,24 @@ async def evaluate(
     if limit is not None and limit < 1:
         raise ConfigError(f"limit={limit!r}: judge at least one pair (or give no limit)")
     _check_frame_caps(judges, conditions, deps.traffic)
-    records, sha = _benchmark(benchmark_dir)
-    records = records[:limit] if limit is not None else records
-    out_dir.mkdir(parents=True, exist_ok=True)
-    meta = _evaluation_json(
-        out_dir, sha, judges, conditions, now or datetime.now(tz=UTC), offline=offline
-    )
-    (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    evaluation_id = str(meta["evaluation_id"])
+    benchmark = read_benchmark(benchmark_dir, allow_modified=allow_modified)
+    records = benchmark.records[:limit] if limit is not None else benchmark.records
     judgments_path = out_dir / JUDGMENTS_FILE
     earlier = read_judgments(judgments_path)
     done = {r.key for r in earlier}
+    meta = _evaluation_json(
+        out_dir, benchmark, judges, conditions, now or datetime.now(tz=UTC), offline=offline
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    evaluation_id = str(meta["evaluation_id"])
+    if benchmark.check == "modified":
+        logger.warning(
+            "benchmark_modified",
+            benchmark=str(benchmark.path),
+            benchmark_json_sha256=benchmark.recorded_sha256,
+            content_sha256=benchmark.content_sha256,
+        )
 
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
@@ -723,7 +786,7 @@ async def evaluate(
             keys[CallId.owner_of(event.call_id)] = event.key
         await writer.append(stream, scrubbed(event, secret_list))
 
-    jobs: list[tuple[dict[str, Any], str, Condition, Order]] = []
+    jobs: list[tuple[Mapping[str, Any], str, Condition, Order]] = []
     for record in records:
         for condition in conditions:
             for judge in judges:
@@ -735,7 +798,9 @@ async def evaluate(
     limiter = anyio.CapacityLimiter(max(concurrency, 1))
     views = _Views(catalog, clips, retrievers or {})
 
-    async def one(record: dict[str, Any], judge: str, condition: Condition, order: Order) -> None:
+    async def one(
+        record: Mapping[str, Any], judge: str, condition: Condition, order: Order
+    ) -> None:
         async with limiter:
             try:
                 view = await views.get(record, condition)
@@ -768,9 +833,8 @@ async def evaluate(
     )
     if progress is not None:
         progress.started(len(jobs))
+    _end_torn_line(judgments_path)
     with judgments_path.open("a", encoding="utf-8") as records_file:
-        if _torn(judgments_path):
-            records_file.write("\n")  # a crash's torn last line stays apart from the next record
         async with anyio.create_task_group() as outer:
             outer.start_soon(writer.run)
             if jobs and current_cap(history) != budget_micros:
@@ -783,6 +847,12 @@ async def evaluate(
                 writer.close()
     # One writer at a time (the caller's lease): the file holds what was read and what was added.
     every = sorted([*earlier, *new], key=lambda r: r.key)
+    # The log this evaluation rests on, as it ends: the report names it, and
+    # `store verify --anchor <out_dir>` checks any copy of the log against it.
+    meta["anchor"] = {"label": f"evaluation {evaluation_id}", **store.anchor([stream]).to_json()}
+    staged = out_dir / f".{EVALUATION_FILE}.partial"
+    staged.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(staged, out_dir / EVALUATION_FILE)
     logger.info(
         "evaluation_end",
         evaluation_id=evaluation_id,
@@ -799,6 +869,7 @@ async def evaluate(
         live_calls=recorder.live_calls,
         replayed_calls=recorder.replayed_calls,
         failures=failures,
+        benchmark_check=benchmark.check,
     )
 
 

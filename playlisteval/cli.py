@@ -648,20 +648,16 @@ def runs_(home: HomeOption = None) -> None:
     with _open(home) as app_:
         found = list_runs(app_)
         untrusted = integrity.log_warning(app_) if found else None
+        # Per way each run stopped, the command that takes it further (not --budget for all).
+        advice = [line for row in found for line in runs.resume_lines(app_, row)]
     if not found:
         console.print("no run yet: `playlisteval curate` starts one")
         return
     if untrusted:
         err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
     console.print(_runs_table(found))
-    for row in found:
-        if row.resumable:
-            console.print(
-                f"{escape(row.run_id)} is {escape(row.state)}: `playlisteval curate --run "
-                f"{escape(row.run_id)}"
-                + (" --budget USD`" if row.state != "unfinished" else "`")
-                + " picks it up"
-            )
+    for line in advice:
+        console.print(escape(line), soft_wrap=True)
 
 
 @app.command()
@@ -1655,6 +1651,10 @@ def ui(
         base = f"http://{host}:{port}"
         console.print(f"serving {benchmark} on {base}/ (Ctrl-C to stop)")
         console.print(f"sample: {web.state.design}")
+        console.print(
+            f"owner (results and every label; keep it to yourself): {base}{web.state.owner_link}",
+            soft_wrap=True,
+        )
         _print_invites(web.state.invite_links, base, invite or [])
         if evaluation:
             console.print(f"judgments: {base}/evaluations")
@@ -1789,6 +1789,15 @@ def eval_(
         int | None,
         typer.Option(min=1, help="Judge only the benchmark's first N pairs (a smoke run)."),
     ] = None,
+    allow_modified_benchmark: Annotated[
+        bool,
+        typer.Option(
+            "--allow-modified-benchmark",
+            help="Judge a benchmark whose pairs.jsonl no longer matches the content hash in its "
+            "benchmark.json (records edited after the export); evaluation.json and the report "
+            "record it. Without it that is refused.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
@@ -1807,6 +1816,12 @@ def eval_(
                 budget_usd=budget,
                 limit=limit,
                 progress=_JudgingProgress(bars),
+                allow_modified=allow_modified_benchmark,
+            )
+        if result.benchmark_check == "modified":
+            err_console.print(
+                "[yellow]modified benchmark:[/] its records differ from the export's content "
+                "hash; evaluation.json and the report record it"
             )
         if not result.records:
             # Nothing to report on: say why in one line (the first failure), not exit 0.

@@ -8,6 +8,9 @@ are all claimed), and exports the newest finished run's benchmark on schedule.
 The work itself (indexing jobs and seeds) is claimed from the shared queue by the daemon's own
 worker (``daemon.work``) and by any number of ``playlisteval worker`` processes.
 
+One daemon serves a workspace: it holds ``<home>/serve.lock`` while it runs, and a second
+``serve`` there is refused with a line naming the first (pid, host, since when).
+
 SIGTERM (or Ctrl-C) stops it gracefully: no new claims, seeds pause at their next step, calls in
 flight get ``worker.shutdown_grace_s`` to finish, leases go back to the queue. A restart folds
 every seed from the log and goes on; nothing recorded is paid again.
@@ -17,14 +20,17 @@ every seed from the log and goes on; nothing recorded is paid again.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import anyio.to_thread
@@ -42,6 +48,7 @@ from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogMetrics, MetricsServer, daemon_registry
 from store.catalog import INDEXED, READY
+from store.coordination import LeaseHeld
 from store.errors import PlaylistEvalError
 from store.events import RunFinished, run_stream
 from tools.indexer import Indexer
@@ -61,6 +68,62 @@ def rss_bytes() -> int | None:
 
 
 STATE_FILE = "daemon.json"
+LOCK_FILE = "serve.lock"
+
+
+class DaemonRunning(LeaseHeld):
+    """Another ``serve`` holds the workspace (a :class:`LeaseHeld`: the command exits 3, busy);
+    the message names it by pid, host and start."""
+
+    def __init__(self, root: Path, info: dict[str, Any]) -> None:
+        super().__init__(str(root), "serve", info, 0.0)
+        since = info.get("since")
+        self.args = (
+            f"another `playlisteval serve` runs on the workspace {str(root)!r} (pid "
+            f"{info.get('pid')!r} on {info.get('host')!r}{f', since {since}' if since else ''}); "
+            "one daemon serves a workspace: stop that one first (SIGTERM stops it gracefully)",
+        )
+
+
+@contextlib.contextmanager
+def serve_lock(root: Path) -> Iterator[None]:
+    """Hold the workspace's ``serve.lock`` while the block runs, or raise
+    :class:`DaemonRunning` naming its holder.
+
+    An exclusive ``flock``: the kernel drops it when its holder dies however it dies, so a
+    holder that is gone never blocks (the pid it left in the file is read only while someone
+    holds the lock, never trusted on its own); it belongs to the open file, not the process, so
+    a second daemon in the same process is refused too.
+    Two schedulers on one workspace would both write ``daemon.json`` and open runs over the
+    same fresh seeds."""
+    path = root / LOCK_FILE
+    with path.open("a+", encoding="utf-8") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DaemonRunning(root, _holder(file)) from None
+        try:
+            file.seek(0)
+            file.truncate()
+            since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            info = {"pid": os.getpid(), "host": os.uname().nodename, "since": since}
+            file.write(json.dumps(info) + "\n")
+            file.flush()
+            yield
+        finally:
+            file.seek(0)
+            file.truncate()
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
+def _holder(file: IO[str]) -> dict[str, Any]:
+    """What the lock's holder wrote of itself (nothing yet: it is writing it right now)."""
+    file.seek(0)
+    try:
+        found = json.loads(file.read() or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 @dataclass
@@ -145,7 +208,12 @@ class Daemon:
     # -- running ----------------------------------------------------------------------------------
 
     async def run(self, stop: anyio.Event) -> None:
-        """Serve until ``stop`` is set, then stop gracefully."""
+        """Serve until ``stop`` is set, then stop gracefully; :class:`DaemonRunning` when
+        another daemon serves the workspace."""
+        with serve_lock(self.app.workspace.root):
+            await self._serve(stop)
+
+    async def _serve(self, stop: anyio.Event) -> None:
         app = self.app
         await anyio.to_thread.run_sync(app.set_budget_caps)
         if self.metrics_port:

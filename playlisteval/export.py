@@ -60,6 +60,7 @@ from store.events import (
 from store.eventstore import StoredEvent
 from store.ledger import spend, stream_spend
 from store.runlog import run_started
+from tools import benchmark_folder
 
 BENCHMARK_VERSION = "1"
 FILES = (
@@ -1144,7 +1145,7 @@ def export_benchmark(
     all_settings = json.loads(settings_text)
 
     jsonl = jsonl_bytes(records)
-    content_sha256 = hashlib.sha256(jsonl).hexdigest()
+    content_sha256 = benchmark_folder.content_sha256(jsonl)
     counts = _counts(records)
     cost_micros = _run_costs(app, run_ids)
     selection_cost = _selection_costs(app, run_ids)

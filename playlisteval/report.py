@@ -391,7 +391,16 @@ def _provenance_table(
     hashes = {str(m.get("benchmark_sha256") or "") for _, m in metas}
     for directory, meta in metas:
         sha = meta.get("benchmark_sha256") or f"not recorded in {directory / EVALUATION_FILE}"
-        rows.append((f"benchmark of {directory}", f"sha256 {sha} (of pairs.jsonl)"))
+        said = f"sha256 {sha} (of pairs.jsonl)"
+        if meta.get("benchmark_modified"):
+            said += (
+                f"; records edited after the export (benchmark.json says sha256 "
+                f"{meta.get('benchmark_json_sha256')}), evaluated with --allow-modified-benchmark"
+            )
+        sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+        if any(s.get("benchmark") == "unverified" for s in sessions):
+            said += "; unverified (the folder had no benchmark.json)"
+        rows.append((f"benchmark of {directory}", said))
     if len(hashes) > 1:
         rows.append(("benchmarks", "these evaluations judged different benchmarks"))
     for directory, meta in metas:

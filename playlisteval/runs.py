@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 from pydantic_ai.models import Model
@@ -39,7 +40,9 @@ from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
     CallRecorded,
+    CallRefused,
     CapSet,
+    SeedStopped,
     micros_to_usd,
     pairs_stream,
     run_stream,
@@ -53,6 +56,7 @@ from tools.providers.registry import release_models
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationProgress, EvaluationResult
     from agents.pairs import PairsProgress
+    from playlisteval.overview import RunRow
 
 T = TypeVar("T")
 
@@ -264,6 +268,108 @@ def _round_up_usd(micros: int) -> str:
     usd = micros_to_usd(micros)
     step = 1.0 if usd >= 1 else 0.1
     return f"{(int(usd / step) + 1) * step:.2f}"
+
+
+#: Why a run's seeds stand stopped, as far as what takes them further goes: whose cap refused
+#: their next call (the run's, the per-seed cap, the campaign's for the day or in all), or a
+#: failure (a provider's, the evidence's) that a resume simply tries again.
+StopKind = Literal["run", "seed", "day", "total", "failure"]
+
+_SEED_ENDS = ["SeedStarted", "ItemAccepted", "SeedDiscarded", "SeedStopped"]
+
+
+def stop_kinds(store: EventStore, run_id: str) -> Counter[StopKind]:
+    """How many of run ``run_id``'s seeds stand stopped, by :data:`StopKind` (each seed by its
+    last end; a budget stop by whose cap its last refused call names)."""
+    prefix = seed_stream(run_id, "")
+    ends = {s.stream: s.event() for s in store.read_all(stream_prefix=prefix, types=_SEED_ENDS)}
+    refused = {
+        s.stream: s.event() for s in store.read_all(stream_prefix=prefix, types=["CallRefused"])
+    }
+    kinds: Counter[StopKind] = Counter()
+    for stream, end in ends.items():
+        if isinstance(end, SeedStopped):
+            kinds[_stop_kind(end, refused.get(stream))] += 1
+    return kinds
+
+
+def _stop_kind(stopped: SeedStopped, refusal: object) -> StopKind:
+    if stopped.reason != "budget":
+        return "failure"
+    if not isinstance(refusal, CallRefused):
+        return "run"  # a log from before refusals said whose cap: the run's, as it was then
+    if refusal.cap == "account":
+        return "day" if "account 'day:" in refusal.reason else "total"
+    return refusal.cap
+
+
+def resume_advice(
+    run_id: str,
+    state: str,
+    stops: Mapping[StopKind, int],
+    spent_micros: int,
+    *,
+    fleet: bool = False,
+) -> list[str]:
+    """The commands that would take run ``run_id`` further, one line for each way it stopped
+    (``state`` as ``playlisteval runs`` shows it; ``stops`` from :func:`stop_kinds`; ``fleet``:
+    its seeds are in the shared queue). A resumed run keeps its per-seed cap, and a campaign's
+    cap is no --budget's, so each names what works for it; empty when nothing waits."""
+    if state.startswith(("running", "queued")):
+        return []  # someone is on it
+    if fleet:
+        if not any(stops.values()):
+            return []
+        return [
+            f"{run_id} is the fleet's (its seeds are in the shared queue), which `curate --run` "
+            "does not take: `playlisteval worker`s take up its queued seeds, and "
+            "`playlisteval fleet` lists the parked ones"
+        ]
+    go_on = f"`playlisteval curate --run {run_id}`"
+    lines = []
+    if stops.get("run"):
+        lines.append(
+            f"{run_id}: its cap stopped {stops['run']} seed(s): `playlisteval curate --run "
+            f"{run_id} --budget USD` takes it further, USD being its new total cap (above the "
+            f"{micros_to_usd(spent_micros):.4f} USD spent)"
+        )
+    if stops.get("seed"):
+        lines.append(
+            f"{run_id}: the per-seed cap stopped {stops['seed']} seed(s), and a resumed run "
+            "keeps it: `playlisteval curate --again --per-seed USD` curates seeds again in a new "
+            "run with a larger one"
+        )
+    if stops.get("day"):
+        lines.append(
+            f"{run_id}: the campaign's cap for the day stopped {stops['day']} seed(s): after "
+            f"00:00 UTC, when it renews, {go_on} takes them further"
+        )
+    if stops.get("total"):
+        lines.append(
+            f"{run_id}: the campaign's total cap stopped {stops['total']} seed(s): raise "
+            "budget.cap_usd (a running `playlisteval serve` applies it at its next tick), then "
+            f"{go_on} takes them further"
+        )
+    why = [f"it is {state}"] if state in ("unfinished", "interrupted") else []
+    if stops.get("failure"):
+        why.append(f"{stops['failure']} seed(s) stopped on a provider failure or an error")
+    if why and not stops.get("run"):  # the --budget command above picks those up as well
+        lines.append(f"{run_id}: {' and '.join(why)}: {go_on} picks it up")
+    return lines
+
+
+def resume_lines(app: App, row: RunRow) -> list[str]:
+    """:func:`resume_advice` for a run as ``playlisteval runs`` lists it, from the log and the
+    queue."""
+    if row.state.startswith(("running", "queued")):
+        return []
+    return resume_advice(
+        row.run_id,
+        row.state,
+        stop_kinds(app.events, row.run_id),
+        row.spent_micros,
+        fleet=bool(app.queue().items(run_id=row.run_id)),
+    )
 
 
 def queue_fresh_seeds(
@@ -726,13 +832,15 @@ def evaluate(
     budget_usd: float | None = None,
     limit: int | None = None,
     progress: EvaluationProgress | None = None,
+    allow_modified: bool = False,
 ) -> EvaluationResult:
     """Judge every pair of an exported benchmark with each judge, under each condition, in both
     answer orders; records go to ``out_dir/judgments.jsonl`` (resumable: recorded calls and
     records already written are not made again). ``offline-first``, ``offline-transcript`` and
     ``offline-frames`` are offline judges of known behaviour; other ids are configured models
     (live when the settings say so: keys and a cap are checked before anything is spent).
-    ``limit`` judges the benchmark's first pairs only; ``progress`` hears of each judgment."""
+    ``limit`` judges the benchmark's first pairs only; ``progress`` hears of each judgment;
+    ``allow_modified`` judges records changed after the export (recorded as such)."""
     from agents.evaluation import OFFLINE_JUDGE_PRICES, eval_stream, evaluation_id_of
     from agents.evaluation import evaluate as run_evaluation
     from policies.judging import parse_condition
@@ -768,7 +876,7 @@ def evaluate(
         "hybrid": HybridRetriever(bm25, text),
     }
     offline = settings.curation.offline
-    evaluation_id = evaluation_id_of(benchmark, out_dir)
+    evaluation_id = evaluation_id_of(benchmark, out_dir, allow_modified=allow_modified)
     held = app.writer(eval_lease(str(out_dir.resolve())), f"eval --out {out_dir}")
     with held:
         cap = stream_cap(
@@ -792,6 +900,7 @@ def evaluate(
                     lease=held.name,
                     limit=limit,
                     progress=progress,
+                    allow_modified=allow_modified,
                 ),
             )
         )

@@ -7,18 +7,20 @@ environment variables (nested fields with ``__``: ``PLAYLISTEVAL_INDEX__CHUNK_SE
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -26,6 +28,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
@@ -46,12 +49,45 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".playlisteval"
 
 
+def _wants_number(annotation: Any) -> bool:
+    """Whether a field's type takes a number anywhere in it (``float | None``,
+    ``dict[str, dict[str, float]]``) and no boolean."""
+    if annotation is bool:
+        return False
+    if annotation is int or annotation is float:
+        return True
+    args = get_args(annotation)
+    return bool(args) and bool not in args and any(_wants_number(arg) for arg in args)
+
+
+def _holds_bool(value: Any) -> bool:
+    """Whether ``value`` is a boolean or holds one (in a table or a list)."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_bool(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_bool(v) for v in value)
+    return False
+
+
 class Section(BaseModel):
     """A settings section: a key it does not know is an error that names it (a misspelt
-    ``chunk_second`` must not leave ``chunk_seconds`` silently at its default)."""
+    ``chunk_second`` must not leave ``chunk_seconds`` silently at its default), and so is
+    ``true`` or ``false`` where a number goes (pydantic would read ``chunk_seconds = true`` as
+    1.0 seconds)."""
 
     # inf and nan are no number of seconds, pixels or dollars: a float setting is finite.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # Not strict mode: that would refuse the strings every PLAYLISTEVAL_* variable holds.
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _wants_number(field.annotation) and _holds_bool(value):
+            raise ValueError("true or false is no number; give a number")
+        return value
 
 
 class IngestSettings(Section):
@@ -837,10 +873,45 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml_file = _TOML_FILE.get()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _Environment(settings_cls)]
         if toml_file is not None and toml_file.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
+
+
+# Top-level settings that are no [section] (the workspace is where the file lives).
+_NOT_SECTIONS = frozenset({"home"})
+
+
+class _Environment(EnvSettingsSource):
+    """The ``PLAYLISTEVAL_*`` variables, where one whose section the settings lack is refused
+    as the file's unknown section is: pydantic-settings skips a variable it cannot place, so a
+    misspelt ``PLAYLISTEVAL_INDX__CHUNK_SECONDS`` would leave ``index.chunk_seconds`` at its
+    default without a word."""
+
+    def __call__(self) -> dict[str, Any]:
+        unknown_env_section(os.environ, self.env_prefix, self.env_nested_delimiter or "__")
+        return super().__call__()
+
+
+def unknown_env_section(environ: Mapping[str, str], prefix: str, delimiter: str) -> None:
+    """Raise :class:`ConfigError` for the first ``<prefix><SECTION><delimiter>…`` variable
+    whose section is no settings section, naming the variable, the sections, and the closest
+    one. Variables without ``delimiter`` (``PLAYLISTEVAL_LOG_LEVEL``) are not settings."""
+    known = list(Settings.model_fields)
+    for name in sorted(environ):
+        if not name.upper().startswith(prefix.upper()) or delimiter not in name[len(prefix) :]:
+            continue
+        section = name[len(prefix) :].split(delimiter, 1)[0].lower()
+        if section in known:
+            continue
+        sections = [key for key in known if key not in _NOT_SECTIONS]
+        close = difflib.get_close_matches(section, sections, n=1)
+        hint = f" (did you mean {prefix}{close[0].upper()}{delimiter}…?)" if close else ""
+        raise ConfigError(
+            f"{name}: no settings section {section!r}{hint}; the sections are "
+            f"{', '.join(sections)}; README.md's settings reference lists every setting"
+        )
 
 
 # The TOML file depends on --home, which is itself a setting: load_settings passes it through here.

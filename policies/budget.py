@@ -30,8 +30,38 @@ from store.errors import ConfigError, PlaylistEvalError
 _log = structlog.get_logger(__name__)
 
 
+#: Whose cap a command's own is: a run's, or one of the commands that are no run.
+CapOwner = Literal["run", "evaluation", "difficulty gate", "smoke test"]
+
+#: Whose a command's own cap is, by the stream its calls are recorded in (the start of its
+#: holds' names): an evaluation's or the difficulty gate's cap is no run's, and a message that
+#: says "the run" sends the user to the wrong --budget.
+CAP_OWNERS: dict[str, CapOwner] = {
+    "eval-": "evaluation",
+    "pairs-": "difficulty gate",
+    "smoke-": "smoke test",
+}
+
+#: How a cap that is not a run's is raised: the command whose --budget is its new total.
+_RAISE: dict[CapOwner, str] = {
+    "evaluation": "the same `playlisteval eval` and --budget USD, the evaluation's new total "
+    "(earlier calls included)",
+    "difficulty gate": "`playlisteval pairs --budget USD`, the gate's new total (earlier calls "
+    "included)",
+    "smoke test": "`playlisteval smoke --budget USD`",
+}
+
+
+def cap_owner(stream: str) -> CapOwner:
+    """Whose cap a budget over the calls of ``stream`` holds (:data:`CAP_OWNERS`; a run's
+    otherwise)."""
+    return next((owner for start, owner in CAP_OWNERS.items() if stream.startswith(start)), "run")
+
+
 class BudgetExhausted(PlaylistEvalError):
-    """A reservation would pass the run's or a seed's cap; the call must not be made."""
+    """A reservation would pass the command's cap (a run's, an evaluation's, the difficulty
+    gate's: ``which`` is ``run`` for each, ``cap_of`` says whose), a seed's, or a shared
+    account's; the call must not be made."""
 
     def __init__(
         self,
@@ -42,6 +72,7 @@ class BudgetExhausted(PlaylistEvalError):
         cap_micros: int,
         which: Literal["run", "seed", "account"],
         account: str | None = None,
+        cap_of: CapOwner = "run",
     ) -> None:
         self.seed_id = seed_id
         self.needed_micros = needed_micros
@@ -49,6 +80,7 @@ class BudgetExhausted(PlaylistEvalError):
         self.cap_micros = cap_micros
         self.which = which
         self.account = account
+        self.cap_of = cap_of
         if which == "account":
             # A shared account of the daemon and its workers (the total, or one day).
             super().__init__(
@@ -56,6 +88,15 @@ class BudgetExhausted(PlaylistEvalError):
                 f"micro-USD but only {left_micros!r} of its cap {cap_micros!r} are left across "
                 "every worker; raise budget.cap_usd / budget.per_day_usd (a day's cap renews "
                 "at 00:00 UTC)"
+            )
+            return
+        if which == "run" and cap_of != "run":
+            # Not "for the run": store.events' upcaster reads any reason but "for seed " and
+            # "for account " as the command's own cap, which this is.
+            super().__init__(
+                f"budget exhausted for the {cap_of}: a call needs {needed_micros!r} micro-USD "
+                f"but only {left_micros!r} of the {cap_of}'s cap {cap_micros!r} are left (spent "
+                f"plus reserved); raise it with {_RAISE[cap_of]}"
             )
             return
         scope = "the run" if which == "run" else f"seed {seed_id!r}"
@@ -142,7 +183,7 @@ class Budget:
 
     ``spent_micros`` and ``seed_spent`` restore a budget from the event log on resume (the sum
     of settled costs); reservations that were outstanding at a crash are the caller's to
-    count as spent or drop.
+    count as spent or drop. ``cap_of`` says whose ``cap_micros`` is, for the refusal's message.
     """
 
     def __init__(
@@ -152,6 +193,7 @@ class Budget:
         *,
         spent_micros: int = 0,
         seed_spent: Mapping[str, int] | None = None,
+        cap_of: CapOwner = "run",
     ) -> None:
         for name, value in (("cap_micros", cap_micros), ("per_seed_micros", per_seed_micros)):
             if value is not None and value < 0:
@@ -169,6 +211,7 @@ class Budget:
         self._seed_outstanding: dict[str, int] = {}
         self._open: dict[str, Reservation] = {}
         self._overrun = 0
+        self._cap_of: CapOwner = cap_of
         self._lock = threading.Lock()
 
     @property
@@ -225,6 +268,7 @@ class Budget:
                     left_micros=left,
                     cap_micros=self._cap,
                     which="run",
+                    cap_of=self._cap_of,
                 )
             seed_left = self._left_seed(seed_id)
             if seed_left is not None and micros > seed_left:
@@ -346,9 +390,14 @@ class SharedBudget(Budget):
         hold_id: Callable[[str], str] = lambda reservation_id: reservation_id,
         item_of: Callable[[str], str | None] = lambda _seed_id: None,
         owner: str | None = None,
+        cap_of: CapOwner = "run",
     ) -> None:
         super().__init__(
-            cap_micros, per_seed_micros, spent_micros=spent_micros, seed_spent=seed_spent
+            cap_micros,
+            per_seed_micros,
+            spent_micros=spent_micros,
+            seed_spent=seed_spent,
+            cap_of=cap_of,
         )
         self.accounts = accounts
         self._names = names
@@ -464,6 +513,7 @@ class Campaign:
             hold_id=lambda call_id: f"{hold_prefix}/{call_id}",
             item_of=item,
             owner=self.owner,
+            cap_of=cap_owner(hold_prefix),
         )
 
 
@@ -477,9 +527,17 @@ def make_budget(
     hold_prefix: str,
     item: Callable[[str], str | None],
 ) -> Budget:
-    """The budget of one command: its local caps, and the campaign's accounts when there is one."""
+    """The budget of one command: its local caps, and the campaign's accounts when there is one.
+    ``hold_prefix`` is the stream its calls are recorded in, which says whose its cap is
+    (:func:`cap_owner`)."""
     if campaign is None:
-        return Budget(cap_micros, per_seed_micros, spent_micros=spent_micros, seed_spent=seed_spent)
+        return Budget(
+            cap_micros,
+            per_seed_micros,
+            spent_micros=spent_micros,
+            seed_spent=seed_spent,
+            cap_of=cap_owner(hold_prefix),
+        )
     return campaign.budget(
         cap_micros=cap_micros,
         per_seed_micros=per_seed_micros,

@@ -10,14 +10,24 @@ them with :func:`decode_annotation` like every other event it checks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, TypeAdapter
 
 from store.events import Event
 
-if TYPE_CHECKING:
-    from store.eventstore import StoredEvent
+
+class _Stored(Protocol):
+    """What :func:`decode_annotation` reads of a stored event (``store.eventstore.StoredEvent``,
+    not imported: the event store imports this module)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def schema(self) -> int: ...
+    @property
+    def data(self) -> dict[str, Any]: ...
+
 
 Choice = Literal["A", "B", "cant_tell"]
 Shown = Literal["A", "B"]
@@ -117,7 +127,7 @@ AnnotationEvent = Annotated[
 ANNOTATION_ADAPTER: TypeAdapter[AnnotationEvent] = TypeAdapter(AnnotationEvent)
 
 
-def decode_annotation(stored: StoredEvent) -> AnnotationEvent:
+def decode_annotation(stored: _Stored) -> AnnotationEvent:
     """A stored event of an annotations stream → its typed event."""
     return ANNOTATION_ADAPTER.validate_python(
         {**stored.data, "type": stored.type, "schema_version": stored.schema}

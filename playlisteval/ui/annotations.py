@@ -1,11 +1,9 @@
 """Human annotations as events: who was invited and joined, which pairs were drawn and how they
 are shared among the annotators, what each annotator chose (and took back).
 
-The events live in the workspace's event store, in the stream ``annotations-<hash[:12]>`` of
-the benchmark they label. They subclass :class:`store.events.Event`, so
-:meth:`EventStore.append` stores them like any other event; they are not in the curation log's
-union (:data:`store.events.AnyEvent`), so they are read back with :func:`decode_annotation`
-rather than :meth:`StoredEvent.event`. Everything the UI knows is a fold over that stream
+The events (:mod:`store.annotation_events`) live in the workspace's event store, in the stream
+``annotations-<hash[:12]>`` of the benchmark they label, and are read back with
+:func:`decode_annotation`. Everything the UI knows is a fold over that stream
 (:class:`AnnotationState`), so a restarted server has lost nothing.
 """
 
@@ -17,128 +15,38 @@ import io
 import json
 import math
 import random
-import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from playlisteval.ui.benchmark import Benchmark, draw_sample
+from store.annotation_events import (
+    AnnotationEvent,
+    AnnotationRecorded,
+    AnnotationRetracted,
+    AnnotatorInvited,
+    AnnotatorJoined,
+    AnnotatorWithdrawn,
+    Choice,
+    OverlapDesigned,
+    SampleDrawn,
+    Shown,
+    decode_annotation,
+)
 from store.errors import ConfigError, PlaylistEvalError, StoreConflict
 from store.events import Event
 from store.eventstore import EventStore, StoredEvent
 
-Choice = Literal["A", "B", "cant_tell"]
-Shown = Literal["A", "B"]
-Label = Literal["intended", "other", "cant_tell"]
-
 CHOICES: tuple[Choice, ...] = ("A", "B", "cant_tell")
 MAX_COMMENT_CHARS = 2000
-NAME_RULE = "1–40 letters, digits, spaces, dots, underscores or hyphens"
-_NAME = re.compile(r"[A-Za-z0-9 ._-]{1,40}")
-
-
-class AnnotatorInvited(Event):
-    """Whoever runs the UI invited an annotator by name (``ui --invite NAME``): only an
-    invited annotator can join, through the invite link made for that name."""
-
-    type: Literal["AnnotatorInvited"] = "AnnotatorInvited"
-    name: str
-
-
-class AnnotatorJoined(Event):
-    """An invited annotator opened their invite link and joined, the first time."""
-
-    type: Literal["AnnotatorJoined"] = "AnnotatorJoined"
-    name: str
-
-
-class AnnotatorWithdrawn(Event):
-    """Whoever runs the UI withdrew an invited annotator (``annotations withdraw``), one who
-    never joined or stopped labelling: the pairs assigned to them go to the others
-    (:func:`assignees` moves only theirs), their invite link no longer lets them in, and the
-    answers they gave stay. Inviting them again undoes it."""
-
-    type: Literal["AnnotatorWithdrawn"] = "AnnotatorWithdrawn"
-    name: str
-
-
-class SampleDrawn(Event):
-    """The pairs to be labelled. How they are shared among annotators is the
-    :class:`OverlapDesigned` recorded after it (``assignment`` is the field's old default: a
-    stream written before designs gave every annotator every pair)."""
-
-    type: Literal["SampleDrawn"] = "SampleDrawn"
-    benchmark_sha256: str
-    sample_size: int
-    seed: int
-    pair_ids: tuple[str, ...]
-    assignment: Literal["full_overlap"] = "full_overlap"
-
-
-class OverlapDesigned(Event):
-    """How the sample is shared among the invited annotators: each pair of ``overlap_pair_ids``
-    (``share`` of the sample, drawn with ``seed``) goes to ``k`` of them, so agreement between
-    annotators is measured on those; every other pair to one. Who gets a pair is
-    :func:`assignees` of it."""
-
-    type: Literal["OverlapDesigned"] = "OverlapDesigned"
-    k: int
-    share: float
-    seed: int
-    overlap_pair_ids: tuple[str, ...]
-
-
-class AnnotationRecorded(Event):
-    """One annotator's answer on one pair: the letter picked, and under which letter the
-    intended (chosen) answer was shown to them. It stands until the annotator takes it back
-    (:class:`AnnotationRetracted`, the UI's undo)."""
-
-    type: Literal["AnnotationRecorded"] = "AnnotationRecorded"
-    annotator: str
-    pair_id: str
-    choice: Choice
-    chosen_shown_as: Shown
-    comment: str = ""
-
-    @property
-    def label(self) -> Label:
-        """The choice in terms both annotators share, whatever order they saw."""
-        if self.choice == "cant_tell":
-            return "cant_tell"
-        return "intended" if self.choice == self.chosen_shown_as else "other"
-
-
-class AnnotationRetracted(Event):
-    """The annotator took back their latest answer on ``pair_id`` (undo) to answer it again;
-    the answer stays in the log, it no longer counts."""
-
-    type: Literal["AnnotationRetracted"] = "AnnotationRetracted"
-    annotator: str
-    pair_id: str
-
-
-AnnotationEvent = Annotated[
-    AnnotatorInvited
-    | AnnotatorJoined
-    | AnnotatorWithdrawn
-    | SampleDrawn
-    | OverlapDesigned
-    | AnnotationRecorded
-    | AnnotationRetracted,
-    Field(discriminator="type"),
-]
-ANNOTATION_ADAPTER: TypeAdapter[AnnotationEvent] = TypeAdapter(AnnotationEvent)
-
-
-def decode_annotation(stored: StoredEvent) -> AnnotationEvent:
-    """A stored event of an annotations stream → its typed event."""
-    return ANNOTATION_ADAPTER.validate_python(
-        {**stored.data, "type": stored.type, "schema_version": stored.schema}
-    )
+NAME_RULE = "1–40 letters (of any alphabet), digits, spaces, dots, underscores or hyphens"
+MAX_NAME_CHARS = 40
+_NAME_PUNCTUATION = frozenset(" ._-")
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -160,6 +68,13 @@ class PairNotInSample(AnnotationRefused):
     """The pair exists but was not drawn for labelling."""
 
     status = 404
+
+
+class NotAssigned(AnnotationRefused):
+    """The pair is in the sample but not in the annotator's share of it: annotators see and
+    answer only the pairs assigned to them (:func:`assignees`)."""
+
+    status = 403
 
 
 class AlreadyLabelled(AnnotationRefused):
@@ -204,13 +119,33 @@ class ForgedAnnotator(AnnotationRefused):
     status = 403
 
 
+class LabelsWithheld(AnnotationRefused):
+    """Labels, results and exports are for invited annotators who joined and for whoever runs
+    the UI (its owner link); this request is neither."""
+
+    status = 403
+
+
 # -- the pure core ---------------------------------------------------------------------------
 
 
+def _name_char_allowed(char: str, previous: str) -> bool:
+    """Whether ``char`` may follow ``previous`` in a name: a letter of any alphabet, a decimal
+    digit, a combining mark on a letter (the vowel signs of Devanagari, say: what NFC leaves
+    uncombined), or one of :data:`_NAME_PUNCTUATION`."""
+    category = unicodedata.category(char)
+    if category.startswith("L") or category == "Nd" or char in _NAME_PUNCTUATION:
+        return True
+    return category.startswith("M") and unicodedata.category(previous or " ")[0] in "LM"
+
+
 def check_name(name: str) -> str:
-    """The name, stripped, if it follows :data:`NAME_RULE`; :class:`BadName` otherwise."""
-    clean = name.strip()
-    if not _NAME.fullmatch(clean):
+    """The name, stripped and in Unicode's composed form (NFC: ``Zoë`` typed either way is one
+    annotator), if it follows :data:`NAME_RULE`; :class:`BadName` otherwise. Controls, slashes,
+    quotes, markup and format characters (bidi overrides, zero-width) are never part of one."""
+    clean = unicodedata.normalize("NFC", name).strip()
+    allowed = all(_name_char_allowed(c, clean[i - 1] if i else "") for i, c in enumerate(clean))
+    if not 1 <= len(clean) <= MAX_NAME_CHARS or not allowed:
         raise BadName(f"name {name!r} is not allowed: use {NAME_RULE}")
     return clean
 
@@ -351,6 +286,17 @@ class AnnotationState:
         overlap = self.overlap
         return sorted(mine, key=lambda p: (p not in overlap, _digest(annotator, p)))
 
+    def check_assigned(self, annotator: str, pair_id: str) -> None:
+        """Nothing when ``pair_id`` is in ``annotator``'s share of the sample;
+        :class:`PairNotInSample` or :class:`NotAssigned` otherwise."""
+        if pair_id not in self.pair_ids:
+            raise PairNotInSample(f"pair {pair_id!r} is not in the sample to label")
+        if annotator not in self.pair_annotators(pair_id):
+            raise NotAssigned(
+                f"pair {pair_id!r} is not in {annotator!r}'s share of the sample: each annotator "
+                "sees and answers only the pairs assigned to them"
+            )
+
     def remaining(self, annotator: str) -> list[str]:
         """The pairs assigned to ``annotator`` they have not answered, in the order shown."""
         return [p for p in self.assigned(annotator) if (annotator, p) not in self.labels]
@@ -365,6 +311,26 @@ class AnnotationState:
     def recorded(self) -> list[AnnotationRecorded]:
         """Every standing answer, in the order recorded."""
         return list(self.labels.values())
+
+    def answered_by(self, annotator: str) -> frozenset[str]:
+        """The pairs ``annotator`` holds a standing answer on."""
+        return frozenset(pair for (name, pair) in self.labels if name == annotator)
+
+
+def readable_by(state: AnnotationState, annotator: str | None) -> AnnotationState:
+    """The answers of ``state`` that ``annotator`` may read, as a state to fold no further:
+    every one for the owner (``None``); for an annotator, on each pair they hold a standing
+    answer on, theirs and the others' — so no one reads an answer on a pair before giving
+    their own (labels stay blind), and an undo hides the others' again until they answer."""
+    if annotator is None:
+        return state
+    mine = state.answered_by(annotator)
+    return replace(
+        state,
+        labels={key: label for key, label in state.labels.items() if key[1] in mine},
+        stamps={key: stamp for key, stamp in state.stamps.items() if key[1] in mine},
+        retracted={key: label for key, label in state.retracted.items() if key[0] == annotator},
+    )
 
 
 def fold(stored: Iterable[StoredEvent], state: AnnotationState | None = None) -> AnnotationState:
@@ -587,8 +553,8 @@ class AnnotationLog:
         return clean
 
     def record(self, annotator: str, pair_id: str, choice: str, comment: str) -> None:
-        """Record one answer, or raise the :class:`AnnotationRefused` that says why not
-        (nothing is written then)."""
+        """Record one answer of ``annotator`` on a pair of their share, or raise the
+        :class:`AnnotationRefused` that says why not (nothing is written then)."""
         if choice not in CHOICES:
             raise BadChoice(f"choice {choice!r} is not one of {list(CHOICES)!r}")
         if len(comment) > MAX_COMMENT_CHARS:
@@ -605,6 +571,9 @@ class AnnotationLog:
                 raise ForgedAnnotator(f"no annotator {annotator!r} has joined")
             if annotator not in state.invited:
                 raise NotInvited(not_invited(state, annotator))
+            # Checked here, on the state read at the version appended at: an invite or a
+            # withdrawal that moved the pair meanwhile is seen.
+            state.check_assigned(annotator, pair_id)
             if (annotator, pair_id) in state.labels:
                 raise AlreadyLabelled(
                     f"{annotator!r} already labelled pair {pair_id!r}; the answer stands (undo "
@@ -627,7 +596,8 @@ class AnnotationLog:
     def retract(self, annotator: str, pair_id: str) -> None:
         """Take back ``annotator``'s answer on ``pair_id`` (undo), which must be their latest
         standing one: a second undo sent from the same page finds nothing to take back
-        (:class:`NothingToUndo`) instead of an older answer."""
+        (:class:`NothingToUndo`) instead of an older answer. A pair no longer in their share
+        (a later invite moved it) is :class:`NotAssigned`: they could not answer it again."""
 
         def decide(state: AnnotationState) -> list[Event]:
             latest = state.latest(annotator)
@@ -636,6 +606,7 @@ class AnnotationLog:
                     f"pair {pair_id!r} is not {annotator!r}'s latest answer (already undone, or "
                     "answered since); reload the page"
                 )
+            state.check_assigned(annotator, pair_id)
             return [AnnotationRetracted(annotator=annotator, pair_id=pair_id)]
 
         self._append(decide)

@@ -10,8 +10,11 @@ workers are doing now (the coordination tables and the log's counters).
 Pages are Jinja2 with autoescaping on. Annotators are invited by name; each joins through an
 invite link signed for them and this benchmark, which sets a cookie signed the same way (with the
 workspace's secret, ``<home>/ui_secret``), and every answer form carries a token signed for that
-annotator and pair, so none can be forged or carried to another benchmark. The audit, status and
-judgments pages, like the results, ask for no identity.
+annotator and pair, so none can be forged or carried to another benchmark. An annotator is shown
+and may answer only the pairs of their share. The results and the label downloads are for
+whoever runs the UI (the owner link, signed the same way, which ``playlisteval ui`` prints) and
+for annotators who joined, who read the others' answers on a pair only once they gave their own:
+labels stay blind. The audit, status and judgments pages ask for no identity.
 """
 
 from __future__ import annotations
@@ -48,10 +51,13 @@ from playlisteval.ui.annotations import (
     AnnotationRefused,
     AnnotationState,
     ForgedAnnotator,
+    LabelsWithheld,
+    UnknownPair,
     chosen_shown_as,
     label_rows,
     labels_text,
     not_invited,
+    readable_by,
 )
 from playlisteval.ui.answer_diff import diff_answers
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair, load_benchmark
@@ -80,6 +86,7 @@ from store.events import micros_to_usd
 from store.runlog import run_ids
 
 COOKIE = "playlisteval_annotator"
+OWNER_COOKIE = "playlisteval_owner"
 SECRET_FILE = "ui_secret"
 # A form within the comment limit is a few kB even fully percent-encoded; read no more than this.
 MAX_FORM_BYTES = 64 * 1024
@@ -139,6 +146,12 @@ def workspace_secret(home: Path) -> bytes:
     return key
 
 
+def _same(given: str, expected: str) -> bool:
+    """Whether ``given`` (from a request: any characters) is ``expected``, in constant time
+    (``compare_digest`` refuses non-ASCII text with a TypeError: compared as UTF-8 instead)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
 @dataclass(frozen=True)
 class Signer:
     """HMAC-SHA256 signatures for invite links, annotator cookies and answer forms, each bound
@@ -163,7 +176,7 @@ class Signer:
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None
-        return name if hmac.compare_digest(mac, self._mac(purpose, name)) else None
+        return name if _same(mac, self._mac(purpose, name)) else None
 
     def invite(self, name: str) -> str:
         """The invite token of annotator ``name``: whoever holds it joins as ``name``."""
@@ -191,13 +204,33 @@ class Signer:
             raise ForgedAnnotator("the annotator cookie was not signed by this server")
         return name
 
+    def owner(self) -> str:
+        """The owner token of this benchmark's UI: whoever holds it reads every label."""
+        return self._mac("owner")
+
+    def owner_cookie(self) -> str:
+        """The cookie value the owner link sets."""
+        return self._mac("owner-cookie")
+
+    def is_owner_cookie(self, value: str) -> bool:
+        """Whether ``value`` is the owner cookie this key signs for this benchmark."""
+        return _same(value, self.owner_cookie())
+
+    def check_owner(self, token: str) -> None:
+        """:class:`ForgedAnnotator` unless ``token`` is this benchmark's owner token."""
+        if not _same(token, self.owner()):
+            raise ForgedAnnotator(
+                "the owner link is not one this UI made for this benchmark; `playlisteval ui "
+                "BENCH` prints it when it starts"
+            )
+
     def form_token(self, annotator: str, pair_id: str) -> str:
         """The token an answer form for (annotator, pair) carries."""
         return self._mac("form", annotator, pair_id)
 
     def check_form(self, annotator: str, pair_id: str, token: str) -> None:
         """:class:`ForgedAnnotator` unless ``token`` was made for this annotator and pair."""
-        if not hmac.compare_digest(token, self.form_token(annotator, pair_id)):
+        if not _same(token, self.form_token(annotator, pair_id)):
             raise ForgedAnnotator(
                 f"the form for pair {pair_id!r} was not issued to annotator {annotator!r}"
             )
@@ -208,9 +241,20 @@ def cookie_name(benchmark: Benchmark) -> str:
     return f"{COOKIE}_{benchmark.content_sha256[:12]}"
 
 
+def owner_cookie_name(benchmark: Benchmark) -> str:
+    """The owner cookie of one benchmark's UI."""
+    return f"{OWNER_COOKIE}_{benchmark.content_sha256[:12]}"
+
+
 def invite_path(signer: Signer, name: str) -> str:
     """The path of annotator ``name``'s invite link."""
     return f"/join?invite={quote(signer.invite(name), safe='')}"
+
+
+def owner_path(signer: Signer) -> str:
+    """The path of the owner link: it opens the results and every label to whoever runs the
+    UI (the same link after a restart, like the invite links)."""
+    return f"/owner?token={signer.owner()}"
 
 
 def invite_annotators(
@@ -408,9 +452,10 @@ def _undo_target(pair_id: str) -> str:
 
 
 def _undo_form(signer: Signer, state: AnnotationState, annotator: str) -> dict[str, str] | None:
-    """The undo form of ``annotator``: their latest standing answer and its signed token."""
+    """The undo form of ``annotator``: their latest standing answer and its signed token (none
+    when that pair left their share: they could not answer it again)."""
     latest = state.latest(annotator)
-    if latest is None:
+    if latest is None or latest.pair_id not in state.assigned(annotator):
         return None
     return {
         "pair_id": latest.pair_id,
@@ -533,6 +578,8 @@ def create_app(
     every other pair (recorded once; by default ``pairs.human_overlap`` and
     ``pairs.human_overlap_share``).
     ``secret`` signs invites, cookies and forms; by default the workspace's own (made once).
+    ``state.owner_link`` is the path of the owner link, which opens the results and every
+    label (:func:`owner_path`).
     The status page calls a worker stale when its last heartbeat is older than
     ``stale_after_s``; by default three of the workspace's heartbeat intervals.
     ``evaluations`` are evaluation folders of this benchmark (``playlisteval eval --out``) the
@@ -550,7 +597,7 @@ def create_app(
     signer = Signer(
         secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
     )
-    cookie = cookie_name(benchmark)
+    cookie, owner_cookie = cookie_name(benchmark), owner_cookie_name(benchmark)
     queue, accounts = app.queue(), app.accounts()
     # One fold for the server's lifetime: each status page reads only what was appended since.
     log_metrics = LogMetrics(app.events)
@@ -558,6 +605,7 @@ def create_app(
         stale_after_s = 3 * app.settings.worker.heartbeat_s
     web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
     web.state.invite_links = {name: invite_path(signer, name) for name in log.state().invited}
+    web.state.owner_link = owner_path(signer)
     web.state.design = design_sentence(log.state())
 
     @web.exception_handler(StarletteHTTPException)
@@ -569,6 +617,38 @@ def create_app(
         value = request.cookies.get(cookie)
         return None if value is None else signer.annotator(value)
 
+    def is_owner(request: Request) -> bool:
+        """Whether the request carries this UI's owner cookie."""
+        return signer.is_owner_cookie(request.cookies.get(owner_cookie, ""))
+
+    def reader(request: Request, state: AnnotationState) -> str | None:
+        """Who reads labels: None for the owner, else the joined, still invited annotator
+        signed in; :class:`AnnotationRefused` for anyone else."""
+        if is_owner(request):
+            return None
+        name = who(request)
+        if name is None:
+            raise LabelsWithheld(
+                "the results and labels are for invited annotators who joined (through their "
+                "invite link) and for whoever runs the UI (its owner link); this browser is "
+                "signed in as neither"
+            )
+        if name not in state.annotators:
+            raise LabelsWithheld(f"{name!r} has not joined: open your invite link first")
+        if name not in state.invited:
+            raise LabelsWithheld(not_invited(state, name))
+        return name
+
+    @web.get("/owner")
+    def owner(token: str = "") -> Response:
+        try:
+            signer.check_owner(token)
+        except ForgedAnnotator as exc:
+            return _error(exc.status, str(exc))
+        response = RedirectResponse("/results", status_code=303)
+        response.set_cookie(owner_cookie, signer.owner_cookie(), httponly=True, samesite="strict")
+        return response
+
     @web.get("/", response_class=HTMLResponse)
     def index(request: Request) -> Response:
         try:
@@ -579,6 +659,7 @@ def create_app(
         return _page(
             "index.html",
             name=name,
+            owner=is_owner(request),
             sample=len(state.pair_ids),
             invited=len(state.invited),
             annotators=len(state.annotators),
@@ -635,8 +716,15 @@ def create_app(
         if name is None:
             return RedirectResponse("/", status_code=303)
         state = log.state()
+        if pair:
+            try:
+                if pair not in benchmark.pairs:
+                    raise UnknownPair(f"there is no pair {pair!r} in this benchmark")
+                state.check_assigned(name, pair)
+            except AnnotationRefused as exc:
+                return _error(exc.status, str(exc))
         # ``pair``: the one just taken back (undo) comes next, whatever the order says.
-        wanted = pair if pair in state.pair_ids and (name, pair) not in state.labels else ""
+        wanted = pair if pair and (name, pair) not in state.labels else ""
         todo = state.remaining(name)
         if not wanted and not todo:
             return _page(
@@ -688,13 +776,19 @@ def create_app(
         return RedirectResponse("/annotate", status_code=303)
 
     @web.get("/results", response_class=HTMLResponse)
-    def results() -> Response:
+    def results(request: Request) -> Response:
         state = log.state()
-        agreement = _summary(state, benchmark)
-        comments = [r for r in state.recorded() if r.comment]
+        try:
+            viewer = reader(request, state)
+        except AnnotationRefused as exc:
+            return _error(exc.status, str(exc))
+        readable = readable_by(state, viewer)
+        comments = [r for r in readable.recorded() if r.comment]
         return _page(
             "results.html",
-            summary=agreement,
+            viewer=viewer,
+            answered=len(state.answered_by(viewer)) if viewer is not None else None,
+            summary=_summary(readable, benchmark),
             sample=len(state.pair_ids),
             design=state.design,
             overlap=len(state.overlap),
@@ -707,10 +801,15 @@ def create_app(
         )
 
     @web.get("/annotations.{fmt}")
-    def download(fmt: str) -> Response:
+    def download(request: Request, fmt: str) -> Response:
         if fmt not in EXPORT_FORMATS:
             return _error(404, f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
-        text = labels_text(label_rows(log.state(), benchmark), fmt)
+        state = log.state()
+        try:
+            viewer = reader(request, state)
+        except AnnotationRefused as exc:
+            return _error(exc.status, str(exc))
+        text = labels_text(label_rows(readable_by(state, viewer), benchmark), fmt)
         kind = "text/csv" if fmt == "csv" else "application/x-ndjson"
         filename = f"labels-{benchmark.content_sha256[:12]}.{fmt}"
         return Response(

@@ -1,13 +1,13 @@
 """An exported benchmark as the validation UI reads it, and the stratified sample drawn from it.
 
 The export directory holds ``pairs.jsonl`` (one record per pair), ``manifest.json`` (the videos
-and clips) and ``benchmark.json`` (version and content hash). Only what the UI shows is read;
-the record stays a plain dict so a new export field never breaks the UI.
+and clips) and ``benchmark.json`` (version and content hash). The records are read and checked
+as an evaluation reads them (:mod:`tools.benchmark_folder`); of each, the UI keeps what it
+shows, so a new export field never breaks the UI.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Mapping, Sequence
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import ConfigError
+from tools.benchmark_folder import read_benchmark_folder
 
 
 @dataclass(frozen=True)
@@ -68,54 +69,33 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"{str(path)!r} is not valid JSON: {exc}") from exc
 
 
-def _pair(record: Mapping[str, Any], where: str) -> BenchmarkPair:
-    try:
-        return BenchmarkPair(
-            id=str(record["id"]),
-            prompt=str(record["prompt"]),
-            chosen=str(record["chosen"]),
-            rejected=str(record["rejected"]),
-            domain=str(record["domain"]),
-            gap=int(record["gap"]),
-            evidence=tuple(
-                Clip(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
-                for e in record.get("evidence") or ()
-            ),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: not a benchmark pair record ({exc!r})") from exc
+def _pair(record: Mapping[str, Any]) -> BenchmarkPair:
+    """A record :func:`tools.benchmark_folder.read_benchmark_folder` checked, as the UI shows it."""
+    return BenchmarkPair(
+        id=str(record["id"]),
+        prompt=str(record["prompt"]),
+        chosen=str(record["chosen"]),
+        rejected=str(record["rejected"]),
+        domain=str(record["domain"]),
+        gap=int(record["gap"]),
+        evidence=tuple(
+            Clip(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
+            for e in record["evidence"]
+        ),
+    )
 
 
-def load_benchmark(path: Path) -> Benchmark:
-    """Read an export directory; :class:`ConfigError` says what is missing or malformed."""
-    root = Path(path).expanduser().resolve()
-    if not root.is_dir():
-        raise ConfigError(f"benchmark folder {str(root)!r} does not exist")
-    pairs_file = root / "pairs.jsonl"
-    try:
-        raw = pairs_file.read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{str(pairs_file)!r} is missing; is {str(root)!r} an export?") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{str(pairs_file)!r} is not UTF-8 text (byte {exc.start}): give the pairs.jsonl "
-            "`playlisteval export` wrote"
-        ) from exc
-    pairs: dict[str, BenchmarkPair] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{pairs_file.name} line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where} is not valid JSON: {exc}") from exc
-        pair = _pair(record, where)
-        if pair.id in pairs:
-            raise ConfigError(f"{where}: pair id {pair.id!r} appears twice")
-        pairs[pair.id] = pair
+def load_benchmark(path: Path, *, allow_modified: bool = False) -> Benchmark:
+    """Read an export directory; :class:`ConfigError` says what is missing or malformed.
+
+    The records are read and checked whole, as an evaluation reads them
+    (:func:`tools.benchmark_folder.read_benchmark_folder`): a bad record is named with its
+    file and line, and records changed after the export are refused unless ``allow_modified``.
+    Labels are filed under the hash of the records as found, so an edited ``pairs.jsonl`` never
+    counts labels given to other records."""
+    folder = read_benchmark_folder(path, allow_modified=allow_modified)
+    root = folder.path
+    pairs = {str(record["id"]): _pair(record) for record in folder.records}
     manifest = _read_json(root / "manifest.json")
     videos: dict[str, Path] = {}
     for entry in manifest.get("videos", []) if isinstance(manifest, dict) else []:
@@ -123,25 +103,9 @@ def load_benchmark(path: Path) -> Benchmark:
             continue
         file = Path(str(entry["path"])).expanduser()
         videos[str(entry["id"])] = file if file.is_absolute() else root / file
-    info_file = root / "benchmark.json"
-    if info_file.exists():
-        info = _read_json(info_file)
-        digest = str(info.get("content_sha256") or "") if isinstance(info, dict) else ""
-    else:
-        digest = ""
-    actual = hashlib.sha256(raw).hexdigest()
-    if digest and digest != actual:
-        # Labels are filed under the content hash: an edited pairs.jsonl served under the old
-        # hash would count old labels for new records.
-        raise ConfigError(
-            f"{str(pairs_file)!r} does not match the content hash in benchmark.json "
-            f"({digest[:12]}…, the records hash to {actual[:12]}…): the records were changed "
-            "after the export; export the benchmark again (or restore its pairs.jsonl)"
-        )
-    # An export always writes benchmark.json; the hash of the records stands in without it.
     return Benchmark(
         path=root,
-        content_sha256=actual,
+        content_sha256=folder.content_sha256,
         pairs=pairs,
         videos=videos,
     )

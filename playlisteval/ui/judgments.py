@@ -116,7 +116,11 @@ _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 def load_evaluations(paths: Sequence[Path], benchmark: Benchmark) -> dict[str, EvaluationFolder]:
     """The evaluation folders ``paths`` by their names in the viewer; :class:`ConfigError` for
     a folder that is no evaluation or evaluates another benchmark than ``benchmark`` (the
-    viewer shows each judgment beside the benchmark's pair and rebuilds its prompt from it)."""
+    viewer shows each judgment beside the benchmark's pair and rebuilds its prompt from it), and
+    for a line of its ``judgments.jsonl`` that is not a judgment record, named with its file and
+    line (:func:`agents.evaluation.read_judgments`, as ``report`` names it): a record left out
+    unsaid would change every count the viewer shows. Only a last line a crash cut short is
+    left out."""
     out: dict[str, EvaluationFolder] = {}
     for given in paths:
         path = Path(given).expanduser().resolve()
