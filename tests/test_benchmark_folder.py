@@ -34,7 +34,7 @@ from agents.evaluation import (
     read_judgments,
 )
 from playlisteval.app import App, offline_models
-from playlisteval.cli import EXIT_FIX
+from playlisteval.cli import EXIT_FIX, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
 from playlisteval.report import load_records
 from playlisteval.settings import load_settings
@@ -42,6 +42,7 @@ from playlisteval.ui.benchmark import load_benchmark
 from playlisteval.ui.judgments import load_evaluations
 from policies.prices import PriceTable
 from store.errors import ConfigError
+from store.events import CapSet
 from tests.test_evaluation import CountingModel
 from tests.test_ui import CELLS, write_benchmark
 from tests.workspaces import copy_workspace
@@ -350,3 +351,28 @@ def test_a_resumed_evaluation_leaves_no_torn_line_for_its_readers_to_refuse(
     assert len(load_records([evaluated])) == 4
     loaded = load_evaluations([evaluated], load_benchmark(bench))
     assert len(next(iter(loaded.values())).records) == 4
+
+
+def test_an_evaluation_records_its_log_anchor_and_verify_checks_the_log_against_it(
+    judged: Judged, bench: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "eval"
+    result = judged.run(bench, out, limit=1)
+    anchor = json.loads((out / EVALUATION_FILE).read_text())["anchor"]
+    assert anchor["label"] == f"evaluation {result.evaluation_id}"
+    assert anchor["streams"] == [f"eval-{result.evaluation_id}"]
+    assert anchor["events"] > 0
+    home = judged.home
+    said = CliRunner().invoke(
+        cli_app, ["store", "verify", "--anchor", str(out), "--home", str(home)]
+    )
+    assert said.exit_code == 0, said.output
+    assert f"evaluation {result.evaluation_id} matches its anchor" in " ".join(said.output.split())
+    # The evaluation's stream written to after the anchor (a second session, a forger): named.
+    with App(load_settings(home)) as app:
+        app.events.append(f"eval-{result.evaluation_id}", [CapSet(cap_micros=1, command="eval")])
+    said = CliRunner().invoke(
+        cli_app, ["store", "verify", "--anchor", str(out), "--home", str(home)]
+    )
+    assert said.exit_code == EXIT_TAMPERED, said.output
+    assert "after the anchor" in " ".join(said.output.split())

@@ -121,6 +121,9 @@ def test_a_run_the_per_seed_cap_stopped_is_not_told_budget(workspace: Path) -> N
     assert "the per-seed cap stopped 2 seed(s), and a resumed run keeps it" in said
     assert "`playlisteval curate --again --per-seed USD`" in said
     assert "--budget" not in said
+    shown = " ".join(invoke("runs", "--home", str(workspace)).output.split())
+    assert "curate --again --per-seed USD" in shown  # what `runs` itself prints
+    assert f"curate --run {run_id} --budget" not in shown
     again = invoke(
         "curate", "--again", "--per-seed", "5", "--budget", "5", "--max-seeds", "2",
         "--home", str(workspace),
