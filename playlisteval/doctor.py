@@ -198,6 +198,18 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
         )
         app.events.last_seq()
         checks.append(Check("event log", True, settings.store.url or str(app.workspace.database)))
+        key = app.log_key_path()
+        checks.append(
+            Check(
+                "log key",
+                key.is_file(),
+                f"{key} (the event log's chain is keyed with it; keep a copy away from the "
+                "database, and publish anchors: README, 'A log whose lies are caught')"
+                if key.is_file()
+                else f"{key} is missing: the log cannot be extended or checked",
+                "" if key.is_file() else "restore the key file the workspace was written with",
+            )
+        )
     except PlaylistEvalError as exc:
         checks.append(Check("workspace", False, str(exc), "check --home and store.url"))
     return checks
