@@ -509,7 +509,10 @@ class App:
     def catalog(self) -> Catalog:
         """The catalogue: ``store.catalog_url`` when set, else the workspace's SQLite file."""
         if self._catalog is None:
-            self._catalog = Catalog.open(self.settings.store.catalog_url or self.workspace.database)
+            self._catalog = Catalog.open(
+                self.settings.store.catalog_url or self.workspace.database,
+                root=self.workspace.root,
+            )
         return self._catalog
 
     @property

@@ -8,19 +8,27 @@ structure rebuilt from it if need be.
 
 Writes of many rows go through SQLAlchemy Core (``executemany``), which DESIGN.md measured about
 ten times faster than the ORM's ``add_all``.
+
+Media paths (a video's file, its caption files) that lie inside the catalogue's root — the
+workspace folder — are stored relative to it and handed back absolute, resolved against wherever
+the root is now: a workspace copied or moved elsewhere still finds, indexes and serves its own
+videos. Paths outside it stay absolute. Catalogues written before kept absolute paths; those
+inside the root are made relative when the catalogue is opened.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+import os
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, event, func, update
+from sqlalchemy import Engine, event, func, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DatabaseError, OperationalError
@@ -164,6 +172,44 @@ def vectors_from_bytes(blobs: Sequence[bytes]) -> np.ndarray:
     return np.stack([np.frombuffer(b, dtype="<f4") for b in blobs]).astype(np.float32)
 
 
+def _stored_path(path: str, root: Path | None) -> str:
+    """``path`` as the catalogue keeps it: relative to ``root`` when it lies inside (``..``
+    folded first, symlinks not followed), else as given."""
+    if root is None or not path:
+        return path
+    candidate = Path(os.path.normpath(path))
+    if candidate.is_absolute() and candidate != root and candidate.is_relative_to(root):
+        return candidate.relative_to(root).as_posix()
+    return path
+
+
+def _shown_path(path: str, root: Path | None) -> str:
+    """A stored path as readers get it: absolute, a relative one taken from ``root``."""
+    if root is None or not path or Path(path).is_absolute():
+        return path
+    return str(root / path)
+
+
+def _mapped_captions(
+    captions: str, convert: Callable[[str, Path | None], str], root: Path | None
+) -> str:
+    """The JSON list of caption paths with ``convert(path, root)`` applied to each."""
+    if root is None:
+        return captions
+    try:
+        paths = json.loads(captions)
+    except ValueError:  # not written by this module: kept as it is
+        return captions
+    if not isinstance(paths, list):
+        return captions
+    return json.dumps([convert(p, root) if isinstance(p, str) else p for p in paths])
+
+
+# The root each engine's media paths are relative to: a view made over the same engine
+# (``agents.evaluation.ReadCatalog`` passes only the engine) reads them as the opener wrote them.
+_ROOTS: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (search, status) run while the indexer writes; NORMAL sync is durable at
@@ -176,19 +222,32 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 class Catalog:
-    """Typed access to the catalogue tables. Open with :meth:`open`."""
+    """Typed access to the catalogue tables. Open with :meth:`open`.
 
-    def __init__(self, engine: Engine) -> None:
+    ``root`` is the folder media paths inside of are stored relative to (see the module's
+    docstring); None keeps every path as given.
+    """
+
+    def __init__(self, engine: Engine, root: Path | None = None) -> None:
         self.engine = engine
+        if root is not None:
+            _ROOTS[engine] = root.expanduser().resolve()
+        self.root = _ROOTS.get(engine)
 
     @classmethod
-    def open(cls, url_or_path: str | Path) -> Catalog:
-        """Open (and create) the catalogue at a SQLite path or an SQLAlchemy URL."""
+    def open(cls, url_or_path: str | Path, *, root: Path | None = None) -> Catalog:
+        """Open (and create) the catalogue at a SQLite path or an SQLAlchemy URL.
+
+        ``root`` is the workspace folder; a SQLite file given by its path defaults it to the
+        file's folder (the workspace's ``playlisteval.db`` lies at its root). A URL without a
+        ``root`` keeps paths absolute.
+        """
         url = str(url_or_path)
         if "://" not in url:
             path = Path(url).expanduser()
             path.parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{path}"
+            root = path.parent if root is None else root
         try:
             engine = create_engine(url)
         except Exception as exc:  # SQLAlchemy raises several types for a bad URL
@@ -203,7 +262,52 @@ class Catalog:
         except DatabaseError as exc:  # a corrupt or truncated file, or not SQLite at all
             engine.dispose()
             raise unreadable_database(engine.url.database or url, exc.orig) from exc
-        return cls(engine)
+        catalog = cls(engine, root)
+        try:
+            catalog._make_paths_relative()
+        except OperationalError:
+            pass  # locked or read-only now: the paths stay absolute, and still work here
+        except DatabaseError as exc:  # rows past the schema that cannot be read
+            engine.dispose()
+            raise unreadable_database(engine.url.database or url, exc.orig) from exc
+        return catalog
+
+    def _make_paths_relative(self) -> None:
+        """Store relative the absolute paths an older catalogue kept inside the root, so that
+        the workspace can move from here on. Only rows naming the root are read."""
+        if self.root is None:
+            return
+        table = VideoRow.__table__  # type: ignore[attr-defined]
+        prefix = str(self.root)
+        in_json = json.dumps(prefix)[1:-1]
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                sa_select(table.c.id, table.c.path, table.c.captions).where(
+                    or_(table.c.path.like(prefix + "%"), table.c.captions.like(f"%{in_json}%"))
+                )
+            ).all()
+            for video_id, path, captions in rows:
+                stored = self._stored(path, captions)
+                if stored != (path, captions):
+                    conn.execute(
+                        table.update()
+                        .where(table.c.id == video_id)
+                        .values(path=stored[0], captions=stored[1])
+                    )
+
+    def _stored(self, path: str | None, captions: str) -> tuple[str | None, str]:
+        """A video's path and captions as the catalogue keeps them."""
+        return (
+            None if path is None else _stored_path(path, self.root),
+            _mapped_captions(captions, _stored_path, self.root),
+        )
+
+    def _shown(self, row: VideoRow) -> VideoRow:
+        """``row`` (out of its session) with its paths absolute, as readers get them."""
+        if row.path is not None:
+            row.path = _shown_path(row.path, self.root)
+        row.captions = _mapped_captions(row.captions, _shown_path, self.root)
+        return row
 
     def close(self) -> None:
         """Release the database connections."""
@@ -239,32 +343,41 @@ class Catalog:
     def upsert_video(self, row: VideoRow) -> VideoRow:
         """Insert a video, or refresh its listing fields while keeping its progress (a video
         that had failed is listed again: adding it again is asking for another try)."""
+        path, captions = self._stored(row.path, row.captions)
         with self.session() as s:
             existing = s.get(VideoRow, row.id)
             if existing is None:
+                row.path, row.captions = path, captions
                 s.add(row)
-                return row
-            existing.playlist_id, existing.domain = row.playlist_id, row.domain
-            existing.position, existing.title = row.position, row.title
-            existing.url = row.url or existing.url
-            existing.path = row.path or existing.path
-            if row.captions != "[]":
-                existing.captions = row.captions
-            if existing.status == FAILED:
-                # Added again (the file replaced or restored): the next index tries it anew.
-                existing.status, existing.reason = LISTED, None
-            s.add(existing)
-            return existing
+                kept = row
+            else:
+                existing.playlist_id, existing.domain = row.playlist_id, row.domain
+                existing.position, existing.title = row.position, row.title
+                existing.url = row.url or existing.url
+                existing.path = path or existing.path
+                if captions != "[]":
+                    existing.captions = captions
+                if existing.status == FAILED:
+                    # Added again (the file replaced or restored): the next index tries it anew.
+                    existing.status, existing.reason = LISTED, None
+                s.add(existing)
+                kept = existing
+        return self._shown(kept)
 
     def update_video(self, video_id: str, **fields: Any) -> None:
         """Set fields of one video."""
+        if fields.get("path") is not None:
+            fields["path"] = _stored_path(fields["path"], self.root)
+        if "captions" in fields:
+            fields["captions"] = _mapped_captions(fields["captions"], _stored_path, self.root)
         with self.session() as s:
             s.exec(update(VideoRow).where(col(VideoRow.id) == video_id).values(**fields))
 
     def video(self, video_id: str) -> VideoRow | None:
         """One video, or None."""
         with self.session() as s:
-            return s.get(VideoRow, video_id)
+            found = s.get(VideoRow, video_id)
+        return None if found is None else self._shown(found)
 
     def videos(
         self, *, statuses: Iterable[str] | None = None, domain: str | None = None
@@ -277,7 +390,8 @@ class Catalog:
             if domain is not None:
                 query = query.where(VideoRow.domain == domain)
             query = query.order_by(col(PlaylistRow.added_seq), col(VideoRow.position))
-            return list(s.exec(query).all())
+            found = list(s.exec(query).all())
+        return [self._shown(row) for row in found]
 
     def playlists(self) -> list[PlaylistRow]:
         """Every playlist, in the order they were added."""
@@ -286,7 +400,7 @@ class Catalog:
 
     def captions_of(self, video: VideoRow) -> list[Path]:
         """The caption files recorded for a video."""
-        return [Path(p) for p in json.loads(video.captions)]
+        return [Path(_shown_path(p, self.root)) for p in json.loads(video.captions)]
 
     # -- problems ---------------------------------------------------------------------------
 

@@ -133,3 +133,19 @@ def test_seed_order_and_ids_are_deterministic() -> None:
     assert one == two
     assert one == sorted(one, key=lambda s: (s.domain, s.segment_a, s.segment_b))
     assert len({s.seed_id for s in one}) == len(one)
+
+
+def test_a_tie_within_float_noise_names_the_first_pair_whatever_the_noise() -> None:
+    """A copy ties at cosine 1.0 on every segment; the engines' float noise (1e-7) must not
+    decide which pair the finding names: the first within TIE_COSINE does."""
+    segments = [
+        SegmentRef(segment_id=s, video_id=v, domain="d")
+        for s, v in (("a-s0", "a"), ("a-s1", "a"), ("b-s0", "b"), ("b-s1", "b"))
+    ]
+    base = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32)
+    for noise in (0.0, 1e-3, -1e-3):
+        copy = base.copy()
+        copy[0] = [1.0, noise, 0.0]  # s0's cosine a hair (5e-7) below s1's 1.0: noise
+        vectors = np.vstack([base, copy])
+        [found] = find_near_duplicates(["a", "b"], segments, vectors, 0.95)
+        assert (found.segment_id, found.kept_segment_id) == ("b-s0", "a-s0"), noise

@@ -598,12 +598,21 @@ class IndexStore:
         return reason
 
     def _probe_into_catalog(self, video: VideoRow) -> bool:
+        """Record what a probe finds of ``video``, or fail it with the reason it cannot be
+        indexed (not a video, a single still picture). Sound that outlasts the picture is left
+        out of the video's duration, and that is recorded as a problem the video goes on with
+        (``status`` lists it)."""
         assert video.path is not None
         try:
             info = media.probe(Path(video.path))
+            media.check_indexable(info)
         except MediaError as exc:
             self._fail(video, "probe", exc)
             return False
+        note = info.sound_past_picture
+        if note is not None:
+            log.warning("sound_past_picture", video_id=video.id, reason=note)
+            self.catalog.record_problem("probe", video.id, note, video.playlist_id)
         self.catalog.update_video(
             video.id,
             duration_s=info.duration_s,

@@ -263,22 +263,18 @@ def _sidecar_captions(video: Path, roots: Sequence[Path]) -> tuple[Path, ...]:
 
 
 def _probe_duration(path: Path) -> float | None:
-    """Container duration in seconds, or ``None`` when the file cannot be probed here.
+    """The picture's length in seconds (what :func:`tools.media.probe` finds: sound that runs
+    past the last frame does not count), or ``None`` when the file cannot be probed here.
 
-    A file that cannot be opened is still listed: the media stage reports it as a MediaError.
+    A file that cannot be read as a video is still listed: the media stage refuses it with its
+    reason (a MediaError recorded against the video).
     """
-    try:
-        import av
+    from tools import media
 
-        with av.open(str(path)) as container:
-            if container.duration is not None:
-                return float(container.duration) / 1_000_000.0
-            for stream in container.streams.video:
-                if stream.duration is not None and stream.time_base is not None:
-                    return float(stream.duration * stream.time_base)
+    try:
+        return media.probe(path).duration_s
     except Exception:  # any decoder/container failure just means "unknown" at listing time
         return None
-    return None
 
 
 @dataclass
@@ -413,18 +409,50 @@ def _natural_key(path: Path) -> list[tuple[int, int | str]]:
     return [(1, int(part)) if part.isdigit() else (0, part) for part in parts if part]
 
 
+def _vet_link(collector: _Collector, path: Path, relative: Path) -> None:
+    """Drop, with its reason, a link the folder walk does not follow: one that cannot be
+    resolved (a loop such as ``a -> a``, a dangling link) or one to a folder. The walk never
+    descends through a linked folder, so a loop (``clips/loop -> ..``) cannot make it run
+    forever; without a reason printed, though, the videos behind it would vanish unexplained."""
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        reason = "a symlink loop" if isinstance(exc, RuntimeError) else exc.strerror or exc
+        collector.drop(str(relative), path.name, f"{str(relative)!r} cannot be read: {reason}")
+        return
+    if not target.is_dir():
+        return  # a link to a file that is not a video: nothing to take in, nothing lost
+    if path.parent.resolve().is_relative_to(target):
+        collector.drop(
+            str(relative),
+            path.name,
+            f"{str(relative)!r} links to {str(target)!r}, a folder that holds it: a symlink loop, "
+            "not followed",
+        )
+        return
+    collector.drop(
+        str(relative),
+        path.name,
+        f"{str(relative)!r} links to the folder {str(target)!r}; linked folders are not "
+        "followed: add that folder as a source of its own",
+    )
+
+
 def _list_folder(
     folder: Path, source: str, domain: str | None, extra_roots: Sequence[Path]
 ) -> PlaylistListing:
     root = folder.resolve()
     roots = _resolve_roots([root, *extra_roots])
     collector = _Collector()
-    candidates = [
+    found = [
         path
         for path in root.rglob("*")
-        if path.suffix.lower() in VIDEO_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(root).parts)
+        if not any(part.startswith(".") for part in path.relative_to(root).parts)
     ]
+    candidates = [path for path in found if path.suffix.lower() in VIDEO_SUFFIXES]
+    for path in sorted(found, key=lambda p: _natural_key(p.relative_to(root))):
+        if path.suffix.lower() not in VIDEO_SUFFIXES and path.is_symlink():
+            _vet_link(collector, path, path.relative_to(root))
     for path in sorted(candidates, key=lambda p: _natural_key(p.relative_to(root))):
         relative = path.relative_to(root)
         problem = _name_problem(str(relative))

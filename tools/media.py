@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from store.errors import ConfigError, MediaError, disk_full
 __all__ = [
     "Frame",
     "MediaInfo",
+    "check_indexable",
     "chunk_grid",
     "export_clip",
     "extract_audio",
@@ -55,11 +57,21 @@ _MAX_PIXELS = 8_192 * 8_192
 # Video data that ends this much before the duration its own stream declares is a truncated
 # file (a download cut short, a copy interrupted), not a last frame held on screen.
 _TRUNCATED_S = 1.0
+# Sound that runs this much past the picture is worth a word (a few milliseconds of encoder
+# padding are usual and say nothing).
+_SOUND_PAST_PICTURE_S = 1.0
+# Matroska keeps each stream's length as a ``DURATION`` tag, "HH:MM:SS.nnnnnnnnn".
+_MATROSKA_DURATION = re.compile(r"^(\d+):(\d{2}):(\d{2}(?:\.\d+)?)$")
 
 
 @dataclass(frozen=True)
 class MediaInfo:
-    """What :func:`probe` learnt about a video file."""
+    """What :func:`probe` learnt about a video file.
+
+    ``duration_s`` is the picture's length, not the file's: sound that runs past the last frame
+    (a 3 s clip over a 300 s track) is not indexed, and ``sound_s`` says how long it runs when
+    that is more than a second past the picture (None otherwise).
+    """
 
     path: Path
     duration_s: float
@@ -71,6 +83,19 @@ class MediaInfo:
     video_codec: str
     audio_codec: str | None
     size_bytes: int
+    pictures: int  # pictures read, at most 300: enough to tell a still from a moving picture
+    sound_s: float | None = None
+
+    @property
+    def sound_past_picture(self) -> str | None:
+        """What a user should hear about sound that outlasts the picture, or None."""
+        if self.sound_s is None:
+            return None
+        return (
+            f"its sound runs {self.sound_s:.1f} s, {self.sound_s - self.duration_s:.1f} s past "
+            f"its picture's {self.duration_s:.1f} s; only the {self.duration_s:.1f} s with a "
+            "picture are indexed"
+        )
 
 
 @dataclass(frozen=True)
@@ -132,46 +157,94 @@ def _origin_s(container: av.container.InputContainer, stream: av.VideoStream) ->
     return 0.0
 
 
-def _duration_s(
-    container: av.container.InputContainer, stream: av.VideoStream, video_first: bool = False
-) -> float | None:
-    """Container duration, else stream duration, else the end of the last video packet.
+def _tagged_s(stream: av.stream.Stream) -> float | None:
+    """A stream's length from its Matroska ``DURATION`` tag (Matroska stores no per-stream
+    duration field; FFmpeg's muxer writes the tag), or None."""
+    found = _MATROSKA_DURATION.match(str(stream.metadata.get("DURATION", "")).strip())
+    if found is None:
+        return None
+    hours, minutes, seconds = found.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
-    ``video_first`` prefers the video stream's own duration: an audio track that runs a few
-    milliseconds longer must not add a frame.
+
+def _picture_s(container: av.container.InputContainer, stream: av.VideoStream) -> float | None:
+    """How long the picture lasts: the video stream's own duration (its header, or its Matroska
+    tag), else the container's when the picture is all it holds, else the end of the last video
+    packet (the container's duration when no packet tells).
+
+    The container's duration is its longest stream's: a sound track that outlasts the picture
+    would make chunks with nothing to see, and a last frame held on screen for minutes.
     """
-    stream_s = None
     if stream.duration is not None and stream.duration > 0 and stream.time_base is not None:
-        stream_s = float(stream.duration * stream.time_base)
-    if video_first and stream_s is not None:
-        return stream_s
+        return float(stream.duration * stream.time_base)
+    tagged = _tagged_s(stream)
+    if tagged is not None and tagged > 0:
+        return tagged
+    whole = None
+    if container.duration is not None and container.duration > 0:
+        whole = container.duration / av.time_base
+    if len(container.streams) == 1 and whole is not None:
+        return whole
+    end = _last_packet_end_s(container, stream)
+    return end if end is not None and end > 0 else whole
+
+
+def _last_packet_end_s(
+    container: av.container.InputContainer, stream: av.VideoStream
+) -> float | None:
+    """The end (s, from the stream's start) of the video stream's last packet, read from the last
+    keyframe before the container's end onwards; None when no packet tells."""
+    time_base = stream.time_base
+    if time_base is None:
+        return None
+    first = stream.start_time or 0
+    if container.duration is not None and container.duration > 0:
+        try:
+            container.seek(
+                first + int(container.duration / av.time_base / time_base),
+                stream=stream,
+                backward=True,
+            )
+        except _AV_ERRORS:
+            container.seek(0)  # not seekable there: read it all from the start
+    last_end: int | None = None
+    for packet in container.demux(stream):
+        if packet.pts is not None and packet.size:
+            end = packet.pts + (packet.duration or 0)
+            last_end = end if last_end is None else max(last_end, end)
+    container.seek(0)
+    return None if last_end is None else float((last_end - first) * time_base)
+
+
+def _sound_s(container: av.container.InputContainer, audio: av.AudioStream) -> float | None:
+    """How long the sound track lasts (its own duration, its tag, else the container's)."""
+    if audio.duration is not None and audio.duration > 0 and audio.time_base is not None:
+        return float(audio.duration * audio.time_base)
+    tagged = _tagged_s(audio)
+    if tagged is not None:
+        return tagged
     if container.duration is not None and container.duration > 0:
         return container.duration / av.time_base
-    if stream_s is not None:
-        return stream_s
-    last_end: int | None = None
-    first: int | None = None
-    for packet in container.demux(stream):
-        if packet.pts is None:
-            continue
-        end = packet.pts + (packet.duration or 0)
-        last_end = end if last_end is None else max(last_end, end)
-        first = packet.pts if first is None else min(first, packet.pts)
-    container.seek(0)
-    if last_end is None or first is None or stream.time_base is None:
-        return None
-    return float((last_end - first) * stream.time_base)
+    return None
 
 
-def _is_variable_rate(container: av.container.InputContainer, stream: av.VideoStream) -> bool:
-    pts = []
+def _packet_times(
+    container: av.container.InputContainer, stream: av.VideoStream
+) -> list[int | None]:
+    """The pts of the first packets holding data (up to ``_VFR_PROBE_PACKETS``), in read order."""
+    times: list[int | None] = []
     for packet in container.demux(stream):
-        if packet.pts is not None:
-            pts.append(packet.pts)
-        if len(pts) >= _VFR_PROBE_PACKETS:
+        if packet.size:
+            times.append(packet.pts)
+        if len(times) >= _VFR_PROBE_PACKETS:
             break
-    pts.sort()
-    if len(pts) >= _VFR_PROBE_PACKETS:
+    return times
+
+
+def _is_variable_rate(times: list[int | None]) -> bool:
+    """Whether the steps between the presentation times read vary by more than rounding."""
+    pts = sorted(t for t in times if t is not None)
+    if len(times) >= _VFR_PROBE_PACKETS:
         # Packets come in decode order: frames shown just after the last one read may still be
         # unread (B-frame reordering), which would look like a gap.
         pts = pts[:-_MAX_REORDER]
@@ -185,36 +258,58 @@ def _is_variable_rate(container: av.container.InputContainer, stream: av.VideoSt
 
 
 def probe(path: Path) -> MediaInfo:
-    """Describe the video at ``path``; raise MediaError when it cannot be indexed."""
+    """Describe the video at ``path``; raise MediaError when it cannot be read as one.
+
+    A file with no video stream (sound only, cover art only) is refused with its reason. Its
+    duration is its picture's; sound past the last frame is left out, and ``sound_s`` says so
+    (see :class:`MediaInfo`) for the caller to record. A single picture is described (a
+    provider's one-frame clip is one); :func:`check_indexable` refuses it as a video to index.
+    """
     container = _open(path)
     try:
         stream = _video_stream(container, path)
         audio = container.streams.audio[0] if container.streams.audio else None
-        duration = _duration_s(container, stream)
+        duration = _picture_s(container, stream)
         if duration is None or not math.isfinite(duration) or duration <= 0:
             raise MediaError(
                 f"{str(path)!r} has no usable duration ({duration!r}); the file is truncated"
                 " or corrupt, re-download it"
             )
+        times = _packet_times(container, stream)
+        sound = _sound_s(container, audio) if audio is not None else None
+        if sound is not None and sound - duration <= _SOUND_PAST_PICTURE_S:
+            sound = None  # ends with the picture, give or take encoder padding
         rate = stream.average_rate
         fps = float(rate) if rate is not None and rate > 0 else None
-        variable = _is_variable_rate(container, stream)
         return MediaInfo(
             path=path,
             duration_s=duration,
             width=stream.codec_context.width,
             height=stream.codec_context.height,
             fps=fps,
-            variable_frame_rate=variable,
+            variable_frame_rate=_is_variable_rate(times),
             has_audio=audio is not None,
             video_codec=stream.codec_context.name,
             audio_codec=audio.codec_context.name if audio is not None else None,
             size_bytes=path.stat().st_size,
+            pictures=len(times),
+            sound_s=sound,
         )
     except _AV_ERRORS as exc:
         raise MediaError(f"cannot probe {str(path)!r}: {exc}") from exc
     finally:
         container.close()
+
+
+def check_indexable(info: MediaInfo) -> None:
+    """Raise MediaError when ``info`` describes no moving picture: a file holding one picture
+    (a PNG or JPEG renamed ``.mp4``, a one-frame clip) opens as a 0.04 s video, and indexed it
+    would be a "video" of one frame that seeds and questions cannot be about."""
+    if info.pictures <= 1:
+        raise MediaError(
+            f"{str(info.path)!r} holds a single still picture ({info.video_codec}), not a "
+            "video; only moving pictures can be indexed"
+        )
 
 
 def chunk_grid(duration_s: float, chunk_s: float = 30.0) -> list[tuple[float, float]]:
@@ -273,7 +368,7 @@ def _timed_video_frames(
     if time_base is None:
         raise MediaError("video stream has no time base")
     origin = _origin_s(container, stream)
-    duration = _duration_s(container, stream, video_first=True)
+    duration = _picture_s(container, stream)
     # Emission stops at end_s; without one, at the last frame. Past the last frame, the picture
     # stays on screen until the declared duration (or one frame interval when that is shorter).
     end = end_s

@@ -89,6 +89,9 @@ class DuplicateFinding:
     cosine: float
 
 
+TIE_COSINE = 1e-5  # cosines this close are the same figure (float noise between batchings)
+
+
 def find_near_duplicates(
     video_order: Sequence[str],
     segments: Sequence[SegmentRef],
@@ -113,9 +116,13 @@ def find_near_duplicates(
             continue
         if kept_rows:
             sims = unit[rows] @ unit[kept_rows].T
-            best = np.unravel_index(int(np.argmax(sims)), sims.shape)
+            # The pair that names the finding: the first (in segment order) within TIE_COSINE
+            # of the best. Vectors embedded in other batches (the Ray engine, a resumed run)
+            # differ by float noise, and copies tie at 1.0: noise must not pick another pair.
+            near = np.flatnonzero(sims.ravel() >= float(sims.max()) - TIE_COSINE)
+            best = np.unravel_index(int(near[0]), sims.shape)
             top = float(sims[best])
-            if top > threshold:
+            if float(sims.max()) > threshold:
                 mine, theirs = segments[rows[best[0]]], segments[kept_rows[best[1]]]
                 findings.append(
                     DuplicateFinding(
