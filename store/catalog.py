@@ -35,6 +35,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, delete, select
 
 from store.errors import ConfigError, unreadable_database
+from store.sqlite import immutable_url, read_only, refuse_writes
 
 # Video status values. "listed": known, media not on disk yet; "ready": media on disk;
 # "indexed": every chunk and segment stored; "failed": a recorded error stopped it; "duplicate":
@@ -245,9 +246,12 @@ class Catalog:
         url = str(url_or_path)
         if "://" not in url:
             path = Path(url).expanduser()
+            root = path.parent if root is None else root
+            if read_only(path):  # an archived workspace: read as it is (store/sqlite.py)
+                engine = create_engine(immutable_url(path))
+                return cls(refuse_writes(engine, f"the catalogue {str(path)!r}"), root)
             path.parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{path}"
-            root = path.parent if root is None else root
         try:
             engine = create_engine(url)
         except Exception as exc:  # SQLAlchemy raises several types for a bad URL

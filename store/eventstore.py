@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote
 
 import orjson
 from pydantic import ValidationError
@@ -81,6 +80,7 @@ from sqlmodel import Field, SQLModel, create_engine
 from store.annotation_events import ANNOTATION_TYPES, decode_annotation
 from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
+from store.sqlite import immutable_url, read_only, refuse_writes, writable
 
 PG_START_HINT = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -915,13 +915,6 @@ class EventStore(ABC):
         self._engine.dispose()
 
 
-def writable(file: Path) -> bool:
-    """Whether this process may write ``file`` (when it exists) and its folder (a SQLite
-    database in WAL mode writes files beside itself)."""
-    folder = file.parent
-    return os.access(folder, os.W_OK) and (not file.exists() or os.access(file, os.W_OK))
-
-
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets followers and projections read while a writer appends; NORMAL sync survives a
@@ -948,7 +941,7 @@ class SqliteEventStore(EventStore):
         # An archived workspace (read-only file or folder) is read as it is: SQLite's immutable
         # mode needs no -wal or -shm file, which a read-only folder could not hold; appending
         # then says why it cannot.
-        self.read_only = file.is_file() and not writable(file)
+        self.read_only = read_only(file)
         if not self.read_only:
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
@@ -958,9 +951,9 @@ class SqliteEventStore(EventStore):
                 ) from exc
         # Connections move between threads through the pool, never used by two at once.
         if self.read_only:
-            engine = create_engine(
-                f"sqlite:///file:{quote(str(file))}?mode=ro&immutable=1&uri=true",
-                connect_args={"check_same_thread": False},
+            engine = refuse_writes(
+                create_engine(immutable_url(file), connect_args={"check_same_thread": False}),
+                f"the event log {str(file)!r}",
             )
         else:
             engine = create_engine(f"sqlite:///{file}", connect_args={"check_same_thread": False})
