@@ -5,6 +5,7 @@ named, not silently dropped. Real files made with ffmpeg, the real CLI and real 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -350,3 +351,44 @@ def test_a_folder_linked_to_itself_is_named_and_the_rest_taken_in(tmp_path: Path
             "itself",
             "extras",
         }
+
+
+@pytest.mark.parametrize("original", ["deleted", "still there"])
+def test_a_copied_workspace_serves_its_own_video_where_the_benchmark_names_the_old_place(
+    tmp_path: Path, demo_playlist: Path, original: str
+) -> None:
+    """A benchmark exported outside the workspace names the video where the workspace was; the
+    UI over the copy serves the copy's file (found by id in its catalogue), not a 403 or 404."""
+    from fastapi.testclient import TestClient
+
+    from playlisteval.ui.app import create_app
+    from tests.test_ui import CELLS, write_benchmark
+
+    home = _home(tmp_path / "ws")
+    folder = _lecture_in_media(home)
+    code, out = _cli("add", str(folder), "--domain", "lectures", "--home", str(home))
+    assert code == 0, out
+    with App(load_settings(home)) as app:
+        [video] = app.catalog.videos()
+    old_file = folder / "ep1.mp4"
+    bench = write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
+    for name in ("pairs.jsonl", "manifest.json"):  # the benchmark's first video is this one
+        text = (bench / name).read_text().replace('"cooking-01"', json.dumps(video.id))
+        (bench / name).write_text(text)
+    manifest = json.loads((bench / "manifest.json").read_text())
+    for entry in manifest["videos"]:
+        if entry["id"] == video.id:
+            entry["path"] = str(old_file)
+    (bench / "manifest.json").write_text(json.dumps(manifest))
+    info = json.loads((bench / "benchmark.json").read_text())
+    info["content_sha256"] = hashlib.sha256((bench / "pairs.jsonl").read_bytes()).hexdigest()
+    (bench / "benchmark.json").write_text(json.dumps(info))
+    if original == "deleted":
+        moved = _moved(home, tmp_path / "elsewhere" / "ws")
+    else:
+        moved = copy_workspace(home, tmp_path / "elsewhere-ws")
+    with App(load_settings(moved)) as app:
+        client = TestClient(create_app(app, bench, sample_size=4), follow_redirects=False)
+        served = client.get(f"/media/{video.id}")
+        assert served.status_code == 200, served.text
+        assert served.content == (moved / "media" / "lectures" / "ep1.mp4").read_bytes()

@@ -875,21 +875,30 @@ def create_app(
         path = benchmark.videos.get(video_id)
         if path is None:
             return _error(404, f"no video {video_id!r} in this benchmark's manifest")
-        try:
-            real = path.resolve(strict=True)
-        except (OSError, RuntimeError, ValueError):  # missing, dangling, a loop, a NUL byte
-            return _error(404, f"video {video_id!r} is not on this machine")
-        if not real.is_file():
-            return _error(404, f"video {video_id!r} is not a file")
-        if not media_roots.allows(real):
-            return _error(
-                403,
-                f"video {video_id!r} lies outside this workspace's media and this benchmark's "
-                "folder; the UI serves nothing else",
-            )
-        kind = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
-        # FileResponse answers Range requests (206), which is how browsers seek in a video.
-        return FileResponse(real, media_type=kind)
+        # The manifest's path first; then this workspace's own copy of the video, found by its
+        # id in the catalogue (paths kept relative to the workspace): a workspace copied or
+        # moved, with the benchmark still naming the old place, serves its own file.
+        catalogued = app.catalog.video(video_id)
+        paths = [path, *([Path(catalogued.path)] if catalogued and catalogued.path else [])]
+        refusal = _error(404, f"video {video_id!r} is not on this machine")
+        for candidate in paths:
+            try:
+                real = candidate.resolve(strict=True)
+            except (OSError, RuntimeError, ValueError):  # missing, dangling, a loop, a NUL byte
+                continue
+            if not real.is_file():
+                refusal = _error(404, f"video {video_id!r} is not a file")
+            elif not media_roots.allows(real):
+                refusal = _error(
+                    403,
+                    f"video {video_id!r} lies outside this workspace's media and this "
+                    "benchmark's folder; the UI serves nothing else",
+                )
+            else:
+                kind = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
+                # FileResponse answers Range requests (206), which is how browsers seek in it.
+                return FileResponse(real, media_type=kind)
+        return refusal
 
     rebuilder = PromptRebuilder(app)
     thumbnails = Thumbnails()
