@@ -545,8 +545,10 @@ class App:
         """Where the event log's chain key lives: ``store.key_file`` when set (a fleet's
         workers on PostgreSQL share one key file, kept away from the database), else
         ``log_key`` in the workspace."""
-        configured = getattr(self.settings.store, "key_file", None)
-        return Path(configured).expanduser() if configured else self.workspace.root / LOG_KEY_FILE
+        configured = self.settings.store.key_file
+        if configured is None:
+            return self.workspace.root / LOG_KEY_FILE
+        return self.workspace.root / configured.expanduser()  # an absolute path stays itself
 
     def log_key(self) -> bytes | None:
         """The event log's chain key, made on first use (see :mod:`store.eventstore`); None

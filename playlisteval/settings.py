@@ -497,6 +497,12 @@ class StoreSettings(Section):
         description="The catalogue's database (videos, chunks, segments, seeds); default: the "
         "workspace's SQLite file. Workers on several machines set it to the PostgreSQL URL.",
     )
+    key_file: Path | None = Field(
+        None,
+        description="The event log's chain key (made on first use, owner-only); default: "
+        "log_key in the workspace (a relative path is under it). Every worker of a fleet on "
+        "PostgreSQL names the same key; keep it where the database's users cannot read it.",
+    )
 
     @field_validator("url", "catalog_url")
     @classmethod

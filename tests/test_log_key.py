@@ -1,0 +1,50 @@
+"""Where the log key lives: ``store.key_file`` when set (a fleet's workers share one, kept away
+from the database), else ``log_key`` in the workspace; a log opened with another key is refused
+by name, never re-chained under it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from playlisteval.app import App
+from playlisteval.settings import SETTINGS_FILE, load_settings
+from store.errors import ConfigError
+from store.events import CapSet
+from store.eventstore import LOG_KEY_FILE, key_id, read_log_key
+
+
+def _append(home: Path) -> None:
+    with App(load_settings(home)) as app:
+        app.events.append("eval-x", [CapSet(cap_micros=1, command="eval")])
+        assert app.events.verify() == []
+
+
+def test_the_configured_key_file_keys_the_log_and_none_is_made_in_the_workspace(
+    tmp_path: Path,
+) -> None:
+    home, key = tmp_path / "ws", tmp_path / "keys" / "campaign.key"
+    home.mkdir()
+    (home / SETTINGS_FILE).write_text(f'[store]\nkey_file = "{key}"\n')
+    _append(home)
+    assert key.is_file()
+    assert key.stat().st_mode & 0o077 == 0  # its owner's only
+    assert not (home / LOG_KEY_FILE).exists()
+    made = read_log_key(key)
+    assert made is not None
+    with App(load_settings(home)) as app:
+        assert app.log_key_path() == key
+        assert app.log_key() == made
+    # The same workspace without the setting would make a key of its own: refused by name.
+    (home / SETTINGS_FILE).write_text("")
+    with pytest.raises(ConfigError, match=f"under key {key_id(made)}.*restore the log key"):
+        _append(home)
+
+
+def test_a_relative_key_file_is_under_the_workspace(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    home.mkdir()
+    (home / SETTINGS_FILE).write_text('[store]\nkey_file = "secrets/log.key"\n')
+    _append(home)
+    assert (home / "secrets" / "log.key").is_file()
