@@ -20,34 +20,29 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic_ai.models import Model
 from typer.testing import CliRunner
 
-from agents.deps import CallDeps
 from agents.evaluation import (
     EVALUATION_FILE,
     JUDGMENTS_FILE,
-    OFFLINE_JUDGE_PRICES,
     EvaluationResult,
     evaluate,
     parse_condition,
     read_judgments,
 )
-from playlisteval.app import App, offline_models
+from playlisteval.app import App
 from playlisteval.cli import EXIT_FIX, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
 from playlisteval.report import load_records
 from playlisteval.settings import load_settings
 from playlisteval.ui.benchmark import load_benchmark
 from playlisteval.ui.judgments import load_evaluations
-from policies.prices import PriceTable
 from store.errors import ConfigError
 from store.events import CapSet
-from tests.test_evaluation import CountingModel
+from tests.test_evaluation import counting_deps
 from tests.test_ui import CELLS, write_benchmark
 from tests.workspaces import copy_workspace
 from tools.benchmark_folder import content_sha256, read_benchmark_folder
-from tools.providers.judges import judge_models
 
 BLIND = "uniform::none:1h:32"  # shows the judge nothing: the cheapest condition to judge
 JUDGE = "offline-first"
@@ -69,18 +64,10 @@ class Judged:
     def run(
         self, bench: Path, out: Path, *, limit: int | None = None, allow_modified: bool = False
     ) -> EvaluationResult:
-        base = judge_models(offline_models())
-        model_for: Callable[[str], Model] = lambda m: CountingModel(base(m), self.requests)  # noqa: E731
         with App(load_settings(self.home)) as app:
             return anyio.run(
                 lambda: evaluate(
-                    CallDeps(
-                        store=app.events,
-                        catalog=app.catalog,
-                        clips=app.clips(),
-                        model_for=model_for,
-                        prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
-                    ),
+                    counting_deps(app, self.requests),
                     benchmark_dir=bench,
                     judges=[JUDGE],
                     conditions=[parse_condition(BLIND)],

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -77,6 +76,19 @@ class CountingModel(WrapperModel):
         return await self.wrapped.request(messages, model_settings, model_request_parameters)
 
 
+def counting_deps(app: App, requests: list[int]) -> CallDeps:
+    """An evaluation's deps over ``app``: the offline judges at their prices, every request
+    that reaches one counted in ``requests``."""
+    base = judge_models(offline_models())
+    return CallDeps(
+        store=app.events,
+        catalog=app.catalog,
+        clips=app.clips(),
+        model_for=lambda m: CountingModel(base(m), requests),
+        prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
+    )
+
+
 @dataclass
 class Evaluated:
     """A curated, exported demo benchmark and a way to evaluate it (counting model requests)."""
@@ -87,18 +99,10 @@ class Evaluated:
     requests: list[int]
 
     def run(self, conditions: tuple[str, ...] = CONDITIONS) -> EvaluationResult:
-        base = judge_models(offline_models())
-        model_for: Callable[[str], Model] = lambda m: CountingModel(base(m), self.requests)  # noqa: E731
         with App(load_settings(self.home)) as app:
             return anyio.run(
                 lambda: evaluate(
-                    CallDeps(
-                        store=app.events,
-                        catalog=app.catalog,
-                        clips=app.clips(),
-                        model_for=model_for,
-                        prices=PriceTable.load(overrides=OFFLINE_JUDGE_PRICES),
-                    ),
+                    counting_deps(app, self.requests),
                     benchmark_dir=self.bench,
                     judges=OFFLINE_JUDGES,
                     conditions=[parse_condition(c) for c in conditions],
