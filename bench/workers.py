@@ -156,10 +156,11 @@ class CpuSample:
 
 
 @contextmanager
-def fresh_schema(pg_url: str, label: str) -> Iterator[tuple[str, EventStore]]:
-    """A new PostgreSQL schema with the event store (and queue) in it; dropped afterwards."""
+def fresh_schema(app: App, pg_url: str, label: str) -> Iterator[tuple[str, EventStore]]:
+    """A new PostgreSQL schema with the event store (and queue) in it, chained under the
+    workspace's log key as its workers' is; dropped afterwards."""
     schema = f"bench_workers_{label}_{uuid.uuid4().hex[:8]}"
-    store = open_event_store(pg_url, schema=schema)
+    store = open_event_store(pg_url, schema=schema, key=app.log_key())
     try:
         yield schema, store
     finally:
@@ -310,7 +311,7 @@ def warm_clips(app: App, root: Path, pg_url: str, concurrency: int) -> float:
     pairs = segment_pairs(app.catalog.segments())
     rows = bench_seeds(app, len(pairs))
     start = time.perf_counter()
-    with fresh_schema(pg_url, "warm") as (schema, store):
+    with fresh_schema(app, pg_url, "warm") as (schema, store):
         queue_seeds(app, store, "bench-workers-warm", rows)
         fleet = Fleet.start(
             count=1,
@@ -387,7 +388,7 @@ def measure(
     duration: float,
 ) -> Figures:
     """Start ``workers`` processes over a fresh schema and measure the steady window."""
-    with fresh_schema(pg_url, f"{workers}w") as (schema, store):
+    with fresh_schema(app, pg_url, f"{workers}w") as (schema, store):
         queue_seeds(app, store, f"bench-workers-{workers}", seeds)
         started = datetime.now(UTC)
         fleet = Fleet.start(

@@ -157,6 +157,7 @@ _UPSERT_HEAD = (
 
 
 _SQLITE_MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM events"
+_SQLITE_CHAIN = "SELECT value FROM store_meta WHERE key = 'chain'"
 _SQLITE_HEAD = "SELECT stream, version, hash FROM stream_heads WHERE stream = ?"
 _SQLITE_HEADS = "SELECT stream, version, hash FROM stream_heads WHERE stream IN ({})"
 
@@ -552,6 +553,15 @@ class EventStore(ABC):
         batch: list[tuple[str, list[tuple[str, int, dict[str, Any]]], int | None]],
     ) -> list[StoredEvent]:
         names = list(dict.fromkeys(stream for stream, _e, _v in batch))
+        chain = self._chain_now(conn)
+        if chain != self._writes_chain():
+            # Another process re-chained the log under a key since this store opened it (or
+            # the other way round): appending now would break the chain where nothing changed.
+            raise ConfigError(
+                f"the log's hash chain changed since this store opened it (it is now "
+                f"{'keyed' if chain == KEYED_CHAIN_VERSION else 'plain'}): open it again"
+                + (" with the log key" if chain == KEYED_CHAIN_VERSION else "")
+            )
         heads = self._heads(conn, names)
         # seq is assigned here, under the write lock, rather than by the database's sequence:
         # appenders are serialised, so max + 1 is both gap-free and in commit order.
@@ -579,6 +589,14 @@ class EventStore(ABC):
             last = {e.stream: e for e in stored}
             self._write_heads(conn, list(last.values()))
         return stored
+
+    def _writes_chain(self) -> str:
+        return CHAIN_VERSION if self._key is None else KEYED_CHAIN_VERSION
+
+    def _chain_now(self, conn: Connection) -> str | None:
+        """``store_meta``'s chain version, read under the write lock."""
+        query = select(STORE_META.c.value).where(STORE_META.c.key == "chain")
+        return conn.execute(query).scalar_one_or_none()
 
     def _max_seq(self, conn: Connection) -> int:
         """The highest seq written (0 for an empty log), under the write lock."""
@@ -997,6 +1015,10 @@ class SqliteEventStore(EventStore):
     def _max_seq(self, conn: Connection) -> int:
         (seq,) = self._raw(conn).execute(_SQLITE_MAX_SEQ).fetchone()
         return int(seq)
+
+    def _chain_now(self, conn: Connection) -> str | None:
+        row = self._raw(conn).execute(_SQLITE_CHAIN).fetchone()
+        return None if row is None else str(row[0])
 
     def _insert_rows(self, conn: Connection, stored: list[StoredEvent], texts: list[str]) -> None:
         # Plain tuples in the exact text form SQLAlchemy's JSON and DateTime types store on

@@ -229,10 +229,10 @@ class Harness:
     # -- reading the log back -----------------------------------------------------------------
 
     def _store(self, home: Path, backend: str, schema: str | None) -> Any:
-        from store.eventstore import open_event_store
+        from store.eventstore import LOG_KEY_FILE, open_event_store, read_log_key
 
-        if backend == "postgres":
-            return open_event_store(PG_URL, schema=schema)
+        if backend == "postgres":  # the trial's commands keyed it with the workspace's key
+            return open_event_store(PG_URL, schema=schema, key=read_log_key(home / LOG_KEY_FILE))
         return open_event_store(home / "playlisteval.db")
 
     def _run_id(self, home: Path, backend: str, schema: str | None) -> str | None:

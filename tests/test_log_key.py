@@ -48,3 +48,22 @@ def test_a_relative_key_file_is_under_the_workspace(tmp_path: Path) -> None:
     (home / SETTINGS_FILE).write_text('[store]\nkey_file = "secrets/log.key"\n')
     _append(home)
     assert (home / "secrets" / "log.key").is_file()
+
+
+def test_a_store_opened_before_the_log_was_keyed_cannot_append_plain_hashes(
+    tmp_path: Path,
+) -> None:
+    """A process that opened the log plain while another keyed it must not go on appending
+    plain hashes into the keyed chain: its append is refused, and the log still verifies."""
+    from store.eventstore import SqliteEventStore
+
+    database = tmp_path / "log.db"
+    plain = SqliteEventStore(database)
+    plain.append("eval-x", [CapSet(cap_micros=1, command="eval")])
+    keyed = SqliteEventStore(database, key=b"k" * 64)  # re-chains the log under the key
+    with pytest.raises(ConfigError, match="changed since this store opened it"):
+        plain.append("eval-x", [CapSet(cap_micros=2, command="eval")])
+    keyed.append("eval-x", [CapSet(cap_micros=3, command="eval")])
+    assert keyed.verify() == []
+    plain.close()
+    keyed.close()
