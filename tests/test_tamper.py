@@ -94,6 +94,22 @@ class Db:
         self.set_data(seq, data)
         return seq
 
+    def append_at_end(self, stream: str, type_: str, data: dict[str, Any]) -> tuple[int, int]:
+        """A forged row after ``stream``'s last (its head left alone); the log's and the
+        stream's last seq and version before it."""
+        (top,) = self.query("SELECT max(seq) FROM events")[0]
+        (last,) = self.query("SELECT max(version) FROM events WHERE stream = ?", stream)[0]
+        self.run(
+            "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
+            "(?, ?, ?, ?, 1, ?, '2026-01-01 00:00:00.000000')",
+            top + 1,
+            stream,
+            last + 1,
+            type_,
+            json.dumps(data),
+        )
+        return int(top), int(last)
+
     def shift_versions(self, stream: str, after: int, by: int) -> None:
         """Renumber a stream's versions after ``after`` (highest first: (stream, version) is
         unique)."""
@@ -268,16 +284,7 @@ def inserted_middle(db: Db) -> int | None:
 def inserted_at_end(db: Db) -> int | None:
     """Its head still names the old last event: that is where the stream stops matching."""
     _seq, stream, _version, data = db.first("ItemAccepted")
-    (top,) = db.query("SELECT max(seq) FROM events")[0]
-    (last,) = db.query("SELECT max(version) FROM events WHERE stream = ?", stream)[0]
-    db.run(
-        "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
-        "(?, ?, ?, 'ItemAccepted', 1, ?, '2026-01-01 00:00:00.000000')",
-        top + 1,
-        stream,
-        last + 1,
-        json.dumps(data),
-    )
+    _top, last = db.append_at_end(stream, "ItemAccepted", data)
     return _seq_at(db, stream, last)
 
 
@@ -303,16 +310,7 @@ def zeroed_costs(db: Db) -> int:
 def appended_copy(db: Db) -> int | None:
     """A copy of a paid call appended to the end of its seed's stream (its head moved along)."""
     _seq, stream, _version, data = db.first("CallRecorded")
-    (top,) = db.query("SELECT max(seq) FROM events")[0]
-    (last,) = db.query("SELECT max(version) FROM events WHERE stream = ?", stream)[0]
-    db.run(
-        "INSERT INTO events (seq, stream, version, type, schema, data, recorded_at) VALUES "
-        "(?, ?, ?, 'CallRecorded', 1, ?, '2026-01-01 00:00:00.000000')",
-        top + 1,
-        stream,
-        last + 1,
-        json.dumps(data),
-    )
+    top, last = db.append_at_end(stream, "CallRecorded", data)
     db.run(
         "UPDATE stream_heads SET version = ?, seq = ? WHERE stream = ?", last + 1, top + 1, stream
     )

@@ -23,6 +23,7 @@ the slots they already occupy*; videos without a key stay exactly where they are
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -409,6 +410,14 @@ def _natural_key(path: Path) -> list[tuple[int, int | str]]:
     return [(1, int(part)) if part.isdigit() else (0, part) for part in parts if part]
 
 
+def _unreadable(relative: Path, exc: OSError | RuntimeError) -> str:
+    """Why an entry the walk found cannot be read: a symlink loop (``resolve`` raises
+    RuntimeError for one before Python 3.13, OSError ELOOP after), or what the OS said."""
+    loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+    reason = "a symlink loop" if loop else getattr(exc, "strerror", None) or exc
+    return f"{str(relative)!r} cannot be read: {reason}"
+
+
 def _vet_link(collector: _Collector, path: Path, relative: Path) -> None:
     """Drop, with its reason, a link the folder walk does not follow: one that cannot be
     resolved (a loop such as ``a -> a``, a dangling link) or one to a folder. The walk never
@@ -417,8 +426,7 @@ def _vet_link(collector: _Collector, path: Path, relative: Path) -> None:
     try:
         target = path.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
-        reason = "a symlink loop" if isinstance(exc, RuntimeError) else exc.strerror or exc
-        collector.drop(str(relative), path.name, f"{str(relative)!r} cannot be read: {reason}")
+        collector.drop(str(relative), path.name, _unreadable(relative, exc))
         return
     if not target.is_dir():
         return  # a link to a file that is not a video: nothing to take in, nothing lost
@@ -462,10 +470,8 @@ def _list_folder(
         try:
             resolved = path.resolve(strict=True)
         except (OSError, RuntimeError) as exc:
-            # A symlink loop (RuntimeError before Python 3.13), a dangling link, a file gone
-            # meanwhile: this entry is dropped with its reason, the rest is taken in.
-            reason = "a symlink loop" if isinstance(exc, RuntimeError) else exc.strerror or exc
-            collector.drop(str(relative), path.stem, f"{str(relative)!r} cannot be read: {reason}")
+            # A dangling link, a file gone meanwhile: dropped with its reason, the rest taken in.
+            collector.drop(str(relative), path.stem, _unreadable(relative, exc))
             continue
         # Ids hash the path as found under the root, so a symlinked file keeps a stable id.
         if _root_of(resolved, roots) is None:
