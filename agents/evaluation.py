@@ -681,8 +681,9 @@ def _evaluation_json(
 class EvaluationProgress(Protocol):
     """What an evaluation tells whoever watches it (the CLI's progress bar)."""
 
-    def started(self, jobs: int) -> None:
-        """``jobs`` judgments are to be made (those already in the file are not counted)."""
+    def started(self, jobs: int, done: int = 0) -> None:
+        """``jobs`` judgments are to be made, besides ``done`` of this evaluation already in
+        its file (a resumed evaluation's bar counts on from them)."""
         ...
 
     def judged(self, made: bool) -> None:
@@ -832,7 +833,8 @@ async def evaluate(
         done=len(done),
     )
     if progress is not None:
-        progress.started(len(jobs))
+        planned = len(records) * len(conditions) * len(judges) * len(ORDERS)
+        progress.started(len(jobs), done=planned - len(jobs))
     _end_torn_line(judgments_path)
     with judgments_path.open("a", encoding="utf-8") as records_file:
         async with anyio.create_task_group() as outer:

@@ -58,7 +58,9 @@ from store.events import (
     SeedDiscarded,
     SeedStopped,
     micros_to_usd,
+    pairs_stream,
 )
+from store.ledger import stream_spend
 from store.runlog import run_cap, run_started
 from tools.indexer import AddSummary, IndexStore, IndexSummary
 
@@ -155,11 +157,15 @@ def _open(home: Path | None, *, create: bool = False, **overrides: Any) -> Itera
             yield opened
     except PlaylistEvalError as exc:
         raise _fail(disk_full(exc) or exc) from exc
+    except KeyboardInterrupt:
+        raise _interrupted() from None
     except BaseExceptionGroup as group:
         # Concurrent work (seeds, judgments) fails as a group: when every error in it is one of
         # ours, the first is the line to print, not the group's traceback. A full disk fails
         # every writer at once, whatever each was doing: that is the line then.
         leaves = _leaves(group)
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+            raise _interrupted() from None
         no_room = [f for f in map(disk_full, leaves) if f is not None]
         if no_room:
             raise _fail(no_room[0]) from group
@@ -176,6 +182,18 @@ def _open(home: Path | None, *, create: bool = False, **overrides: Any) -> Itera
         if written is None:
             raise
         raise _fail(written) from exc
+
+
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+
+def _interrupted() -> typer.Exit:
+    """Ctrl-C inside a command: what was done is kept (every call and record is in the log or
+    its file before it counts), so the same command goes on from there."""
+    err_console.print(
+        "interrupted: what was done is kept; run the same command again to go on from there"
+    )
+    return typer.Exit(EXIT_INTERRUPTED)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -1547,10 +1565,12 @@ def pairs(
     """Make preference pairs of a run's accepted items: any two answers, the higher rating
     preferred; keep a pair when a weak difficulty judge fails it; sample per domain by gap."""
     _check_money(budget)
-    with _open(home) as app_, _step_bars() as bars:
-        run_id, chosen = runs.select_pairs(
-            app_, run, per_domain=per_domain, budget_usd=budget, progress=StepBars(bars)
-        )
+    with _open(home) as app_:
+        with _step_bars() as bars:  # closed before the summary: it is the command's last word
+            run_id, chosen = runs.select_pairs(
+                app_, run, per_domain=per_domain, budget_usd=budget, progress=StepBars(bars)
+            )
+        spent = stream_spend(app_.events, pairs_stream(run_id)).spent_micros
         by_domain = Counter(p.domain for p in chosen)
         by_gap = Counter(p.gap for p in chosen)
         console.print(
@@ -1558,6 +1578,8 @@ def pairs(
             + ", ".join(f"{d} {n}" for d, n in sorted(by_domain.items()))
             + "); by gap: "
             + ", ".join(f"{g}: {n}" for g, n in sorted(by_gap.items()))
+            + f"; the difficulty judges' calls cost {micros_to_usd(spent):.4f} USD in all",
+            soft_wrap=True,
         )
 
 
@@ -1682,9 +1704,10 @@ class _JudgingProgress:
         self.task: TaskID | None = None
         self.failed = 0
 
-    def started(self, jobs: int) -> None:
-        """A bar of ``jobs`` judgments."""
-        self.task = self.bars.add_task("judgments", total=jobs)
+    def started(self, jobs: int, done: int = 0) -> None:
+        """A bar of every judgment of the evaluation, the ``done`` ones (a resumed run's)
+        counted already."""
+        self.task = self.bars.add_task("judgments", total=jobs + done, completed=done)
 
     def judged(self, made: bool) -> None:
         """One more judgment made, or failed (counted in the bar's label)."""
@@ -1838,7 +1861,11 @@ def eval_(
         )
         for failure in result.failures[:5]:
             err_console.print(f"[yellow]not judged:[/] {escape(str(failure))}")
-        console.print(f"report: playlisteval report {result.out_dir} --out REPORT_DIR")
+        console.print(
+            f"report: playlisteval report {result.out_dir} --out REPORT_DIR "
+            f"--home {app_.workspace.root}",
+            soft_wrap=True,
+        )
 
 
 @app.command()
@@ -2358,7 +2385,7 @@ def main() -> None:
         app(args=with_optional_values(sys.argv[1:]))
     except KeyboardInterrupt:
         err_console.print("interrupted: run the same command again to resume")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from agents.evaluation import (
     parse_condition,
     read_judgments,
 )
+from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.cli import EXIT_FIX, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
@@ -363,3 +364,35 @@ def test_an_evaluation_records_its_log_anchor_and_verify_checks_the_log_against_
     )
     assert said.exit_code == EXIT_TAMPERED, said.output
     assert "after the anchor" in " ".join(said.output.split())
+
+
+# -- the shell around an evaluation (step 19's frictions) ----------------------------------------
+
+
+def test_a_resumed_evaluations_bar_counts_on_from_what_was_judged(
+    home: Path, bench: Path, tmp_path: Path
+) -> None:
+    """Its bar was 0 of the remainder after an interruption; it counts every judgment of the
+    evaluation, those already in its file done. And the next-step hint keeps ``--home``."""
+    ws = copy_workspace(home, tmp_path / "ws")
+    out = tmp_path / "eval"
+    args = ["eval", "--benchmark", str(bench), "--judge", JUDGE, "--condition", BLIND]
+    first = CliRunner().invoke(
+        cli_app, [*args, "--limit", "1", "--out", str(out), "--home", str(ws)]
+    )
+    assert first.exit_code == 0, first.output
+    said = " ".join(first.output.split())
+    assert f"playlisteval report {out} --out REPORT_DIR --home {ws}" in said
+
+    seen: list[tuple[int, int]] = []
+
+    class Bar:
+        def started(self, jobs: int, done: int = 0) -> None:
+            seen.append((jobs, done))
+
+        def judged(self, made: bool) -> None:
+            pass
+
+    with App(load_settings(ws)) as app:
+        runs.evaluate(app, bench, [JUDGE], out, [BLIND], limit=2, progress=Bar())
+    assert seen == [(2, 2)]  # pair 2 in both orders to judge; pair 1's two judgments done

@@ -1,0 +1,63 @@
+"""The shell as a person meets it (step 19's frictions): Ctrl-C says how to go on, and a
+command's last word is its summary, with what it cost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from playlisteval import runs
+from playlisteval.app import App
+from playlisteval.cli import EXIT_INTERRUPTED
+from playlisteval.cli import app as cli_app
+from playlisteval.settings import load_settings
+
+
+def _events(home: Path) -> int:
+    try:
+        with sqlite3.connect(home / "playlisteval.db") as db:
+            return int(db.execute("SELECT count(*) FROM events").fetchone()[0])
+    except sqlite3.Error:  # not made yet
+        return 0
+
+
+def test_ctrl_c_in_a_command_says_what_was_kept_and_how_to_go_on(workspace: Path) -> None:
+    """It ended with click's bare "Aborted!" (the rerun resumed, but nothing said so)."""
+    command = [sys.executable, "-m", "playlisteval", "curate", "--budget", "5", "--max-seeds", "6"]
+    env = {**os.environ, "PLAYLISTEVAL_CURATION__CONCURRENCY": "1"}
+    process = subprocess.Popen(
+        [*command, "--home", str(workspace)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while _events(workspace) < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == EXIT_INTERRUPTED, (out, err)
+    assert "interrupted: what was done is kept" in err
+    assert "run the same command again" in err
+    assert "Traceback" not in err
+    assert "Aborted" not in out + err
+
+
+def test_pairs_ends_with_its_summary_and_what_the_judges_cost(workspace: Path) -> None:
+    with App(load_settings(workspace)) as app:
+        run_id = runs.curate(app, budget_usd=5.0, max_seeds=4).run_id
+    said = CliRunner().invoke(cli_app, ["pairs", "--run", run_id, "--home", str(workspace)])
+    assert said.exit_code == 0, said.output
+    last = said.output.strip().splitlines()[-1]
+    assert last.startswith(f"run {run_id}: "), said.output
+    assert "the difficulty judges' calls cost" in last
+    assert last.endswith("USD in all")
