@@ -1787,8 +1787,9 @@ def eval_(
     condition: Annotated[
         list[str] | None,
         typer.Option(
-            help="frames:retriever:modality:hours:n_frames[:think=N][:res=N] (repeat), e.g. "
-            "uniform::frames+transcript:10h:32 or retrieved:bm25:transcript:100h:32.",
+            help="A condition to judge under (repeat); its form and examples are above. "
+            "Default: uniform::frames+transcript:1h:32 and "
+            "retrieved:hybrid:frames+transcript:1h:32.",
         ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Evaluation folder (resumable).")] = Path("evaluation"),
@@ -1825,7 +1826,16 @@ def eval_(
 ) -> None:
     """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
     sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl,
-    and a table of each judge's accuracy and consistency per condition at the end."""
+    and a table of each judge's accuracy and consistency per condition at the end.
+
+    A condition is frames:retriever:modality:hours:n_frames[:think=N][:res=N]
+    - frames: uniform or retrieved
+    - retriever: bm25, text, multimodal or hybrid (left empty for uniform)
+    - modality: frames+transcript, frames, transcript, audio or none
+    - hours: the haystack's length (1h, 10h, 100h)
+    - n_frames: how many frames the judge is shown
+    - think=N: a thinking budget; res=N: a frame resolution
+    For example uniform::frames+transcript:10h:32 or retrieved:bm25:transcript:100h:32."""
     _check_money(budget)
     overrides: dict[str, Any] = {} if live is None else {"curation": {"offline": not live}}
     with _open(home, **overrides) as app_:

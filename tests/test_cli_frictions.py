@@ -61,3 +61,15 @@ def test_pairs_ends_with_its_summary_and_what_the_judges_cost(workspace: Path) -
     assert last.startswith(f"run {run_id}: "), said.output
     assert "the difficulty judges' calls cost" in last
     assert last.endswith("USD in all")
+
+
+def test_eval_help_shows_the_whole_condition_format_in_80_columns() -> None:
+    """The option's help cut the format off with an ellipsis ("frames:retriever:…")."""
+    said = CliRunner().invoke(cli_app, ["eval", "--help"], env={"COLUMNS": "80"})
+    assert said.exit_code == 0, said.output
+    assert "frames:retriever:modality:hours:n_frames[:think=N][:res=N]" in said.output
+    for example in ("uniform::frames+transcript:10h:32", "retrieved:bm25:transcript:100h:32"):
+        assert example in said.output
+    for line in said.output.splitlines():
+        assert "frames:retriever:…" not in line
+        assert len(line) <= 80, line
