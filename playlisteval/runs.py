@@ -546,7 +546,8 @@ def rehearse(
     paper's segment length (20 minutes) whatever this playlist's segments are. The workspace's
     log is not touched."""
     check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
-    chosen, _ = choose_seeds(app, seeds)
+    # Any active seed, curated already or not: a rehearsal writes to a scratch log, never to a run.
+    chosen, _ = choose_seeds(app, seeds, again=True)
     if not chosen:
         raise ConfigError("no seeds to rehearse on: run `playlisteval index` first")
     config = replace(app.curator().config, offline=True)

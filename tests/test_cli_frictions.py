@@ -73,3 +73,19 @@ def test_eval_help_shows_the_whole_condition_format_in_80_columns() -> None:
     for line in said.output.splitlines():
         assert "frames:retriever:…" not in line
         assert len(line) <= 80, line
+
+
+def test_rehearse_after_every_seed_was_curated_rehearses_not_asks_for_index(
+    workspace: Path,
+) -> None:
+    """It said "no seeds to rehearse on: run `playlisteval index` first" once every seed was in
+    a run, though a rehearsal writes to a scratch log and may use any of them."""
+    with App(load_settings(workspace)) as app:
+        every = len(app.catalog.seeds())
+        runs.curate(app, budget_usd=5.0)
+        assert not runs.choose_seeds(app, None)[0]  # every active seed is in a run now
+        before = app.events.last_seq()
+        rehearsal = runs.rehearse(app, seeds=2, paper=False)
+        assert app.events.last_seq() == before  # the workspace's log untouched
+    assert every >= 2
+    assert rehearsal.seeds == 2
