@@ -392,3 +392,23 @@ def test_a_copied_workspace_serves_its_own_video_where_the_benchmark_names_the_o
         served = client.get(f"/media/{video.id}")
         assert served.status_code == 200, served.text
         assert served.content == (moved / "media" / "lectures" / "ep1.mp4").read_bytes()
+
+
+def test_a_video_shorter_than_a_segment_is_one_segment_and_says_so(tmp_path: Path) -> None:
+    """A 40-second lecture under the demo's 1–2-minute segments: one segment of 40 s, and a
+    recorded word on it (it became one segment without a word), which `status` shows."""
+    home = _home(tmp_path / "ws")
+    folder = _lecture_in_media(home)
+    for args in (("add", str(folder), "--domain", "lectures"), ("index",)):
+        code, out = _cli(*args, "--home", str(home))
+        assert code == 0, out
+    with App(load_settings(home)) as app:
+        [video] = app.catalog.videos()
+        [segment] = app.catalog.segments(video_ids=[video.id])
+        assert segment.end_s - segment.start_s == pytest.approx(40.0, abs=1.0)
+        [problem] = app.catalog.problems(stage="segments")
+    assert problem.ref == video.id
+    assert "shorter than a segment (1–2 min): indexed as one segment" in problem.reason
+    code, out = _cli("status", "--home", str(home))
+    assert code == 0, out
+    assert "shorter than a segment" in " ".join(out.split())

@@ -829,6 +829,17 @@ class IndexStore:
         ]
         self._upsert_segments(video, rows, chunks)
         self.catalog.replace_segments(video.id, rows)
+        length = rows[-1].end_s - rows[0].start_s if rows else 0.0
+        if rows and length < self.config.segment_min_s:
+            # Still evidence, one segment of its own length: said, so a playlist of short clips
+            # is not taken for the paper's 10–30-minute segments.
+            note = (
+                f"{length / 60:.1f} min long, shorter than a segment "
+                f"({self.config.segment_min_s / 60:g}–{self.config.segment_max_s / 60:g} min): "
+                "indexed as one segment of its own length"
+            )
+            log.warning("video_shorter_than_a_segment", video_id=video.id, note=note)
+            self.catalog.record_problem("segments", video.id, note, video.playlist_id)
 
     def _segments_in_seeding(self) -> tuple[list[str], list[SegmentRef], np.ndarray]:
         return segments_in_seeding(self.catalog)
