@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, get_args
 
 from store.errors import ConfigError, PlaylistEvalError
+from store.modality import Modality
 
 Order: TypeAlias = Literal["chosen_first", "rejected_first"]
 Picked: TypeAlias = Literal["first", "second", "tie"] | None
 Verdict: TypeAlias = Literal["A", "B", "tie"] | None
 FrameSampling: TypeAlias = Literal["uniform", "retrieved"]
-Modality: TypeAlias = Literal["frames+transcript", "frames", "transcript", "audio", "none"]
 ORDERS: tuple[Order, Order] = ("chosen_first", "rejected_first")
 PICKS: tuple[Picked, ...] = ("first", "second", "tie", None)
 PICKED_BY_VERDICT: dict[str, Picked] = {"A": "first", "B": "second", "tie": "tie"}

@@ -1,6 +1,7 @@
 """The layering holds: ``playlisteval → agents → tools, policies → store``, nothing imports
 upward, and no module imports itself back through others (lazy imports inside functions
-included)."""
+included); no module uses another's private names, nor an SDK's (pydantic-ai, google-genai,
+openai, dashscope)."""
 
 from __future__ import annotations
 
@@ -78,41 +79,125 @@ def test_there_is_no_import_cycle() -> None:
             pytest.fail("import cycle: " + " → ".join(cycle))
 
 
-# Private names of other projects we import, each with why (a public equivalent does not exist).
-FOREIGN_PRIVATE = {
-    # pydantic-ai's own mapping of google-genai errors to ModelHTTPError / ModelAPIError: the
-    # Gemini adapter must raise exactly what pydantic-ai's GoogleModel raises.
-    ("tools.providers.gemini", "pydantic_ai.models.google", "_map_api_error"),
-}
+OURS = (*PACKAGES, "tests", "bench")
+# SDKs whose private names (an underscore module, function, class or attribute) we never use:
+# they change without notice between releases. What we need of them we rebuild on public names
+# (e.g. tools/providers/gemini_errors.py for pydantic-ai's Google error mapping).
+SDKS = ("pydantic_ai", "pydantic_ai_slim", "google.genai", "openai", "dashscope")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _under(module: str, roots: tuple[str, ...]) -> bool:
+    return any(module == root or module.startswith(root + ".") for root in roots)
 
 
 def _private_imports() -> list[tuple[str, str, str]]:
     """(module, imported-from, name) for every ``from X import _name`` in our packages and tests."""
     found: list[tuple[str, str, str]] = []
-    for package in (*PACKAGES, "tests", "bench"):
+    for package in OURS:
         for path in sorted((ROOT / package).rglob("*.py")):
             module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    for alias in node.names:
-                        name = alias.name
-                        if name.startswith("_") and not name.startswith("__"):
-                            found.append((module, node.module, name))
+                    found.extend(
+                        (module, node.module, alias.name)
+                        for alias in node.names
+                        if _is_private(alias.name)
+                    )
     return found
+
+
+def _sdk_private_uses(source: str) -> list[str]:
+    """Each dotted name of an SDK's that ``source`` reaches with a private part in it: imported
+    (``from pydantic_ai.models.google import _map_api_error``, ``import openai._client``,
+    ``from pydantic_ai._utils import is_str_dict``) or reached through a name it imported
+    (``google_models._map_api_error``, ``GoogleModel._process_response``)."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # a name in the module → the dotted name it stands for
+    used: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                bound[alias.asname or alias.name] = dotted
+                used.append(dotted)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                used.append(alias.name)
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    top = alias.name.partition(".")[0]
+                    bound[top] = top
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            parts = [node.attr]
+            value = node.value
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                used.append(".".join([bound[value.id], *reversed(parts)]))
+    return [
+        dotted
+        for dotted in used
+        if _under(dotted, SDKS) and any(_is_private(part) for part in dotted.split("."))
+    ]
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
     ours = [
         f"{module} imports {name} from {source}"
         for module, source, name in _private_imports()
-        if source.split(".")[0] in (*PACKAGES, "tests", "bench")
+        if source.split(".")[0] in OURS
     ]
     assert not ours, "make these public or move them: " + "; ".join(ours)
-    foreign = {
-        imported
-        for imported in _private_imports()
-        if imported[1].split(".")[0] not in (*PACKAGES, "tests", "bench")
-    }
-    assert foreign <= FOREIGN_PRIVATE, (
-        f"private names of other projects: {foreign - FOREIGN_PRIVATE}"
+    foreign = sorted(
+        f"{module} imports {name} from {source}"
+        for module, source, name in _private_imports()
+        if source.split(".")[0] not in OURS
     )
+    assert not foreign, "private names of other projects: " + "; ".join(foreign)
+
+
+@pytest.mark.parametrize("package", OURS)
+def test_no_private_name_of_an_sdk_is_used(package: str) -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {dotted}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for dotted in _sdk_private_uses(path.read_text())
+    ]
+    assert not found, "use the SDK's public names (or our own code) instead of: " + "; ".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from pydantic_ai.models.google import _map_api_error as map_google_error",
+        "from pydantic_ai._utils import is_str_dict",
+        "import openai._client",
+        "import pydantic_ai.models.google as g\ng._map_api_error(e, 'm')",
+        "import google.genai\ngoogle.genai._common.BaseModel",
+        "from dashscope import api_entities\napi_entities._private",
+        "from pydantic_ai.models.google import GoogleModel\nGoogleModel._process_response",
+    ],
+)
+def test_the_sdk_check_sees_each_way_of_reaching_a_private_name(source: str) -> None:
+    assert _sdk_private_uses(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from pydantic_ai.models.google import GoogleModel",
+        "from pydantic_ai import __version__",
+        "import httpx2\nhttpx2._private",
+        "self._client.close()",
+        "super()._map_binary_content_item(item)",
+    ],
+)
+def test_the_sdk_check_passes_public_names_and_our_own_privates(source: str) -> None:
+    assert not _sdk_private_uses(source)

@@ -18,10 +18,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.settings import ThinkingEffort
+
+from store.modality import Modality
 
 # -- shared pieces ------------------------------------------------------------------------------
 
@@ -259,8 +261,9 @@ class Ranking(Frozen):
 # -- pair selection ------------------------------------------------------------------------------
 
 
-JudgeEvidence = Literal["frames+transcript", "frames", "transcript", "audio", "none"]
-"""What a pair judge receives of the spans it is shown (an evaluation condition's modality)."""
+JudgeEvidence: TypeAlias = Modality
+"""What a pair judge receives of the spans it is shown: an evaluation condition's modality
+(:data:`store.modality.Modality`, the one definition ``policies.judging`` uses too)."""
 
 
 class PairJudgeContext(Frozen):

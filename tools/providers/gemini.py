@@ -51,7 +51,6 @@ from pydantic_ai.models import (
 )
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.google import GoogleModel, GoogleModelSettings
-from pydantic_ai.models.google import _map_api_error as map_google_error  # the SDK's own mapping
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.providers.google import GoogleProvider
@@ -68,6 +67,7 @@ from tools.providers.base import (
     clip_label,
 )
 from tools.providers.family import ProviderFamily
+from tools.providers.gemini_errors import map_google_error
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
