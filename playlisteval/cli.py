@@ -1725,17 +1725,23 @@ def _judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
     title = "Judges by condition"
     if offline:
         title += " (offline provider: a harness, not evidence of model quality)"
-    table = Table(title=title)
-    for name, justify in (
-        ("judge", "left"),
-        ("condition", "left"),
-        ("pairs", "right"),
-        ("accuracy", "right"),
-        ("± SE", "right"),
-        ("consistent acc.", "right"),
-        ("position consistency", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    # Fits an 80-column terminal by design: short headers (the caption says what they mean),
+    # figures at their own widths, judges whole, and a long condition folded onto more lines of
+    # its cell (never cut to "uniform-n…").
+    table = Table(
+        title=title,
+        caption="acc.: accuracy ± its standard error (clustered by playlist); cons.: accuracy "
+        "over pairs judged alike in both orders; pos.: the share judged alike in both orders",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        show_edge=False,
+    )
+    judges = {r.judge for r in records}
+    table.add_column("judge", no_wrap=True, min_width=max(map(len, judges), default=5))
+    table.add_column("condition", overflow="fold")
+    for name, width in (("pairs", 5), ("acc. ± SE", 13), ("cons.", 5), ("pos.", 5)):
+        table.add_column(name, justify="right", no_wrap=True, width=width)
 
     def value(metrics: JudgeMetrics, name: str) -> MetricTable | None:
         return metrics.tables.get(name)
@@ -1751,27 +1757,11 @@ def _judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
             escape(judge),
             escape(condition),
             str(metrics.pairs),
-            shown(accuracy),
-            "—" if se is None else f"{se:.3f}",
+            shown(accuracy) + ("" if se is None else f" ± {se:.3f}"),
             shown(value(metrics, "consistent_accuracy")),
             shown(value(metrics, "position_consistency")),
         )
     return table
-
-
-def _print_whole(table: Table) -> None:
-    """``table`` at its natural width however narrow the terminal (which then wraps its lines):
-    a judge or condition cut to "uniform-n…" names nothing."""
-    width = console.measure(table, options=console.options.update_width(10_000)).maximum
-    if width <= console.width:
-        console.print(table)
-        return
-    Console(
-        file=console.file,
-        width=width,
-        force_terminal=console.is_terminal,
-        color_system=console.color_system,  # type: ignore[arg-type]  # the same names
-    ).print(table)
 
 
 @app.command("eval")
@@ -1864,7 +1854,7 @@ def eval_(
                 f"failure(s)); the first: {escape(why)}"
             )
             raise typer.Exit(EXIT_NOTHING_JUDGED)
-        _print_whole(_judges_table(result.records, app_.settings.curation.offline))
+        console.print(_judges_table(result.records, app_.settings.curation.offline))
         console.print(
             f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
             f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"

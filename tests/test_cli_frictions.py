@@ -89,3 +89,31 @@ def test_rehearse_after_every_seed_was_curated_rehearses_not_asks_for_index(
         assert app.events.last_seq() == before  # the workspace's log untouched
     assert every >= 2
     assert rehearsal.seeds == 2
+
+
+def test_the_eval_table_fits_80_columns_with_judges_and_conditions_whole(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """It was ~115 columns wide: every line now fits, each judge on one line, the figures in
+    their own columns."""
+    with App(load_settings(workspace)) as app:
+        run_id = runs.curate(app, budget_usd=5.0, max_seeds=4).run_id
+        bench = runs.export(app, tmp_path / "bench", run_id).path
+    judges = ["offline-first", "offline-transcript"]
+    said = CliRunner().invoke(
+        cli_app,
+        [
+            *("eval", "--benchmark", str(bench), "--out", str(tmp_path / "eval"), "--limit", "2"),
+            *(arg for judge in judges for arg in ("--judge", judge)),
+            *("--condition", "uniform::none:1h:32", "--home", str(workspace)),
+        ],
+        env={"COLUMNS": "80"},
+    )
+    assert said.exit_code == 0, said.output
+    start = said.output.index("Judges by condition")
+    table = said.output[start : said.output.index("judgments in", start)]  # the hints after it
+    for line in table.splitlines():  # are whole lines to copy, as long as their paths
+        assert len(line) <= 80, line
+    rows = [line for line in table.splitlines() if "uniform-none-1h-32f" in line]
+    assert sorted(row.split()[0] for row in rows) == judges
+    assert all("±" in row for row in rows)

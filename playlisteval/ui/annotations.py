@@ -265,26 +265,35 @@ class AnnotationState:
         return self.sample.pair_ids if self.sample is not None else ()
 
     @property
-    def overlap(self) -> frozenset[str]:
-        """The pairs several annotators label (every pair, for a stream with no design)."""
+    def planned_overlap(self) -> frozenset[str]:
+        """The pairs the design gives to several annotators (every pair, for a stream with no
+        design), however many are invited."""
         if self.design is None:
             return frozenset(self.pair_ids)
         return frozenset(self.design.overlap_pair_ids)
+
+    @property
+    def overlap(self) -> frozenset[str]:
+        """The pairs several annotators label now: the planned ones (:attr:`planned_overlap`)
+        once two or more annotators are invited, none while fewer are (a pair the design
+        shares then goes to the one annotator there is, and no one else)."""
+        return self.planned_overlap if len(self.invited) >= 2 else frozenset()
 
     def pair_annotators(self, pair_id: str) -> list[str]:
         """The invited annotators ``pair_id`` is assigned to."""
         if self.design is None:
             return list(self.invited)  # no design: everyone labels everything
-        k = self.design.k if pair_id in self.overlap else 1
+        k = self.design.k if pair_id in self.planned_overlap else 1
         return assignees(pair_id, self.invited, k)
 
     def assigned(self, annotator: str) -> list[str]:
-        """The sampled pairs assigned to ``annotator``, in the order they are shown: the overlap
-        pairs first (agreement grows from the start), each part in the annotator's own
-        shuffled order (no pair is always seen first, or tired)."""
+        """The sampled pairs assigned to ``annotator``, in the order they are shown: the pairs
+        the design shares first, even while one annotator is invited (agreement grows from the
+        start), each part in the annotator's own shuffled order (no pair is always seen first,
+        or tired)."""
         mine = [p for p in self.pair_ids if annotator in self.pair_annotators(p)]
-        overlap = self.overlap
-        return sorted(mine, key=lambda p: (p not in overlap, _digest(annotator, p)))
+        planned = self.planned_overlap
+        return sorted(mine, key=lambda p: (p not in planned, _digest(annotator, p)))
 
     def check_assigned(self, annotator: str, pair_id: str) -> None:
         """Nothing when ``pair_id`` is in ``annotator``'s share of the sample;

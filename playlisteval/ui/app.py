@@ -83,7 +83,7 @@ from policies.agreement import (
 from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError, MediaError
 from store.events import micros_to_usd
-from store.runlog import run_ids
+from store.runlog import run_ids, run_started
 
 COOKIE = "playlisteval_annotator"
 OWNER_COOKIE = "playlisteval_owner"
@@ -291,6 +291,18 @@ def _usd(micros: int | None) -> str:
     return "no cap" if micros is None else f"{micros_to_usd(micros):,.4f} USD"
 
 
+def _usd_exact(micros: int) -> str:
+    """A money figure to the micro-dollar the log keeps (a tooltip beside :func:`_usd`'s)."""
+    return f"{micros_to_usd(micros):,.6f} USD exactly"
+
+
+def _offline_run(app: App, report: Audit) -> bool:
+    """Whether the offline provider answered run ``report``: its ``RunStarted`` says so, or a
+    call it recorded does. Such a run is a harness, never evidence of model quality."""
+    calls = (step for line in report.seeds for step in line.steps if step["step"] == "call")
+    return run_started(app.events, report.run_id).offline or any(s["offline"] for s in calls)
+
+
 def _page(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(
         _TEMPLATES.get_template(template).render(**context), status_code=status_code
@@ -330,15 +342,32 @@ def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary |
 
 
 def design_sentence(state: AnnotationState) -> str:
-    """How the sample is shared among the annotators, in one sentence."""
-    sample = len(state.pair_ids)
+    """How the sample is shared among the invited annotators now, in one sentence: never more
+    annotators to a pair than are invited, and no shared pair while fewer than two are."""
+    sample, invited = len(state.pair_ids), len(state.invited)
     if state.design is None:
+        if invited == 1:
+            return f"{sample} pairs, every one to the 1 invited annotator"
         return f"{sample} pairs, every one to every annotator"
-    shared = len(state.overlap)
-    return (
-        f"{sample} pairs: {shared} ({state.design.share:.0%}) to {state.design.k} of the "
-        f"{len(state.invited)} invited annotators each, {sample - shared} to one"
-    )
+    k, shared = state.design.k, len(state.planned_overlap)
+    planned = f"{shared} of the {sample} pairs ({state.design.share * 100:g} %)"
+    rest = f", the other {sample - shared} to one" if shared < sample else ""
+    if invited == 0:
+        return (
+            f"{sample} pairs, no annotator invited yet: once {k} are, {planned} go to {k} "
+            f"annotators each{rest}"
+        )
+    if invited == 1:
+        return (
+            f"{sample} pairs, each to the 1 invited annotator (overlap {k} needs {k}; invite "
+            "more for agreement)"
+        )
+    if invited < k:
+        return (
+            f"{planned} go to all {invited} invited annotators each (overlap {k} needs {k}; "
+            f"invite more){rest}"
+        )
+    return f"{planned} go to {k} of the {invited} invited annotators each{rest}"
 
 
 def _progress_rows(state: AnnotationState) -> list[dict[str, Any]]:
@@ -791,8 +820,8 @@ def create_app(
             summary=_summary(readable, benchmark),
             sample=len(state.pair_ids),
             design=state.design,
-            overlap=len(state.overlap),
-            invited=len(state.invited),
+            design_text=design_sentence(state),
+            shared=bool(state.overlap),
             annotators=_progress_rows(state),
             min_interval=MIN_BOOTSTRAP_ITEMS,
             comments=comments,
@@ -827,17 +856,16 @@ def create_app(
             views.append(
                 {
                     "report": report,
-                    "budget": _usd(report.budget_micros),
-                    "spent": _usd(report.spent_micros),
                     "share": (
                         report.spent_micros / report.budget_micros if report.budget_micros else None
                     ),
                     "statuses": sorted(statuses.items()),
                     "gates": _gate_rates(report),
-                    "phases": {k: _usd(v) for k, v in sorted(report.by_phase.items())},
+                    "phases": sorted(report.by_phase.items()),
+                    "offline": _offline_run(app, report),
                 }
             )
-        return _page("audit.html", runs=views)
+        return _page("audit.html", runs=views, usd=_usd, exact=_usd_exact)
 
     @web.get("/audit/{run_id}/{seed_id}", response_class=HTMLResponse)
     def audit_seed(run_id: str, seed_id: str) -> Response:
@@ -850,8 +878,9 @@ def create_app(
             "audit_seed.html",
             run_id=run_id,
             line=line,
-            spent=_usd(line.spent_micros),
             usd=_usd,
+            exact=_usd_exact,
+            offline=_offline_run(app, report),
         )
 
     @web.get("/status", response_class=HTMLResponse)
