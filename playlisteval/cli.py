@@ -1342,11 +1342,18 @@ def audit(
     with _open(home) as app_:
         report = runs.audit(app_, run, seed)
         untrusted = integrity.log_warning(app_, [report.run_id])
+        offline = run_started(app_.events, report.run_id).offline
         if as_json:
-            print(json.dumps({**report.to_json(), "log_warning": untrusted}, indent=2))
+            facts = {"log_warning": untrusted, "offline": offline}
+            print(json.dumps({**report.to_json(), **facts}, indent=2))
             return
         if untrusted:
             err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
+        if offline:
+            console.print(
+                "[bold yellow]offline provider[/]: this run is a harness of the loop, never "
+                "evidence of model quality"
+            )
         if seed is not None:
             _print_timeline(report)  # that seed alone: the run's totals are `audit` without it
         else:

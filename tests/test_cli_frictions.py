@@ -3,6 +3,7 @@ command's last word is its summary, with what it cost."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -117,3 +118,17 @@ def test_the_eval_table_fits_80_columns_with_judges_and_conditions_whole(
     rows = [line for line in table.splitlines() if "uniform-none-1h-32f" in line]
     assert sorted(row.split()[0] for row in rows) == judges
     assert all("±" in row for row in rows)
+
+
+def test_the_audit_of_an_offline_run_says_it_is_a_harness(workspace: Path) -> None:
+    with App(load_settings(workspace)) as app:
+        run_id = runs.curate(app, budget_usd=5.0, max_seeds=2).run_id
+    said = CliRunner().invoke(cli_app, ["audit", "--run", run_id, "--home", str(workspace)])
+    assert said.exit_code == 0, said.output
+    first = said.output.strip().splitlines()[0]
+    assert "offline provider" in first
+    assert "never evidence of model quality" in " ".join(said.output.split())
+    facts = CliRunner().invoke(
+        cli_app, ["audit", "--run", run_id, "--json", "--home", str(workspace)]
+    )
+    assert json.loads(facts.stdout)["offline"] is True
