@@ -1349,14 +1349,17 @@ def audit(
             return
         if untrusted:
             err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
-        if offline:
-            console.print(
-                "[bold yellow]offline provider[/]: this run is a harness of the loop, never "
-                "evidence of model quality"
-            )
+        banner = (
+            "[bold yellow]offline provider[/]: this run is a harness of the loop, never "
+            "evidence of model quality"
+        )
         if seed is not None:
             _print_timeline(report)  # that seed alone: the run's totals are `audit` without it
+            if offline:
+                console.print(banner)  # after the timeline, whose first line names the seed
         else:
+            if offline:
+                console.print(banner)
             _print_audit(report)
 
 

@@ -506,7 +506,10 @@ def test_playlist_url_with_private_and_deleted_entries_indexes_the_rest(tmp_path
         listing = {p.reason for p in app.catalog.problems("listing")}
         assert any("private video" in r for r in listing)
         assert any("deleted video" in r for r in listing)
-        assert {p.stage for p in app.catalog.problems()} == {"listing", "download"}
+        assert {p.stage for p in app.catalog.problems()} == {"listing", "download", "segments"}
+        # The two clips indexed are seconds long: each is one segment, and that is said.
+        indexed = {v.id for v in app.catalog.videos() if v.status == INDEXED}
+        assert {p.ref for p in app.catalog.problems("segments")} == indexed
 
 
 def test_target_hours_moves_videos_to_reserve_and_back(demo_playlist: Path, tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ pytestmark = pytest.mark.skipif(
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="needs selenium (pip install selenium)"
 )
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -158,7 +159,8 @@ def _pair_id(driver: Any) -> str:
 
 def _next_page(driver: Any, before: str) -> None:
     """Wait for the page after ``before`` (a pair id, or the done page)."""
-    WebDriverWait(driver, 20).until(
+    # The page may be replaced between finding the field and reading it: look again then.
+    WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda d: (
             d.find_elements(By.ID, "done")
             or (d.find_elements(By.ID, "answer-form") and _pair_id(d) != before)
