@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from agents.citations import format_timestamp
+from store.errors import ConfigError
 from tools.roles import (
     Feedback,
     MatchContext,
@@ -44,9 +45,16 @@ def _template_file(path: Path) -> str:
 
 def role_template(role: str) -> str:
     """The template of role ``role``: the file its ``RoleSpec.prompt`` names, else
-    ``prompts/<role>.md`` (:func:`template`); ``ValueError`` for a role never declared."""
+    ``prompts/<role>.md`` (:func:`template`); ``ValueError`` for a role never declared,
+    ``ConfigError`` when its template cannot be read."""
     spec = role_spec(role)
-    return template(spec.name) if spec.prompt is None else _template_file(spec.prompt)
+    try:
+        return template(spec.name) if spec.prompt is None else _template_file(spec.prompt)
+    except OSError as exc:
+        raise ConfigError(
+            f"role {role!r} has no readable prompt template ({exc}): give its RoleSpec "
+            "prompt=Path(...) of the template beside its module"
+        ) from exc
 
 
 def _segment_text(segment: SegmentEvidence) -> str:
