@@ -1,31 +1,34 @@
-"""Prompts for every role, from the template files beside this module.
+"""Prompts for every role, from the template its ``RoleSpec`` names.
 
-A prompt is the role's instructions (``prompts/<role>.md``, filled from the context), the feedback
-section when there is feedback, the context as readable text, and the same context as JSON between
-``<context>`` tags. The JSON (``tools.roles.embed_context``) makes the contract exact: every model,
-the offline provider included, reads the same facts.
+A prompt is the role's instructions (``prompts/<role>.md`` beside this module for the paper's
+roles, the file a gate package's ``RoleSpec.prompt`` names for its own; filled from the context
+where the context has values for it), the feedback section when there is feedback, the context as
+readable text, and the same context as JSON between ``<context>`` tags. The JSON
+(``tools.roles.embed_context``) makes the contract exact: every model, the offline provider
+included, reads the same facts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 from agents.citations import format_timestamp
+from store.errors import ConfigError
 from tools.roles import (
-    AnyContext,
     Feedback,
     MatchContext,
     PairJudgeContext,
     Phase1Context,
-    Phase2Context,
     RankingContext,
+    RoleContext,
     SegmentEvidence,
-    SufficiencyContext,
     VideoRate,
     embed_context,
     neutralise_tags,
+    role_spec,
 )
 
 
@@ -33,6 +36,25 @@ from tools.roles import (
 def template(name: str) -> str:
     """The text of ``prompts/<name>.md``."""
     return (resources.files("agents") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+
+
+@cache
+def _template_file(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def role_template(role: str) -> str:
+    """The template of role ``role``: the file its ``RoleSpec.prompt`` names, else
+    ``prompts/<role>.md`` (:func:`template`); ``ValueError`` for a role never declared,
+    ``ConfigError`` when its template cannot be read."""
+    spec = role_spec(role)
+    try:
+        return template(spec.name) if spec.prompt is None else _template_file(spec.prompt)
+    except OSError as exc:
+        raise ConfigError(
+            f"role {role!r} has no readable prompt template ({exc}): give its RoleSpec "
+            "prompt=Path(...) of the template beside its module"
+        ) from exc
 
 
 def _segment_text(segment: SegmentEvidence) -> str:
@@ -149,7 +171,7 @@ def retry_note(kinds: Sequence[str]) -> str:
     return template("retry").format(count=len(kinds), told=told).strip()
 
 
-def _answers_text(context: AnyContext) -> list[str]:
+def _answers_text(context: RoleContext) -> list[str]:
     """The answers a role weighs, as readable sections (the JSON block repeats them exactly)."""
     if isinstance(context, RankingContext):
         return [
@@ -167,24 +189,34 @@ def _answers_text(context: AnyContext) -> list[str]:
     return out
 
 
-def render_prompt(context: AnyContext) -> str:
-    """The whole user prompt for one call."""
-    role = context.role
-    text = template(role)
+def template_values(context: RoleContext) -> Mapping[str, object] | None:
+    """What the role's template is filled with (``str.format``), or None when its context has
+    nothing for it (the template is then used as it is): the Phase I limits, what a pair judge
+    receives, and the rate any other context with ``video_rates`` is sent its video at."""
     if isinstance(context, Phase1Context):
-        text = text.format(
-            min_paragraphs=context.min_paragraphs,
-            max_paragraphs=context.max_paragraphs,
-            min_cited_chunks=context.min_cited_chunks,
-            max_cited_chunks=context.max_cited_chunks,
-        )
-    elif isinstance(context, SufficiencyContext | RankingContext):
-        text = text.format(video_rate=video_rate_text(context.video_rates))
-    elif isinstance(context, PairJudgeContext):
-        text = text.format(**judge_evidence(context))
+        return {
+            "min_paragraphs": context.min_paragraphs,
+            "max_paragraphs": context.max_paragraphs,
+            "min_cited_chunks": context.min_cited_chunks,
+            "max_cited_chunks": context.max_cited_chunks,
+        }
+    if isinstance(context, PairJudgeContext):
+        return judge_evidence(context)
+    rates = getattr(context, "video_rates", None)
+    if rates is not None:
+        return {"video_rate": video_rate_text(rates)}
+    return None
+
+
+def render_prompt(context: RoleContext) -> str:
+    """The whole user prompt for one call."""
+    text = role_template(context.role)
+    values = template_values(context)
+    if values is not None:
+        text = text.format(**values)
     parts = [text.strip()]
-    if isinstance(context, Phase1Context | Phase2Context):
-        parts.append(feedback_section(context.feedback).strip())
+    feedback: tuple[Feedback, ...] = getattr(context, "feedback", ())
+    parts.append(feedback_section(feedback).strip())
     segments = getattr(context, "segments", ())
     if segments:
         # Spans with no transcript (a judge shown frames or sound only) are listed as spans.

@@ -36,21 +36,31 @@ from agents.evidence import ClipSpec, SeedEvidence
 from agents.prompts import render_prompt
 from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
 from policies.ratelimits import Traffic
-from store.errors import ProviderError
+from store.errors import ConfigError, ProviderError
 from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
 from tools.providers.base import clip_info, frame_times
 from tools.roles import (
+    PARAMETRIC_PAIRS_SLOT,
     PHASE1_GENERATOR,
+    PHASE1_GENERATOR_SLOT,
     PHASE2_GENERATOR,
+    PHASE2_GENERATOR_SLOT,
     QA,
-    AnyContext,
+    ROLES,
+    SUFFICIENCY_SLOT,
+    TEXTUAL_UNDETECTABILITY_SLOT,
+    TRANSCRIPT_ANSWERER_SLOT,
+    TRANSCRIPT_MATCHER_SLOT,
+    VISUAL_DETECTABILITY_SLOT,
     Feedback,
+    ModelSlot,
     PairJudgeContext,
     Phase1Context,
     Phase2Context,
-    RankingContext,
-    SufficiencyContext,
+    RoleContext,
+    SlotValue,
     VideoRate,
+    curation_slots,
     role_spec,
 )
 
@@ -85,36 +95,87 @@ class MalformedOutput(Exception):
         self.kind: Unusable = kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RoleModels:
-    """Which configured model plays each role (ids are priced by the price table)."""
+    """Which configured model plays each role: one value per curation model slot
+    (:func:`tools.roles.curation_slots`), under the slot's ``attribute``; ids are priced by the
+    price table.
 
-    phase1_generator: str = "gemini-3-flash-preview"
-    phase2_generator: str = "gemini-3-flash-preview"
-    transcript_answerer: str = "gemini-3-flash-preview"
-    transcript_matcher: str = "gpt-5.4-mini"
-    parametric_pairs: tuple[tuple[str, str], ...] = (
-        ("gemini-3-flash-preview", "gpt-5.4"),
-        ("gpt-5.4-mini", "gemini-3.1-pro-preview"),
-    )
-    sufficiency: str = "qwen-3.7-plus"
-    textual_rankers: tuple[str, ...] = ("gemini-3.1-pro-preview", "gpt-5.4")
-    visual_ranker: str = "qwen-3.7-plus"
+    The paper's slots are the fields below, their defaults the slots' own. A slot a gate package
+    declared has no field: it is an attribute of each instance all the same (its default until
+    :meth:`of` sets it), so ``vars(models)`` — what a run records in ``RunStarted.models`` — holds
+    every slot, and :meth:`value`, :meth:`model`, :meth:`models_of` and :meth:`all_models` read
+    any of them. (``dataclasses.replace`` sets the fields only: a gate package's slot then takes
+    its default; build with :meth:`of` to carry it.)
+    """
+
+    phase1_generator: str = PHASE1_GENERATOR_SLOT.default
+    phase2_generator: str = PHASE2_GENERATOR_SLOT.default
+    transcript_answerer: str = TRANSCRIPT_ANSWERER_SLOT.default
+    transcript_matcher: str = TRANSCRIPT_MATCHER_SLOT.default
+    parametric_pairs: tuple[tuple[str, str], ...] = PARAMETRIC_PAIRS_SLOT.default
+    sufficiency: str = SUFFICIENCY_SLOT.default
+    textual_rankers: tuple[str, ...] = TEXTUAL_UNDETECTABILITY_SLOT.default
+    visual_ranker: str = VISUAL_DETECTABILITY_SLOT.default
+
+    def __post_init__(self) -> None:
+        for slot in curation_slots():
+            if slot.attribute not in self.__dict__:  # a gate package's slot: its default
+                object.__setattr__(self, slot.attribute, slot.default)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RoleModels:
+        """The models ``values`` name by slot attribute (lists for tuples, as TOML or a log has
+        them), every other slot at its default; ``ConfigError`` for a name that is no curation
+        slot's, or a value of the wrong shape."""
+        slots = {slot.attribute: slot for slot in curation_slots()}
+        unknown = sorted(set(values) - set(slots))
+        if unknown:
+            raise ConfigError(
+                f"no model slot {unknown[0]!r}; the slots are {', '.join(slots)} (a gate "
+                "package's slot is known once its package is loaded: models.gate_packages)"
+            )
+        given: dict[str, Any] = {n: slots[n].normalise(value) for n, value in values.items()}
+        own = {f.name for f in fields(cls)}
+        models = cls(**{name: value for name, value in given.items() if name in own})
+        for name, value in given.items():
+            if name not in own:
+                object.__setattr__(models, name, value)
+        return models
+
+    def value(self, slot: str) -> SlotValue:
+        """The model(s) of slot ``slot`` (its settings key or its attribute); ``ConfigError``
+        naming the slots when it is no curation slot."""
+        found = _curation_slot(slot)
+        # A slot declared after this instance was made plays its default here too.
+        value: SlotValue = self.__dict__.get(found.attribute, found.default)
+        return value
+
+    def model(self, slot: str) -> str:
+        """The one model of a one-model slot (a gate package's judge, say)."""
+        value = self.value(slot)
+        if not isinstance(value, str):
+            raise ConfigError(f"model slot {slot!r} holds several models: use models_of")
+        return value
+
+    def models_of(self, slot: str) -> tuple[str, ...]:
+        """Every model id of slot ``slot``, in order (both of each pair)."""
+        return _curation_slot(slot).models(self.value(slot))
 
     def all_models(self) -> set[str]:
         """Every model id a run may call."""
-        ids = {
-            self.phase1_generator,
-            self.phase2_generator,
-            self.transcript_answerer,
-            self.transcript_matcher,
-            self.sufficiency,
-            self.visual_ranker,
-            *self.textual_rankers,
-        }
-        for answerer, verifier in self.parametric_pairs:
-            ids |= {answerer, verifier}
-        return ids
+        return {m for slot in curation_slots() for m in slot.models(self.value(slot.key))}
+
+    def playing(self) -> dict[str, tuple[str, ...]]:
+        """Role → the models that play it, in :data:`tools.roles.ROLES` order (a role two
+        slots cast lists both's; a model twice, once)."""
+        cast: dict[str, list[str]] = {}
+        for slot in curation_slots():
+            for role in slot.roles:
+                for model in slot.playing(self.value(slot.key), role):
+                    if model not in cast.setdefault(role, []):
+                        cast[role].append(model)
+        return {role: tuple(cast[role]) for role in ROLES if role in cast}
 
     @classmethod
     def recorded(cls, facts: Mapping[str, Any]) -> RoleModels:
@@ -122,18 +183,23 @@ class RoleModels:
         for tuples): what a replay of that run must ask for, whatever today's defaults are.
         A role the log does not name keeps today's default; a name it has that is no longer a
         role is ignored."""
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for name, value in facts.items():
-            if name not in known:
-                continue
-            if name == "parametric_pairs":
-                values[name] = tuple((str(a), str(v)) for a, v in value)
-            elif isinstance(value, list | tuple):
-                values[name] = tuple(str(v) for v in value)
-            else:
-                values[name] = str(value)
-        return cls(**values)
+        known = {slot.attribute for slot in curation_slots()}
+        return cls.of({name: value for name, value in facts.items() if name in known})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RoleModels) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.items()))
+
+
+def _curation_slot(name: str) -> ModelSlot[Any]:
+    """The curation slot whose settings key or attribute is ``name``."""
+    for slot in curation_slots():
+        if name in (slot.key, slot.attribute):
+            return slot
+    known = ", ".join(slot.key for slot in curation_slots())
+    raise ConfigError(f"no curation model slot {name!r}; the slots are {known}")
 
 
 def _raw_text(response: ModelResponse | None) -> str:
@@ -192,7 +258,7 @@ class ModelRunner:
         seed: SeedCall,
         role: str,
         model_id: str,
-        context: AnyContext,
+        context: RoleContext,
         output_type: type[T],
         *,
         phase: int | None,
@@ -303,12 +369,12 @@ class ModelRunner:
         self,
         model_id: str,
         role: str,
-        context: AnyContext,
+        context: RoleContext,
         attachments: Sequence[BinaryContent],
         *,
         extra_settings: ModelSettings | None = None,
         note: str = "",
-    ) -> tuple[AnyContext, Sequence[BinaryContent]]:
+    ) -> tuple[RoleContext, Sequence[BinaryContent]]:
         """``context`` told the rate its video reaches ``model_id`` at, and ``attachments``
         fitted to the model's context window: where the frames planned would not leave room
         in it for the prompt and the answer (tokens counted as the reservation counts them),
@@ -352,15 +418,19 @@ class ModelRunner:
         return shown, fitted
 
     def _with_video_rates(
-        self, context: AnyContext, model_id: str, attachments: Sequence[BinaryContent]
-    ) -> AnyContext:
-        # A context that says at what rate its video is sent (its prompt states it) is told the
-        # rate this model's request carries, whoever built it (a gate, a smoke call).
-        if isinstance(context, PairJudgeContext):
-            if context.receives not in ("frames", "frames+transcript") or context.video_rates:
-                return context  # a judge given sound or text only is told no video rate
-        elif not isinstance(context, SufficiencyContext | RankingContext) or context.video_rates:
+        self, context: RoleContext, model_id: str, attachments: Sequence[BinaryContent]
+    ) -> RoleContext:
+        # A context that says at what rate its video is sent (its prompt states it: it has
+        # ``video_rates``) is told the rate this model's request carries, whoever built it (a
+        # gate, a smoke call), unless it was told one already.
+        told = getattr(context, "video_rates", None)
+        if told is None or told:
             return context
+        if isinstance(context, PairJudgeContext) and context.receives not in (
+            "frames",
+            "frames+transcript",
+        ):
+            return context  # a judge given sound or text only is told no video rate
         rates = self.video_rates(model_id, attachments)
         return context.model_copy(update={"video_rates": rates}) if rates else context
 
@@ -390,9 +460,9 @@ def _with_frame_cap(part: BinaryContent, cap: int) -> BinaryContent:
     )
 
 
-def _without_rates(context: AnyContext) -> AnyContext:
+def _without_rates(context: RoleContext) -> RoleContext:
     """``context`` with no video rate filled in (so it is told the fitted ones)."""
-    if isinstance(context, PairJudgeContext | SufficiencyContext | RankingContext):
+    if "video_rates" in type(context).model_fields:
         return context.model_copy(update={"video_rates": ()})
     return context
 

@@ -30,7 +30,7 @@ from agents.fleet import (
     IndexJob,
     default_worker_name,
 )
-from agents.gates import registered_gates
+from agents.gates import load_gate_packages, registered_gates
 from agents.ownership import WriterLease
 from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
@@ -205,8 +205,10 @@ def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:
 
 
 def loop_policy(settings: Settings) -> LoopPolicy:
-    """The loop's numbers and gate order (cheap first) from the settings and the policy data."""
+    """The loop's numbers and gate order (cheap first) from the settings and the gate table:
+    the paper's gates and those of the gate packages the settings name (loaded here)."""
     gen = settings.generation
+    load_gate_packages(settings.models.gate_packages)
     return LoopPolicy(
         max_attempts=gen.max_attempts,
         phase2_rejections_before_restart=gen.phase2_rejections_before_restart,
@@ -215,18 +217,11 @@ def loop_policy(settings: Settings) -> LoopPolicy:
 
 
 def role_models(settings: Settings) -> RoleModels:
-    """Which model plays each role."""
-    m = settings.models
-    return RoleModels(
-        phase1_generator=m.phase1_generator,
-        phase2_generator=m.phase2_generator,
-        transcript_answerer=m.transcript_answerer,
-        transcript_matcher=m.transcript_matcher,
-        parametric_pairs=tuple((a, v) for a, v in m.parametric_pairs),
-        sufficiency=m.sufficiency,
-        textual_rankers=tuple(m.textual_undetectability),
-        visual_ranker=m.visual_detectability,
-    )
+    """Which model plays each role: every curation model slot (``tools.roles``), as the
+    settings' ``[models]`` table sets it, else at its default; the gate packages the settings
+    name are loaded first, so their slots are among them."""
+    load_gate_packages(settings.models.gate_packages)
+    return RoleModels.of(settings.models.slot_values())
 
 
 def curation_config(settings: Settings, concurrency: int | None = None) -> CurationConfig:

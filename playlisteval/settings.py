@@ -39,6 +39,20 @@ from policies.pairs import GateRule, KeepWhen, Sampling, Ties
 from store.errors import ConfigError
 from tools.providers.family import ProviderFamily
 from tools.providers.registry import families, family_named
+from tools.roles import (
+    DIFFICULTY_JUDGES_SLOT,
+    PAPER_SLOTS,
+    PARAMETRIC_PAIRS_SLOT,
+    PHASE1_GENERATOR_SLOT,
+    PHASE2_GENERATOR_SLOT,
+    SUFFICIENCY_SLOT,
+    TEXTUAL_UNDETECTABILITY_SLOT,
+    TRANSCRIPT_ANSWERER_SLOT,
+    TRANSCRIPT_MATCHER_SLOT,
+    VISUAL_DETECTABILITY_SLOT,
+    ModelSlot,
+    extension_slots,
+)
 
 SETTINGS_FILE = "playlisteval.toml"
 
@@ -337,53 +351,62 @@ class GenerationSettings(Section):
     )
 
 
+def _slot_field(slot: ModelSlot[Any]) -> Any:
+    """The ``[models]`` key of model slot ``slot``: its default (a list where it holds several,
+    as TOML writes it) and its description, both from the slot's declaration."""
+    default = slot.default
+    if isinstance(default, str):
+        return Field(default, description=slot.description)
+    return Field(default_factory=lambda: list(default), description=slot.description)
+
+
+ModelChoice = str | list[str] | list[tuple[str, str]]
+
+
 class ModelRoles(Section):
     """Default model per role (DESIGN.md); ids are strings priced by the price table."""
 
-    phase1_generator: str = Field(
-        "gemini-3-flash-preview",
-        description="Phase I: writes the question and cited gold answer from both segments' video.",
+    # One key per model slot of tools.roles (PAPER_SLOTS, in that order): typed here, its
+    # default and description read from the slot (tests/test_role_declarations.py holds them).
+    phase1_generator: str = _slot_field(PHASE1_GENERATOR_SLOT)
+    phase2_generator: str = _slot_field(PHASE2_GENERATOR_SLOT)
+    transcript_answerer: str = _slot_field(TRANSCRIPT_ANSWERER_SLOT)
+    transcript_matcher: str = _slot_field(TRANSCRIPT_MATCHER_SLOT)
+    parametric_pairs: list[tuple[str, str]] = _slot_field(PARAMETRIC_PAIRS_SLOT)
+    sufficiency: str = _slot_field(SUFFICIENCY_SLOT)
+    textual_undetectability: list[str] = _slot_field(TEXTUAL_UNDETECTABILITY_SLOT)
+    visual_detectability: str = _slot_field(VISUAL_DETECTABILITY_SLOT)
+    difficulty_judges: list[str] = _slot_field(DIFFICULTY_JUDGES_SLOT)
+    gate_packages: list[str] = Field(
+        default_factory=list,
+        description="Python packages (or modules) of more gates: every module of each is "
+        "imported when a run's gates are read, and registers its gates with their roles and "
+        "model slots (README: 'Extension points').",
     )
-    phase2_generator: str = Field(
-        "gemini-3-flash-preview",
-        description="Phase II: writes the graded visual-only distractors and their causal records.",
+    extensions: dict[str, ModelChoice] = Field(
+        default_factory=dict,
+        description="The model(s) of each slot those gate packages declare, by its key "
+        "(default: the slot's own); a key no loaded package declares is an error.",
     )
-    transcript_answerer: str = Field(
-        "gemini-3-flash-preview",
-        description="Transcript test: answers from transcripts alone, the relevant ones shuffled "
-        "among windows of another video.",
-    )
-    transcript_matcher: str = Field(
-        "gpt-5.4-mini",
-        description="Transcript test: judges whether that answer matches the gold.",
-    )
-    parametric_pairs: list[tuple[str, str]] = Field(
-        default_factory=lambda: [
-            ("gemini-3-flash-preview", "gpt-5.4"),
-            ("gpt-5.4-mini", "gemini-3.1-pro-preview"),
-        ],
-        description="Parametric test: [answerer, verifier] pairs answering from memory; the QA "
-        "is rejected only if every pair recovers the gold.",
-    )
-    sufficiency: str = Field(
-        "qwen-3.7-plus",
-        description="Video sufficiency: checks every claim against each segment's frames and "
-        "transcript.",
-    )
-    textual_undetectability: list[str] = Field(
-        default_factory=lambda: ["gemini-3.1-pro-preview", "gpt-5.4"],
-        description="Rank gold and distractors from text alone; the set is rejected only if "
-        "all of them recover the order.",
-    )
-    visual_detectability: str = Field(
-        "qwen-3.7-plus",
-        description="Ranks the distractors with the video; the set passes only on the exact order.",
-    )
-    difficulty_judges: list[str] = Field(
-        default_factory=lambda: ["qwen3-vl-30b-a3b", "internvl3.5-8b"],
-        description="Weak judges of the difficulty gate: a pair is kept only if at least one of "
-        "them gets it wrong.",
-    )
+
+    def slot_values(self) -> dict[str, Any]:
+        """The curation slots' values these settings give, by ``RoleModels`` attribute: the
+        paper's slots, then ``extensions`` (each a slot a loaded gate package declared, else
+        ConfigError naming the declared ones)."""
+        chosen = self.model_dump()
+        values = {slot.attribute: chosen[slot.key] for slot in PAPER_SLOTS if slot.curation}
+        declared = {slot.key: slot for slot in extension_slots()}
+        for key, value in self.extensions.items():
+            slot = declared.get(key)
+            if slot is None:
+                known = ", ".join(declared) or "none"
+                raise ConfigError(
+                    f"models.extensions.{key}: no gate package declares a model slot {key!r} "
+                    f"(the declared ones: {known}); name its package in models.gate_packages"
+                )
+            if slot.curation:
+                values[slot.attribute] = slot.normalise(value)
+        return values
 
 
 class PairSettings(Section):

@@ -29,8 +29,10 @@ _KIND_COST_RANK: dict[str, int] = {"rule": 0, "text": 1, "video": 2}
 class GateSpec:
     """One gate: its phase, its cost class and the model roles it calls.
 
-    ``roles`` name fields of the settings' ``ModelRoles``; a role holding several models (the
-    parametric pairs, the textual-undetectability rankers) gives the gate several verifiers.
+    ``roles`` name the model slots the gate calls (``tools.roles.MODEL_SLOTS``: keys of the
+    settings' ``[models]`` table; ``agents.gates.register_gate`` refuses one not declared); a
+    slot holding several models (the parametric pairs, the textual-undetectability rankers) gives
+    the gate several verifiers.
     ``reject_rule`` ``"any"`` rejects when any verifier fails the candidate; ``"all"`` only when
     every verifier recovers the answer from text alone (parametric test, textual
     undetectability).

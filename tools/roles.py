@@ -1,11 +1,16 @@
-"""What each role is given and what it must answer: the wire contract between agents and models.
+"""The roles of the wire contract and the model slots that cast them: one declaration each.
 
-Every model call carries one ``*Context`` (rendered into the prompt by ``agents.prompts``, and also
-embedded as JSON between ``<context>`` tags so that any model — the offline provider included —
-reads exactly the same facts) plus, for video roles, one clip per segment. Every role answers with
-one of the structured output types below (pydantic-ai ``output_type``). :data:`ROLES` holds one
-:class:`RoleSpec` row per role: its context and output types, whether clips go with it, and its
-output-token cap; the model runner and :func:`parse_context` (so every provider) read it there.
+A role is one :class:`RoleSpec`: the context it is given and the output type it answers with
+(:mod:`tools.role_types`, whose names this module hands on), whether the segments' clips go with
+its prompt, its output-token cap and thinking level, its prompt template, and the offline
+provider's answerer for it. Who plays it is one :class:`ModelSlot`: the settings key under
+``[models]``, the role(s) it casts, its default model(s) and its description. The settings'
+``[models]`` table, the workers' ``RoleModels`` (and every model a run may call), the composition
+root, the model runner, the prompts and the offline provider all read these two tables
+(:data:`ROLES`, :data:`MODEL_SLOTS`); nothing restates them.
+
+The paper's roles and slots are declared below; a gate module of a gate package declares its own
+with :func:`register_role` and :func:`register_slot` (see ``agents.gates``).
 
 It lives in ``tools`` because both sides of a call need it: the agents that ask and the providers
 (``tools.providers``) that answer.
@@ -15,322 +20,160 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.settings import ThinkingEffort
 
-from store.modality import Modality
-
-# -- shared pieces ------------------------------------------------------------------------------
-
-
-def format_timestamp(seconds: float) -> str:
-    """``MM:SS`` as citations write it, rounded to the second (minutes may pass 59)."""
-    total = round(seconds)
-    return f"{total // 60:02d}:{total % 60:02d}"
-
-
-def cite(video_id: str, start_s: float, end_s: float) -> str:
-    """A span as gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
-    return f"({video_id} @ {format_timestamp(start_s)}–{format_timestamp(end_s)})"
-
-
-class Frozen(BaseModel):
-    """Frozen, strict models: a context or an answer never changes after it is made."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ChunkText(Frozen):
-    """One 30-second chunk's transcript."""
-
-    start_s: float
-    end_s: float
-    text: str
-
-
-class SegmentEvidence(Frozen):
-    """A segment of one video: its span and its chunks' transcripts."""
-
-    segment_id: str
-    video_id: str
-    title: str = ""
-    start_s: float
-    end_s: float
-    chunks: tuple[ChunkText, ...]
-
-
-class Feedback(Frozen):
-    """An earlier rejection, told to the generator: which gate, why, and what it rejected."""
-
-    phase: Literal[1, 2]
-    gate: str
-    reason: str
-    rejected_output: str
-
-
-# -- Phase I -------------------------------------------------------------------------------------
-
-
-class Phase1Context(Frozen):
-    """The QA generator sees both segments (as video) and every earlier rejection."""
-
-    role: Literal["phase1_generator"] = "phase1_generator"
-    segments: tuple[SegmentEvidence, SegmentEvidence]
-    min_paragraphs: int = 3
-    max_paragraphs: int = 5
-    min_cited_chunks: int = 2
-    max_cited_chunks: int = 15
-    feedback: tuple[Feedback, ...] = ()
-
-
-class VerificationMeta(Frozen):
-    """What the generator claims about its own QA, for the verifiers and the audit."""
-
-    visual_facts: tuple[str, ...] = Field(
-        default=(), description="Facts only the frames show that the answer relies on."
-    )
-    knowledge_cell: str = Field(
-        default="", description="Bloom knowledge-dimension cell, e.g. 'conceptual × analyze'."
-    )
-    why_both_segments: str = ""
-
-
-class QA(Frozen):
-    """Phase I output: a question, a 3–5 paragraph gold answer citing (video-id @ MM:SS–MM:SS)."""
-
-    question: str
-    gold_answer: str
-    verification: VerificationMeta = VerificationMeta()
-
-
-class TranscriptWindow(Frozen):
-    """A labelled window of transcript text (the transcript test shuffles the relevant ones in)."""
-
-    label: str
-    text: str
-
-
-class TranscriptTestContext(Frozen):
-    """The transcript test's answerer: transcripts only, relevant ones hidden among others."""
-
-    role: Literal["transcript_answerer"] = "transcript_answerer"
-    question: str
-    windows: tuple[TranscriptWindow, ...]
-
-
-class ParametricContext(Frozen):
-    """The parametric test's answerer: the question alone, answered from memory."""
-
-    role: Literal["parametric_answerer"] = "parametric_answerer"
-    question: str
-
-
-class FreeAnswer(Frozen):
-    """An answer in prose (transcript-only or from memory)."""
-
-    answer: str
-
-
-class MatchContext(Frozen):
-    """A verifier compares a candidate answer with the gold answer."""
-
-    role: Literal["transcript_matcher", "parametric_verifier"]
-    question: str
-    gold_answer: str
-    candidate: str
-
-
-class MatchVerdict(Frozen):
-    """Does the candidate recover the gold answer's substance?"""
-
-    matches_gold: bool
-    reason: str
-
-
-class VideoRate(Frozen):
-    """How one segment's video reaches the model called: ``fps`` frames a second over its
-    ``seconds`` (``frames`` of them, for a provider that takes video as frames; None for native
-    video, which the provider samples at ``fps``). ``asked_fps`` is the rate it would have had
-    without the request's frame cap; ``max_frames`` is that cap when it thinned this clip.
-
-    The model runner fills it from the same frame plan the adapter sends
-    (``tools.providers.base.frame_times``), so a prompt states the rate the request carries."""
-
-    segment_id: str
-    seconds: float
-    fps: float
-    asked_fps: float
-    frames: int | None = None
-    max_frames: int | None = None
-
-
-class SufficiencyContext(Frozen):
-    """A third model family checks the QA against each segment's video and transcript;
-    ``video_rates`` (filled by the model runner) say at what rate each segment's video is sent."""
-
-    role: Literal["sufficiency"] = "sufficiency"
-    question: str
-    gold_answer: str
-    segments: tuple[SegmentEvidence, SegmentEvidence]
-    video_rates: tuple[VideoRate, ...] = ()
-
-
-class SufficiencyVerdict(Frozen):
-    """Is the question answerable from the video, and is every claim supported?"""
-
-    answerable: bool
-    unsupported_claims: tuple[str, ...] = ()
-    reason: str
-
-
-# -- Phase II ------------------------------------------------------------------------------------
-
-VISUAL_KINDS = ("colour", "spatial_layout", "gesture", "props", "on_screen_graphics")
-DegradationKind = Literal[
-    "colour", "spatial_layout", "gesture", "props", "on_screen_graphics", "spoken", "other"
-]
-
-
-class Degradation(Frozen):
-    """One change a wrong answer makes to the gold: which attribute, through which element."""
-
-    attribute: str = Field(description="The question-specific attribute degraded.")
-    element: str = Field(description="The element of the answer that carries the change.")
-    original: str
-    degraded: str
-    kind: DegradationKind
-
-
-class GradedAnswer(Frozen):
-    """A wrong answer with its rating (4 best … 1 worst) and its causal record."""
-
-    rating: int = Field(ge=1, le=4)
-    answer: str
-    causal_record: tuple[Degradation, ...]
-
-
-class DistractorSet(Frozen):
-    """Phase II output: four wrong answers rated 4, 3, 2, 1."""
-
-    answers: tuple[GradedAnswer, ...]
-
-
-class Phase2Context(Frozen):
-    """The distractor generator sees the segments (as video), the fixed QA and its feedback."""
-
-    role: Literal["phase2_generator"] = "phase2_generator"
-    question: str
-    gold_answer: str
-    segments: tuple[SegmentEvidence, SegmentEvidence]
-    feedback: tuple[Feedback, ...] = ()
-
-
-class LabelledAnswer(Frozen):
-    """An answer shown to a ranker under a neutral label."""
-
-    label: str
-    text: str
-    causal_record: tuple[Degradation, ...] = ()
-
-
-class RankingContext(Frozen):
-    """A ranker orders answers best → worst: from text alone (with the attributes as rubric), or
-    with the video (each answer with its causal record, to verify against the frames; the
-    ``video_rates`` each segment is sent at are filled by the model runner)."""
-
-    role: Literal["textual_ranker", "visual_ranker"]
-    question: str
-    answers: tuple[LabelledAnswer, ...]
-    rubric: tuple[str, ...] = ()
-    segments: tuple[SegmentEvidence, ...] = ()
-    video_rates: tuple[VideoRate, ...] = ()
-
-
-class Ranking(Frozen):
-    """Labels from best to worst."""
-
-    order: tuple[str, ...]
-    reason: str = ""
-
-
-# -- pair selection ------------------------------------------------------------------------------
-
-
-JudgeEvidence: TypeAlias = Modality
-"""What a pair judge receives of the spans it is shown: an evaluation condition's modality
-(:data:`store.modality.Modality`, the one definition ``policies.judging`` uses too)."""
-
-
-class PairJudgeContext(Frozen):
-    """A judge sees two answers to one question, shown as A and B, and says which is more
-    faithful to the evidence: ``receives`` says what it is given of the ``segments`` (video
-    and transcript for the difficulty gate; an evaluation condition's modality), and
-    ``video_rates`` (filled by the model runner) the rate any video reaches it at."""
-
-    role: Literal["pair_judge"] = "pair_judge"
-    question: str
-    answer_a: str
-    answer_b: str
-    segments: tuple[SegmentEvidence, ...]
-    receives: JudgeEvidence = "frames+transcript"
-    video_rates: tuple[VideoRate, ...] = ()
-
-
-class PairVerdict(Frozen):
-    """Which answer is better: "A", "B", or "tie" when the judge cannot separate them."""
-
-    choice: Literal["A", "B", "tie"]
-    reason: str
-
-
-RoleName = Literal[
-    "phase1_generator",
-    "phase2_generator",
-    "transcript_answerer",
-    "transcript_matcher",
-    "parametric_answerer",
-    "parametric_verifier",
-    "sufficiency",
-    "textual_ranker",
-    "visual_ranker",
-    "pair_judge",
-]
-
-AnyContext = (
-    Phase1Context
-    | Phase2Context
-    | TranscriptTestContext
-    | ParametricContext
-    | MatchContext
-    | SufficiencyContext
-    | RankingContext
-    | PairJudgeContext
+from store.errors import ConfigError
+from tools.offline_answers import (
+    OfflineCall,
+    match_answer,
+    pair_judge_answer,
+    parametric_answer,
+    phase1_answer,
+    phase2_answer,
+    sufficiency_answer,
+    textual_rank_answer,
+    transcript_answer,
+    visual_rank_answer,
 )
-AnyOutput = (
-    QA | DistractorSet | FreeAnswer | MatchVerdict | SufficiencyVerdict | Ranking | PairVerdict
+from tools.role_types import (
+    CONTEXT_CLOSE,
+    CONTEXT_OPEN,
+    QA,
+    VISUAL_KINDS,
+    AnyContext,
+    AnyOutput,
+    ChunkText,
+    Degradation,
+    DegradationKind,
+    DistractorSet,
+    Feedback,
+    FreeAnswer,
+    Frozen,
+    GradedAnswer,
+    JudgeEvidence,
+    LabelledAnswer,
+    MatchContext,
+    MatchVerdict,
+    PairJudgeContext,
+    PairVerdict,
+    ParametricContext,
+    Phase1Context,
+    Phase2Context,
+    Ranking,
+    RankingContext,
+    RoleContext,
+    RoleName,
+    SegmentEvidence,
+    SufficiencyContext,
+    SufficiencyVerdict,
+    TranscriptTestContext,
+    TranscriptWindow,
+    VerificationMeta,
+    VideoRate,
+    cite,
+    embed_context,
+    format_timestamp,
+    neutralise_tags,
 )
 
-CONTEXT_OPEN = "<context>"
-CONTEXT_CLOSE = "</context>"
-_CONTEXT_RE = re.compile(re.escape(CONTEXT_OPEN) + r"(.*?)" + re.escape(CONTEXT_CLOSE), re.S)
+__all__ = [
+    "CONTEXT_CLOSE",
+    "CONTEXT_OPEN",
+    "DIFFICULTY_JUDGES_SLOT",
+    "MODEL_SLOTS",
+    "PAIR_JUDGE",
+    "PAPER_SLOTS",
+    "PARAMETRIC_ANSWERER",
+    "PARAMETRIC_PAIRS_SLOT",
+    "PARAMETRIC_VERIFIER",
+    "PHASE1_GENERATOR",
+    "PHASE1_GENERATOR_SLOT",
+    "PHASE2_GENERATOR",
+    "PHASE2_GENERATOR_SLOT",
+    "QA",
+    "ROLES",
+    "SUFFICIENCY",
+    "SUFFICIENCY_SLOT",
+    "TEXTUAL_RANKER",
+    "TEXTUAL_UNDETECTABILITY_SLOT",
+    "TRANSCRIPT_ANSWERER",
+    "TRANSCRIPT_ANSWERER_SLOT",
+    "TRANSCRIPT_MATCHER",
+    "TRANSCRIPT_MATCHER_SLOT",
+    "VISUAL_DETECTABILITY_SLOT",
+    "VISUAL_KINDS",
+    "VISUAL_RANKER",
+    "AnyContext",
+    "AnyOutput",
+    "ChunkText",
+    "Degradation",
+    "DegradationKind",
+    "DistractorSet",
+    "Feedback",
+    "FreeAnswer",
+    "Frozen",
+    "GradedAnswer",
+    "JudgeEvidence",
+    "LabelledAnswer",
+    "MatchContext",
+    "MatchVerdict",
+    "ModelSlot",
+    "OfflineAnswerer",
+    "OfflineCall",
+    "PairJudgeContext",
+    "PairVerdict",
+    "ParametricContext",
+    "Phase1Context",
+    "Phase2Context",
+    "Ranking",
+    "RankingContext",
+    "RoleContext",
+    "RoleName",
+    "RoleSpec",
+    "SegmentEvidence",
+    "SlotShape",
+    "SlotValue",
+    "SufficiencyContext",
+    "SufficiencyVerdict",
+    "TranscriptTestContext",
+    "TranscriptWindow",
+    "VerificationMeta",
+    "VideoRate",
+    "cite",
+    "curation_slots",
+    "embed_context",
+    "extension_slots",
+    "format_timestamp",
+    "neutralise_tags",
+    "parse_context",
+    "register_role",
+    "register_slot",
+    "role_spec",
+    "unregister_role",
+    "unregister_slot",
+]
 
-
-# -- the role table ------------------------------------------------------------------------------
-
-ContextT = TypeVar("ContextT", bound=Frozen)
+ContextT = TypeVar("ContextT", bound=RoleContext)
 OutputT = TypeVar("OutputT", bound=Frozen)
+
+OfflineAnswerer: TypeAlias = Callable[[OfflineCall[ContextT]], OutputT]
+"""How the offline provider answers a role: a deterministic function of one call."""
+
+
+# -- roles ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class RoleSpec(Generic[ContextT, OutputT]):
     """One role of the wire contract, in one row: the context it is given, the output type it
-    answers with, whether the segments' clips go with the prompt, how long its answer may be
-    and how hard the model thinks before it answers.
+    answers with, whether the segments' clips go with the prompt, how long its answer may be,
+    how hard the model thinks before it answers, its prompt template and the offline answer.
 
     ``thinking`` is pydantic-ai's unified level (Gemini 3 ``thinkingLevel``, OpenAI reasoning
     effort; a model that cannot think is sent none). Thinking tokens are output tokens: Gemini 3
@@ -339,7 +182,9 @@ class RoleSpec(Generic[ContextT, OutputT]):
     ``max_output_tokens``. So the short verdicts think ``low`` and every cap leaves room for
     thinking as well as the answer.
 
-    A new role is one context type, one output type and one row of :data:`ROLES`.
+    ``prompt`` is the template file (``None``: ``agents/prompts/<name>.md``, the paper's), read by
+    ``agents.prompts``; ``offline`` answers the role in the offline provider (``None``: the
+    offline provider refuses the role). Who plays the role is its :class:`ModelSlot`.
     """
 
     name: str
@@ -348,10 +193,30 @@ class RoleSpec(Generic[ContextT, OutputT]):
     video: bool
     max_output_tokens: int
     thinking: ThinkingEffort = "low"
+    prompt: Path | None = None
+    offline: OfflineAnswerer[ContextT, OutputT] | None = None
+
+    def __post_init__(self) -> None:
+        field = self.context.model_fields.get("role")
+        if field is None:  # pragma: no cover - every RoleContext has one
+            raise ConfigError(f"role {self.name!r}: its context has no 'role' field")
+        named = get_args(field.annotation) if get_origin(field.annotation) is Literal else ()
+        if named and self.name not in named:
+            # parse_context reads a prompt's context back by its role: it must validate.
+            raise ConfigError(
+                f"role {self.name!r}: its context {self.context.__name__}.role takes only "
+                f"{list(named)!r}; add {self.name!r} to that Literal"
+            )
 
 
 PHASE1_GENERATOR = RoleSpec(
-    "phase1_generator", Phase1Context, QA, video=True, max_output_tokens=16384, thinking="high"
+    "phase1_generator",
+    Phase1Context,
+    QA,
+    video=True,
+    max_output_tokens=16384,
+    thinking="high",
+    offline=phase1_answer,
 )
 PHASE2_GENERATOR = RoleSpec(
     "phase2_generator",
@@ -360,6 +225,7 @@ PHASE2_GENERATOR = RoleSpec(
     video=True,
     max_output_tokens=24576,
     thinking="high",
+    offline=phase2_answer,
 )
 TRANSCRIPT_ANSWERER = RoleSpec(
     "transcript_answerer",
@@ -368,6 +234,7 @@ TRANSCRIPT_ANSWERER = RoleSpec(
     video=False,
     max_output_tokens=4096,
     thinking="low",
+    offline=transcript_answer,
 )
 TRANSCRIPT_MATCHER = RoleSpec(
     "transcript_matcher",
@@ -376,6 +243,7 @@ TRANSCRIPT_MATCHER = RoleSpec(
     video=False,
     max_output_tokens=2048,
     thinking="low",
+    offline=match_answer,
 )
 PARAMETRIC_ANSWERER = RoleSpec(
     "parametric_answerer",
@@ -384,6 +252,7 @@ PARAMETRIC_ANSWERER = RoleSpec(
     video=False,
     max_output_tokens=4096,
     thinking="low",
+    offline=parametric_answer,
 )
 PARAMETRIC_VERIFIER = RoleSpec(
     "parametric_verifier",
@@ -392,6 +261,7 @@ PARAMETRIC_VERIFIER = RoleSpec(
     video=False,
     max_output_tokens=2048,
     thinking="low",
+    offline=match_answer,
 )
 SUFFICIENCY = RoleSpec(
     "sufficiency",
@@ -400,34 +270,69 @@ SUFFICIENCY = RoleSpec(
     video=True,
     max_output_tokens=4096,
     thinking="low",
+    offline=sufficiency_answer,
 )
 TEXTUAL_RANKER = RoleSpec(
-    "textual_ranker", RankingContext, Ranking, video=False, max_output_tokens=2048, thinking="low"
+    "textual_ranker",
+    RankingContext,
+    Ranking,
+    video=False,
+    max_output_tokens=2048,
+    thinking="low",
+    offline=textual_rank_answer,
 )
 VISUAL_RANKER = RoleSpec(
-    "visual_ranker", RankingContext, Ranking, video=True, max_output_tokens=2048, thinking="low"
+    "visual_ranker",
+    RankingContext,
+    Ranking,
+    video=True,
+    max_output_tokens=2048,
+    thinking="low",
+    offline=visual_rank_answer,
 )
 PAIR_JUDGE = RoleSpec(
-    "pair_judge", PairJudgeContext, PairVerdict, video=True, max_output_tokens=2048, thinking="low"
+    "pair_judge",
+    PairJudgeContext,
+    PairVerdict,
+    video=True,
+    max_output_tokens=2048,
+    thinking="low",
+    offline=pair_judge_answer,
 )
 
-ROLES: Mapping[str, RoleSpec[Any, Any]] = MappingProxyType(
-    {
-        role.name: role
-        for role in (
-            PHASE1_GENERATOR,
-            PHASE2_GENERATOR,
-            TRANSCRIPT_ANSWERER,
-            TRANSCRIPT_MATCHER,
-            PARAMETRIC_ANSWERER,
-            PARAMETRIC_VERIFIER,
-            SUFFICIENCY,
-            TEXTUAL_RANKER,
-            VISUAL_RANKER,
-            PAIR_JUDGE,
-        )
-    }
+_PAPER_ROLES: tuple[RoleSpec[Any, Any], ...] = (
+    PHASE1_GENERATOR,
+    PHASE2_GENERATOR,
+    TRANSCRIPT_ANSWERER,
+    TRANSCRIPT_MATCHER,
+    PARAMETRIC_ANSWERER,
+    PARAMETRIC_VERIFIER,
+    SUFFICIENCY,
+    TEXTUAL_RANKER,
+    VISUAL_RANKER,
+    PAIR_JUDGE,
 )
+_ROLES: dict[str, RoleSpec[Any, Any]] = {}
+ROLES: Mapping[str, RoleSpec[Any, Any]] = MappingProxyType(_ROLES)
+"""Every declared role by name: the paper's, then those gate packages declared."""
+
+
+def register_role(spec: RoleSpec[ContextT, OutputT]) -> RoleSpec[ContextT, OutputT]:
+    """Declare role ``spec`` (a gate module's own role); ``ConfigError`` when its name is taken."""
+    if spec.name in _ROLES:
+        raise ConfigError(f"role {spec.name!r} is declared twice")
+    _ROLES[spec.name] = spec
+    return spec
+
+
+def unregister_role(name: str) -> None:
+    """Forget role ``name`` and the slots that cast it (a gate package unloaded, a test's toy).
+    The paper's roles stay: ``ConfigError``."""
+    if any(spec.name == name for spec in _PAPER_ROLES):
+        raise ConfigError(f"role {name!r} is the paper's; it cannot be forgotten")
+    for slot in [s for s in _SLOTS.values() if name in s.roles]:
+        unregister_slot(slot.key)
+    _ROLES.pop(name, None)
 
 
 def role_spec(name: str) -> RoleSpec[Any, Any]:
@@ -438,26 +343,215 @@ def role_spec(name: str) -> RoleSpec[Any, Any]:
     return spec
 
 
-_TAG_RE = re.compile(r"<(/?context)", re.I)
+# -- model slots ---------------------------------------------------------------------------------
+
+SlotShape = Literal["one", "list", "pairs"]
+SlotValue: TypeAlias = str | tuple[str, ...] | tuple[tuple[str, str], ...]
+ValueT = TypeVar("ValueT", str, tuple[str, ...], tuple[tuple[str, str], ...])
 
 
-def neutralise_tags(text: str) -> str:
-    """Untrusted text (a transcript, a title, an answer) with every ``<context`` and
-    ``</context`` written ``&lt;context`` / ``&lt;/context``: it can then never open or close
-    the prompt's context block, whatever it holds."""
-    return _TAG_RE.sub(r"&lt;\1", text)
+@dataclass(frozen=True)
+class ModelSlot(Generic[ValueT]):
+    """One choice of model(s) a user makes under ``[models]``: its settings ``key``, the
+    ``roles`` its models play, its ``default`` and ``description`` (the settings reference's).
+
+    Its shape follows the default: one model id (``"gpt-5.4"``), a list of them (every one plays
+    the role: ``("gemini-3.1-pro-preview", "gpt-5.4")``), or pairs casting two roles together
+    (``(("gemini-3-flash-preview", "gpt-5.4"),)`` as ``roles=(answerer, verifier)``).
+    ``field`` is its name in the workers' ``RoleModels`` when that is not ``key`` (the paper's
+    ``textual_rankers`` for ``textual_undetectability``); ``curation`` says whether a curation
+    run calls it (the difficulty judges are the pair selection's).
+    """
+
+    key: str
+    roles: tuple[str, ...]
+    default: ValueT
+    description: str
+    field: str = ""
+    curation: bool = True
+
+    def __post_init__(self) -> None:
+        want = 2 if self.shape == "pairs" else 1
+        if len(self.roles) != want:
+            raise ConfigError(
+                f"model slot {self.key!r}: a {self.shape!r} slot casts {want} role(s), "
+                f"not {self.roles!r}"
+            )
+        self.normalise(self.default)
+
+    @property
+    def shape(self) -> SlotShape:
+        """``one``, ``list`` or ``pairs``, as the default is."""
+        if isinstance(self.default, str):
+            return "one"
+        if self.default and not isinstance(self.default[0], str):
+            return "pairs"
+        return "list"
+
+    @property
+    def attribute(self) -> str:
+        """Its name in the workers' ``RoleModels`` (and in a run's ``RunStarted.models``)."""
+        return self.field or self.key
+
+    def normalise(self, value: object) -> SlotValue:
+        """``value`` (from TOML, JSON or a log: lists for tuples) in this slot's shape;
+        ``ConfigError`` naming the slot when it has another."""
+        shape = self.shape
+        if shape == "one" and isinstance(value, str):
+            return value
+        if shape != "one" and isinstance(value, list | tuple):
+            if shape == "list" and all(isinstance(v, str) for v in value):
+                return tuple(value)
+            if shape == "pairs" and all(
+                isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(v, str) for v in p)
+                for p in value
+            ):
+                return tuple((str(p[0]), str(p[1])) for p in value)
+        wanted = {"one": "a model id", "list": "a list of model ids", "pairs": "a list of pairs"}
+        raise ConfigError(f"models.{self.key}: {value!r} is not {wanted[shape]}")
+
+    def models(self, value: SlotValue) -> tuple[str, ...]:
+        """Every model id ``value`` (this slot's) names, in order."""
+        if isinstance(value, str):
+            return (value,)
+        return tuple(m for item in value for m in ((item,) if isinstance(item, str) else item))
+
+    def playing(self, value: SlotValue, role: str) -> tuple[str, ...]:
+        """The model ids of ``value`` that play ``role`` (a pair's first or second)."""
+        if role not in self.roles:
+            return ()
+        if self.shape != "pairs":
+            return self.models(value)
+        at = self.roles.index(role)
+        return tuple(pair[at] for pair in value if not isinstance(pair, str))
 
 
-def embed_context(context: Frozen) -> str:
-    """The context as the JSON block a prompt ends with. Every ``<`` inside it is written as
-    its JSON escape (backslash, u003c: the same JSON string), so no text inside can close the
-    block early or open another."""
-    data = context.model_dump_json().replace("<", "\\u003c")
-    return f"{CONTEXT_OPEN}{data}{CONTEXT_CLOSE}"
+PHASE1_GENERATOR_SLOT = ModelSlot(
+    "phase1_generator",
+    ("phase1_generator",),
+    "gemini-3-flash-preview",
+    "Phase I: writes the question and cited gold answer from both segments' video.",
+)
+PHASE2_GENERATOR_SLOT = ModelSlot(
+    "phase2_generator",
+    ("phase2_generator",),
+    "gemini-3-flash-preview",
+    "Phase II: writes the graded visual-only distractors and their causal records.",
+)
+TRANSCRIPT_ANSWERER_SLOT = ModelSlot(
+    "transcript_answerer",
+    ("transcript_answerer",),
+    "gemini-3-flash-preview",
+    "Transcript test: answers from transcripts alone, the relevant ones shuffled among windows "
+    "of another video.",
+)
+TRANSCRIPT_MATCHER_SLOT = ModelSlot(
+    "transcript_matcher",
+    ("transcript_matcher",),
+    "gpt-5.4-mini",
+    "Transcript test: judges whether that answer matches the gold.",
+)
+PARAMETRIC_PAIRS_SLOT = ModelSlot(
+    "parametric_pairs",
+    ("parametric_answerer", "parametric_verifier"),
+    (("gemini-3-flash-preview", "gpt-5.4"), ("gpt-5.4-mini", "gemini-3.1-pro-preview")),
+    "Parametric test: [answerer, verifier] pairs answering from memory; the QA is rejected only "
+    "if every pair recovers the gold.",
+)
+SUFFICIENCY_SLOT = ModelSlot(
+    "sufficiency",
+    ("sufficiency",),
+    "qwen-3.7-plus",
+    "Video sufficiency: checks every claim against each segment's frames and transcript.",
+)
+TEXTUAL_UNDETECTABILITY_SLOT = ModelSlot(
+    "textual_undetectability",
+    ("textual_ranker",),
+    ("gemini-3.1-pro-preview", "gpt-5.4"),
+    "Rank gold and distractors from text alone; the set is rejected only if all of them recover "
+    "the order.",
+    field="textual_rankers",
+)
+VISUAL_DETECTABILITY_SLOT = ModelSlot(
+    "visual_detectability",
+    ("visual_ranker",),
+    "qwen-3.7-plus",
+    "Ranks the distractors with the video; the set passes only on the exact order.",
+    field="visual_ranker",
+)
+DIFFICULTY_JUDGES_SLOT = ModelSlot(
+    "difficulty_judges",
+    ("pair_judge",),
+    ("qwen3-vl-30b-a3b", "internvl3.5-8b"),
+    "Weak judges of the difficulty gate: a pair is kept only if at least one of them gets it "
+    "wrong.",
+    curation=False,
+)
+
+PAPER_SLOTS: tuple[ModelSlot[Any], ...] = (
+    PHASE1_GENERATOR_SLOT,
+    PHASE2_GENERATOR_SLOT,
+    TRANSCRIPT_ANSWERER_SLOT,
+    TRANSCRIPT_MATCHER_SLOT,
+    PARAMETRIC_PAIRS_SLOT,
+    SUFFICIENCY_SLOT,
+    TEXTUAL_UNDETECTABILITY_SLOT,
+    VISUAL_DETECTABILITY_SLOT,
+    DIFFICULTY_JUDGES_SLOT,
+)
+"""The paper's slots (DESIGN.md's default model per role), in the settings' order."""
+
+_SLOTS: dict[str, ModelSlot[Any]] = {}
+MODEL_SLOTS: Mapping[str, ModelSlot[Any]] = MappingProxyType(_SLOTS)
+"""Every declared model slot by settings key: the paper's, then those gate packages declared."""
 
 
-def parse_context(prompt: str) -> AnyContext:
-    """The context a prompt carries; ``ValueError`` when there is none or it is malformed."""
+def register_slot(slot: ModelSlot[ValueT]) -> ModelSlot[ValueT]:
+    """Declare model slot ``slot`` (a gate module's own); ``ConfigError`` when its key or its
+    ``RoleModels`` name is taken, or it casts a role that is not declared."""
+    taken = {s.attribute for s in _SLOTS.values()} | set(_SLOTS)
+    if slot.key in taken or slot.attribute in taken:
+        raise ConfigError(f"model slot {slot.key!r} is declared twice")
+    unknown = [role for role in slot.roles if role not in _ROLES]
+    if unknown:
+        raise ConfigError(
+            f"model slot {slot.key!r} casts undeclared role(s) {unknown!r}: register_role first"
+        )
+    _SLOTS[slot.key] = slot
+    return slot
+
+
+def unregister_slot(key: str) -> None:
+    """Forget model slot ``key``; the paper's slots stay (``ConfigError``)."""
+    if any(slot.key == key for slot in PAPER_SLOTS):
+        raise ConfigError(f"model slot {key!r} is the paper's; it cannot be forgotten")
+    _SLOTS.pop(key, None)
+
+
+def curation_slots() -> tuple[ModelSlot[Any], ...]:
+    """The slots a curation run calls, the paper's first: what ``RoleModels`` holds."""
+    return tuple(slot for slot in _SLOTS.values() if slot.curation)
+
+
+def extension_slots() -> tuple[ModelSlot[Any], ...]:
+    """The slots gate packages declared (none of the paper's), in the order they were."""
+    return tuple(slot for slot in _SLOTS.values() if slot not in PAPER_SLOTS)
+
+
+for _role in _PAPER_ROLES:
+    register_role(_role)
+for _slot in PAPER_SLOTS:
+    register_slot(_slot)
+
+
+# -- reading a prompt back -----------------------------------------------------------------------
+
+_CONTEXT_RE = re.compile(re.escape(CONTEXT_OPEN) + r"(.*?)" + re.escape(CONTEXT_CLOSE), re.S)
+
+
+def parse_context(prompt: str) -> RoleContext:
+    """The context a prompt carries, of its role's declared type; ``ValueError`` when there is
+    none, it names no declared role, or it is malformed."""
     blocks = _CONTEXT_RE.findall(prompt)
     if not blocks:
         raise ValueError("the prompt holds no <context> block")
@@ -467,5 +561,5 @@ def parse_context(prompt: str) -> AnyContext:
     role = ROLES.get(str(data.get("role")))
     if role is None:
         raise ValueError(f"unknown role {data.get('role')!r} in the <context> block")
-    context: AnyContext = role.context.model_validate(data)
+    context: RoleContext = role.context.model_validate(data)
     return context
