@@ -12,6 +12,7 @@ from typing import Any
 
 from store.errors import ConfigError
 from store.events import (
+    AnyEvent,
     AttemptStarted,
     CallFailed,
     CallRecorded,
@@ -61,6 +62,8 @@ class Audit:
     # Each kind of rejection's first reason as logged (values filled in), for whoever reads the
     # histogram: its keys are the kinds of :attr:`rejections`.
     rejection_examples: dict[str, str] = field(default_factory=dict)
+    # Spend by what the calls carried (video/audio/text; "-": no answer in the log yet).
+    by_media: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
@@ -75,6 +78,7 @@ class Audit:
                 "gate": self.by_gate,
                 "role": self.by_role,
                 "model": self.by_model,
+                "media": self.by_media,
             },
             "rejections": self.rejections,
             "rejection_examples": self.rejection_examples,
@@ -163,6 +167,83 @@ def describe_step(step: Mapping[str, Any]) -> str:
     return f"{kind}: {rest}" if rest else str(kind)
 
 
+def _step_of(event: AnyEvent, settled: int) -> dict[str, Any] | None:
+    """The step ``event`` makes in its seed's timeline (None: it makes none). A call's cost is
+    ``settled``, what the one ledger settled for it (an answer served from the log: 0)."""
+    if isinstance(event, AttemptStarted):
+        return {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
+    if isinstance(event, CallRecorded):
+        return {
+            "step": "call",
+            "role": event.role,
+            "model": event.model,
+            "cost_micros": settled,
+            "replayed": event.replayed,
+            "offline": event.offline,
+        }
+    if isinstance(event, CallFailed):
+        return {
+            "step": "call failed",
+            "role": event.role,
+            "error": event.error,
+            "charged_micros": settled,
+        }
+    if isinstance(event, CallRefused):
+        return {
+            "step": "call refused",
+            "role": event.role,
+            "cap": event.cap,
+            "reason": event.reason,
+        }
+    if isinstance(event, GatePassed):
+        return {"step": "pass", "phase": event.phase, "gate": event.gate}
+    if isinstance(event, GateRejected):
+        return {
+            "step": "reject",
+            "phase": event.phase,
+            "gate": event.gate,
+            "attempt": event.attempt,
+            "reason": event.reason,
+            "rejected_output": event.rejected_output,
+        }
+    if isinstance(event, ItemAccepted):
+        return {"step": "accepted"}
+    if isinstance(event, SeedDiscarded):
+        return {"step": "discarded", "reasons": list(event.reasons)}
+    if isinstance(event, SeedStopped):
+        return {"step": "stopped", "reason": event.reason, "detail": event.detail}
+    return None
+
+
+def _status_of(event: AnyEvent) -> str | None:
+    """The seed status ``event`` sets (None: it sets none)."""
+    if isinstance(event, ItemAccepted):
+        return "accepted"
+    if isinstance(event, SeedDiscarded):
+        return "discarded"
+    if isinstance(event, SeedStopped):
+        return f"stopped ({event.reason})"
+    return None
+
+
+@dataclass
+class _Rejections:
+    """The run's rejections as the audit counts them."""
+
+    kinds: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    by_gate: Counter[str] = field(default_factory=Counter)
+    seeds: set[str] = field(default_factory=set)
+
+    def add(self, seed_id: str, event: GateRejected) -> None:
+        """Count one rejection of seed ``seed_id``."""
+        kind = f"{event.gate}: {_reason_kind(event.reason)}"
+        self.kinds[kind] += 1
+        self.examples.setdefault(kind, f"{event.gate}: {first_clause(event.reason)}")
+        self.by_gate[f"phase {event.phase} {event.gate}"] += 1
+        self.seeds.add(seed_id)
+
+
 def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Audit:
     """Read run ``run_id``'s log back as an audit: each seed's timeline (only ``seed_id``'s when
     given), spend by the one ledger, and the rejection reasons."""
@@ -174,71 +255,24 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
             outcome = event.outcome
     prefix = seed_stream(run_id, "")
     timelines: dict[str, SeedTimeline] = {}
-    rejections: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    by_gate: Counter[str] = Counter()
-    rejected_seeds: set[str] = set()
+    rejections = _Rejections()
     accepted: set[str] = set()
     fold = LedgerFold()
     for stored in store.read_all(stream_prefix=prefix):
         sid = stored.stream[len(prefix) :]
-        fold.apply_stored(stored)
+        settled = fold.apply_stored(stored)
         event = stored.event()
         line = timelines.setdefault(
             sid, SeedTimeline(seed_id=sid, status="running", spent_micros=0)
         )
-        step: dict[str, Any] | None = None
-        if isinstance(event, AttemptStarted):
-            step = {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
-        elif isinstance(event, CallRecorded):
-            step = {
-                "step": "call",
-                "role": event.role,
-                "model": event.model,
-                "cost_micros": 0 if event.replayed else event.cost_micros,
-                "replayed": event.replayed,
-                "offline": event.offline,
-            }
-        elif isinstance(event, CallFailed):
-            step = {
-                "step": "call failed",
-                "role": event.role,
-                "error": event.error,
-                "charged_micros": event.charged_micros,
-            }
-        elif isinstance(event, CallRefused):
-            step = {
-                "step": "call refused",
-                "role": event.role,
-                "cap": event.cap,
-                "reason": event.reason,
-            }
-        elif isinstance(event, GatePassed):
-            step = {"step": "pass", "phase": event.phase, "gate": event.gate}
-        elif isinstance(event, GateRejected):
-            kind = f"{event.gate}: {_reason_kind(event.reason)}"
-            rejections[kind] += 1
-            examples.setdefault(kind, f"{event.gate}: {first_clause(event.reason)}")
-            by_gate[f"phase {event.phase} {event.gate}"] += 1
-            rejected_seeds.add(sid)
-            step = {
-                "step": "reject",
-                "phase": event.phase,
-                "gate": event.gate,
-                "attempt": event.attempt,
-                "reason": event.reason,
-                "rejected_output": event.rejected_output,
-            }
-        elif isinstance(event, ItemAccepted):
-            line.status = "accepted"
-            accepted.add(sid)
-            step = {"step": "accepted"}
-        elif isinstance(event, SeedDiscarded):
-            line.status = "discarded"
-            step = {"step": "discarded", "reasons": list(event.reasons)}
-        elif isinstance(event, SeedStopped):
-            line.status = f"stopped ({event.reason})"
-            step = {"step": "stopped", "reason": event.reason, "detail": event.detail}
+        if isinstance(event, GateRejected):
+            rejections.add(sid, event)
+        status = _status_of(event)
+        if status is not None:
+            line.status = status
+            if isinstance(event, ItemAccepted):
+                accepted.add(sid)
+        step = _step_of(event, settled)
         if step is not None and (seed_id is None or sid == seed_id):
             line.steps.append(step)
     spent = fold.ledger()
@@ -259,9 +293,10 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
         by_gate=spent.breakdown("gate"),
         by_role=spent.breakdown("role"),
         by_model=spent.breakdown("model"),
-        rejections=dict(rejections.most_common()),
-        rejections_by_gate=dict(by_gate.most_common()),
-        retries_accepted=sorted(rejected_seeds & accepted),
+        rejections=dict(rejections.kinds.most_common()),
+        rejections_by_gate=dict(rejections.by_gate.most_common()),
+        retries_accepted=sorted(rejections.seeds & accepted),
         open_micros=spent.open_micros,
-        rejection_examples={kind: examples[kind] for kind in rejections},
+        rejection_examples={kind: rejections.examples[kind] for kind in rejections.kinds},
+        by_media=spent.breakdown("media"),
     )

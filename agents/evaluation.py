@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TextIO
 
 import anyio
 import anyio.to_thread
@@ -47,11 +47,10 @@ import structlog
 from pydantic_ai.messages import BinaryContent
 from pydantic_ai.settings import ModelSettings
 
-from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.deps import CallDeps
 from agents.evidence import SeedEvidence, source_key
-from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import BudgetExhausted
+from agents.judge_runs import CappedStream, JudgeCalls, judge_under_cap
+from agents.workers import MalformedOutput, SeedCall
 from policies.judging import (
     ORDERS,
     PICKED_BY_VERDICT,
@@ -68,17 +67,9 @@ from policies.judging import (
 )
 from policies.ratelimits import Traffic
 from store.catalog import Catalog, ChunkRow, VideoRow
-from store.errors import ConfigError, MediaError, ProviderError
-from store.events import (
-    AnyEvent,
-    CallFailed,
-    CallId,
-    CallRecorded,
-    CallReserved,
-    CapSet,
-    Event,
-)
-from store.ledger import current_cap
+from store.errors import ConfigError, MediaError
+from store.events import AnyEvent
+from store.eventstore import EventStore
 from store.version import code_version
 from tools import media
 from tools.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
@@ -729,102 +720,22 @@ async def evaluate(
     What a judge is shown (frames, transcript, sound) is built in worker threads, once per pair
     and condition, so the event loop keeps every call in flight meanwhile. A condition that
     shows more frames than a judge's requests may carry is refused before anything is spent.
+    The calls are made by the shell the difficulty gate uses too
+    (:func:`agents.judge_runs.judge_under_cap`).
     """
-    store, catalog, clips, model_for, prices = (
-        deps.store,
-        deps.catalog,
-        deps.clips,
-        deps.model_for,
-        deps.prices,
-    )
-    judges = tuple(dict.fromkeys(judges))
-    if not judges or not conditions:
-        raise ConfigError("an evaluation needs at least one judge and one condition")
-    for judge in judges:
-        prices.price(judge)  # an unpriced judge is refused before anything is spent
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit={limit!r}: judge at least one pair (or give no limit)")
-    _check_frame_caps(judges, conditions, deps.traffic)
+    judges = _checked_judges(deps, judges, conditions, limit)
     benchmark = read_benchmark(benchmark_dir, allow_modified=allow_modified)
     records = benchmark.records[:limit] if limit is not None else benchmark.records
     judgments_path = out_dir / JUDGMENTS_FILE
     earlier = read_judgments(judgments_path)
     done = {r.key for r in earlier}
-    meta = _evaluation_json(
-        out_dir, benchmark, judges, conditions, now or datetime.now(tz=UTC), offline=offline
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    now = now or datetime.now(tz=UTC)
+    meta = _begin_evaluation(out_dir, benchmark, judges, conditions, now, offline=offline)
     evaluation_id = str(meta["evaluation_id"])
-    if benchmark.check == "modified":
-        logger.warning(
-            "benchmark_modified",
-            benchmark=str(benchmark.path),
-            benchmark_json_sha256=benchmark.recorded_sha256,
-            content_sha256=benchmark.content_sha256,
-        )
-
     stream = eval_stream(evaluation_id)
-    history: list[AnyEvent] = [s.event() for s in store.read_stream(stream)]
-    recorder = resumed_recorder(
-        history,
-        budget_micros=budget_micros,
-        prices=prices,
-        offline=offline,
-        traffic=deps.traffic,
-        campaign=deps.campaign,
-        hold_prefix=stream,
-        lease=lease,
-    )
-    runner = ModelRunner(recorder=recorder, model_for=model_for)
-    writer = GroupCommit(store, lambda _stream, _event: None)
-    writer.fence(stream, len(history))
-    secret_list = sorted(set(deps.secrets), key=len, reverse=True)
-    keys: dict[str, str] = {}  # call owner → request key of its latest call
-
-    async def append(event: Event) -> None:
-        if isinstance(event, CallRecorded | CallReserved | CallFailed):
-            keys[CallId.owner_of(event.call_id)] = event.key
-        await writer.append(stream, scrubbed(event, secret_list))
-
-    jobs: list[tuple[Mapping[str, Any], str, Condition, Order]] = []
-    for record in records:
-        for condition in conditions:
-            for judge in judges:
-                for order in ORDERS:
-                    if (str(record["id"]), judge, condition.condition_id, order) not in done:
-                        jobs.append((record, judge, condition, order))
-    failures: list[Exception] = []
-    new: list[JudgmentRecord] = []
-    limiter = anyio.CapacityLimiter(max(concurrency, 1))
-    views = _Views(catalog, clips, retrievers or {})
-
-    async def one(
-        record: Mapping[str, Any], judge: str, condition: Condition, order: Order
-    ) -> None:
-        async with limiter:
-            try:
-                view = await views.get(record, condition)
-                unread = SeedEvidence(catalog, clips, str(record["id"]), "", "")
-                out = await _judge_once(
-                    runner, unread, append, keys, record, judge, condition, order, view
-                )
-            except (BudgetExhausted, ProviderError, MediaError) as exc:
-                # Each at info: the caller reports the failures (the CLI the first few, and
-                # one line when nothing was judged), a warning per pair would flood stderr.
-                logger.info("judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc))
-                failures.append(exc)
-                if progress is not None:
-                    progress.judged(False)
-                return
-            # Whole lines, each handed to the OS at once: a crash leaves at most a torn last line,
-            # which reading skips (no await between: no other judgment writes in between).
-            records_file.write(out.to_line() + "\n")
-            records_file.flush()
-            new.append(out)
-            if progress is not None:
-                progress.judged(True)
-
+    history: list[AnyEvent] = [s.event() for s in deps.store.read_stream(stream)]
+    jobs = _jobs(records, conditions, judges, done)
+    views = _Views(deps.catalog, deps.clips, retrievers or {})
     logger.info(
         "evaluation_begin",
         evaluation_id=evaluation_id,
@@ -835,44 +746,144 @@ async def evaluate(
     if progress is not None:
         planned = len(records) * len(conditions) * len(judges) * len(ORDERS)
         progress.started(len(jobs), done=planned - len(jobs))
+    secrets = sorted(set(deps.secrets), key=len, reverse=True)
+    capped = CappedStream(stream, budget_micros, "eval", offline, lease, secrets, concurrency)
     _end_torn_line(judgments_path)
     with judgments_path.open("a", encoding="utf-8") as records_file:
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(writer.run)
-            if jobs and current_cap(history) != budget_micros:
-                await writer.append(stream, CapSet(cap_micros=budget_micros, command="eval"))
-            try:
-                async with anyio.create_task_group() as group:
-                    for job in jobs:
-                        group.start_soon(one, *job)
-            finally:
-                writer.close()
-    # One writer at a time (the caller's lease): the file holds what was read and what was added.
-    every = sorted([*earlier, *new], key=lambda r: r.key)
-    # The log this evaluation rests on, as it ends: the report names it, and
-    # `store verify --anchor <out_dir>` checks any copy of the log against it.
-    meta["anchor"] = {"label": f"evaluation {evaluation_id}", **store.anchor([stream]).to_json()}
-    staged = out_dir / f".{EVALUATION_FILE}.partial"
-    staged.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    os.replace(staged, out_dir / EVALUATION_FILE)
+        judging = _Judging(deps, views, records_file, progress)
+        judged = await judge_under_cap(
+            deps, capped, history, jobs, judging.judge, not_judged=judging.not_judged
+        )
+    _seal(deps.store, stream, meta, out_dir)
     logger.info(
         "evaluation_end",
         evaluation_id=evaluation_id,
-        new=len(new),
-        live_calls=recorder.live_calls,
-        replayed=recorder.replayed_calls,
-        failures=len(failures),
+        new=len(judging.new),
+        live_calls=judged.live_calls,
+        replayed=judged.replayed_calls,
+        failures=len(judged.failures),
     )
     return EvaluationResult(
         evaluation_id=evaluation_id,
         out_dir=out_dir,
-        records=every,
-        new_records=len(new),
-        live_calls=recorder.live_calls,
-        replayed_calls=recorder.replayed_calls,
-        failures=failures,
+        # One writer at a time (the caller's lease): the file holds what was read and added.
+        records=sorted([*earlier, *judging.new], key=lambda r: r.key),
+        new_records=len(judging.new),
+        live_calls=judged.live_calls,
+        replayed_calls=judged.replayed_calls,
+        failures=judged.failures,
         benchmark_check=benchmark.check,
     )
+
+
+def _jobs(
+    records: Sequence[Mapping[str, Any]],
+    conditions: Sequence[Condition],
+    judges: Sequence[str],
+    done: Collection[tuple[str, str, str, str]],
+) -> list[_Job]:
+    """Every judgment of ``records`` not ``done`` yet: pair by pair, condition by condition,
+    judge by judge, in both orders."""
+    return [
+        (record, judge, condition, order)
+        for record in records
+        for condition in conditions
+        for judge in judges
+        for order in ORDERS
+        if (str(record["id"]), judge, condition.condition_id, order) not in done
+    ]
+
+
+def _checked_judges(
+    deps: CallDeps, judges: Sequence[str], conditions: Sequence[Condition], limit: int | None
+) -> tuple[str, ...]:
+    """The judges, each once, after refusing what cannot be evaluated before anything is spent:
+    no judge or no condition, an unpriced judge, a limit below one, a condition that shows a
+    judge more frames than its requests may carry."""
+    judges = tuple(dict.fromkeys(judges))
+    if not judges or not conditions:
+        raise ConfigError("an evaluation needs at least one judge and one condition")
+    for judge in judges:
+        deps.prices.price(judge)  # an unpriced judge is refused before anything is spent
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit={limit!r}: judge at least one pair (or give no limit)")
+    _check_frame_caps(judges, conditions, deps.traffic)
+    return judges
+
+
+def _begin_evaluation(
+    out_dir: Path,
+    benchmark: BenchmarkFolder,
+    judges: Sequence[str],
+    conditions: Sequence[Condition],
+    now: datetime,
+    offline: bool,
+) -> dict[str, Any]:
+    """Write the evaluation's description with this session in it (:func:`_evaluation_json`)
+    and say so when the benchmark's records changed after their export; the description."""
+    meta = _evaluation_json(out_dir, benchmark, judges, conditions, now, offline=offline)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    if benchmark.check == "modified":
+        logger.warning(
+            "benchmark_modified",
+            benchmark=str(benchmark.path),
+            benchmark_json_sha256=benchmark.recorded_sha256,
+            content_sha256=benchmark.content_sha256,
+        )
+    return meta
+
+
+def _seal(store: EventStore, stream: str, meta: dict[str, Any], out_dir: Path) -> None:
+    """Record in ``evaluation.json`` the log this evaluation rests on, as it ends: the report
+    names it, and ``store verify --anchor <out_dir>`` checks any copy of the log against it."""
+    evaluation_id = meta["evaluation_id"]
+    meta["anchor"] = {"label": f"evaluation {evaluation_id}", **store.anchor([stream]).to_json()}
+    staged = out_dir / f".{EVALUATION_FILE}.partial"
+    staged.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(staged, out_dir / EVALUATION_FILE)
+
+
+_Job = tuple[Mapping[str, Any], str, Condition, Order]  # (record, judge, condition, order)
+
+
+class _Judging:
+    """An evaluation's jobs for the judging shell: each judgment made from its pair's view and
+    appended to ``judgments.jsonl`` as one whole line, each outcome told to ``progress``."""
+
+    def __init__(
+        self,
+        deps: CallDeps,
+        views: _Views,
+        records_file: TextIO,
+        progress: EvaluationProgress | None,
+    ) -> None:
+        self.catalog, self.clips, self.views = deps.catalog, deps.clips, views
+        self.records_file, self.progress = records_file, progress
+        self.new: list[JudgmentRecord] = []
+
+    async def judge(self, calls: JudgeCalls, job: _Job) -> None:
+        """One judgment: the view (built once per pair and condition), the call, the record."""
+        record, judge, condition, order = job
+        view = await self.views.get(record, condition)
+        unread = SeedEvidence(self.catalog, self.clips, str(record["id"]), "", "")
+        out = await _judge_once(calls, unread, record, judge, condition, order, view)
+        # Whole lines, each handed to the OS at once: a crash leaves at most a torn last line,
+        # which reading skips (no await between: no other judgment writes in between).
+        self.records_file.write(out.to_line() + "\n")
+        self.records_file.flush()
+        self.new.append(out)
+        if self.progress is not None:
+            self.progress.judged(True)
+
+    def not_judged(self, job: _Job, exc: Exception) -> None:
+        """A judgment that could not be made (the shell keeps the error in the failures)."""
+        record, judge, _condition, _order = job
+        # At info: the caller reports the failures (the CLI the first few, and one line when
+        # nothing was judged), a warning per pair would flood stderr.
+        logger.info("judgment_not_made", pair_id=record["id"], judge=judge, error=str(exc))
+        if self.progress is not None:
+            self.progress.judged(False)
 
 
 VIEW_THREADS = 4
@@ -1012,10 +1023,8 @@ def receives_of(condition: Condition, clips: bool, text: bool) -> JudgeEvidence:
 
 
 async def _judge_once(
-    runner: ModelRunner,
+    calls: JudgeCalls,
     evidence: SeedEvidence,
-    append: Callable[[Event], Any],
-    keys: Mapping[str, str],
     record: Mapping[str, Any],
     judge: str,
     condition: Condition,
@@ -1035,10 +1044,10 @@ async def _judge_once(
     pair_id = str(record["id"])
     owner = f"{pair_id}/{judge}/{condition.condition_id}/{order}"
     # ModelRunner reads only the call's id and where its events go; the evidence stays unread.
-    call = SeedCall(seed_id=owner, evidence=evidence, append=append)
+    call = SeedCall(seed_id=owner, evidence=evidence, append=calls.append)
     verdict: Verdict
     try:
-        out = await runner.run(
+        out = await calls.runner.run(
             call,
             JUDGE_ROLE,
             judge,
@@ -1065,7 +1074,7 @@ async def _judge_once(
         playlist_id=str(record["playlist_id"]),
         length_hours=view.hours,
         seed=view.seed,
-        call_key=keys.get(owner, ""),
+        call_key=calls.keys.get(owner, ""),
         retrieved_spans=view.retrieved,
         shown=view.shown,
         gold_spans=tuple(

@@ -17,19 +17,16 @@ otherwise get a new keep or drop (the last one counts), without asking any judge
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-import anyio
 import structlog
-from pydantic_ai.models import Model
 
-from agents.curation import GroupCommit, resumed_recorder, scrubbed
 from agents.deps import CallDeps
 from agents.evidence import ClipSpec, SeedEvidence
-from agents.workers import MalformedOutput, ModelRunner, SeedCall
-from policies.budget import BudgetExhausted, Campaign
+from agents.judge_runs import CappedStream, JudgeCalls, judge_under_cap
+from agents.workers import MalformedOutput, SeedCall
 from policies.pairs import (
     PAPER_GATE,
     GateRule,
@@ -43,17 +40,13 @@ from policies.pairs import (
     picks_preferred,
     sample_pairs,
 )
-from policies.prices import PriceTable
-from policies.ratelimits import Traffic
-from store.catalog import Catalog
-from store.errors import ConfigError, MediaError, ProviderError
+from store.errors import ConfigError
 from store.events import (
     AnyEvent,
     CallFailed,
     CallId,
     CallRecorded,
     CallReserved,
-    CapSet,
     Event,
     ItemAccepted,
     PairCandidate,
@@ -66,9 +59,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore
-from store.ledger import current_cap
 from store.redact import secret_values
-from tools.clips import ClipFetcher
 from tools.roles import QA, DistractorSet, PairJudgeContext, PairVerdict
 
 Order = Literal["chosen_first", "rejected_first"]
@@ -214,20 +205,6 @@ def load_selection(store: EventStore, run_id: str) -> list[SelectedPair]:
     return [log.selected(run_id, pair_id) for pair_id in log.sampled.pair_ids]
 
 
-@dataclass
-class _Gate:
-    """What the judging tasks share."""
-
-    runner: ModelRunner
-    judges: tuple[str, ...]
-    items: dict[str, AcceptedItem]
-    evidence: dict[str, SeedEvidence]
-    log: PairsLog
-    append: Callable[[Event], Awaitable[None]]
-    rule: GateRule
-    failures: list[Exception] = field(default_factory=list)
-
-
 def decide(
     pair_id: str, verdicts: Sequence[JudgeVerdict], rule: GateRule
 ) -> PairKept | PairDropped:
@@ -290,50 +267,22 @@ async def select_pairs(
     A pair's judges stay the ones that judged it, even when ``judges`` change. ``progress``
     hears how many pairs are to be judged and each one decided.
 
-    Raises :class:`BudgetExhausted`, :class:`ProviderError` or :class:`MediaError` (the first one
-    met) after every pair that could be judged is in the log; a later call goes on from there.
+    The judging itself is the shell the evaluation uses too (:func:`agents.judge_runs.
+    judge_under_cap`). Raises :class:`BudgetExhausted`, :class:`ProviderError` or
+    :class:`MediaError` (the first one met) after every pair that could be judged is in the log;
+    a later call goes on from there.
     """
-    store, catalog, clips, model_for, prices = (
-        deps.store,
-        deps.catalog,
-        deps.clips,
-        deps.model_for,
-        deps.prices,
-    )
     judges = tuple(dict.fromkeys(judges))
     if not judges:
         raise ConfigError("the difficulty gate needs at least one judge model; none was given")
     for judge in judges:
-        prices.price(judge)  # an unpriced judge is refused before anything is spent
+        deps.prices.price(judge)  # an unpriced judge is refused before anything is spent
     stream = pairs_stream(run_id)
-    history = [s.event() for s in store.read_stream(stream)]
-    version = len(history)
+    history = [s.event() for s in deps.store.read_stream(stream)]
     log = fold_pairs(history)
-
-    items = accepted_items(store, run_id)
-    new = [
-        PairCandidate(
-            pair_id=pair.pair_id,
-            seed_id=pair.seed_id,
-            domain=pair.domain,
-            chosen_rating=pair.chosen_rating,
-            rejected_rating=pair.rejected_rating,
-        )
-        for item in items
-        for pair in candidate_pairs(item.seed_id, run_id, item.domain, sorted(item.answers))
-        if pair.pair_id not in log.candidates
-    ]
-    todo_before = [pid for pid in log.candidates if not log.decided(pid)]
-    if (new or todo_before) and current_cap(history) != budget_micros:
-        new_events: list[Event] = [CapSet(cap_micros=budget_micros, command=command), *new]
-    else:
-        new_events = list(new)
-    if new_events:
-        store.append(stream, new_events, expected_version=version)
-        version += len(new_events)
-        history.extend(new_events)  # type: ignore[arg-type]  # each is one of AnyEvent
-        fold_pairs(new, log)
-
+    items = accepted_items(deps.store, run_id)
+    new = _new_candidates(run_id, items, log)
+    fold_pairs(new, log)
     todo = [pid for pid in log.candidates if not log.decided(pid)]
     logger.info(
         "pairs_begin",
@@ -345,31 +294,70 @@ async def select_pairs(
     )
     if progress is not None:
         progress.begin("pairs judged", len(todo))
-    if todo:
-        await _judge_all(
-            store,
-            stream,
-            version,
-            history,
-            log,
-            todo,
-            items,
-            catalog=catalog,
-            clips=clips,
-            model_for=model_for,
-            prices=prices,
-            judges=judges,
-            budget_micros=budget_micros,
-            concurrency=concurrency,
-            offline=offline,
-            traffic=deps.traffic,
-            secrets=sorted({*secret_values(), *deps.secrets}, key=len, reverse=True),
-            campaign=deps.campaign,
-            lease=lease,
-            rule=rule,
-            progress=progress,
-        )
+    gate = _Gate(deps, judges, items, log, rule)
+    capped = CappedStream(
+        stream=stream,
+        budget_micros=budget_micros,
+        command=command,
+        offline=offline,
+        lease=lease,
+        secrets=sorted({*secret_values(), *deps.secrets}, key=len, reverse=True),
+        concurrency=concurrency,
+    )
 
+    def committed(_stream: str, event: Event) -> None:
+        if progress is not None and isinstance(event, PairKept | PairDropped):
+            progress.advance()
+
+    judged = await judge_under_cap(
+        deps,
+        capped,
+        history,
+        todo,
+        gate.judge_pair,
+        opening=new,
+        not_judged=_not_judged,
+        committed=committed,
+    )
+    if judged.failures:
+        raise judged.failures[0]
+    return _decide_and_sample(deps.store, run_id, rule, per_domain, sample_seed, sampling)
+
+
+def _new_candidates(
+    run_id: str, items: Sequence[AcceptedItem], log: PairsLog
+) -> list[PairCandidate]:
+    """The candidate pairs of ``items`` the log does not hold yet."""
+    return [
+        PairCandidate(
+            pair_id=pair.pair_id,
+            seed_id=pair.seed_id,
+            domain=pair.domain,
+            chosen_rating=pair.chosen_rating,
+            rejected_rating=pair.rejected_rating,
+        )
+        for item in items
+        for pair in candidate_pairs(item.seed_id, run_id, item.domain, sorted(item.answers))
+        if pair.pair_id not in log.candidates
+    ]
+
+
+def _not_judged(pair_id: str, exc: Exception) -> None:
+    # The pair stays undecided; the other pairs go on, and a later call resumes this one.
+    logger.warning("pair_not_judged", pair_id=pair_id, error=str(exc))
+
+
+def _decide_and_sample(
+    store: EventStore,
+    run_id: str,
+    rule: GateRule,
+    per_domain: int,
+    sample_seed: int,
+    sampling: Sampling,
+) -> list[SelectedPair]:
+    """Decide anew the pairs ``rule`` decides otherwise than the log, draw the sample from the
+    kept pairs and append it when it differs from the last one; the sample."""
+    stream = pairs_stream(run_id)
     stored = store.read_stream(stream)
     log = fold_pairs(s.event() for s in stored)
     changed = redecisions(log, rule)
@@ -408,138 +396,66 @@ async def select_pairs(
     return sample
 
 
-async def _judge_all(
-    store: EventStore,
-    stream: str,
-    version: int,
-    history: list[AnyEvent],
-    log: PairsLog,
-    todo: list[str],
-    items: list[AcceptedItem],
-    *,
-    catalog: Catalog,
-    clips: ClipFetcher,
-    model_for: Callable[[str], Model],
-    prices: PriceTable,
-    judges: tuple[str, ...],
-    budget_micros: int | None,
-    concurrency: int,
-    offline: bool,
-    traffic: Callable[[str], Traffic | None] | None,
-    secrets: list[str],
-    campaign: Campaign | None,
-    lease: str | None,
-    rule: GateRule,
-    progress: PairsProgress | None = None,
-) -> None:
-    """Judge the undecided pairs ``todo`` with a bounded number in flight."""
-    recorder = resumed_recorder(
-        history,
-        budget_micros=budget_micros,
-        prices=prices,
-        offline=offline,
-        traffic=traffic,
-        campaign=campaign,
-        hold_prefix=stream,
-        lease=lease,
-    )
+class _Gate:
+    """What the judging of one pair selection's pairs shares: the judges, the accepted items
+    and their evidence (read lazily), the log folded so far and the gate's rule."""
 
-    def committed(_stream: str, event: Event) -> None:
-        if progress is not None and isinstance(event, PairKept | PairDropped):
-            progress.advance()
+    def __init__(
+        self,
+        deps: CallDeps,
+        judges: tuple[str, ...],
+        items: Sequence[AcceptedItem],
+        log: PairsLog,
+        rule: GateRule,
+    ) -> None:
+        self.judges, self.log, self.rule = judges, log, rule
+        self.items = {item.seed_id: item for item in items}
+        self.evidence = {
+            seed_id: SeedEvidence(deps.catalog, deps.clips, seed_id, item.segment_a, item.segment_b)
+            for seed_id, item in self.items.items()
+        }
 
-    writer = GroupCommit(store, committed)
-    writer.fence(stream, version)
-
-    async def append(event: Event) -> None:
-        await writer.append(stream, scrubbed(event, secrets))
-
-    by_seed = {item.seed_id: item for item in items}
-    gate = _Gate(
-        runner=ModelRunner(recorder=recorder, model_for=model_for),
-        judges=judges,
-        items=by_seed,
-        evidence={
-            seed_id: SeedEvidence(catalog, clips, seed_id, item.segment_a, item.segment_b)
-            for seed_id, item in by_seed.items()
-        },
-        log=log,
-        append=append,
-        rule=rule,
-    )
-    limiter = anyio.CapacityLimiter(max(concurrency, 1))
-
-    async def one(pair_id: str) -> None:
-        async with limiter:
-            await _judge_pair(gate, pair_id)
-
-    try:
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(writer.run)
-            try:
-                async with anyio.create_task_group() as pairs:
-                    for pair_id in todo:
-                        pairs.start_soon(one, pair_id)
-            finally:
-                writer.close()
-    except BaseExceptionGroup as group:
-        # Task groups wrap what a task raised; one error surfaces as itself.
-        leaves = _leaves(group)
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
-    if gate.failures:
-        raise gate.failures[0]
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return out
-
-
-async def _judge_pair(gate: _Gate, pair_id: str) -> None:
-    """Every judge on one pair in both orders (what the log lacks), then keep or drop it."""
-    candidate = gate.log.candidates[pair_id]
-    item = gate.items.get(candidate.seed_id)
-    if item is None:  # a candidate of an item the run no longer shows: nothing to judge with
-        return
-    verdicts: dict[tuple[str, str], PairJudged] = {
-        (judge, order): found
-        for (pid, judge, order), found in gate.log.judged.items()
-        if pid == pair_id
-    }
-    try:
-        for judge in gate.judges:
+    async def judge_pair(self, calls: JudgeCalls, pair_id: str) -> None:
+        """Every judge on one pair in both orders (what the log lacks), then keep or drop it;
+        a judging error leaves the pair undecided (the shell keeps the error)."""
+        candidate = self.log.candidates[pair_id]
+        item = self.items.get(candidate.seed_id)
+        if item is None:  # a candidate of an item the run no longer shows: nothing to judge with
+            return
+        verdicts: dict[tuple[str, str], PairJudged] = {
+            (judge, order): found
+            for (pid, judge, order), found in self.log.judged.items()
+            if pid == pair_id
+        }
+        for judge in self.judges:
             for order in ORDERS:
                 if (judge, order) not in verdicts:
-                    judged = await _judge_once(gate, candidate, item, judge, order)
-                    await gate.append(judged)
+                    judged = await _judge_once(self, calls, candidate, item, judge, order)
+                    await calls.append(judged)
                     verdicts[(judge, order)] = judged
-    except (BudgetExhausted, ProviderError, MediaError) as exc:
-        # The pair stays undecided; the other pairs go on, and a later call resumes this one.
-        logger.warning("pair_not_judged", pair_id=pair_id, error=str(exc))
-        gate.failures.append(exc)
-        return
-    answered = [
-        JudgeVerdict(
-            judge=judge,
-            verdict_chosen_first=verdicts[(judge, "chosen_first")].choice,
-            verdict_rejected_first=verdicts[(judge, "rejected_first")].choice,
-            failed=judge_fails(
-                verdicts[(judge, "chosen_first")].choice,
-                verdicts[(judge, "rejected_first")].choice,
-                gate.rule,
-            ),
-        )
-        for judge in gate.judges
-    ]
-    await gate.append(decide(pair_id, answered, gate.rule))
+        answered = [
+            JudgeVerdict(
+                judge=judge,
+                verdict_chosen_first=verdicts[(judge, "chosen_first")].choice,
+                verdict_rejected_first=verdicts[(judge, "rejected_first")].choice,
+                failed=judge_fails(
+                    verdicts[(judge, "chosen_first")].choice,
+                    verdicts[(judge, "rejected_first")].choice,
+                    self.rule,
+                ),
+            )
+            for judge in self.judges
+        ]
+        await calls.append(decide(pair_id, answered, self.rule))
 
 
 async def _judge_once(
-    gate: _Gate, candidate: PairCandidate, item: AcceptedItem, judge: str, order: Order
+    gate: _Gate,
+    calls: JudgeCalls,
+    candidate: PairCandidate,
+    item: AcceptedItem,
+    judge: str,
+    order: Order,
 ) -> PairJudged:
     """One judge on one pair in one order, through the recorded-call path."""
     chosen = item.answers[candidate.chosen_rating]
@@ -549,16 +465,16 @@ async def _judge_once(
     asked = PairJudgeContext(
         question=item.question, answer_a=first, answer_b=second, segments=evidence.segments
     )
-    call = SeedCall(seed_id=candidate.pair_id, evidence=evidence, append=gate.append)
+    call = SeedCall(seed_id=candidate.pair_id, evidence=evidence, append=calls.append)
     # Fitted here to record what the judge is shown (the run fits them the same way again).
-    context, attachments = gate.runner.fit(judge, JUDGE_ROLE, asked, evidence.videos(JUDGE_CLIP))
+    context, attachments = calls.runner.fit(judge, JUDGE_ROLE, asked, evidence.videos(JUDGE_CLIP))
     shown = [
         {"segment_id": rate.segment_id, "frames": rate.frames, "fps": round(rate.fps, 4)}
         for rate in getattr(context, "video_rates", ())
     ]
     choice: Literal["A", "B", "tie", "invalid"]
     try:
-        verdict = await gate.runner.run(
+        verdict = await calls.runner.run(
             call,
             JUDGE_ROLE,
             judge,

@@ -29,7 +29,8 @@ from policies.budget import BudgetExhausted, make_budget
 from policies.ratelimits import RetryPolicy, Traffic
 from store.catalog import Catalog, SegmentRow
 from store.errors import MediaError, PlaylistEvalError, ProviderError
-from store.events import CallRecorded, Event
+from store.events import Event
+from store.ledger import spend
 from store.redact import scrub, secret_values
 from tools.roles import (
     ROLES,
@@ -399,7 +400,8 @@ async def run_smoke(
             status, message = "fail", str(exc)
         except Exception as exc:  # whatever else one pair raises is that pair's finding
             status, message = "fail", f"{type(exc).__name__}: {exc}"
-        cost = sum(e.cost_micros for e in written if isinstance(e, CallRecorded))
+        # What the pair's call spent, by the one ledger's rules (a charged failure counts).
+        cost = spend(written).spent_micros
         results.append(
             SmokeResult(
                 role=target.role,

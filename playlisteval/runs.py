@@ -596,7 +596,8 @@ def rehearse(
             prices.repriced(e.model, e.usage, batch=batch_on and e.batch, cache=cache)
             for e in calls
         )
-    video = sum(e.cost_micros for e in calls if e.usage.get("video") or e.usage.get("image"))
+    # The native-video (and image) calls' share, by the one ledger the audit folded.
+    video = result.by_media.get("video", 0)
     return Rehearsal(
         audit=result,
         accepted=len(report.accepted),
@@ -846,12 +847,7 @@ def evaluate(
     from agents.evaluation import evaluate as run_evaluation
     from policies.judging import parse_condition
     from tools.providers.judges import OFFLINE_JUDGES, judge_models
-    from tools.retrieval import (
-        BM25Retriever,
-        HybridRetriever,
-        MultimodalRetriever,
-        TextEmbeddingRetriever,
-    )
+    from tools.retrieval import RetrieverSet
 
     if not judges:
         raise ConfigError("name at least one judge: --judge offline-frames, --judge gpt-5.4, …")
@@ -867,15 +863,8 @@ def evaluate(
             _check_judge_configured(settings, prices, judge)
     live_models = model_factory(settings, app, set(live))
     model_for = judge_models(live_models)
-    search = app.search()
-    bm25 = BM25Retriever(app.catalog)
-    text = TextEmbeddingRetriever(app.catalog, search)
-    retrievers = {
-        "bm25": bm25,
-        "text": text,
-        "multimodal": MultimodalRetriever(app.catalog, search),
-        "hybrid": HybridRetriever(bm25, text),
-    }
+    search = app.search()  # opened here, before anything is written: a missing index stops now
+    retrievers = RetrieverSet(app.catalog, lambda: search)
     offline = settings.curation.offline
     evaluation_id = evaluation_id_of(benchmark, out_dir, allow_modified=allow_modified)
     held = app.writer(eval_lease(str(out_dir.resolve())), f"eval --out {out_dir}")

@@ -15,7 +15,11 @@ cannot disagree. The rules, one per kind of call event:
   may have billed with no answer in the log. It counts as spent, once, until (if ever) its call
   is closed.
 
-So ``spent = settled + open``: the most this log can have cost. The fold reads events as
+So ``spent = settled + open``: the most this log can have cost. Spend is also told by what the
+calls carried (the ``media`` dimension, :func:`media_of`): ``video`` for a call whose answer's
+usage counts video or image tokens (the native-video calls the paper says make most of the
+bill), ``audio`` for sound without pictures, ``text`` for the rest; a reservation or a charged
+failure, whose usage the log does not hold, is ``-``. The fold reads events as
 ``(type, data)`` with ``data`` a plain mapping — a stored event's JSON or a typed event's fields —
 so a million stored events fold without being validated into models.
 """
@@ -38,9 +42,24 @@ from store.events import (
 )
 from store.eventstore import EventStore, StoredEvent
 
-#: The dimensions a ledger breaks spend down by (what every call event says about its call).
-DIMENSIONS = ("phase", "gate", "role", "model")
-NONE_KEY = "-"  # the phase or gate of a call that has none
+#: The dimensions a ledger breaks spend down by (what every call event says about its call, and
+#: ``media``: what a recorded answer's usage says the call carried, :func:`media_of`).
+DIMENSIONS = ("phase", "gate", "role", "model", "media")
+NONE_KEY = "-"  # the phase or gate of a call that has none; the media of a call not answered
+#: The ``media`` keys of answered calls: pictures (video frames or images), sound alone, text.
+MEDIA = ("video", "audio", "text")
+
+_Cell = tuple[str, str, str, str, str, str]  # (owner, *DIMENSIONS' keys)
+
+
+def media_of(usage: Mapping[str, int] | None) -> str:
+    """What a recorded call carried, by its usage: ``video`` when it counts video or image
+    tokens, ``audio`` when it counts sound and no picture, else ``text``."""
+    if not usage:
+        return "text"
+    if usage.get("video") or usage.get("image"):
+        return "video"
+    return "audio" if usage.get("audio") else "text"
 
 
 @dataclass(frozen=True)
@@ -48,7 +67,8 @@ class Ledger:
     """What a log has spent, in micro-dollars.
 
     ``per_owner`` is keyed by the call id's owner (a seed, a pair, a judgment); ``by`` maps each
-    of :data:`DIMENSIONS` to its keys (phase ``"1"``/``"2"``/``"-"``, gate, role, model).
+    of :data:`DIMENSIONS` to its keys (phase ``"1"``/``"2"``/``"-"``, gate, role, model, and
+    media ``video``/``audio``/``text``/``"-"``).
     """
 
     settled_micros: int = 0
@@ -76,7 +96,8 @@ class Ledger:
         return self.per_owner.get(owner, 0)
 
     def breakdown(self, dimension: str) -> dict[str, int]:
-        """Spend by one dimension's keys (``phase``, ``gate``, ``role`` or ``model``)."""
+        """Spend by one dimension's keys (``phase``, ``gate``, ``role``, ``model`` or
+        ``media``)."""
         if dimension not in DIMENSIONS:
             raise ValueError(f"spend by {dimension!r} is not one of {DIMENSIONS!r}")
         return dict(self.by.get(dimension, {}))
@@ -92,50 +113,60 @@ class LedgerFold:
     __slots__ = ("_cells", "_open", "failed", "paid", "replayed", "replayed_micros")
 
     def __init__(self) -> None:
-        # (owner, phase, gate, role, model) → settled micros: one dict update per call event;
-        # every breakdown is summed from these cells when asked for.
-        self._cells: dict[tuple[str, str, str, str, str], int] = {}
-        self._open: dict[tuple[str, str], tuple[int, tuple[str, str, str, str, str]]] = {}
+        # (owner, phase, gate, role, model, media) → settled micros: one dict update per call
+        # event; every breakdown is summed from these cells when asked for.
+        self._cells: dict[_Cell, int] = {}
+        self._open: dict[tuple[str, str], tuple[int, _Cell]] = {}
         self.replayed_micros = 0
         self.paid = 0
         self.replayed = 0
         self.failed = 0
 
-    def apply(self, stream: str, type_: str, data: Mapping[str, Any]) -> None:
-        """Fold one event in; events that are not about calls are ignored."""
+    def apply(self, stream: str, type_: str, data: Mapping[str, Any]) -> int:
+        """Fold one event in; events that are not about calls are ignored. Returns what the
+        event settled, by the ledger's rules: a first-hand answer its cost, an answer served
+        from the log 0, a failure what it was charged, anything else 0 (a reservation is
+        counted as open, not settled)."""
         if type_ == "CallReserved":
-            cell = _cell(data)
+            cell = _cell(data, NONE_KEY)
             self._open[(stream, data["call_id"])] = (int(data["reserved_micros"]), cell)
-        elif type_ == "CallRecorded":
+            return 0
+        if type_ == "CallRecorded":
             opened = self._open.pop((stream, data["call_id"]), None)
             cost = int(data["cost_micros"])
             if data.get("replayed", False):
                 self.replayed += 1
                 self.replayed_micros += cost
-                return
+                return 0
             self.paid += 1
-            cell = opened[1] if opened is not None else _cell(data)
+            # The reservation knew who made the call; the answer knows what it carried.
+            media = media_of(data.get("usage"))
+            cell = (*opened[1][:-1], media) if opened is not None else _cell(data, media)
             cells = self._cells
             cells[cell] = cells.get(cell, 0) + cost
-        elif type_ == "CallFailed":
+            return cost
+        if type_ == "CallFailed":
             opened = self._open.pop((stream, data["call_id"]), None)
             self.failed += 1
             charged = int(data.get("charged_micros", 0))
             if charged:
-                cell = opened[1] if opened is not None else _cell(data)
+                cell = opened[1] if opened is not None else _cell(data, NONE_KEY)
                 self._cells[cell] = self._cells.get(cell, 0) + charged
+            return charged
+        return 0
 
-    def apply_stored(self, stored: StoredEvent) -> None:
+    def apply_stored(self, stored: StoredEvent) -> int:
         """Fold one stored event in (its JSON, not validated into a model; old schemas go
-        through the upcasters first)."""
+        through the upcasters first); returns what it settled (:meth:`apply`)."""
         data = stored.data
         if UPCASTERS and (stored.type, stored.schema) in UPCASTERS:
             data = upcast(stored.type, stored.schema, data)
-        self.apply(stored.stream, stored.type, data)
+        return self.apply(stored.stream, stored.type, data)
 
-    def apply_event(self, event: Event, stream: str = "") -> None:
-        """Fold one typed event in (its fields are read as they are)."""
-        self.apply(stream, event_type(event), event.__dict__)
+    def apply_event(self, event: Event, stream: str = "") -> int:
+        """Fold one typed event in (its fields are read as they are); returns what it settled
+        (:meth:`apply`)."""
+        return self.apply(stream, event_type(event), event.__dict__)
 
     @property
     def spent_micros(self) -> int:
@@ -152,9 +183,9 @@ class LedgerFold:
         for micros, cell in self._open.values():
             open_micros += micros
             cells.append((cell, micros))
-        for (owner, phase, gate, role, model), micros in cells:
+        for (owner, *keys), micros in cells:
             per_owner[owner] = per_owner.get(owner, 0) + micros
-            for dimension, key in zip(DIMENSIONS, (phase, gate, role, model), strict=True):
+            for dimension, key in zip(DIMENSIONS, keys, strict=True):
                 into = by[dimension]
                 into[key] = into.get(key, 0) + micros
         settled = sum(self._cells.values())
@@ -171,7 +202,7 @@ class LedgerFold:
         )
 
 
-def _cell(data: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+def _cell(data: Mapping[str, Any], media: str) -> _Cell:
     phase = data.get("phase")
     return (
         CallId.owner_of(data["call_id"]),
@@ -179,6 +210,7 @@ def _cell(data: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
         data.get("gate") or NONE_KEY,
         data["role"],
         data["model"],
+        media,
     )
 
 

@@ -15,6 +15,10 @@ video merged into one span that keeps its best chunk's score.
   transcript fused). With the offline embedder it coincides with the text retriever; see there.
 * :class:`HybridRetriever`: reciprocal-rank fusion (k 60) of BM25 and an embedding retriever.
 
+The names evaluation conditions give them (``bm25``, ``text``, ``multimodal``, ``hybrid``) are one
+table, :data:`RETRIEVERS`; a :class:`RetrieverSet` builds them from it over one catalogue and
+index, for ``playlisteval eval`` and the UI's rebuilt prompts alike.
+
 Everything that decides (tokenizing, BM25 scores, fusion, windows, haystack choice) is a pure
 function over plain data; the retrievers only read the catalogue and the vector index.
 """
@@ -24,8 +28,9 @@ from __future__ import annotations
 import random
 import re
 import statistics
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import bm25s
@@ -38,6 +43,7 @@ from tools.roles import cite
 from tools.search import ChunkSearch
 
 __all__ = [
+    "RETRIEVERS",
     "BM25Index",
     "BM25Retriever",
     "ChunkHit",
@@ -46,6 +52,8 @@ __all__ = [
     "MultimodalRetriever",
     "RetrievedSpan",
     "Retriever",
+    "RetrieverFactory",
+    "RetrieverSet",
     "TextEmbeddingRetriever",
     "build_haystack",
     "chunk_id",
@@ -446,6 +454,81 @@ class HybridRetriever(Retriever):
             ChunkHit(key, where[key].video_id, where[key].start_s, where[key].end_s, score)
             for key, score in fused[:limit]
         ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The retrievers by name
+
+
+RetrieverFactory = Callable[["RetrieverSet"], Retriever]
+"""Builds one named retriever from a :class:`RetrieverSet`: its ``catalog``, its ``search()``
+and the set's other retrievers (the hybrid fuses two of them)."""
+
+#: The retrievers an evaluation condition may name (``retrieved:<name>:…``), each built over the
+#: catalogue and the index's chunk search; the hybrid fuses the set's own BM25 and text ones.
+RETRIEVERS: Mapping[str, RetrieverFactory] = {
+    "bm25": lambda made: BM25Retriever(made.catalog),
+    "text": lambda made: TextEmbeddingRetriever(made.catalog, made.search()),
+    "multimodal": lambda made: MultimodalRetriever(made.catalog, made.search()),
+    "hybrid": lambda made: HybridRetriever(made["bm25"], made["text"]),
+}
+
+
+class RetrieverSet(Mapping[str, Retriever]):
+    """Every retriever of :data:`RETRIEVERS` over one catalogue and index, by name.
+
+    Each is built when first asked for and then kept, so the hybrid shares the BM25 and text
+    retrievers (and their caches) the set hands out under those names, and a set that is never
+    asked for an embedding retriever never calls ``search`` (which opens the index and its
+    embedder). Building is guarded by a lock: view threads may ask at once.
+    """
+
+    def __init__(self, catalog: Catalog, search: Callable[[], ChunkSearch]) -> None:
+        """Retrievers over ``catalog``; ``search`` makes the index's chunk search (called once,
+        when an embedding retriever is first built)."""
+        self.catalog: Catalog = catalog
+        self._make_search = search
+        self._search: ChunkSearch | None = None
+        self._built: dict[str, Retriever] = {}
+        self._lock = threading.RLock()  # reentrant: the hybrid builds its sides inside
+
+    def search(self) -> ChunkSearch:
+        """The index's chunk search, made on first use."""
+        with self._lock:
+            if self._search is None:
+                self._search = self._make_search()
+            return self._search
+
+    def retriever(self, name: str) -> Retriever:
+        """The retriever ``name``, built now if it was not yet; :class:`ConfigError` naming the
+        known retrievers for a name that is none of them."""
+        factory = RETRIEVERS.get(name)
+        if factory is None:
+            raise ConfigError(
+                f"no retriever is called {name!r}; the retrievers are {sorted(RETRIEVERS)!r}"
+            )
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = factory(self)
+            return self._built[name]
+
+    def __getitem__(self, name: str) -> Retriever:
+        """The retriever ``name`` (``KeyError`` for an unknown name, as a mapping's lookup)."""
+        if name not in RETRIEVERS:
+            raise KeyError(name)
+        return self.retriever(name)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a retriever's name (nothing is built to tell)."""
+        return name in RETRIEVERS
+
+    def __iter__(self) -> Iterator[str]:
+        """The retrievers' names."""
+        return iter(RETRIEVERS)
+
+    def __len__(self) -> int:
+        """How many retrievers there are."""
+        return len(RETRIEVERS)
 
 
 # ---------------------------------------------------------------------------------------------

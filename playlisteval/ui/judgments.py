@@ -70,6 +70,7 @@ from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDiver
 from store.events import CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
+from tools.retrieval import RetrieverSet
 from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
 Filter = Literal["all", "wrong", "inconsistent", "unparseable"]
@@ -323,47 +324,32 @@ class PromptRebuilder:
 
     def __init__(self, app: App) -> None:
         self._app = app
-        self._retrievers: dict[str, Any] = {}
+        self._retriever_set: RetrieverSet | None = None  # made on first use
         self._views: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._prompts: OrderedDict[tuple[str, tuple[str, str, str, str]], RebuiltPrompt] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
 
-    def _retriever(self, name: str) -> Any:
-        """The retriever a condition names, built as `playlisteval eval` builds it, and only
-        when asked (the embedding ones load the embedder)."""
-        if name not in self._retrievers:
-            from tools.retrieval import (
-                BM25Retriever,
-                HybridRetriever,
-                MultimodalRetriever,
-                TextEmbeddingRetriever,
-            )
-
-            catalog = self._app.catalog
-            if name == "bm25":
-                self._retrievers[name] = BM25Retriever(catalog)
-            elif name == "text":
-                self._retrievers[name] = TextEmbeddingRetriever(catalog, self._app.search())
-            elif name == "multimodal":
-                self._retrievers[name] = MultimodalRetriever(catalog, self._app.search())
-            elif name == "hybrid":
-                self._retrievers[name] = HybridRetriever(
-                    self._retriever("bm25"), self._retriever("text")
-                )
-            else:
-                return None  # build_view names the retrievers there are
-        return self._retrievers[name]
+    def _retrievers(self) -> RetrieverSet:
+        """The retrievers conditions name, from the one registry `playlisteval eval` reads
+        (:class:`tools.retrieval.RetrieverSet`); each is built only when a view asks for it
+        (the embedding ones load the embedder)."""
+        if self._retriever_set is None:
+            self._retriever_set = RetrieverSet(self._app.catalog, self._app.search)
+        return self._retriever_set
 
     def _view(self, pair: BenchmarkPair, condition: Condition) -> Any:
         key = (pair.id, condition.condition_id)
         if key not in self._views:
-            name = condition.retriever or ""
-            found = self._retriever(name) if condition.frames == "retrieved" else None
-            retrievers = {} if found is None else {name: found}
+            # build_view asks the set for the condition's retriever only (and names the known
+            # ones when it is none of them).
             self._views[key] = build_view(
-                self._app.catalog, self._app.clips(), retrievers, _record_of(pair), condition
+                self._app.catalog,
+                self._app.clips(),
+                self._retrievers(),
+                _record_of(pair),
+                condition,
             )
             while len(self._views) > _REBUILT_KEPT:
                 self._views.popitem(last=False)
