@@ -18,7 +18,7 @@ machines, and one SQLite file does the same for the processes of one machine. Ea
 Every public name is handed on here, so ``from store.coordination import …`` reads as before.
 """
 
-from store.coordination.accounts import AccountExhausted, AccountRow, BudgetAccounts
+from store.coordination.accounts import AccountExhausted, AccountRow, BudgetAccounts, HoldRow
 from store.coordination.leases import LeaseHeld, Leases, NamedLease
 from store.coordination.queue import STATES, ItemRow, ItemState, Lease, WorkItem, WorkQueue
 from store.coordination.rates import RateWindows, window_wait
@@ -47,6 +47,7 @@ __all__ = [
     "AccountExhausted",
     "AccountRow",
     "BudgetAccounts",
+    "HoldRow",
     "ItemRow",
     "ItemState",
     "Lease",

@@ -70,6 +70,18 @@ class AccountRow:
         return max(0, self.cap_micros - self.spent_micros - self.reserved_micros)
 
 
+@dataclass(frozen=True)
+class HoldRow:
+    """One hold outstanding: ``micros`` reserved on ``accounts`` for a call in flight (or left
+    by a worker that died), not settled or written off yet."""
+
+    id: str
+    accounts: tuple[str, ...]
+    micros: int
+    item_id: str | None
+    owner: str | None
+
+
 @dataclass
 class BudgetAccounts:
     """Accounts shared by every worker of a database."""
@@ -214,3 +226,24 @@ class BudgetAccounts:
         """Holds outstanding (calls in flight somewhere)."""
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(BUDGET_HOLDS)).scalar_one())
+
+    def snapshot(self) -> tuple[list[AccountRow], list[HoldRow]]:
+        """Every account and every hold outstanding, by name, read in one transaction: a
+        reservation or a settlement committed meanwhile shows in both or in neither."""
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            else:
+                conn.exec_driver_sql("BEGIN")  # SQLite reads from one snapshot until the end
+            try:
+                rows = conn.execute(select(BUDGET_ACCOUNTS).order_by(_A.name)).all()
+                holds = conn.execute(select(BUDGET_HOLDS).order_by(_H.id)).all()
+            finally:
+                conn.rollback()
+        accounts = [
+            AccountRow(r.name, r.cap_micros, int(r.spent_micros), int(r.reserved_micros))
+            for r in rows
+        ]
+        return accounts, [
+            HoldRow(h.id, tuple(h.accounts), int(h.micros), h.item_id, h.owner) for h in holds
+        ]
