@@ -38,9 +38,7 @@ from playlisteval.report.drawing import (
 )
 from playlisteval.report.gate import GATE_SCORING, GateRow
 from policies.bootstrap import Interval
-from policies.judging import (
-    DEFAULT_KS,
-)
+from policies.judging import DEFAULT_KS
 
 
 def _bar(series: str, value: float | None, interval: Interval | None) -> Bar | None:

@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from playlisteval.report.table_format import Stat
 from policies.bootstrap import clustered_interval
-from policies.judging import (
-    JudgmentRecord,
-)
+from policies.judging import JudgmentRecord
 from policies.pairs import order_score
 from store.events import pairs_stream
 

@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.judging import (
-    JudgingError,
-    JudgmentRecord,
-)
+from policies.judging import JudgingError, JudgmentRecord
 from store.errors import PlaylistEvalError
 
 JUDGMENTS_FILE = "judgments.jsonl"

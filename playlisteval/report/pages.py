@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from playlisteval.report.drawing import (
-    FigureSpec,
-)
+from playlisteval.report.drawing import FigureSpec
 from playlisteval.report.sources import Source
 from playlisteval.report.table_format import Table
 

@@ -45,11 +45,7 @@ from playlisteval.report.sources import (
 )
 from playlisteval.report.table_format import Cell, Column, Sourced, Stat, Table, Versus
 from policies.bootstrap import BOOTSTRAP_DRAWS, Interval
-from policies.judging import (
-    DEFAULT_KS,
-    IOU_THRESHOLDS,
-    JudgmentRecord,
-)
+from policies.judging import DEFAULT_KS, IOU_THRESHOLDS, JudgmentRecord
 from store.version import code_version
 
 INTERVALS = (

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from playlisteval.report.load import evaluation_json
-from policies.judging import (
-    JudgmentRecord,
-)
+from policies.judging import JudgmentRecord
 from tools.providers.judges import OFFLINE_JUDGES
 
 if TYPE_CHECKING:

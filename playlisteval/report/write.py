@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING
 
 from playlisteval.report.charts import plan_figures
 from playlisteval.report.compute import compute
-from playlisteval.report.drawing import (
-    FigureSpec,
-)
+from playlisteval.report.drawing import FigureSpec
 from playlisteval.report.load import ReportError, load_evaluations
 from playlisteval.report.pages import (
     REPORT_HTML,
@@ -32,9 +30,7 @@ from playlisteval.report.sources import (
     overall_source,
     source_sentence,
 )
-from policies.judging import (
-    JudgmentRecord,
-)
+from policies.judging import JudgmentRecord
 
 if TYPE_CHECKING:
     from store.eventstore import EventStore
@@ -126,8 +122,7 @@ def write_report(
     )
     html_path = out_dir / REPORT_HTML
     html_path.write_text(
-        html_page(summary_line, banner, source, tables, written, figures.omitted),
-        encoding="utf-8",
+        html_page(summary_line, banner, source, tables, written, figures.omitted), encoding="utf-8"
     )
     return ReportSummary(
         markdown=md_path,

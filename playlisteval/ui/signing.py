@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from playlisteval.ui.annotations import (
-    ForgedAnnotator,
-)
+from playlisteval.ui.annotations import ForgedAnnotator
 from playlisteval.ui.benchmark import Benchmark
 from store.errors import ConfigError
 

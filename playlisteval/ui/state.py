@@ -7,7 +7,7 @@ log's counters, the evaluations open in the judgments viewer and the media the U
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 
@@ -15,7 +15,7 @@ from playlisteval.app import App
 from playlisteval.metrics import LogMetrics
 from playlisteval.ui.annotations import AnnotationLog, AnnotationState, LabelsWithheld, not_invited
 from playlisteval.ui.benchmark import Benchmark
-from playlisteval.ui.judgments import PromptRebuilder, Thumbnails
+from playlisteval.ui.judgments import EvaluationFolder, PromptRebuilder, Thumbnails
 from playlisteval.ui.media_roots import MediaRoots
 from playlisteval.ui.signing import Signer
 from store.coordination import BudgetAccounts, WorkQueue
@@ -42,7 +42,7 @@ class UiState:
     accounts: BudgetAccounts
     log_metrics: LogMetrics
     stale_after_s: float
-    evaluated: dict[str, Any]
+    evaluated: dict[str, EvaluationFolder]
     media_roots: MediaRoots
     rebuilder: PromptRebuilder
     thumbnails: Thumbnails

@@ -14,16 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Connection, Engine, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.coordination.tables import (
@@ -200,8 +191,7 @@ class BudgetAccounts:
                 update(BUDGET_ACCOUNTS)
                 .where(_A.name == name)
                 .values(
-                    reserved_micros=_A.reserved_micros - held,
-                    spent_micros=_A.spent_micros + actual,
+                    reserved_micros=_A.reserved_micros - held, spent_micros=_A.spent_micros + actual
                 )
             )
 

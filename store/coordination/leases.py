@@ -10,13 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    Engine,
-    delete,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.coordination.tables import LEASES, create_tables, db_now, write_transaction

@@ -14,15 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import (
-    Engine,
-    and_,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Engine, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.coordination.tables import WORK_ITEMS, WORKERS, create_tables, db_now, write_transaction
@@ -231,12 +223,7 @@ class WorkQueue:
         )
 
     def finish(
-        self,
-        lease: Lease,
-        state: ItemState,
-        result: str | None = None,
-        *,
-        delay_s: float = 0.0,
+        self, lease: Lease, state: ItemState, result: str | None = None, *, delay_s: float = 0.0
     ) -> bool:
         """End this claim: ``done``/``parked`` for good, or ``queued`` again after ``delay_s``.
 

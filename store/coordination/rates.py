@@ -12,14 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    delete,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import Connection, Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.coordination.tables import RATE_KEYS, RATE_LOG, create_tables, db_now, write_transaction
@@ -78,13 +71,7 @@ class RateWindows:
                     conn.rollback()  # created by another worker meanwhile
 
     def take(
-        self,
-        key: str,
-        *,
-        rpm: int | None,
-        tpm: int | None,
-        tokens: int = 0,
-        window_s: float = 60.0,
+        self, key: str, *, rpm: int | None, tpm: int | None, tokens: int = 0, window_s: float = 60.0
     ) -> float:
         """Let one request of ``tokens`` through under ``key``'s limits, or say how long to wait.
 

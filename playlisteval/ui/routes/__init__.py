@@ -10,13 +10,7 @@ routes receive the UI's shared state explicitly (:data:`playlisteval.ui.state.Ui
 
 from playlisteval.ui.routes import annotations, audit, judgments, labels, media
 
-ROUTERS = (
-    annotations.router,
-    labels.router,
-    audit.router,
-    media.router,
-    judgments.router,
-)
+ROUTERS = (annotations.router, labels.router, audit.router, media.router, judgments.router)
 """Every router, in the order the UI includes them."""
 
 __all__ = ["ROUTERS"]

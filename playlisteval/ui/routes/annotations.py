@@ -23,14 +23,7 @@ from playlisteval.ui.annotations import (
 )
 from playlisteval.ui.answer_diff import diff_answers
 from playlisteval.ui.benchmark import BenchmarkPair
-from playlisteval.ui.pages import (
-    MAX_FORM_BYTES,
-    FormTooLarge,
-    clock,
-    error_page,
-    page,
-    read_form,
-)
+from playlisteval.ui.pages import MAX_FORM_BYTES, FormTooLarge, clock, error_page, page, read_form
 from playlisteval.ui.signing import Signer
 from playlisteval.ui.state import Ui
 

@@ -15,12 +15,7 @@ from agents.audit import Audit
 from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogSnapshot
-from playlisteval.ui.pages import (
-    error_page,
-    page,
-    usd,
-    usd_exact,
-)
+from playlisteval.ui.pages import error_page, page, usd, usd_exact
 from playlisteval.ui.state import Ui
 from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError

@@ -5,7 +5,6 @@ shown and sent and what it answered, and the frames it was shown. It asks for no
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter
@@ -15,36 +14,33 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from playlisteval.ui.judgments import (
     FILTER_TITLES,
     FILTERS,
+    EvaluationFolder,
     answer_name,
     check_filter,
     group_records,
     group_views,
     offline_keys,
 )
-from playlisteval.ui.pages import (
-    clock,
-    error_page,
-    page,
-)
+from playlisteval.ui.pages import clock, error_page, page
 from playlisteval.ui.state import Ui, UiState
 from store.errors import ConfigError, MediaError
 
 router = APIRouter()
 
 
-def _offline_of(ui: UiState, evaluation: Any) -> frozenset[str]:
+def _offline_of(ui: UiState, evaluation: EvaluationFolder) -> frozenset[str]:
     """Which judgments of ``evaluation`` the offline provider answered (read once per UI)."""
     if evaluation.name not in ui.offline_seen:
         ui.offline_seen[evaluation.name] = offline_keys(ui.app.events, evaluation)
     return ui.offline_seen[evaluation.name]
 
 
-def _offline_count(ui: UiState, evaluation: Any) -> int:
+def _offline_count(ui: UiState, evaluation: EvaluationFolder) -> int:
     keys = _offline_of(ui, evaluation)
     return sum(1 for r in evaluation.records if r.call_key in keys)
 
 
-def _evaluation_named(ui: UiState, name: str) -> Any:
+def _evaluation_named(ui: UiState, name: str) -> EvaluationFolder:
     found = ui.evaluated.get(name)
     if found is None:
         raise StarletteHTTPException(
@@ -101,8 +97,7 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
     evaluation = _evaluation_named(ui, name)
     pair = ui.benchmark.pairs.get(pair_id)
     group = next(
-        (g for g in group_records(evaluation.records) if g.key == (pair_id, judge, condition)),
-        None,
+        (g for g in group_records(evaluation.records) if g.key == (pair_id, judge, condition)), None
     )
     if pair is None or group is None:
         return error_page(

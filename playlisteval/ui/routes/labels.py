@@ -19,10 +19,7 @@ from playlisteval.ui.annotations import (
     readable_by,
 )
 from playlisteval.ui.benchmark import Benchmark
-from playlisteval.ui.pages import (
-    error_page,
-    page,
-)
+from playlisteval.ui.pages import error_page, page
 from playlisteval.ui.state import Ui
 from policies.agreement import (
     MIN_BOOTSTRAP_ITEMS,

@@ -10,9 +10,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 
-from playlisteval.ui.pages import (
-    error_page,
-)
+from playlisteval.ui.pages import error_page
 from playlisteval.ui.state import Ui
 
 router = APIRouter()
