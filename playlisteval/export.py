@@ -872,21 +872,9 @@ def _anchor_lines(anchors: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
-    """The dataset card (README.md of the export), from what ``benchmark.json`` holds.
-
-    It opens with the Hub metadata (:func:`front_matter`); its first line of text is the offline
-    banner when the offline provider made the whole benchmark (a partly-offline note when it
-    made some pairs), so a reader cannot take it for evidence of the named models' quality."""
-    counts = benchmark["counts"]
-    settings = benchmark["settings"]
-    provenance = benchmark["provenance"]
-    cost_micros = benchmark["cost_micros"]
-    items_cost_micros = benchmark["items_cost_micros"]
-    selection_cost_micros = benchmark["selection_cost_micros"]
-    content_sha256 = benchmark["content_sha256"]
+def _domain_gap_lines(counts: Mapping[str, Any]) -> list[str]:
+    """The card's table of pairs per domain and gap, with the totals."""
     gaps = [int(g) for g in counts["per_gap"]]
-    hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
     header = "| domain | " + " | ".join(f"gap {g}" for g in gaps) + " | total |"
     rule = "| --- | " + " | ".join("---:" for _ in gaps) + " | ---: |"
     rows = [
@@ -900,68 +888,126 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         + " | ".join(str(counts["per_gap"][str(g)]) for g in gaps)
         + f" | {counts['pairs']} |"
     )
-    fields = [
-        ("id", "string", "stable pair id: `pair-` + sha1(seed id, chosen rating, rejected rating)"),
-        ("prompt", "string", "the question; it needs both segments' videos to answer"),
-        ("chosen", "string", "the preferred answer (higher rating)"),
-        ("rejected", "string", "the other answer (lower rating)"),
-        ("subset", "string", "the domain (RewardBench-style subset)"),
-        ("playlist_id", "string", "the playlist the first segment's video belongs to"),
-        ("domain", "string", "the playlist's domain"),
-        (
-            "chosen_rating",
-            "int64",
-            "5 = the gold answer (checked as `provenance` says), 4..1 = graded distractors",
-        ),
-        ("rejected_rating", "int64", "lower than chosen_rating"),
-        ("gap", "int64", "chosen_rating − rejected_rating (1..4)"),
-        ("videos", "list of {id, path, url, duration_s}", "the videos (url empty when local)"),
-        ("evidence", "list of {video_id, start_s, end_s}", "the two segments the question spans"),
-        ("transcripts", "list of {video_id, start_s, end_s, text}", "each segment's transcript"),
-        (
-            "clips",
-            "list of {video_id, start_s, end_s, path, frames}",
-            "each segment's bundled clip and the folder of the frames a judge is shown of it, "
-            "relative to this folder (empty without `--with-clips`)",
-        ),
-        (
-            "models",
-            "{difficulty_judges: list of {judge, verdict_chosen_first, verdict_rejected_first, "
-            "failed}}",
-            "the weak judges of the difficulty gate, in both answer orders, named as what "
-            "answered (`offline:<model>` for the offline provider); `failed`: the gate counted "
-            "the pair as failed by that judge",
-        ),
-        (
-            "meta",
-            "{seed_id, run_id, cost_micros, chosen_causal_record, rejected_causal_record}",
-            "the curation cost of the item (micro-USD) and each answer's causal record (JSON "
-            "text: the degradations that make it worse than the gold)",
-        ),
-        (
-            "provenance",
-            "{offline, run_offline, generator, distractor_generator, checked_by, judges}",
-            "what made the pair, from the log: `offline` when the offline provider answered any "
-            "of its calls (or its run was curated offline: `run_offline`), and the models that "
-            "answered each part (`offline:<model>` for the offline provider)",
-        ),
+    return [header, rule, *rows, total]
+
+
+#: The dataset card's "Fields" table: (field, type, meaning) of each record.
+_CARD_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("id", "string", "stable pair id: `pair-` + sha1(seed id, chosen rating, rejected rating)"),
+    ("prompt", "string", "the question; it needs both segments' videos to answer"),
+    ("chosen", "string", "the preferred answer (higher rating)"),
+    ("rejected", "string", "the other answer (lower rating)"),
+    ("subset", "string", "the domain (RewardBench-style subset)"),
+    ("playlist_id", "string", "the playlist the first segment's video belongs to"),
+    ("domain", "string", "the playlist's domain"),
+    (
+        "chosen_rating",
+        "int64",
+        "5 = the gold answer (checked as `provenance` says), 4..1 = graded distractors",
+    ),
+    ("rejected_rating", "int64", "lower than chosen_rating"),
+    ("gap", "int64", "chosen_rating − rejected_rating (1..4)"),
+    ("videos", "list of {id, path, url, duration_s}", "the videos (url empty when local)"),
+    ("evidence", "list of {video_id, start_s, end_s}", "the two segments the question spans"),
+    ("transcripts", "list of {video_id, start_s, end_s, text}", "each segment's transcript"),
+    (
+        "clips",
+        "list of {video_id, start_s, end_s, path, frames}",
+        "each segment's bundled clip and the folder of the frames a judge is shown of it, "
+        "relative to this folder (empty without `--with-clips`)",
+    ),
+    (
+        "models",
+        "{difficulty_judges: list of {judge, verdict_chosen_first, verdict_rejected_first, "
+        "failed}}",
+        "the weak judges of the difficulty gate, in both answer orders, named as what "
+        "answered (`offline:<model>` for the offline provider); `failed`: the gate counted "
+        "the pair as failed by that judge",
+    ),
+    (
+        "meta",
+        "{seed_id, run_id, cost_micros, chosen_causal_record, rejected_causal_record}",
+        "the curation cost of the item (micro-USD) and each answer's causal record (JSON "
+        "text: the degradations that make it worse than the gold)",
+    ),
+    (
+        "provenance",
+        "{offline, run_offline, generator, distractor_generator, checked_by, judges}",
+        "what made the pair, from the log: `offline` when the offline provider answered any "
+        "of its calls (or its run was curated offline: `run_offline`), and the models that "
+        "answered each part (`offline:<model>` for the offline provider)",
+    ),
+)
+
+
+def _clips_lines(bundle: Mapping[str, Any] | None) -> list[str]:
+    """The card's section on the bundled clips (none without ``--with-clips``)."""
+    if not bundle:
+        return []
+    return [
+        "## Clips",
+        "",
+        f"`clips/` holds {len(bundle['clips'])} clips, one per evidence span: `NAME.mp4` is "
+        "the span as the curation's generators were sent it, and `NAME/` the frames the "
+        "difficulty judges were shown of it (JPEG, named by their time in the video in "
+        "milliseconds). Each record's `clips` and `manifest.json` point to them by paths "
+        "relative to this folder, so a copy of the folder works anywhere.",
+        "",
     ]
-    field_rows = [f"| `{name}` | {kind} | {what} |" for name, kind, what in fields]
-    bundle = manifest.get("bundle")
-    clips_lines = (
-        [
-            "## Clips",
-            "",
-            f"`clips/` holds {len(bundle['clips'])} clips, one per evidence span: `NAME.mp4` is "
-            "the span as the curation's generators were sent it, and `NAME/` the frames the "
-            "difficulty judges were shown of it (JPEG, named by their time in the video in "
-            "milliseconds). Each record's `clips` and `manifest.json` point to them by paths "
-            "relative to this folder, so a copy of the folder works anywhere.",
-            "",
-        ]
-        if bundle
-        else []
-    )
+
+
+def _contents_lines(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
+    """The card's "Contents": pairs, videos and hours, the cost, the version and hash."""
+    counts = benchmark["counts"]
+    cost_micros = benchmark["cost_micros"]
+    items_cost_micros = benchmark["items_cost_micros"]
+    selection_cost_micros = benchmark["selection_cost_micros"]
+    hours = sum(float(v["duration_s"]) for v in manifest["videos"]) / 3600.0
+    return [
+        "## Contents",
+        "",
+        f"- pairs: {counts['pairs']} from {counts['items']} items",
+        f"- videos: {len(manifest['videos'])}, {hours:.2f} hours",
+        f"- curation cost of the runs: {micros_to_usd(cost_micros):.6f} USD "
+        f"({cost_micros} micro-USD; the items exported here: {items_cost_micros} micro-USD)",
+        f"- difficulty gate (the judges' calls): {micros_to_usd(selection_cost_micros):.6f} USD "
+        f"({selection_cost_micros} micro-USD)",
+        f"- version: {BENCHMARK_VERSION}, content sha256 (of pairs.jsonl): "
+        f"`{benchmark['content_sha256']}`",
+        *_anchor_lines(benchmark.get("anchors") or []),
+        "",
+    ]
+
+
+_LOADING_LINES = (
+    "## Loading",
+    "",
+    "```python",
+    "from datasets import load_dataset",
+    "",
+    'pairs = load_dataset("path/to/this/folder", split="test")  # pairs.parquet (the card)',
+    'pairs = load_dataset("json", data_files="pairs.jsonl", split="train")',
+    'pairs = load_dataset("parquet", data_files="pairs.parquet", split="train")',
+    "```",
+    "",
+    "Paths in the records (`videos[].path`, `clips`) are relative to this folder. A video's "
+    "path leads to the copy in the workspace that made the export; the videos do not travel "
+    "with it (see License).",
+    "",
+    "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
+    "the version, the content hash, the counts, the gaps through the gate, the provenance, "
+    "the settings and the cost.",
+    "",
+)
+
+
+def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+    """The dataset card (README.md of the export), from what ``benchmark.json`` holds.
+
+    It opens with the Hub metadata (:func:`front_matter`); its first line of text is the offline
+    banner when the offline provider made the whole benchmark (a partly-offline note when it
+    made some pairs), so a reader cannot take it for evidence of the named models' quality."""
+    provenance = benchmark["provenance"]
     lines = [
         front_matter(benchmark),
         *_banner(provenance),
@@ -972,50 +1018,20 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "graded distractors (ratings 4..1); a pair is two of the five answers, the higher rating "
         "preferred, kept when a weak judge fails it.",
         "",
-        "## Contents",
-        "",
-        f"- pairs: {counts['pairs']} from {counts['items']} items",
-        f"- videos: {len(manifest['videos'])}, {hours:.2f} hours",
-        f"- curation cost of the runs: {micros_to_usd(cost_micros):.6f} USD "
-        f"({cost_micros} micro-USD; the items exported here: {items_cost_micros} micro-USD)",
-        f"- difficulty gate (the judges' calls): {micros_to_usd(selection_cost_micros):.6f} USD "
-        f"({selection_cost_micros} micro-USD)",
-        f"- version: {BENCHMARK_VERSION}, content sha256 (of pairs.jsonl): `{content_sha256}`",
-        *_anchor_lines(benchmark.get("anchors") or []),
-        "",
+        *_contents_lines(benchmark, manifest),
         "## Pairs per domain and gap",
         "",
-        header,
-        rule,
-        *rows,
-        total,
+        *_domain_gap_lines(benchmark["counts"]),
         "",
         *_gate_lines(benchmark["gate"]),
         *_provenance_lines(provenance),
-        "## Loading",
-        "",
-        "```python",
-        "from datasets import load_dataset",
-        "",
-        'pairs = load_dataset("path/to/this/folder", split="test")  # pairs.parquet (the card)',
-        'pairs = load_dataset("json", data_files="pairs.jsonl", split="train")',
-        'pairs = load_dataset("parquet", data_files="pairs.parquet", split="train")',
-        "```",
-        "",
-        "Paths in the records (`videos[].path`, `clips`) are relative to this folder. A video's "
-        "path leads to the copy in the workspace that made the export; the videos do not travel "
-        "with it (see License).",
-        "",
-        "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
-        "the version, the content hash, the counts, the gaps through the gate, the provenance, "
-        "the settings and the cost.",
-        "",
-        *clips_lines,
+        *_LOADING_LINES,
+        *_clips_lines(manifest.get("bundle")),
         "## Fields",
         "",
         "| field | type | meaning |",
         "| --- | --- | --- |",
-        *field_rows,
+        *(f"| `{name}` | {kind} | {what} |" for name, kind, what in _CARD_FIELDS),
         "",
         "## Generation settings",
         "",
@@ -1023,7 +1039,7 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "as given at export time (`selection`).",
         "",
         "```json",
-        json.dumps(settings, sort_keys=True, ensure_ascii=False, indent=2),
+        json.dumps(benchmark["settings"], sort_keys=True, ensure_ascii=False, indent=2),
         "```",
         "",
         "## License",

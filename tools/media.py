@@ -351,6 +351,160 @@ def _check_range(fps: float | None, start_s: float, end_s: float | None) -> None
         raise ConfigError(f"end time {end_s!r} must be after start time {start_s!r}")
 
 
+class _FrameClock:
+    """The wanted times ``t = start_s + k/fps`` (before ``end_s``) and the frame on screen at
+    each: fed decoded frames in presentation order, it yields ``(t, frame)`` for every wanted
+    time that falls before the next frame's time."""
+
+    def __init__(
+        self,
+        stream: av.VideoStream,
+        fps: float,
+        start_s: float,
+        end_s: float | None,
+        origin: float,
+        time_base: Fraction,
+    ) -> None:
+        self.start_s = start_s
+        self.fps = fps
+        self.step = 1.0 / fps
+        # Emission stops at end_s; without one, at the last frame.
+        self.end = end_s
+        self.origin = origin
+        self.time_base = time_base
+        rate = stream.average_rate
+        self.frame_step = 1.0 / float(rate) if rate is not None and rate > 0 else 0.0
+        self.ctx = stream.codec_context
+        self.k = 0  # the next wanted time's number
+        self.previous: av.VideoFrame | None = None  # the frame on screen now
+        self.previous_t = -math.inf  # and its time
+
+    def _wanted_at_or_after(self, t: float) -> float:
+        k = max(0, math.ceil((t - self.start_s) * self.fps - 1e-9))
+        return self.start_s + k * self.step
+
+    def needed(self, pts: int, successor: int | None) -> bool:
+        """Whether the frame at ``pts`` is on screen at a wanted time (before its successor's
+        ``pts``, and before the end)."""
+        if successor is None:
+            return True
+        t = self._wanted_at_or_after(float(pts * self.time_base) - self.origin)
+        end = self.end
+        return t < float(successor * self.time_base) - self.origin and (end is None or t < end)
+
+    def last_wanted_before(self, t: float) -> float:
+        """The last wanted time before ``t`` (-inf when there is none)."""
+        k_last = math.ceil((t - self.start_s) * self.fps - 1e-9) - 1
+        return self.start_s + k_last * self.step if k_last >= 0 else -math.inf
+
+    def done(self) -> bool:
+        """Whether every wanted time before the end has had its frame."""
+        return self.end is not None and self.start_s + self.k * self.step >= self.end
+
+    def emit_until(self, limit: float) -> Iterator[tuple[float, av.VideoFrame]]:
+        """The frame on screen at each wanted time before ``limit`` (and the end)."""
+        while self.previous is not None:
+            t = self.start_s + self.k * self.step
+            if t >= limit or (self.end is not None and t >= self.end):
+                return
+            yield t, self.previous
+            self.k += 1
+
+    def decode(self, packet: av.Packet[Any] | None) -> Iterator[tuple[float, av.VideoFrame]]:
+        """Decode ``packet`` (None: flush) and emit what its frames end on screen."""
+        for frame in self.ctx.decode(packet):
+            # frame.time is NaN on frames drained at flush (no time base set): use the stream's.
+            if frame.pts is None:
+                ft = self.previous_t + self.frame_step
+            else:
+                ft = float(frame.pts * self.time_base) - self.origin
+            yield from self.emit_until(ft)
+            self.previous, self.previous_t = frame, ft
+
+
+class _PacketsAhead:
+    """Packets read ahead of the decoder: far enough to see each frame's successor in
+    presentation order and, when the stream's keyframes can be told to start closed GOPs, the
+    next keyframe (within a bound), so the end of a GOP after its last wanted frame is known."""
+
+    def __init__(
+        self, container: av.container.InputContainer, stream: av.VideoStream, clock: _FrameClock
+    ) -> None:
+        self.clock = clock
+        self.window: deque[av.Packet[Any]] = deque()
+        # Keyframes in the window, by read order.
+        self.keys: deque[tuple[int, av.Packet[Any]]] = deque()
+        self.recent: deque[int] = deque(maxlen=_LOOKAHEAD_PACKETS)
+        self.packets = container.demux(stream)
+        self.exhausted = False
+        self.data_end: int | None = None  # end of the last packet read (pts units)
+        self.read = self.sent = 0  # packets read ahead, packets taken off the window (read order)
+        self.closed_gop = closed_gop_test(stream)
+        self.tail_from: int | None = None  # packets from here to the next keyframe: not needed
+        self.tail_key = -1  # read order of the keyframe that tail_from was worked out for
+
+    def _fill(self) -> None:
+        window, keys = self.window, self.keys
+        while not self.exhausted and (
+            len(window) < _LOOKAHEAD_PACKETS
+            or (self.closed_gop is not None and not keys and len(window) < _GOP_LOOKAHEAD_PACKETS)
+        ):
+            try:
+                ahead = next(self.packets)
+            except StopIteration:
+                self.exhausted = True
+                break
+            if ahead.is_keyframe and self.read > 0:
+                keys.append((self.read, ahead))
+            window.append(ahead)
+            self.read += 1
+
+    def take(self) -> tuple[int, av.Packet[Any]] | None:
+        """The next packet in read order with its number (None past the last), after reading
+        ahead; when a closed GOP follows, works out where its predecessor's unneeded tail
+        begins."""
+        self._fill()
+        if not self.window:
+            return None
+        packet = self.window.popleft()
+        number, self.sent = self.sent, self.sent + 1
+        keys = self.keys
+        if keys and keys[0][0] == number:
+            keys.popleft()
+        if self.closed_gop is not None and keys and keys[0][0] != self.tail_key:
+            self.tail_key, key = keys[0]
+            self.tail_from = None
+            if key.pts is not None and self.closed_gop(key):
+                # A closed GOP follows: everything shown up to the last wanted time before its
+                # keyframe must be decoded (and what that refers to, decoded before it); the
+                # packets after the last of those feed nothing wanted.
+                clock = self.clock
+                t_last = clock.last_wanted_before(float(key.pts * clock.time_base) - clock.origin)
+                self.tail_from = _first_after(
+                    self.window, number + 1, self.tail_key, t_last, clock.time_base, clock.origin
+                )
+        return number, packet
+
+    def successor(self, packet: av.Packet[Any]) -> int | None:
+        """The pts shown next after ``packet``'s (None: none known), noting where its data
+        ends and its pts among the recent ones."""
+        assert packet.pts is not None
+        packet_end = packet.pts + (packet.duration or 0)
+        self.data_end = packet_end if self.data_end is None else max(self.data_end, packet_end)
+        later = [
+            p.pts
+            for p in itertools.islice(self.window, _LOOKAHEAD_PACKETS)
+            if p.pts is not None and p.pts > packet.pts
+        ]
+        later += [p for p in self.recent if p > packet.pts]
+        self.recent.append(packet.pts)
+        return min(later) if later else None
+
+    def in_tail(self, number: int) -> bool:
+        """Whether packet ``number`` lies in a GOP's tail past its last wanted frame."""
+        return self.tail_from is not None and self.tail_from <= number < self.tail_key
+
+
 def _timed_video_frames(
     container: av.container.InputContainer,
     stream: av.VideoStream,
@@ -369,132 +523,37 @@ def _timed_video_frames(
         raise MediaError("video stream has no time base")
     origin = _origin_s(container, stream)
     duration = _picture_s(container, stream)
-    # Emission stops at end_s; without one, at the last frame. Past the last frame, the picture
-    # stays on screen until the declared duration (or one frame interval when that is shorter).
-    end = end_s
-    rate = stream.average_rate
-    frame_step = 1.0 / float(rate) if rate is not None and rate > 0 else 0.0
-    step = 1.0 / fps
-    ctx = stream.codec_context
+    clock = _FrameClock(stream, fps, start_s, end_s, origin, time_base)
+    ctx = clock.ctx
     ctx.thread_type = "AUTO"
-
     if start_s > 0:
         container.seek(int((start_s + origin) / time_base), stream=stream, backward=True)
-
-    def wanted_at_or_after(t: float) -> float:
-        k = max(0, math.ceil((t - start_s) * fps - 1e-9))
-        return start_s + k * step
-
-    def needed(pts: int, successor: int | None) -> bool:
-        if successor is None:
-            return True
-        t = wanted_at_or_after(float(pts * time_base) - origin)
-        return t < float(successor * time_base) - origin and (end is None or t < end)
-
-    k = 0
-    previous: av.VideoFrame | None = None
-    previous_t = -math.inf
-
-    def emit_until(limit: float) -> Iterator[tuple[float, av.VideoFrame]]:
-        nonlocal k
-        while previous is not None:
-            t = start_s + k * step
-            if t >= limit or (end is not None and t >= end):
-                return
-            yield t, previous
-            k += 1
-
-    def decode(packet: av.Packet[Any] | None) -> Iterator[tuple[float, av.VideoFrame]]:
-        nonlocal previous, previous_t
-        for frame in ctx.decode(packet):
-            # frame.time is NaN on frames drained at flush (no time base set): use the stream's.
-            if frame.pts is None:
-                ft = previous_t + frame_step
-            else:
-                ft = float(frame.pts * time_base) - origin
-            yield from emit_until(ft)
-            previous, previous_t = frame, ft
-
-    def done() -> bool:
-        return end is not None and start_s + k * step >= end
-
-    def last_wanted_before(t: float) -> float:
-        """The last wanted time before ``t`` (-inf when there is none)."""
-        k_last = math.ceil((t - start_s) * fps - 1e-9) - 1
-        return start_s + k_last * step if k_last >= 0 else -math.inf
-
-    window: deque[av.Packet[Any]] = deque()
-    keys: deque[tuple[int, av.Packet[Any]]] = deque()  # keyframes in the window, by read order
-    recent: deque[int] = deque(maxlen=_LOOKAHEAD_PACKETS)
-    packets = container.demux(stream)
-    exhausted = False
-    data_end: int | None = None  # end of the last packet read (pts units)
-    read = sent = 0  # packets read ahead, packets taken off the window (read order)
-    closed_gop = closed_gop_test(stream)
-    tail_from: int | None = None  # packets from here up to the next keyframe are not needed
-    tail_key = -1  # read order of the keyframe that tail_from was worked out for
-    while not done():
-        # Read ahead far enough to see each frame's successor and, when the stream's keyframes
-        # can be told to start closed GOPs, the next keyframe (within a bound).
-        while not exhausted and (
-            len(window) < _LOOKAHEAD_PACKETS
-            or (closed_gop is not None and not keys and len(window) < _GOP_LOOKAHEAD_PACKETS)
-        ):
-            try:
-                ahead = next(packets)
-            except StopIteration:
-                exhausted = True
-                break
-            if ahead.is_keyframe and read > 0:
-                keys.append((read, ahead))
-            window.append(ahead)
-            read += 1
-        if not window:
+    ahead = _PacketsAhead(container, stream, clock)
+    while not clock.done():
+        taken = ahead.take()
+        if taken is None:
             break
-        packet = window.popleft()
-        number, sent = sent, sent + 1
-        if keys and keys[0][0] == number:
-            keys.popleft()
-        if closed_gop is not None and keys and keys[0][0] != tail_key:
-            tail_key, key = keys[0]
-            tail_from = None
-            if key.pts is not None and closed_gop(key):
-                # A closed GOP follows: everything shown up to the last wanted time before its
-                # keyframe must be decoded (and what that refers to, decoded before it); the
-                # packets after the last of those feed nothing wanted.
-                t_last = last_wanted_before(float(key.pts * time_base) - origin)
-                tail_from = _first_after(window, number + 1, tail_key, t_last, time_base, origin)
+        number, packet = taken
         if packet.size == 0:
             # The demuxer's end-of-stream marker; the decoder is flushed once, below.
             continue
         if packet.pts is not None:
-            packet_end = packet.pts + (packet.duration or 0)
-            data_end = packet_end if data_end is None else max(data_end, packet_end)
-            later = [
-                p.pts
-                for p in itertools.islice(window, _LOOKAHEAD_PACKETS)
-                if p.pts is not None and p.pts > packet.pts
-            ]
-            later += [p for p in recent if p > packet.pts]
-            successor = min(later) if later else None
-            recent.append(packet.pts)
-            if (
-                tail_from is not None
-                and tail_from <= number < tail_key
-                and not needed(packet.pts, successor)
-            ):
+            needed = clock.needed(packet.pts, ahead.successor(packet))
+            if ahead.in_tail(number) and not needed:
                 continue  # a GOP's tail past its last wanted frame: nothing decodes from it
-            ctx.skip_frame = "DEFAULT" if needed(packet.pts, successor) else "NONREF"
+            ctx.skip_frame = "DEFAULT" if needed else "NONREF"
         else:
             ctx.skip_frame = "DEFAULT"
-        yield from decode(packet)
-    if not done():
+        yield from clock.decode(packet)
+    if not clock.done():
         ctx.skip_frame = "DEFAULT"
-        yield from decode(None)
-        _check_not_truncated(container, stream, data_end)
-        if previous is not None:
-            shown_until = max(duration or 0.0, previous_t + frame_step)
-            yield from emit_until(shown_until)
+        yield from clock.decode(None)
+        _check_not_truncated(container, stream, ahead.data_end)
+        if clock.previous is not None:
+            # Past the last frame, the picture stays on screen until the declared duration (or
+            # one frame interval when that is shorter).
+            shown_until = max(duration or 0.0, clock.previous_t + clock.frame_step)
+            yield from clock.emit_until(shown_until)
 
 
 def _first_after(

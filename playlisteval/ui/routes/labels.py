@@ -1,0 +1,150 @@
+"""The results page and the label downloads: agreement with the intended preference and among
+annotators, for whoever runs the UI (the owner link) and for annotators who joined, who read the
+others' answers on a pair only once they gave their own: labels stay blind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from playlisteval.ui.annotations import (
+    EXPORT_FORMATS,
+    AnnotationRefused,
+    AnnotationState,
+    label_rows,
+    labels_text,
+    readable_by,
+)
+from playlisteval.ui.benchmark import Benchmark
+from playlisteval.ui.pages import error_page, page
+from playlisteval.ui.state import Ui
+from policies.agreement import (
+    MIN_BOOTSTRAP_ITEMS,
+    AgreementSummary,
+    Annotation,
+    ValidationItem,
+    summary,
+)
+
+
+def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary | None:
+    """Agreement over what has been recorded (None before the first answer)."""
+    recorded = state.recorded()
+    if not recorded:
+        return None
+    items = {
+        pair_id: ValidationItem(
+            item_id=pair_id,
+            intended="intended",
+            other="other",
+            domain=benchmark.pairs[pair_id].domain,
+            gap=benchmark.pairs[pair_id].gap,
+        )
+        for pair_id in {r.pair_id for r in recorded}
+    }
+    return summary(
+        [Annotation(item_id=r.pair_id, annotator=r.annotator, choice=r.label) for r in recorded],
+        items,
+    )
+
+
+def design_sentence(state: AnnotationState) -> str:
+    """How the sample is shared among the invited annotators now, in one sentence: never more
+    annotators to a pair than are invited, and no shared pair while fewer than two are."""
+    sample, invited = len(state.pair_ids), len(state.invited)
+    if state.design is None:
+        if invited == 1:
+            return f"{sample} pairs, every one to the 1 invited annotator"
+        return f"{sample} pairs, every one to every annotator"
+    k, shared = state.design.k, len(state.planned_overlap)
+    planned = f"{shared} of the {sample} pairs ({state.design.share * 100:g} %)"
+    rest = f", the other {sample - shared} to one" if shared < sample else ""
+    if invited == 0:
+        return (
+            f"{sample} pairs, no annotator invited yet: once {k} are, {planned} go to {k} "
+            f"annotators each{rest}"
+        )
+    if invited == 1:
+        return (
+            f"{sample} pairs, each to the 1 invited annotator (overlap {k} needs {k}; invite "
+            "more for agreement)"
+        )
+    if invited < k:
+        return (
+            f"{planned} go to all {invited} invited annotators each (overlap {k} needs {k}; "
+            f"invite more){rest}"
+        )
+    return f"{planned} go to {k} of the {invited} invited annotators each{rest}"
+
+
+def _progress_rows(state: AnnotationState) -> list[dict[str, Any]]:
+    """Each invited annotator's standing: joined or not, answers given of the pairs assigned
+    (and answers on pairs no longer theirs, after later invites moved them)."""
+    rows = []
+    for name in state.invited + [a for a in state.annotators if a not in state.invited]:
+        assigned = state.assigned(name)
+        mine = set(assigned)
+        given = [p for (a, p) in state.labels if a == name]
+        rows.append(
+            {
+                "name": name,
+                "joined": name in state.annotators,
+                "done": sum(1 for p in given if p in mine),
+                "assigned": len(assigned),
+                "extra": sum(1 for p in given if p not in mine),
+            }
+        )
+    return rows
+
+
+router = APIRouter()
+
+
+@router.get("/results", response_class=HTMLResponse)
+def results(request: Request, ui: Ui) -> Response:
+    """Agreement so far, with the others' answers only for those who gave their own."""
+    state = ui.log.state()
+    try:
+        viewer = ui.reader(request, state)
+    except AnnotationRefused as exc:
+        return error_page(exc.status, str(exc))
+    readable = readable_by(state, viewer)
+    comments = [r for r in readable.recorded() if r.comment]
+    return page(
+        "results.html",
+        viewer=viewer,
+        answered=len(state.answered_by(viewer)) if viewer is not None else None,
+        summary=_summary(readable, ui.benchmark),
+        sample=len(state.pair_ids),
+        design=state.design,
+        design_text=design_sentence(state),
+        shared=bool(state.overlap),
+        annotators=_progress_rows(state),
+        min_interval=MIN_BOOTSTRAP_ITEMS,
+        comments=comments,
+        benchmark=ui.benchmark.path.name,
+        digest=ui.benchmark.content_sha256,
+    )
+
+
+@router.get("/annotations.{fmt}")
+def download(request: Request, ui: Ui, fmt: str) -> Response:
+    """The labels the reader may read, as CSV or JSON Lines."""
+    if fmt not in EXPORT_FORMATS:
+        return error_page(404, f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
+    state = ui.log.state()
+    try:
+        viewer = ui.reader(request, state)
+    except AnnotationRefused as exc:
+        return error_page(exc.status, str(exc))
+    text = labels_text(label_rows(readable_by(state, viewer), ui.benchmark), fmt)
+    kind = "text/csv" if fmt == "csv" else "application/x-ndjson"
+    filename = f"labels-{ui.benchmark.content_sha256[:12]}.{fmt}"
+    return Response(
+        text.encode("utf-8"),
+        media_type=f"{kind}; charset=utf-8",
+        headers={"content-disposition": f'attachment; filename="{filename}"'},
+    )
