@@ -232,6 +232,7 @@ LONG_FILES = {
     "test_daemon_restart.py": 85,
     "test_fleet.py": 50,
     "test_tamper.py": 60,
+    "test_accounts_check.py": 60,
     "test_pairs.py": 60,
     "test_index_pipeline.py": 60,
     "test_live_curation.py": 50,
