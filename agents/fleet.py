@@ -34,19 +34,10 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from agents.bus import Bus
-from agents.curation import (
-    CurationConfig,
-    CurationProgress,
-    Curator,
-    GroupCommit,
-    RunReport,
-    open_run,
-    resume_seed,
-    run_end,
-)
+from agents.curation import open_run, resume_seed, run_end
 from agents.deps import CallDeps
 from agents.recorded import CallRecorder, RecordedCalls
+from agents.seed_driver import CurationConfig, CurationProgress, SeedDriver
 from policies.budget import TOTAL_ACCOUNT, Campaign, SharedBudget, day_account
 from store.catalog import SeedRow
 from store.coordination import BudgetAccounts, Lease, WorkItem, WorkQueue
@@ -150,8 +141,10 @@ class WorkerReport:
 IndexJob = Callable[[str], str]  # video id → result text (runs in a thread)
 
 
-class FleetWorker(Curator):
-    """The curation shell driven by the shared queue instead of a fixed list of seeds."""
+class FleetWorker:
+    """The curation shell driven by the shared queue instead of a fixed list of seeds: the
+    :class:`~agents.seed_driver.SeedDriver` it holds drives each seed it claims, as a
+    :class:`~agents.curation.Curator`'s drives a run's."""
 
     def __init__(
         self,
@@ -164,7 +157,8 @@ class FleetWorker(Curator):
         index_job: IndexJob | None = None,
         progress: CurationProgress | None = None,
     ) -> None:
-        super().__init__(deps, config=config, progress=progress)
+        self.deps = deps
+        self.driver = SeedDriver(deps, config=config, progress=progress)
         self.queue = queue
         self.accounts = accounts
         self.fleet = fleet
@@ -172,6 +166,7 @@ class FleetWorker(Curator):
         self._active: dict[str, Lease] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._run_of_seed: dict[str, str] = {}
+        self._shared: SharedBudget | None = None
         self._wake = anyio.Event()
         self.state = "starting"
         self.campaign = Campaign(
@@ -181,6 +176,11 @@ class FleetWorker(Curator):
             owner=fleet.owner,
         )
 
+    @property
+    def config(self) -> CurationConfig:
+        """How this worker curates (its driver's)."""
+        return self.driver.config
+
     # -- the loop ----------------------------------------------------------------------------------
 
     async def work(self, stop: anyio.Event) -> WorkerReport:
@@ -188,11 +188,9 @@ class FleetWorker(Curator):
         nothing left for this worker)."""
         fleet = self.fleet
         report = WorkerReport(owner=fleet.owner)
-        campaign = self.campaign
-        assert campaign is not None  # a worker always has the fleet's accounts
         budget = SharedBudget(
             self.accounts,
-            campaign.names,
+            self.campaign.names,
             per_seed_micros=fleet.per_seed_micros,
             # The worker's id in the hold's: a worker that takes a seed over from one that
             # only looked dead numbers its calls from the log, as the other still may.
@@ -203,12 +201,12 @@ class FleetWorker(Curator):
             item_of=lambda seed_id: f"{SEED}:{seed_id}",
             owner=fleet.owner,
         )
-        self._budget = budget
-        recorder, bus = self._machinery(budget, RecordedCalls(), "live")
+        self._shared = budget
+        recorder, bus = self.driver.equip(budget, RecordedCalls(), "live")
+        writer = self.driver.writer
         slots = max(self.config.concurrency, 1)
         stopping = False
-        self.pause_requested = lambda: stopping
-        self._writer = writer = GroupCommit(self.store, self._committed)
+        self.driver.pause_requested = lambda: stopping
         self.state = "working"  # what every heartbeat from now on reports, until the stop
         await self._beat(self.state)
         logger.info("worker_starts", worker=fleet.owner, concurrency=slots)
@@ -229,7 +227,7 @@ class FleetWorker(Curator):
                 with anyio.CancelScope() as work_scope:
                     async with anyio.create_task_group() as group:
                         await bus.serve(group)
-                        await self._claim_loop(group, stop, bus, recorder, report)
+                        await self._claim_loop(group, stop, recorder, report)
                         # Stop: seeds pause at their next step; calls in flight get the grace.
                         stopping = True
                         self.state = "stopping"
@@ -272,7 +270,6 @@ class FleetWorker(Curator):
         self,
         group: anyio.abc.TaskGroup,
         stop: anyio.Event,
-        bus: Bus,
         recorder: CallRecorder,
         report: WorkerReport,
     ) -> None:
@@ -293,7 +290,7 @@ class FleetWorker(Curator):
                 if lease.kind == INDEX:
                     group.start_soon(self._index, lease, report)
                 else:
-                    group.start_soon(self._one, lease, bus, recorder, report)
+                    group.start_soon(self._one, lease, recorder, report)
             # Idle only when no other worker holds anything either: a dead worker's lease
             # expires into work for someone.
             if (
@@ -377,11 +374,9 @@ class FleetWorker(Curator):
 
     # -- one claimed item -------------------------------------------------------------------------
 
-    async def _one(
-        self, lease: Lease, bus: Bus, recorder: CallRecorder, report: WorkerReport
-    ) -> None:
+    async def _one(self, lease: Lease, recorder: CallRecorder, report: WorkerReport) -> None:
         assert lease.run_id is not None
-        assert self._writer is not None
+        driver = self.driver
         row = lease.payload["seed"]
         seed = SeedRow(
             id=row["id"],
@@ -403,15 +398,15 @@ class FleetWorker(Curator):
                     previous_owner=lease.previous_owner,
                     written_off_micros=written_off,
                 )
-            stored = await anyio.to_thread.run_sync(self.store.read_stream, stream)
+            stored = await anyio.to_thread.run_sync(self.deps.store.read_stream, stream)
             history: list[AnyEvent] = [s.event() for s in stored]
             self._prepare(recorder, seed.id, history)
-            self._writer.fence(stream, len(stored))
+            driver.writer.fence(stream, len(stored))
             outcome = "paused"
             with anyio.CancelScope() as scope:
                 self._scopes[lease.item_id] = scope
-                await self._seed(run_id, seed, bus, history, "live", RunReport(run_id, "", 0))
-                outcome = self._outcome(stream)
+                await driver.drive(run_id, seed, history)
+                outcome = driver.outcome(stream)
             if scope.cancelled_caught:
                 outcome = "lost"
         except StoreConflict as exc:
@@ -423,9 +418,9 @@ class FleetWorker(Curator):
             logger.exception("seed_failed", worker=self.fleet.owner, seed_id=seed.id)
             outcome = f"failed: {type(exc).__name__}: {exc}"
         finally:
-            self._writer.unfence(stream)
+            driver.writer.unfence(stream)
             self._scopes.pop(lease.item_id, None)
-            self._states.pop(stream, None)
+            driver.forget(stream)
             self._forget(recorder, seed.id, stream)
         await self._settle_item(lease, outcome, report)
 
@@ -434,26 +429,16 @@ class FleetWorker(Curator):
         recorder.recorded.add(history)
         resume_seed(recorder, seed_id, history)
         spent = spend(history)
-        assert isinstance(recorder.budget, SharedBudget)
-        recorder.budget.restore_seed(seed_id, spent.spent_micros)
+        assert self._shared is not None  # work() made it before any seed was claimed
+        self._shared.restore_seed(seed_id, spent.spent_micros)
 
     def _forget(self, recorder: CallRecorder, seed_id: str, stream: str) -> None:
         """Drop what this process held for a seed it no longer works on."""
-        history = [stored.event() for stored in self.store.read_stream(stream)]
+        history = [stored.event() for stored in self.deps.store.read_stream(stream)]
         recorder.forget_seed(seed_id, history)
-        assert isinstance(recorder.budget, SharedBudget)
-        recorder.budget.forget_seed(seed_id)
+        assert self._shared is not None  # work() made it before any seed was claimed
+        self._shared.forget_seed(seed_id)
         self._run_of_seed.pop(seed_id, None)
-
-    def _outcome(self, stream: str) -> str:
-        state = self._states.get(stream)
-        if state is None:
-            return "paused"
-        if state.status in ("accepted", "discarded"):
-            return state.status
-        if state.status == "stopped":
-            return "stopped:" + state.stop_reason
-        return "paused"
 
     async def _settle_item(self, lease: Lease, outcome: str, report: WorkerReport) -> None:
         """Mark the item by how its seed ended, then close its run if it was the last."""
@@ -495,22 +480,22 @@ class FleetWorker(Curator):
         if self.queue.open_items(run_id):
             return
         stream = run_stream(run_id)
-        stored = self.store.read_stream(stream)
+        stored = self.deps.store.read_stream(stream)
         if not stored or stored[-1].type == "RunFinished":
             return
         prefix = seed_stream(run_id, "")
-        ends = self.store.read_all(
+        ends = self.deps.store.read_all(
             stream_prefix=prefix,
             types=["SeedStarted", "ItemAccepted", "SeedDiscarded", "SeedStopped"],
         )
-        spent = stream_spend(self.store, prefix)
+        spent = stream_spend(self.deps.store, prefix)
         finished = run_end(
             run_id, ((s.stream[len(prefix) :], s.event()) for s in ends), spent.spent_micros
         )
-        anchor = self.store.anchor(run_streams(run_id, pairs=False))
+        anchor = self.deps.store.anchor(run_streams(run_id, pairs=False))
         finished = finished.model_copy(update={"anchor": anchor.to_json()})
         try:
-            self.store.append(stream, [finished], expected_version=len(stored))
+            self.deps.store.append(stream, [finished], expected_version=len(stored))
             logger.info("run_finished", run_id=run_id, spent_micros=spent.spent_micros)
         except StoreConflict:
             return  # another worker closed it
