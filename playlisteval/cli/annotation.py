@@ -63,7 +63,7 @@ def ui(
     the curation audit, in the browser."""
     from playlisteval.ui import create_app, serve
 
-    with open_app(home) as app_:
+    with open_app(home, server=True) as app_:  # Ctrl-C stops uvicorn: the way to end `ui`
         size = sample_size or app_.settings.pairs.human_sample
         web = create_app(
             app_,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -100,16 +100,19 @@ def require_workspace(settings: Settings) -> None:
 
 
 @contextmanager
-def open_app(home: Path | None, *, create: bool = False, **overrides: Any) -> Iterator[App]:
+def open_app(
+    home: Path | None, *, create: bool = False, server: bool = False, **overrides: Any
+) -> Iterator[App]:
     """An App for the workspace; project errors become a one-line message and exit code 2
     (3 when another process holds the run). Unless ``create``, a workspace that was never
     started is refused (exit 2), not made. One Ctrl-C while it is open interrupts the command
-    (exit 130), in or out of an event loop (:func:`playlisteval.cli.interrupt.interruptible`)."""
+    (exit 130), in or out of an event loop (:func:`playlisteval.cli.interrupt.interruptible`),
+    except in a ``server``, which Ctrl-C stops by design (its own handler shuts it down)."""
     from playlisteval.app import App
     from playlisteval.settings import load_settings
 
     try:
-        with interruptible():
+        with nullcontext() if server else interruptible():
             settings = load_settings(home, **overrides)
             if not create:
                 require_workspace(settings)
