@@ -114,8 +114,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for group in (collection, status, demo, curation, benchmark, annotation, doctor, fleet):
-    app.add_typer(group.commands)
+#: The modules whose commands make up ``playlisteval``, in the order its help lists them.
+COMMAND_MODULES = (collection, status, demo, curation, benchmark, annotation, doctor, fleet)
+for _module in COMMAND_MODULES:
+    app.add_typer(_module.commands)  # no name: the commands join the top level
 app.add_typer(annotation.annotations_app, name="annotations")
 app.add_typer(eventlog.store_app, name="store")
 
