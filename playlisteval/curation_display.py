@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from rich import box
+from rich.console import Group
 from rich.table import Table
 
 from policies.budget import Budget
@@ -151,8 +152,8 @@ class LiveCuration:
                 offline=self.offline,
             )
 
-    def render(self) -> Table:
-        """The table for the figures now (what ``Live`` redraws)."""
+    def render(self) -> Group:
+        """The panel for the figures now (what ``Live`` redraws)."""
         return render(self.snapshot())
 
 
@@ -162,13 +163,23 @@ def clock_text(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def render(snap: CurationSnapshot) -> Table:
-    """The live curate table of one snapshot."""
+#: The panel's widest line fits this many columns by design (a terminal's usual 80).
+FITS_COLUMNS = 80
+
+
+def render(snap: CurationSnapshot) -> Group:
+    """The live curate panel of one snapshot: the figures, one a row, then the rejections by
+    gate in a table of their own.
+
+    It fits :data:`FITS_COLUMNS` by design, so a terminal of that width never wraps it: each
+    value is short (the model calls' kinds on rows of their own), and the long labels (a gate's
+    name, a stop's reason) sit in the rejections table, away from the longest value (the seeds
+    row). No cell ever wraps onto a second line: on a terminal too narrow even for that, a cell
+    is cut with "…"."""
     harness = " (offline provider: a harness, not model quality)" if snap.offline else ""
     title = f"Curation{harness}"
-    table = Table(title=title, show_header=False, box=box.SIMPLE, pad_edge=False)
-    table.add_column("what")
-    table.add_column("value", justify="right")
+    # As wide as its title at least, so the title stays on one line above it.
+    table = _figures_table(title, min_width=len(title))
     table.add_row(
         "seeds",
         f"{snap.done} of {snap.total} done · {snap.in_flight} in flight · {snap.queued} queued",
@@ -183,16 +194,29 @@ def render(snap: CurationSnapshot) -> Table:
         cap = " (no cap)" if snap.cap_micros is None else " of a 0 cap"
         table.add_row("spend (USD)", f"{spent:.4f}{cap}")
     rate = "" if snap.calls_per_s is None else f" · {snap.calls_per_s:.1f}/s"
-    calls = f"{snap.calls_made} made{rate}"
-    if snap.calls_replayed:
-        calls += f" · {snap.calls_replayed} from the log"
-    if snap.calls_failed:
-        calls += f" · {snap.calls_failed} failed"
-    if snap.calls_refused:
-        calls += f" · {snap.calls_refused} refused by the cap"
-    table.add_row("model calls", calls)
+    table.add_row("model calls", f"{snap.calls_made} made{rate}")
+    for label, count in (
+        ("from the log", snap.calls_replayed),
+        ("failed", snap.calls_failed),
+        ("refused by the cap", snap.calls_refused),
+    ):
+        if count:
+            table.add_row(f"  {label}", str(count))
     eta = "—" if snap.eta_s is None else clock_text(snap.eta_s)
     table.add_row("elapsed · ETA", f"{clock_text(snap.elapsed_s)} · {eta}")
+    if not snap.rejections:
+        return Group(table)
+    rejected = _figures_table(None)
     for gate, count in snap.rejections.items():
-        table.add_row(f"rejected by {gate}", str(count))
+        rejected.add_row(f"rejected by {gate}", str(count))
+    return Group(table, rejected)
+
+
+def _figures_table(title: str | None, min_width: int | None = None) -> Table:
+    """Two columns, label and figure, neither of which wraps (a label too long is cut)."""
+    table = Table(
+        title=title, show_header=False, box=box.SIMPLE, pad_edge=False, min_width=min_width
+    )
+    table.add_column("what", no_wrap=True, overflow="ellipsis")
+    table.add_column("value", justify="right", no_wrap=True)
     return table

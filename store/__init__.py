@@ -1,19 +1,46 @@
-"""The bottom layer: the catalogue of what has been indexed, and the project's exceptions."""
+"""The bottom layer: the catalogue of what has been indexed, and the project's exceptions.
 
-from store.catalog import Catalog
-from store.errors import (
-    ConfigError,
-    EmbeddingError,
-    IndexBackendError,
-    IngestError,
-    MediaError,
-    PlaylistEvalError,
-    ProviderError,
-    ReplayDivergence,
-    StoreConflict,
-    TranscriptError,
-    UnsafeSourceError,
-)
+The names below are handed on from their modules when first asked for (``from store import
+Catalog``): importing one submodule (``store.errors``) loads only that one, not the catalogue
+and SQLAlchemy behind it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from store.catalog import Catalog
+    from store.errors import (
+        ConfigError,
+        EmbeddingError,
+        IndexBackendError,
+        IngestError,
+        MediaError,
+        PlaylistEvalError,
+        ProviderError,
+        ReplayDivergence,
+        StoreConflict,
+        TranscriptError,
+        UnsafeSourceError,
+    )
+
+#: Each name this package offers → the module it lives in.
+_HOMES = {
+    "Catalog": "store.catalog",
+    "ConfigError": "store.errors",
+    "EmbeddingError": "store.errors",
+    "IndexBackendError": "store.errors",
+    "IngestError": "store.errors",
+    "MediaError": "store.errors",
+    "PlaylistEvalError": "store.errors",
+    "ProviderError": "store.errors",
+    "ReplayDivergence": "store.errors",
+    "StoreConflict": "store.errors",
+    "TranscriptError": "store.errors",
+    "UnsafeSourceError": "store.errors",
+}
 
 __all__ = [
     "Catalog",
@@ -29,3 +56,10 @@ __all__ = [
     "TranscriptError",
     "UnsafeSourceError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`__all__`, imported from its module on first use."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,10 +14,10 @@ import typer.main
 from click.testing import Result
 from typer.testing import CliRunner
 
-from playlisteval import cli
 from playlisteval.app import App
 from playlisteval.cli import EXIT_FIX, BudgetStops
 from playlisteval.cli import app as cli_app
+from playlisteval.cli.curation_report import round_up_cents
 from playlisteval.overview import run_state
 from playlisteval.settings import load_settings
 from store.events import CallRefused, RunFinished, RunResumed, RunStarted, seed_stream
@@ -233,7 +233,7 @@ def test_the_suggested_cap_covers_what_the_stopped_seeds_need(
     found = BudgetStops(seeds=stops, spent_micros=spent, cap_micros=spent, finished=finished)
     assert found.suggested_micros() == suggested
     lines = " ".join(found.lines("R"))
-    assert f"playlisteval curate --run R --budget {cli._round_up_cents(suggested)}" in lines
+    assert f"playlisteval curate --run R --budget {round_up_cents(suggested)}" in lines
     if any(which == "seed" for which, _ in stops.values()):
         assert "a resumed run keeps its per-seed cap" in lines
 
@@ -242,7 +242,7 @@ def test_the_suggested_cap_covers_what_the_stopped_seeds_need(
     ("micros", "usd"), [(1, "0.01"), (10_000, "0.01"), (10_001, "0.02"), (1_234_567, "1.24")]
 )
 def test_a_suggested_cap_is_rounded_up_to_the_cent(micros: int, usd: str) -> None:
-    assert cli._round_up_cents(micros) == usd
+    assert round_up_cents(micros) == usd
 
 
 def _started() -> RunStarted:

@@ -1,0 +1,352 @@
+"""From accepted items to a judged benchmark: ``pairs``, ``export``, ``eval`` and ``report``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from playlisteval.cli.output import (
+    JudgingProgress,
+    StepBars,
+    console,
+    err_console,
+    step_bars,
+    usd,
+)
+from playlisteval.cli.shell import (
+    EXIT_FIX,
+    EXIT_NOTHING_JUDGED,
+    HomeOption,
+    check_money,
+    checked,
+    open_app,
+)
+from store.errors import PlaylistEvalError
+
+if TYPE_CHECKING:
+    from agents.evaluation import EvaluationResult
+    from playlisteval.app import App
+    from playlisteval.export import ExportSummary
+    from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable
+
+commands = typer.Typer()
+
+
+def print_export(summary: ExportSummary) -> None:
+    """The exported benchmark: pairs per domain and per rating gap, where and its hash."""
+    table = Table(title=f"{summary.pairs} preference pairs")
+    table.add_column("domain")
+    table.add_column("pairs", justify="right")
+    for domain, count in sorted(summary.per_domain.items()):
+        table.add_row(domain, str(count))
+    console.print(table)
+    gaps = ", ".join(f"gap {g}: {n}" for g, n in sorted(summary.per_gap.items()))
+    console.print(f"by rating gap: {gaps}")
+    clips = f", {summary.clips} clips with their frames" if summary.clips else ""
+    console.print(f"written to {summary.path} (sha256 {summary.content_sha256[:12]}…{clips})")
+
+
+@commands.command()
+def pairs(
+    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    per_domain: Annotated[
+        int | None, typer.Option(help="Pairs sampled per domain (default: pairs.pairs_per_domain).")
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Total cap of the run's difficulty-gate calls (USD), earlier ones included "
+            "(default: the cap it was last given, else budget.pairs_usd)."
+        ),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Make preference pairs of a run's accepted items: any two answers, the higher rating
+    preferred; keep a pair when a weak difficulty judge fails it; sample per domain by gap."""
+    from playlisteval import runs
+    from store.events import pairs_stream
+    from store.ledger import stream_spend
+
+    check_money(budget)
+    with open_app(home) as app_:
+        with step_bars() as bars:  # closed before the summary: it is the command's last word
+            run_id, chosen = runs.select_pairs(
+                app_, run, per_domain=per_domain, budget_usd=budget, progress=StepBars(bars)
+            )
+        spent = stream_spend(app_.events, pairs_stream(run_id)).spent_micros
+        by_domain = Counter(p.domain for p in chosen)
+        by_gap = Counter(p.gap for p in chosen)
+        console.print(
+            f"run {run_id}: {len(chosen)} pairs sampled ("
+            + ", ".join(f"{d} {n}" for d, n in sorted(by_domain.items()))
+            + "); by gap: "
+            + ", ".join(f"{g}: {n}" for g, n in sorted(by_gap.items()))
+            + f"; the difficulty judges' calls cost {usd(spent)} USD in all",
+            soft_wrap=True,
+        )
+
+
+@commands.command()
+def export(
+    directory: Annotated[Path, typer.Argument(help="Where to write the benchmark.")],
+    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    per_domain: Annotated[
+        int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="Cap of the difficulty gate when the run has no selection yet (USD)."),
+    ] = None,
+    with_clips: Annotated[
+        bool,
+        typer.Option(
+            "--with-clips",
+            help="Bundle each evidence span's clip (as the generators were sent it) and the "
+            "frames a judge is shown of it into DIRECTORY/clips, so a copy of the folder "
+            "shows them anywhere.",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Export a run's benchmark into the folder DIRECTORY: JSONL and Parquet that `datasets`
+    loads, a manifest of videos and clips, a dataset card with Hugging Face metadata, a license
+    file, a version and a content hash; every path in it relative to the folder."""
+    from playlisteval import runs
+    from playlisteval.export import check_export_target
+
+    check_money(budget)
+    checked(lambda: check_export_target(directory))  # `export x.parquet`: one line, nothing made
+    with open_app(home) as app_:
+        with step_bars() as bars:
+            summary = runs.export(
+                app_,
+                directory,
+                run,
+                per_domain=per_domain,
+                budget_usd=budget,
+                with_clips=with_clips,
+                progress=StepBars(bars),
+            )
+        print_export(summary)
+        console.print(
+            f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root} "
+            "--invite YOUR_NAME",
+            soft_wrap=True,
+        )
+
+
+def judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
+    """Accuracy (with its playlist-clustered standard error) and swap consistency of every
+    judge under every condition; the offline provider's runs say they are a harness."""
+    from policies.judging import judge_metrics, split_runs
+
+    title = "Judges by condition"
+    if offline:
+        title += " (offline provider: a harness, not evidence of model quality)"
+    # Fits an 80-column terminal by design: short headers (the caption says what they mean),
+    # figures at their own widths, judges whole, and a long condition folded onto more lines of
+    # its cell (never cut to "uniform-n…").
+    table = Table(
+        title=title,
+        caption="acc.: accuracy ± its standard error (clustered by playlist); cons.: accuracy "
+        "over pairs judged alike in both orders; pos.: the share judged alike in both orders",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        show_edge=False,
+    )
+    judges = {r.judge for r in records}
+    table.add_column("judge", no_wrap=True, min_width=max(map(len, judges), default=5))
+    table.add_column("condition", overflow="fold")
+    for name, width in (("pairs", 5), ("acc. ± SE", 13), ("cons.", 5), ("pos.", 5)):
+        table.add_column(name, justify="right", no_wrap=True, width=width)
+
+    def value(metrics: JudgeMetrics, name: str) -> MetricTable | None:
+        return metrics.tables.get(name)
+
+    def shown(found: MetricTable | None) -> str:
+        return "—" if found is None or found.micro.value is None else f"{found.micro.value:.3f}"
+
+    for (judge, condition), items in sorted(split_runs(r.judgment for r in records).items()):
+        metrics = judge_metrics(items)
+        accuracy = value(metrics, "accuracy")
+        se = None if accuracy is None else accuracy.micro.clustered_se or accuracy.micro.se
+        table.add_row(
+            escape(judge),
+            escape(condition),
+            str(metrics.pairs),
+            shown(accuracy) + ("" if se is None else f" ± {se:.3f}"),
+            shown(value(metrics, "consistent_accuracy")),
+            shown(value(metrics, "position_consistency")),
+        )
+    return table
+
+
+@commands.command("eval")
+def eval_(
+    benchmark: Annotated[Path, typer.Option(help="An exported benchmark folder.")],
+    judge: Annotated[
+        list[str],
+        typer.Option(
+            help="A judge model id (repeat); offline-first, offline-transcript and "
+            "offline-frames are offline judges of known behaviour."
+        ),
+    ],
+    condition: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A condition to judge under (repeat); its form and examples are above. "
+            "Default: uniform::frames+transcript:1h:32 and "
+            "retrieved:hybrid:frames+transcript:1h:32.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Evaluation folder (resumable).")] = Path("evaluation"),
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Total cap of this evaluation's calls (USD), earlier ones included (default: "
+            "the cap it was last given, else budget.eval_usd)."
+        ),
+    ] = None,
+    live: Annotated[
+        bool | None,
+        typer.Option(
+            "--live/--offline",
+            help="Call the configured providers for the judges that are not offline ones (their "
+            "keys and a cap needed) or play them with the offline provider (default: "
+            "curation.offline, which is true).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="Judge only the benchmark's first N pairs (a smoke run)."),
+    ] = None,
+    allow_modified_benchmark: Annotated[
+        bool,
+        typer.Option(
+            "--allow-modified-benchmark",
+            help="Judge a benchmark whose pairs.jsonl no longer matches the content hash in its "
+            "benchmark.json (records edited after the export); evaluation.json and the report "
+            "record it. Without it that is refused.",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Run judges on a benchmark's pairs, in both answer orders, under each condition (frame
+    sampling, retriever, modality, haystack length); per-judgment records in OUT/judgments.jsonl,
+    and a table of each judge's accuracy and consistency per condition at the end.
+
+    A condition is frames:retriever:modality:hours:n_frames[:think=N][:res=N]
+    - frames: uniform or retrieved
+    - retriever: bm25, text, multimodal or hybrid (left empty for uniform)
+    - modality: frames+transcript, frames, transcript, audio or none
+    - hours: the haystack's length (1h, 10h, 100h)
+    - n_frames: how many frames the judge is shown
+    - think=N: a thinking budget; res=N: a frame resolution
+
+    For example uniform::frames+transcript:10h:32 or retrieved:bm25:transcript:100h:32."""
+    from playlisteval import runs
+
+    check_money(budget)
+    overrides: dict[str, Any] = {} if live is None else {"curation": {"offline": not live}}
+    with open_app(home, **overrides) as app_:
+        with step_bars() as bars:
+            result = runs.evaluate(
+                app_,
+                benchmark,
+                judge,
+                out,
+                condition,
+                budget_usd=budget,
+                limit=limit,
+                progress=JudgingProgress(bars),
+                allow_modified=allow_modified_benchmark,
+            )
+        _print_evaluation(app_, result)
+
+
+def _print_evaluation(app_: App, result: EvaluationResult) -> None:
+    """The judges' table and where the judgments are; exit 6 when nothing could be judged."""
+    if result.benchmark_check == "modified":
+        err_console.print(
+            "[yellow]modified benchmark:[/] its records differ from the export's content "
+            "hash; evaluation.json and the report record it"
+        )
+    if not result.records:
+        # Nothing to report on: say why in one line (the first failure), not exit 0.
+        why = str(result.failures[0]) if result.failures else "no pair and judge to judge"
+        err_console.print(
+            f"[bold red]error:[/] nothing could be judged ({len(result.failures)} "
+            f"failure(s)); the first: {escape(why)}"
+        )
+        raise typer.Exit(EXIT_NOTHING_JUDGED)
+    console.print(judges_table(result.records, app_.settings.curation.offline))
+    console.print(
+        f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
+        f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"
+    )
+    for failure in result.failures[:5]:
+        err_console.print(f"[yellow]not judged:[/] {escape(str(failure))}")
+    console.print(
+        f"report: playlisteval report {result.out_dir} --out REPORT_DIR "
+        f"--home {app_.workspace.root}",
+        soft_wrap=True,
+    )
+
+
+@commands.command()
+def report(
+    evaluations: Annotated[
+        list[Path], typer.Argument(help="Evaluation folders (each with judgments.jsonl).")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The report folder (report.md, report.html, figures/, tables/).")
+    ] = Path("report"),
+    merge_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--merge-duplicates",
+            help="Let two evaluation folders that judged the same judge under the same condition "
+            "share one leaderboard cell (the cell says so); without it that is refused.",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """The evaluation report, fit for a paper: report.md and report.html with the provenance
+    (benchmark hash, judges and the provider ids that answered, conditions, dates, code version,
+    offline or live: read from the log of the workspace that evaluated, --home), figures as PNG
+    and PDF with 95 % intervals (accuracy by condition and against the hours built, retrieved
+    against uniform, modality ablation, swap consistency, per domain, recall@k and recall
+    against hours, the difficulty gate's accuracy by rating gap), the paper's Table 1 layout, a
+    leaderboard across the folders given, and every table as CSV and LaTeX."""
+    from playlisteval.report import write_workspace_report
+
+    try:
+        summary = write_workspace_report(evaluations, out, home, merge_duplicates=merge_duplicates)
+    except PlaylistEvalError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_FIX) from exc
+    console.print(f"{summary.judgments} judgments in {summary.runs} runs ({summary.source})")
+    if summary.source in ("offline", "mixed"):
+        console.print(
+            "[yellow]offline judges:[/] the offline provider is a harness, not evidence of "
+            "model quality (the report says which judges)"
+        )
+    elif summary.source == "unknown":
+        console.print(
+            "[yellow]who answered is not known:[/] the evaluation's log was not read; give the "
+            "--home of the workspace that evaluated"
+        )
+    for sentence in summary.omitted:
+        console.print(f"  {sentence}")
+    console.print(
+        f"report: {summary.markdown}\n        {summary.html}\n"
+        f"        {len(summary.figure_files)} figure files in {out / 'figures'}, "
+        f"{len(summary.table_files)} table files in {out / 'tables'}"
+    )

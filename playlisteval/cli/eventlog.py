@@ -1,0 +1,104 @@
+"""``playlisteval store``: the event log's own commands (``rebuild``, ``verify``, ``anchor``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from playlisteval.cli.commands import CommandGroup
+from playlisteval.cli.output import console, err_console
+from playlisteval.cli.shell import EXIT_TAMPERED, HomeOption, open_app, use_home
+from store.errors import ConfigError
+
+store_app = typer.Typer(cls=CommandGroup, help="The event log.", no_args_is_help=True)
+
+
+@store_app.callback()
+def _store(home: HomeOption = None) -> None:
+    """The event log."""
+    use_home(home)
+
+
+@store_app.command("rebuild")
+def store_rebuild(home: HomeOption = None) -> None:
+    """Rebuild the projections (seed status, spend, accepted items) from the log."""
+    with open_app(home) as app_:
+        count = app_.projections().rebuild()
+        console.print(f"projections rebuilt from {count} events")
+
+
+@store_app.command("verify")
+def store_verify(
+    home: HomeOption = None,
+    anchor: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--anchor",
+            help="Also check the log against the anchors published in this export folder, "
+            "benchmark.json, report.json or anchor file (repeatable): a rewrite after an anchor "
+            "was taken shows, even one made with the log key.",
+        ),
+    ] = None,
+) -> None:
+    """Check every stream of the log against its keyed hash chain and head (exit 4 at the first
+    event that is not what was written: edited, inserted, deleted or reordered), and against
+    published anchors."""
+    from playlisteval import integrity, runs
+
+    with open_app(home) as app_:
+        anchors = [named for path in anchor or [] for named in integrity.read_anchors(path)]
+        streams = len(app_.events.streams())
+        events = app_.events.last_seq()
+        problems = [str(p) for p in runs.verify_store(app_)]
+        first = f"the first at seq {runs.verify_store(app_)[0].seq}" if problems else ""
+        moved = integrity.check_anchors(app_.events, anchors)
+    if not problems and not moved:
+        console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
+        for named in anchors:
+            console.print(f"[green]ok[/]: {escape(named.label)} matches its anchor {named.anchor}")
+        return
+    if problems:
+        err_console.print(f"[bold red]the log was changed[/]: {len(problems)} problem(s); {first}")
+    for line in moved:
+        err_console.print(f"[bold red]the log differs from an anchor[/]: {escape(line)}")
+    for problem in problems[:10]:
+        err_console.print(f"  {escape(problem)}")
+    err_console.print(
+        "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
+        "to see what differs"
+    )
+    raise typer.Exit(EXIT_TAMPERED)
+
+
+@store_app.command("anchor")
+def store_anchor(
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", help="Anchor this run's streams (repeatable; default: every run)."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the anchors here as JSON (to publish or keep apart)."),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """The anchors of runs as the log holds them now: publish them (or keep them away from the
+    workspace) and `store verify --anchor FILE` shows any later rewrite of those runs."""
+    from playlisteval import integrity
+    from playlisteval.overview import list_runs
+
+    with open_app(home) as app_:
+        run_ids = run or [row.run_id for row in list_runs(app_)]
+        if not run_ids:
+            raise ConfigError("no run in this workspace's log to anchor")
+        anchors = [integrity.run_anchor(app_, run_id) for run_id in run_ids]
+    text = json.dumps({"anchors": [a.to_json() for a in anchors]}, indent=2) + "\n"
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"{len(anchors)} anchor(s) written to {out}")
+    else:
+        console.print(text, end="", markup=False, highlight=False)
