@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from store.coordination import AccountRow, BudgetAccounts, HoldRow
+from sqlalchemy import inspect
+
+from store.coordination import BUDGET_ACCOUNTS, BUDGET_HOLDS, AccountRow, HoldRow, read_accounts
 from store.events import CallId, seed_stream
 from store.eventstore import EventStore, StoredEvent
 from store.ledger import CALL_TYPES, LedgerFold
@@ -161,7 +163,12 @@ def check_accounts(events: EventStore, streams: Sequence[str] | None = None) -> 
     the log); the accounts are the campaign's, so leave out no stream whose calls reserved in
     them.
     """
-    accounts, holds = BudgetAccounts(events.engine).snapshot()
+    tables = inspect(events.engine)
+    if not all(tables.has_table(t.name) for t in (BUDGET_ACCOUNTS, BUDGET_HOLDS)):
+        # A workspace no fleet ever ran on: nothing to compare, and nothing is created (the
+        # check runs on read-only, archived workspaces too).
+        return compare_accounts([], [], [])
+    accounts, holds = read_accounts(events.engine)
     calls = events.read_all(types=sorted(CALL_TYPES))
     if streams is not None:
         calls = [c for c in calls if c.stream.startswith(tuple(streams))]

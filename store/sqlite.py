@@ -42,7 +42,8 @@ def refuse_writes(engine: Engine, what: str) -> Engine:
     def check(
         _conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
     ) -> None:
-        if not statement.lstrip()[:6].upper().startswith(_READS):
+        head = statement.strip().upper()
+        if not (head.startswith(_READS) or head in _READ_TRANSACTIONS):
             raise ConfigError(
                 f"{what} is read-only (an archived workspace, or files this user may not write): "
                 "this command writes to it; run it on a writable copy (`cp -a`), or give this "
@@ -54,3 +55,5 @@ def refuse_writes(engine: Engine, what: str) -> Engine:
 
 
 _READS = ("SELECT", "PRAGMA", "WITH")
+# A deferred transaction takes no write lock: a reader opens one to see one snapshot.
+_READ_TRANSACTIONS = ("BEGIN", "BEGIN DEFERRED", "BEGIN TRANSACTION", "BEGIN DEFERRED TRANSACTION")

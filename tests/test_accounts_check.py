@@ -14,9 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
+from typer.testing import CliRunner
 
 from agents.fleet import start_run
 from playlisteval.app import App, curation_config
+from playlisteval.cli import EXIT_TAMPERED
+from playlisteval.cli import app as cli_app
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from policies import budget as policies_budget
 from store.accounts_check import (
@@ -28,7 +32,7 @@ from store.accounts_check import (
     day_account,
     hold_call,
 )
-from store.coordination import BudgetAccounts
+from store.coordination import BUDGET_ACCOUNTS, BudgetAccounts
 from store.events import CallFailed, CallRecorded, CallReserved, seed_stream
 from store.eventstore import EventStore
 from tests.conftest import PG_URL
@@ -307,4 +311,19 @@ def test_after_a_worker_is_killed_with_calls_in_flight_and_another_finishes_the_
     total = next(a for a in after.accounts if a.name == TOTAL_ACCOUNT)
     assert total.reserved_micros == 0
     assert total.spent_micros == total.ledger_micros > 0
+
+    # `store verify` says so too; and names the account once it no longer matches the ledger.
+    verified = CliRunner().invoke(cli_app, ["store", "verify", "--home", str(home)])
+    assert verified.exit_code == 0, verified.output
+    assert "the budget accounts agree with the ledger" in verified.output
+    with app.events.engine.begin() as conn:
+        conn.execute(
+            update(BUDGET_ACCOUNTS)
+            .where(BUDGET_ACCOUNTS.c.name == TOTAL_ACCOUNT)
+            .values(spent_micros=BUDGET_ACCOUNTS.c.spent_micros - 1)
+        )
+    edited = CliRunner().invoke(cli_app, ["store", "verify", "--home", str(home)])
+    assert edited.exit_code == EXIT_TAMPERED, edited.output
+    assert "the budget accounts differ from the ledger" in edited.output
+    assert f"account {TOTAL_ACCOUNT}" in edited.output
     app.close()

@@ -45,32 +45,53 @@ def store_verify(
     ] = None,
 ) -> None:
     """Check every stream of the log against its keyed hash chain and head (exit 4 at the first
-    event that is not what was written: edited, inserted, deleted or reordered), and against
-    published anchors."""
+    event that is not what was written: edited, inserted, deleted or reordered), against
+    published anchors, and (for a fleet's database) the shared budget accounts against the
+    ledger of the log's calls: they must say the same spend (exit 4 naming each difference).
+    Run it while the fleet is stopped or idle: a call that moves between the two reads shows."""
     from playlisteval import integrity, runs
+    from store.accounts_check import check_accounts
 
     with open_app(home) as app_:
         anchors = [named for path in anchor or [] for named in integrity.read_anchors(path)]
         streams = len(app_.events.streams())
         events = app_.events.last_seq()
-        problems = [str(p) for p in runs.verify_store(app_)]
-        first = f"the first at seq {runs.verify_store(app_)[0].seq}" if problems else ""
+        found = runs.verify_store(app_)
+        problems = [str(p) for p in found]
+        first = f"the first at seq {found[0].seq}" if found else ""
         moved = integrity.check_anchors(app_.events, anchors)
-    if not problems and not moved:
+        accounts = check_accounts(app_.events)
+    if not problems and not moved and accounts.equal:
         console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
         for named in anchors:
             console.print(f"[green]ok[/]: {escape(named.label)} matches its anchor {named.anchor}")
+        if accounts.campaign:
+            console.print(f"[green]ok[/]: {escape(accounts.lines()[0])}")
         return
+    if not accounts.equal:
+        err_console.print(
+            "[bold red]the budget accounts differ from the ledger[/]: "
+            f"{len(accounts.differences)} difference(s)"
+        )
+        for line in accounts.lines()[:10]:
+            err_console.print(f"  {escape(line)}")
     if problems:
         err_console.print(f"[bold red]the log was changed[/]: {len(problems)} problem(s); {first}")
     for line in moved:
         err_console.print(f"[bold red]the log differs from an anchor[/]: {escape(line)}")
     for problem in problems[:10]:
         err_console.print(f"  {escape(problem)}")
-    err_console.print(
-        "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
-        "to see what differs"
-    )
+    if problems or moved:
+        err_console.print(
+            "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
+            "to see what differs"
+        )
+    else:
+        err_console.print(
+            "  the log's chains are intact, so the ledger is the record: check the accounts "
+            "again with the fleet stopped (a call settling between the two reads shows here), "
+            "then look for a worker killed between a hold and its log entry"
+        )
     raise typer.Exit(EXIT_TAMPERED)
 
 

@@ -18,7 +18,13 @@ machines, and one SQLite file does the same for the processes of one machine. Ea
 Every public name is handed on here, so ``from store.coordination import …`` reads as before.
 """
 
-from store.coordination.accounts import AccountExhausted, AccountRow, BudgetAccounts, HoldRow
+from store.coordination.accounts import (
+    AccountExhausted,
+    AccountRow,
+    BudgetAccounts,
+    HoldRow,
+    read_accounts,
+)
 from store.coordination.leases import LeaseHeld, Leases, NamedLease
 from store.coordination.queue import STATES, ItemRow, ItemState, Lease, WorkItem, WorkQueue
 from store.coordination.rates import RateWindows, window_wait
@@ -59,6 +65,7 @@ __all__ = [
     "WorkQueue",
     "create_tables",
     "db_now",
+    "read_accounts",
     "window_wait",
     "write_transaction",
 ]

@@ -218,22 +218,27 @@ class BudgetAccounts:
             return int(conn.execute(select(func.count()).select_from(BUDGET_HOLDS)).scalar_one())
 
     def snapshot(self) -> tuple[list[AccountRow], list[HoldRow]]:
-        """Every account and every hold outstanding, by name, read in one transaction: a
-        reservation or a settlement committed meanwhile shows in both or in neither."""
-        with self.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            else:
-                conn.exec_driver_sql("BEGIN")  # SQLite reads from one snapshot until the end
-            try:
-                rows = conn.execute(select(BUDGET_ACCOUNTS).order_by(_A.name)).all()
-                holds = conn.execute(select(BUDGET_HOLDS).order_by(_H.id)).all()
-            finally:
-                conn.rollback()
-        accounts = [
-            AccountRow(r.name, r.cap_micros, int(r.spent_micros), int(r.reserved_micros))
-            for r in rows
-        ]
-        return accounts, [
-            HoldRow(h.id, tuple(h.accounts), int(h.micros), h.item_id, h.owner) for h in holds
-        ]
+        """Every account and every hold outstanding (:func:`read_accounts`)."""
+        return read_accounts(self.engine)
+
+
+def read_accounts(engine: Engine) -> tuple[list[AccountRow], list[HoldRow]]:
+    """Every account of ``engine``'s database and every hold outstanding, by name, read in one
+    transaction (a reservation or a settlement committed meanwhile shows in both or in neither),
+    creating nothing: it reads read-only, archived databases too."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        else:
+            conn.exec_driver_sql("BEGIN")  # SQLite reads from one snapshot until the end
+        try:
+            rows = conn.execute(select(BUDGET_ACCOUNTS).order_by(_A.name)).all()
+            holds = conn.execute(select(BUDGET_HOLDS).order_by(_H.id)).all()
+        finally:
+            conn.rollback()
+    accounts = [
+        AccountRow(r.name, r.cap_micros, int(r.spent_micros), int(r.reserved_micros)) for r in rows
+    ]
+    return accounts, [
+        HoldRow(h.id, tuple(h.accounts), int(h.micros), h.item_id, h.owner) for h in holds
+    ]
