@@ -41,9 +41,9 @@ REAL = "qwen2.5-coder-1.5b"
 CONTROL = "qwen2.5-coder-0.5b"
 PACKAGED = {REAL: "qwen2.5-coder-1.5b-instruct", CONTROL: "qwen2.5-coder-0.5b-instruct"}
 OFFLINE = ("offline-first", "offline-transcript")
-# Transcript only: the chunks around 8 instants in the spans BM25 retrieves (a real model reads
+# Transcript only: the chunks around 4 instants in the spans BM25 retrieves (a real model reads
 # every token of its prompt on the CPU, so the transcript is kept to a few chunks).
-CONDITION = "retrieved:bm25:transcript:1h:8"
+CONDITION = "retrieved:bm25:transcript:1h:4"
 
 
 def judge_settings(judges: list[str]) -> dict[str, Any]:
