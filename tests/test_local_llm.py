@@ -26,6 +26,7 @@ from tools.gguf_models import (
     PACKAGED_MODELS,
     PackagedModel,
     load_causal_lm,
+    local_path_problem,
     packaged_gguf,
     resolve_gguf,
 )
@@ -201,6 +202,20 @@ def test_a_packaged_name_and_a_folder_of_one_gguf_resolve_to_files_that_load(
 def test_a_local_path_that_is_no_model_says_what_to_give(local_path: str) -> None:
     with pytest.raises(ConfigError, match=r"neither a \.gguf file, a model folder nor a packaged"):
         resolve_gguf(local_path)
+    assert "neither a .gguf file" in str(local_path_problem(local_path))
+
+
+def test_a_local_path_is_checked_without_joining_anything(
+    packaged: tuple[PackagedModel, Path], tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, cache = packaged
+    assert local_path_problem(str(tiny_gguf)) is None
+    assert local_path_problem(str(tiny_gguf.parent)) is None
+    assert local_path_problem(model.name) is None
+    assert not cache.exists()  # checked, not joined
+    absent = PackagedModel("absent", ("absentpkg_part1", "absentpkg_part2"), "none", "none")
+    monkeypatch.setitem(PACKAGED_MODELS, absent.name, absent)
+    assert "missing 2 of its 2 parts" in str(local_path_problem("absent"))
 
 
 # -- the judge -----------------------------------------------------------------------------------

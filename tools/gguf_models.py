@@ -32,6 +32,7 @@ __all__ = [
     "GGUFSource",
     "PackagedModel",
     "load_causal_lm",
+    "local_path_problem",
     "packaged_gguf",
     "packaged_parts",
     "resolve_gguf",
@@ -236,6 +237,28 @@ def resolve_gguf(local_path: str) -> GGUFSource:
         f"local model {text!r} is neither a .gguf file, a model folder nor a packaged model "
         f"({', '.join(sorted(PACKAGED_MODELS))}); give one of those"
     )
+
+
+def local_path_problem(local_path: str) -> str | None:
+    """What is wrong with ``local_path`` as :func:`resolve_gguf` would read it, without joining
+    or loading anything (for ``playlisteval doctor``); None when it names a model here."""
+    text = local_path.strip()
+    path = Path(text).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return None
+    if path.is_dir():
+        ggufs = list(path.glob("*.gguf"))
+        if (path / "config.json").is_file() or len(ggufs) == 1:
+            return None
+        return f"{text!r} holds no config.json and {len(ggufs)} .gguf files"
+    model = PACKAGED_MODELS.get(text)
+    if model is not None:
+        try:
+            packaged_parts(model)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    return f"{text!r} is neither a .gguf file, a model folder nor a packaged model"
 
 
 @dataclass
