@@ -173,8 +173,20 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="judge the first N pairs only")
     parser.add_argument("--condition", default=CONDITION)
     parser.add_argument("--control", action="store_true", help="add the 0.5B model")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="print the figures of the judgments already written (a run stopped part-way)",
+    )
     args = parser.parse_args()
     judges = [REAL, *([CONTROL] if args.control else []), *OFFLINE]
+    if args.report_only:
+        from agents.evaluation import JUDGMENTS_FILE, read_judgments
+
+        records = read_judgments(args.workdir / "eval" / JUDGMENTS_FILE)
+        print(f"# Judgments written so far ({machine()})")
+        print_figures(records, judges, args.condition)
+        return
     for judge in judges:
         if judge in PACKAGED:
             started = time.perf_counter()
@@ -186,7 +198,13 @@ def main() -> None:
     records = evaluate(home, bench, out, judges, args)
     seconds = time.perf_counter() - started
     print(f"\n# Real model beside the offline judges ({machine()})")
-    print(f"condition {args.condition}; benchmark {bench}; {seconds:.0f} s in all")
+    print(f"benchmark {bench}; {seconds:.0f} s in all")
+    print_figures(records, judges, args.condition)
+
+
+def print_figures(records: list[Any], judges: list[str], condition: str) -> None:
+    """The table of every judge's figures under ``condition``."""
+    print(f"condition {condition}")
     print("| judge | judgments | accuracy | Wilson 95 % | position consistency | position bias |")
     print("|---|---|---|---|---|---|")
     for judge in judges:
