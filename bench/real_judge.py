@@ -164,6 +164,60 @@ def evaluate(home: Path, bench: Path, out: Path, judges: list[str], args: Any) -
     return list(result.records)
 
 
+# Transcript items whose answers the transcript does separate: (transcript, question, right,
+# wrong). A judge that reads the transcript prefers the right answer in both orders.
+SANITY = (
+    (
+        "First melt the butter in the pan, then add the garlic, and only then the onions.",
+        "What goes into the pan right after the butter?",
+        "The garlic goes in right after the butter.",
+        "The onions go in right after the butter.",
+    ),
+    (
+        "The telescope is pointed at Saturn tonight; Jupiter is below the horizon until dawn.",
+        "Which planet is observed tonight?",
+        "Saturn is observed tonight.",
+        "Jupiter is observed tonight.",
+    ),
+    (
+        "Cut the tenons first with the rip saw, and clean them with a chisel afterwards.",
+        "Which tool cuts the tenons?",
+        "The rip saw cuts the tenons.",
+        "The chisel cuts the tenons.",
+    ),
+    (
+        "The score was two to one at half time, and nobody scored in the second half.",
+        "What was the final score?",
+        "The final score was two to one.",
+        "The final score was three to one.",
+    ),
+)
+
+
+def sanity(judge: str) -> None:
+    """The packaged ``judge`` on :data:`SANITY`, both orders: right answers and margins."""
+    from tools.gguf_models import load_causal_lm, resolve_gguf
+    from tools.providers.local_llm import judge_pair
+    from tools.roles import ChunkText, PairJudgeContext, SegmentEvidence
+
+    lm = load_causal_lm(resolve_gguf(PACKAGED[judge]))
+    right = total = 0
+    for transcript, question, good, bad in SANITY:
+        chunk = ChunkText(start_s=0, end_s=30, text=transcript)
+        segment = SegmentEvidence(
+            segment_id="s", video_id="v", start_s=0, end_s=30, chunks=(chunk,)
+        )
+        for first, second, wanted in ((good, bad, "A"), (bad, good, "B")):
+            context = PairJudgeContext(
+                question=question, answer_a=first, answer_b=second, segments=(segment,)
+            )
+            verdict, scores = judge_pair(lm, context)
+            total += 1
+            right += verdict.choice == wanted
+            print(f"{judge}: {question[:40]!r} wanted {wanted}, margin A-B {scores.margin:+.3f}")
+    print(f"{judge}: right in {right} of {total} orders ({len(SANITY)} items, both orders)")
+
+
 def main() -> None:
     """Join the model, make the benchmark, evaluate, print the figures."""
     from tools.gguf_models import packaged_gguf
@@ -178,8 +232,17 @@ def main() -> None:
         action="store_true",
         help="print the figures of the judgments already written (a run stopped part-way)",
     )
+    parser.add_argument(
+        "--sanity",
+        action="store_true",
+        help="only the hand-written items whose transcript separates the answers",
+    )
     args = parser.parse_args()
     judges = [REAL, *([CONTROL] if args.control else []), *OFFLINE]
+    if args.sanity:
+        for judge in (j for j in judges if j in PACKAGED):
+            sanity(judge)
+        return
     if args.report_only:
         from agents.evaluation import JUDGMENTS_FILE, read_judgments
 
