@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint typecheck bench
+.PHONY: setup demo test lint typecheck bench real-judge
 
 $(STAMP): pyproject.toml
 	bash scripts/setup.sh
@@ -31,3 +31,11 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python bench/index.py
+
+# A real model (Qwen2.5-Coder-1.5B-Instruct from the `real` extra's GGUF parts, on the CPU) judges
+# the demo benchmark's transcript-only condition beside the offline judges (bench/real_judge.py;
+# minutes to load, a minute or more per call on 2 cores: LIMIT bounds the pairs).
+LIMIT ?= 6
+real-judge: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[real]"
+	nice -n 19 $(BIN)/python bench/real_judge.py --limit $(LIMIT)

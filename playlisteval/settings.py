@@ -143,6 +143,11 @@ class IndexSettings(Section):
     )
     frame_fps: float = Field(0.5, gt=0, description="Frames sampled per second for embeddings.")
     frame_max_height: int = Field(720, gt=0, description="Frames are scaled down to this height.")
+    ocr: bool = Field(
+        False,
+        description="Read on-screen text from each chunk's frames (RapidOCR, the `ocr` extra) "
+        "and embed it beside the transcript; the stored transcript stays what was said.",
+    )
     audio_rate: int = Field(16_000, description="Sample rate of per-chunk audio (mono).")
     transcriber: Literal["auto", "captions", "faster-whisper", "qwen3-asr", "dashscope", "none"] = (
         Field("auto", description="auto: captions when present, else `local_transcriber`.")

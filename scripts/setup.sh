@@ -9,6 +9,9 @@ command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
 # Headless chromium and its driver: the validation UI's end-to-end test drives them.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+# Real media for the tests and benches: LibriVox speech with transcripts, real street footage.
+dpkg -s pocketsphinx-testdata >/dev/null 2>&1 || need_apt+=(pocketsphinx-testdata)
+dpkg -s opencv-doc >/dev/null 2>&1 || need_apt+=(opencv-doc)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq

@@ -51,6 +51,7 @@ from tools import ingest, media
 from tools.calibration import Calibration, SeedBand, calibrate, pair_cosines
 from tools.devices import device_slot
 from tools.embeddings import ChunkContent, Embedder
+from tools.ocr import ScreenTextReader, with_screen_text
 from tools.seeding import (
     SegmentRef,
     find_near_duplicates,
@@ -86,6 +87,9 @@ class IndexConfig:
     collection_prefix: str = "playlisteval"
     max_download_height: int = 720
     subtitle_langs: tuple[str, ...] = ("en",)
+    # Read on-screen text from each chunk's frames and embed it beside the transcript
+    # (``index.ocr``; tools/ocr.py). The stored transcript stays what was said.
+    ocr: bool = False
 
     @property
     def chunk_collection(self) -> str:
@@ -930,6 +934,7 @@ class Indexer(IndexStore):
         super().__init__(catalog, vectors, config, media_dir, progress)
         self.embedder = embedder
         self.transcriber = transcriber
+        self.screen_text = ScreenTextReader() if config.ocr else None
 
     def decode_spec(self) -> DecodeSpec:
         """How this indexer's videos are decoded (frames at the embedder's height)."""
@@ -1035,8 +1040,13 @@ class Indexer(IndexStore):
             transcript = transcribe_batch(
                 self.transcriber, spans, captions, audio, self.config.audio_rate
             )
+        texts = transcript.texts
+        if self.screen_text is not None:
+            reader = self.screen_text
+            shown = [reader.read_chunk(frames) for _, frames in batch]
+            texts = [with_screen_text(t, s) for t, s in zip(texts, shown, strict=True)]
         with device_slot(self.embedder):
-            vectors = embed_batch(self.embedder, [frames for _, frames in batch], transcript.texts)
+            vectors = embed_batch(self.embedder, [frames for _, frames in batch], texts)
         indices = [idx for idx, _ in batch]
         self._write_batch(
             video, indices, spans, transcript, vectors, self.embedder.name, bool(captions)
