@@ -118,18 +118,10 @@ def smoke_targets(
         unknown = sorted(set(roles) - set(ROLES))
         if unknown:
             raise ValueError(f"unknown role(s) {unknown!r}; the roles are {sorted(ROLES)!r}")
-    by_role: dict[str, Sequence[str]] = {
-        "phase1_generator": [models.phase1_generator],
-        "phase2_generator": [models.phase2_generator],
-        "transcript_answerer": [models.transcript_answerer],
-        "transcript_matcher": [models.transcript_matcher],
-        "parametric_answerer": [answerer for answerer, _ in models.parametric_pairs],
-        "parametric_verifier": [verifier for _, verifier in models.parametric_pairs],
-        "sufficiency": [models.sufficiency],
-        "textual_ranker": list(models.textual_rankers),
-        "visual_ranker": [models.visual_ranker],
-        "pair_judge": list(judges),
-    }
+    # Who plays each role is the slot table's (RoleModels.playing); the difficulty judges, which
+    # no curation run casts, play pair_judge.
+    by_role: dict[str, Sequence[str]] = dict(models.playing())
+    by_role["pair_judge"] = (*by_role.get("pair_judge", ()), *judges)
     targets: list[SmokeTarget] = []
     for role in ROLES:
         if roles is not None and role not in roles:

@@ -68,7 +68,7 @@ from store.events import CallRecorded, Event, seed_stream
 from store.eventstore import SqliteEventStore
 from tools.roles import QA, Phase1Context
 
-# The demo's index settings (playlisteval/cli.py): short segments for the short synthetic videos.
+# The demo's index settings (playlisteval/cli/demo.py): short segments for short synthetic videos.
 BENCH_SETTINGS = """\
 # Written by bench/curate.py: the demo's short segments for the short synthetic videos.
 [index]

@@ -7,8 +7,9 @@ provider's own words when it did not pass — then the total. Exit 0 when every 
 when any failed (as ``doctor`` exits on a failed check), 2 when none failed but the cap skipped
 some (raise ``--budget``) or the workspace or a value needs fixing.
 
-``cli.py`` adds the command with :func:`register` (it cannot be imported from here: ``cli``
-imports this module).
+``playlisteval/cli/__init__.py`` lists the command with a one-line help and imports this
+module (and calls :func:`register`) only when ``smoke`` runs or shows its own help, so the other
+commands start without its imports.
 """
 
 from __future__ import annotations

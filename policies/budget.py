@@ -24,6 +24,8 @@ from typing import Literal
 
 import structlog
 
+from store.accounts_check import TOTAL_ACCOUNT as TOTAL_ACCOUNT  # handed on: fleet, app
+from store.accounts_check import day_account as store_day_account
 from store.coordination import AccountExhausted, BudgetAccounts
 from store.errors import ConfigError, PlaylistEvalError
 
@@ -459,12 +461,10 @@ class SharedBudget(Budget):
             _log.warning("budget_hold_written_off", hold=hold, actual_micros=micros)
 
 
-TOTAL_ACCOUNT = "total"
-
-
 def day_account(now: datetime | None = None) -> str:
-    """The budget account of the current UTC day."""
-    return "day:" + (now or datetime.now(UTC)).strftime("%Y-%m-%d")
+    """The budget account of the current UTC day (of ``now``'s, when given): the name
+    :func:`store.accounts_check.day_account` gives, which the accounts check reads."""
+    return store_day_account(now or datetime.now(UTC))
 
 
 @dataclass
