@@ -158,13 +158,16 @@ def source_sentence(source: Source, sources: Mapping[str, JudgeSource]) -> str:
     """The banner sentence that says who answered (and that offline is a harness), and which
     judges are real models run on this machine."""
     real = [s.judge for s in sources.values() if s.real_local]
-    said = _mode_sentence(source, sources)
-    if real:
-        said += (
-            f" Real models: {', '.join(real)} ({REAL_LOCAL_LABEL}, run on this machine: its "
-            "figures are a real model's, not the harness's)."
+    if not real:
+        return _mode_sentence(source, sources)
+    said = f"Real models: {', '.join(real)} ({REAL_LOCAL_LABEL}, run on this machine)."
+    if source == "mixed":
+        offline = ", ".join(s.judge for s in sources.values() if s.mode != "live")
+        return (
+            f"Mixed evaluation: {offline} answered offline, in whole or in part. "
+            f"{REAL_BESIDE_OFFLINE_NOTE} {said}"
         )
-    return said
+    return f"{_mode_sentence(source, sources)} {said}"
 
 
 def _mode_sentence(source: Source, sources: Mapping[str, JudgeSource]) -> str:
