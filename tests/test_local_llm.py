@@ -446,6 +446,57 @@ def test_a_local_model_is_priced_at_zero_not_refused() -> None:
     assert prices.cost_micros("tiny-judge", usage) == 0
 
 
+def test_a_real_local_id_in_the_settings_is_priced_at_zero_with_no_row_written(
+    tmp_path: Path,
+) -> None:
+    from playlisteval.app import price_overrides, real_local_models
+
+    served = {"family": FAMILY_NAME, "local_path": "qwen2.5-coder-1.5b-instruct"}
+    settings = load_settings(
+        tmp_path,
+        providers={"models": {"coder-judge": served, "own-vllm": {"family": "openai-compatible"}}},
+        budget={
+            "price_overrides": {"pricey-local": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+        },
+    )
+    assert real_local_models(settings) == ["coder-judge"]
+    prices = PriceTable.load(overrides=price_overrides(settings), use_genai_prices=False)
+    assert prices.cost_micros("coder-judge", Usage(input_text_tokens=50_000, output_tokens=2)) == 0
+    # A row written by hand still wins.
+    served_at_a_price = load_settings(
+        tmp_path,
+        providers={"models": {"pricey-local": served}},
+        budget={
+            "price_overrides": {"pricey-local": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+        },
+    )
+    assert price_overrides(served_at_a_price)["pricey-local"]["input_per_mtok"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("judge", "local_path"),
+    [
+        ("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct"),
+        ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-0.5b-instruct"),
+        ("/models/judge.gguf", "/models/judge.gguf"),
+        ("gpt-7-local", None),
+    ],
+)
+def test_an_unknown_judges_hint_suggests_the_real_local_family_where_its_id_names_one(
+    judge: str, local_path: str | None
+) -> None:
+    from playlisteval.runs import judge_toml
+
+    toml = judge_toml(judge)
+    if local_path is not None:
+        assert 'family = "real-local"' in toml
+        assert f'local_path = "{local_path}"' in toml
+        assert "price_overrides" not in toml  # priced at zero without a row
+    else:
+        assert 'family = "openai-compatible"' in toml
+        assert '# family = "real-local"' in toml  # the other choice, commented
+
+
 def test_the_family_is_found_keyless_local_and_labelled_a_real_local_model() -> None:
     spec = families()[FAMILY_NAME]
     assert spec is FAMILY

@@ -237,7 +237,8 @@ def eval_(
             "--live/--offline",
             help="Call the configured providers for the judges that are not offline ones (their "
             "keys and a cap needed) or play them with the offline provider (default: "
-            "curation.offline, which is true).",
+            "curation.offline, which is true). A real-local judge (a model run on this "
+            "machine) answers as itself either way.",
         ),
     ] = None,
     limit: Annotated[
