@@ -279,6 +279,31 @@ def recorded_scores(home: Path, out: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def pair_summary(records: list[Any], judge: str) -> str:
+    """``judge``'s decisions by pair: the two orders of a pair are one decision for the
+    two-order judge (it mirrors itself), so its interval is over pairs, not judgments."""
+    from policies.agreement import wilson_interval
+
+    picked: dict[str, set[str]] = {}
+    for record in records:
+        if record.judge != judge:
+            continue
+        first, second = (
+            ("chosen", "rejected") if record.order == "chosen_first" else ("rejected", "chosen")
+        )
+        named = {"A": first, "B": second}.get(str(record.verdict), "tie")
+        picked.setdefault(record.pair_id, set()).add(named)
+    right = sum(1 for p in picked.values() if p == {"chosen"})
+    wrong = sum(1 for p in picked.values() if p == {"rejected"})
+    tied = sum(1 for p in picked.values() if p == {"tie"})
+    split = len(picked) - right - wrong - tied
+    low, high = wilson_interval(right, right + wrong) if right + wrong else (0.0, 1.0)
+    return (
+        f"{judge}: by pair, the better answer in {right} of {right + wrong} decided pairs "
+        f"(Wilson 95 % [{low:.3f}, {high:.3f}]), {tied} tied, {split} split across orders"
+    )
+
+
 def margin_summary(scores: dict[str, dict[str, Any]], records: list[Any], judge: str) -> str:
     """How far the raw margins and the debiased ones range for ``judge``'s calls."""
     mine = [scores[r.call_key] for r in records if r.judge == judge and r.call_key in scores]
@@ -372,6 +397,7 @@ def print_figures(
             print(figures(records, judge, f"{judge} (offline harness)"))
     for judge in judges:
         if judge in PACKAGED:
+            print(pair_summary(records, judge))
             print(margin_summary(scores, records, judge))
 
 
