@@ -30,6 +30,7 @@ from store.events import (
 from store.eventstore import EventStore
 from store.ledger import LedgerFold
 from store.runlog import run_cap, run_started
+from tools.providers.local_llm import REAL_LOCAL_LABEL, answered_by_real_local
 
 
 @dataclass
@@ -140,6 +141,8 @@ def describe_step(step: Mapping[str, Any]) -> str:
     if kind == "call":
         source = " (served from the log, free)" if step["replayed"] else ""
         who = "offline provider as " if step.get("offline") else ""
+        if step.get("real_local"):
+            who = f"{REAL_LOCAL_LABEL} "
         return f"call {step['role']} → {who}{step['model']}: {_usd(step['cost_micros'])}{source}"
     if kind == "call failed":
         charged = step.get("charged_micros") or 0
@@ -180,6 +183,8 @@ def _step_of(event: AnyEvent, settled: int) -> dict[str, Any] | None:
             "cost_micros": settled,
             "replayed": event.replayed,
             "offline": event.offline,
+            # Only where true: the steps of every other call read as they always have.
+            **({"real_local": True} if answered_by_real_local(event.response) else {}),
         }
     if isinstance(event, CallFailed):
         return {

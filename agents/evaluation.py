@@ -74,6 +74,8 @@ from store.version import code_version
 from tools import media
 from tools.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
 from tools.clips import ClipFetcher
+from tools.providers.judges import OFFLINE_JUDGES
+from tools.providers.local_llm import REAL_LOCAL_LABEL
 from tools.retrieval import RetrievedSpan, build_haystack
 from tools.roles import (
     ChunkText,
@@ -112,6 +114,30 @@ OFFLINE_JUDGE_PRICES: dict[str, dict[str, float]] = {
 }
 
 logger = structlog.get_logger("playlisteval.evaluation")
+
+
+#: How ``evaluation.json``'s sessions name who answered a judge (``answered_by``).
+OFFLINE_PROVIDER_LABEL = "offline provider (a harness, not evidence of model quality)"
+LIVE_PROVIDER_LABEL = "live provider"
+
+
+def answered_by(
+    judges: Iterable[str], offline: bool, traffic: Callable[[str], Traffic | None] | None
+) -> dict[str, str]:
+    """Judge → who answers its calls in a session: a real local model wherever its traffic
+    says so (:data:`tools.providers.local_llm.REAL_LOCAL_LABEL`, in offline sessions too),
+    else the offline provider (an offline judge, or any judge of an offline session), else a
+    live provider."""
+    found: dict[str, str] = {}
+    for judge in judges:
+        travels = traffic(judge) if traffic is not None else None
+        if travels is not None and travels.real_local:
+            found[judge] = REAL_LOCAL_LABEL
+        elif offline or judge in OFFLINE_JUDGES:
+            found[judge] = OFFLINE_PROVIDER_LABEL
+        else:
+            found[judge] = LIVE_PROVIDER_LABEL
+    return found
 
 
 def eval_stream(evaluation_id: str) -> str:
@@ -625,11 +651,13 @@ def _evaluation_json(
     conditions: Sequence[Condition],
     now: datetime,
     offline: bool,
+    answered: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The evaluation's description: kept (judges and conditions added) when it exists, and one
-    more entry in ``sessions`` (when, which code, offline or live, and how the benchmark's
-    records matched its ``benchmark.json``) for each call that judges into it, so its figures
-    can be traced to the code, the mode and the records that made them. ``benchmark_modified``
+    more entry in ``sessions`` (when, which code, offline or live, who answered each judge —
+    ``answered``, :func:`answered_by` — and how the benchmark's records matched its
+    ``benchmark.json``) for each call that judges into it, so its figures can be traced to the
+    code, the mode and the records that made them. ``benchmark_modified``
     stays true once a session judged records changed after their export (allowed on purpose),
     and ``benchmark_json_sha256`` is the hash ``benchmark.json`` gave last (None without it)."""
     sha = benchmark.content_sha256
@@ -664,6 +692,7 @@ def _evaluation_json(
                 "code_version": code_version(),
                 "offline": offline,
                 "benchmark": benchmark.check,
+                **({"answered_by": dict(answered)} if answered is not None else {}),
             },
         ],
     }
@@ -730,7 +759,8 @@ async def evaluate(
     earlier = read_judgments(judgments_path)
     done = {r.key for r in earlier}
     now = now or datetime.now(tz=UTC)
-    meta = _begin_evaluation(out_dir, benchmark, judges, conditions, now, offline=offline)
+    answered = answered_by(judges, offline, deps.traffic)
+    meta = _begin_evaluation(out_dir, benchmark, judges, conditions, now, offline, answered)
     evaluation_id = str(meta["evaluation_id"])
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in deps.store.read_stream(stream)]
@@ -818,10 +848,11 @@ def _begin_evaluation(
     conditions: Sequence[Condition],
     now: datetime,
     offline: bool,
+    answered: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write the evaluation's description with this session in it (:func:`_evaluation_json`)
     and say so when the benchmark's records changed after their export; the description."""
-    meta = _evaluation_json(out_dir, benchmark, judges, conditions, now, offline=offline)
+    meta = _evaluation_json(out_dir, benchmark, judges, conditions, now, offline, answered)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if benchmark.check == "modified":

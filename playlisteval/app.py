@@ -51,6 +51,7 @@ from tools.embeddings import Embedder, FrameStatsTextEmbedder, make_embedder
 from tools.indexer import IndexConfig, Indexer, IndexProgress
 from tools.providers.base import ProviderConfig
 from tools.providers.family import ProviderFamily
+from tools.providers.local_llm import free_price_rows, is_real_local
 from tools.providers.registry import ProviderRegistry, families, family_named, family_of
 from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
 from tools.search import ChunkSearch
@@ -96,6 +97,7 @@ def index_config(settings: Settings) -> IndexConfig:
         collection_prefix=settings.vectors.collection_prefix,
         max_download_height=settings.ingest.max_height,
         subtitle_langs=tuple(settings.ingest.subtitle_langs),
+        ocr=idx.ocr,
     )
 
 
@@ -272,6 +274,29 @@ def endpoint(settings: Settings, model_id: str) -> tuple[ProviderFamily, ModelEn
     return family, found
 
 
+def real_local_models(settings: Settings) -> list[str]:
+    """The model ids the settings serve by the ``real-local`` family: real models run on this
+    machine, keyless and free, that answer as themselves in offline runs too."""
+    found = []
+    for model_id in sorted(settings.providers.models):
+        try:
+            family, _found = endpoint(settings, model_id)
+        except ConfigError:
+            continue
+        if is_real_local(family.name):
+            found.append(model_id)
+    return found
+
+
+def price_overrides(settings: Settings) -> dict[str, dict[str, float]]:
+    """The settings' price rows (``[budget.price_overrides]``) over a zero row for every real
+    local model (:func:`real_local_models`): such a model costs nothing and is never refused as
+    unpriced; a row written for it by hand still wins."""
+    rows = free_price_rows(real_local_models(settings))
+    rows.update(settings.budget.price_overrides)
+    return rows
+
+
 def key_env(settings: Settings, model_id: str) -> str:
     """The environment variable that holds ``model_id``'s API key."""
     family, found = endpoint(settings, model_id)
@@ -413,6 +438,7 @@ def traffic_for(
                 )
         frames = family.video == "frames"
         result = Traffic(
+            real_local=is_real_local(family.name),
             retry=RetryPolicy(
                 max_retries=limits.max_retries if live else 0,
                 backoff_s=limits.backoff_s,
@@ -444,9 +470,19 @@ def model_factory(
     settings: Settings, app: App | None = None, models: set[str] | None = None
 ) -> Callable[[str], Model]:
     """Model id → the pydantic-ai model that answers as it: the offline provider, or the live
-    adapters of ``models`` (default: every curation role's; each key is checked up front)."""
+    adapters of ``models`` (default: every curation role's; each key is checked up front).
+
+    A model of the ``real-local`` family (:func:`real_local_models`) is served by itself in
+    both modes: it is local, keyless and free, so an offline run has no reason to play it, and
+    what it answers is a real model's (the recorder marks its calls so). Nothing is loaded
+    until it is asked."""
     if settings.curation.offline:
-        return offline_models(settings.curation.offline_latency_s)
+        played = offline_models(settings.curation.offline_latency_s)
+        real = set(real_local_models(settings))
+        if not real:
+            return played
+        own = ProviderRegistry({m: provider_config(settings, m) for m in sorted(real)})
+        return RealLocalFirst(own, played)
     wanted = models if models is not None else role_models(settings).all_models()
     configs = {m: provider_config(settings, m) for m in sorted(wanted)}
     resources = None
@@ -455,6 +491,21 @@ def model_factory(
 
         resources = EventResourceLedger(app.events)
     return ProviderRegistry(configs, resources).model
+
+
+@dataclass(frozen=True)
+class RealLocalFirst:
+    """Model id → the real local model when ``own`` serves it, else the offline provider's
+    stand-in (an offline run with real local models configured)."""
+
+    own: ProviderRegistry
+    played: Callable[[str], Model]
+
+    def __call__(self, model_id: str) -> Model:
+        """The model that answers as ``model_id``."""
+        if model_id in self.own.configs:
+            return self.own.model(model_id)
+        return self.played(model_id)
 
 
 def secret_names(settings: Settings) -> list[str]:
@@ -638,9 +689,12 @@ class App:
         )
 
     def prices(self) -> PriceTable:
-        """The price table with the settings' overrides."""
+        """The price table with the settings' overrides, a real local model at zero
+        (:func:`price_overrides`)."""
         budget = self.settings.budget
-        return PriceTable.load(overrides=budget.price_overrides, extra_file=budget.price_file)
+        return PriceTable.load(
+            overrides=price_overrides(self.settings), extra_file=budget.price_file
+        )
 
     def projections(self) -> Projections:
         """Read models over the log."""

@@ -29,8 +29,10 @@ from playlisteval.workspace import Workspace
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
 from tools.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
+from tools.gguf_models import PACKAGED_MODELS, local_path_problem
 from tools.providers.base import ProviderConfig
 from tools.providers.family import ListModels, ProviderFamily, ServedWindows
+from tools.providers.local_llm import is_real_local
 
 PROBE_TIMEOUT_S = 5.0
 CLOSEST_SHOWN = 10  # ids a provider lists shown next to a configured one it does not
@@ -278,6 +280,33 @@ def device_checks(settings: Settings, models: list[str]) -> list[Check]:
     return checks
 
 
+def _local_model_check(model: str, family: str, path: str | None, offline: bool) -> Check:
+    """Whether ``model``'s ``local_path`` names a model here. A ``real-local`` one may be a
+    ``.gguf`` file, a folder or a packaged model (checked without joining or loading: the
+    packaged parts are installed), and it is served in offline runs too, so offline does not
+    excuse it; another local family's is a model folder, needed only live."""
+    fix = f"set providers.models.{model!r}.local_path to its folder"
+    if is_real_local(family):
+        problem = local_path_problem(path) if path else "no local_path"
+        fix = (
+            f"set providers.models.{model!r}.local_path to a .gguf file, a model folder or a "
+            f"packaged model ({', '.join(sorted(PACKAGED_MODELS))})"
+        )
+        return Check(
+            f"local model of {model}",
+            problem is None,
+            f"{path} (a real local model, served offline too)" if problem is None else problem,
+            "" if problem is None else fix,
+        )
+    ok = bool(path) and Path(path or "").is_dir()
+    return Check(
+        f"local model of {model}",
+        ok or offline,
+        f"{path or 'no local_path'}" + ("" if ok else " (not a folder here)"),
+        "" if ok else fix,
+    )
+
+
 def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
     settings = app.settings
     curation_models = role_models(settings).all_models()
@@ -292,16 +321,7 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
             checks.append(Check(f"provider of {model}", False, str(exc), "see the message"))
             continue
         if family.local:
-            path = found.local_path
-            ok = bool(path) and Path(path or "").is_dir()
-            checks.append(
-                Check(
-                    f"local model of {model}",
-                    ok or offline,
-                    f"{path or 'no local_path'}" + ("" if ok else " (not a folder here)"),
-                    "" if ok else f"set providers.models.{model!r}.local_path to its folder",
-                )
-            )
+            checks.append(_local_model_check(model, family.name, found.local_path, offline))
             continue
         if not family.keyless:
             keys.setdefault(key_env(settings, model), []).append(model)

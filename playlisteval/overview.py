@@ -56,6 +56,14 @@ class RunRow:
     cap_micros: int | None
     offline: bool
     finished: bool
+    real_local: tuple[str, ...] = ()  # its models that are real ones run on this machine
+
+    @property
+    def mode(self) -> str:
+        """``offline`` or ``live``, and ``+ real local model`` when a real model run on this
+        machine answered as one of its models (in an offline run too: not the harness)."""
+        mode = "offline" if self.offline else "live"
+        return f"{mode} + real local model" if self.real_local else mode
 
     @property
     def resumable(self) -> bool:
@@ -112,6 +120,19 @@ def run_row(
         cap_micros=current_cap(lifecycle),
         offline=started.offline,
         finished=finished,
+        real_local=real_local_models_of(started),
+    )
+
+
+def real_local_models_of(started: RunStarted) -> tuple[str, ...]:
+    """The run's models that its recorded traffic facts mark as real local models."""
+    traffic = started.settings.get("traffic")
+    if not isinstance(traffic, dict):
+        return ()
+    return tuple(
+        sorted(
+            m for m, facts in traffic.items() if isinstance(facts, dict) and facts.get("real_local")
+        )
     )
 
 

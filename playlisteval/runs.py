@@ -28,6 +28,8 @@ from playlisteval.app import (
     endpoint,
     model_factory,
     offline_models,
+    price_overrides,
+    real_local_models,
     traffic_for,
 )
 from playlisteval.export import ExportSummary, export_benchmark
@@ -790,9 +792,32 @@ DEMO_CONDITIONS = (
 )
 
 
+def local_judge_path(judge: str) -> str | None:
+    """What ``local_path`` a judge id seems to name a model file on this machine by: the id
+    itself when it is a ``.gguf`` file or a packaged model, the packaged model it begins (as
+    ``qwen2.5-coder-1.5b`` begins ``qwen2.5-coder-1.5b-instruct``); None otherwise."""
+    from tools.gguf_models import PACKAGED_MODELS
+
+    if judge.endswith(".gguf") or judge in PACKAGED_MODELS:
+        return judge
+    begun = sorted(name for name in PACKAGED_MODELS if name.startswith(judge))
+    return begun[0] if len(begun) == 1 else None
+
+
 def judge_toml(judge: str) -> str:
-    """The settings that make ``judge`` an evaluation judge: where it is served, by which
-    family, as which id, at what price (zero for a server of one's own)."""
+    """The settings that make ``judge`` an evaluation judge: a real model run on this machine
+    (``real-local``: keyless, priced at zero with no row) when the id names one
+    (:func:`local_judge_path`); else where it is served, by which family, as which id, at what
+    price (zero for a server of one's own), and the local form as the other choice."""
+    local = local_judge_path(judge)
+    real_local = (
+        f'[providers.models."{judge}"]\n'
+        'family = "real-local"   # a real text model run on this machine: free, no key, no price\n'
+        f'local_path = "{local or "/path/to/model.gguf"}"   # a .gguf file, a model folder or a '
+        "packaged model\n"
+    )
+    if local is not None:
+        return real_local
     return (
         f'[providers.models."{judge}"]\n'
         'family = "openai-compatible"            # or gemini, openai, dashscope\n'
@@ -802,6 +827,9 @@ def judge_toml(judge: str) -> str:
         f'[budget.price_overrides."{judge}"]\n'
         "input_per_mtok = 0.0   # USD per million tokens: 0 for a local server\n"
         "output_per_mtok = 0.0\n"
+        "\n"
+        "# or, for a text model file on this machine (judges transcript-only conditions):\n"
+        + "".join(f"# {line}\n" for line in real_local.splitlines())
     )
 
 
@@ -855,9 +883,12 @@ def evaluate(
     parsed = [parse_condition(c) for c in (conditions or DEFAULT_CONDITIONS)]
     budget = settings.budget
     prices = PriceTable.load(
-        overrides={**budget.price_overrides, **OFFLINE_JUDGE_PRICES}, extra_file=budget.price_file
+        overrides={**price_overrides(settings), **OFFLINE_JUDGE_PRICES},
+        extra_file=budget.price_file,
     )
     live = [j for j in judges if j not in OFFLINE_JUDGES]
+    # A real local model costs nothing: an evaluation of only such judges needs no cap.
+    paid = [j for j in live if j not in real_local_models(settings)]
     if not settings.curation.offline:
         for judge in live:
             _check_judge_configured(settings, prices, judge)
@@ -872,7 +903,7 @@ def evaluate(
         cap = stream_cap(
             app, eval_stream(evaluation_id), budget_usd, "budget.eval_usd", "evaluation"
         )
-        if live:
+        if paid:
             _needs_cap(app, cap, "evaluation")
         return anyio.run(
             lambda: _then_release(

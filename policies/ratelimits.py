@@ -259,13 +259,16 @@ class Traffic:
     # The most frames a request may show where the caller fixed them (they go as pictures):
     # an evaluation condition showing more is refused. None: ``max_frames``. Not a price fact.
     max_fixed_frames: int | None = None
+    # A real model run on this machine answers (the ``real-local`` family): its calls are its
+    # own even in an offline run, recorded as not offline and counted from its own usage.
+    real_local: bool = False
 
     def facts(self) -> dict[str, Any]:
         """What shapes a call's price (no limiter, no retries), as plain data for a run's log.
 
-        ``token_rule`` and ``context_window`` appear only when set, so the facts of a model
-        whose id names its rule are what they were before families carried one (old logs
-        replay unchanged)."""
+        ``token_rule``, ``context_window`` and ``real_local`` appear only when set, so the facts
+        of a model whose id names its rule are what they were before families carried one (old
+        logs replay unchanged)."""
         facts: dict[str, Any] = {
             "cache_ttl_s": self.cache_ttl_s,
             "batchable": self.batchable,
@@ -278,11 +281,13 @@ class Traffic:
             facts["token_rule"] = self.token_rule
         if self.context_window is not None:
             facts["context_window"] = self.context_window
+        if self.real_local:
+            facts["real_local"] = True
         return facts
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Traffic:
         """A replay's traffic from a run's recorded :meth:`facts` (never retries, no limiter)."""
-        optional = ("token_rule", "context_window")
+        optional = ("token_rule", "context_window", "real_local")
         known = {k: facts[k] for k in (*cls().facts(), *optional) if k in facts}
         return cls(retry=RetryPolicy(max_retries=0), **known)

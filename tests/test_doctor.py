@@ -89,3 +89,43 @@ def test_an_empty_workspace_says_to_index_first(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli_app, ["doctor", "--home", str(tmp_path / "empty")])
     assert result.exit_code == 1
     assert "playlisteval index" in " ".join(result.output.split())
+
+
+def _real_local(local_path: str, **more: object) -> dict[str, object]:
+    return {
+        "providers": {"models": {"tiny-real": {"family": "real-local", "local_path": local_path}}},
+        **more,
+    }
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_real_local_gguf_file_or_its_folder_passes_and_needs_no_price_row(
+    workspace: Path, tmp_path: Path, where: str
+) -> None:
+    gguf = tmp_path / "models" / "tiny.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")  # checked for what it is, not loaded
+    local_path = str(gguf if where == "file" else gguf.parent)
+    with App(load_settings(workspace, **_real_local(local_path))) as app:
+        checks = {c.name: c for c in run_checks(app, probe=lambda _url: None)}
+    assert checks["local model of tiny-real"].ok, checks["local model of tiny-real"]
+    assert "real local model" in checks["local model of tiny-real"].detail
+    assert checks["price of tiny-real"].ok
+    assert "0.0 / 0.0" in checks["price of tiny-real"].detail
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_real_local_model_that_is_not_there_fails_offline_too(
+    workspace: Path, offline: bool
+) -> None:
+    """A real local model is served in offline runs as well, so an offline workspace does not
+    excuse its missing file (another local family's folder is needed only live)."""
+    settings = load_settings(
+        workspace, **_real_local("/models/nowhere.gguf", curation={"offline": offline})
+    )
+    with App(settings) as app:
+        checks = {c.name: c for c in run_checks(app, probe=lambda _url: None)}
+    check = checks["local model of tiny-real"]
+    assert not check.ok
+    assert "neither a .gguf file" in check.detail
+    assert "qwen2.5-coder-1.5b-instruct" in check.fix

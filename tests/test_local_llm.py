@@ -1,7 +1,8 @@
 """A real text model run here as a judge: GGUF parts shipped as packages are joined once,
 atomically, into the model cache; a GGUF file loads back through our loader; the ``real-local``
-family judges a pair by the scores of the labels A and B, one order per call, recording its
-scores and tokens, at no price, and is labelled a real local model, never the offline harness.
+family judges a pair by the scores of the labels A and B in both orders (the margin debiased
+across them, so a label prior cancels), recording both orders' scores and tokens, at no price,
+and is labelled a real local model, never the offline harness.
 
 Every model here is a tiny random Qwen2 written as GGUF by the test (tests/tiny_gguf.py)."""
 
@@ -35,12 +36,16 @@ from tools.providers.local_llm import (
     FAMILY,
     FAMILY_NAME,
     REAL_LOCAL_LABEL,
+    TIE_BAND,
     LocalTextJudge,
+    answered_by_real_local,
+    debiased_choice,
     free_price_rows,
     is_real_local,
     judge_messages,
     rank_by_pairs,
     score_labels,
+    swapped,
 )
 from tools.providers.registry import families
 from tools.roles import (
@@ -238,6 +243,17 @@ PAIRS = [
     ("Garlic, then onion.", "Nothing is added."),
     ("The pan is stirred slowly.", "The chef adds garlic then onion to the pan."),
 ]
+MIRROR = {"A": "B", "B": "A", "tie": "tie"}
+# Weights drawn wider than transformers' default, so the prompt's content moves the label scores
+# of the tiny model by more than the tie band (at 0.02 every margin is within 1e-4 of the next).
+READING = 0.2
+
+
+@pytest.fixture(scope="module")
+def reading_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2 whose label scores depend on what the prompt says."""
+    path = tmp_path_factory.mktemp("gguf") / "reading-qwen2.gguf"
+    return write_tiny_gguf(path, initializer_range=READING)
 
 
 def _judge(path: Path, model_id: str = "tiny-judge") -> LocalTextJudge:
@@ -259,31 +275,89 @@ def _ask(judge: LocalTextJudge, context: Any, attachments: tuple[Any, ...] = ())
     return anyio.run(lambda: judge.request(messages, None, params))
 
 
+def _verdict(response: Any) -> PairVerdict:
+    (call,) = response.parts
+    assert isinstance(call, ToolCallPart)
+    return PairVerdict.model_validate_json(str(call.args))
+
+
 @pytest.mark.usefixtures("allow_model_requests")
-def test_each_order_is_decided_by_the_label_scores_and_records_them(tiny_gguf: Path) -> None:
-    judge = _judge(tiny_gguf)
-    lm = load_causal_lm(resolve_gguf(str(tiny_gguf)))
+def test_the_verdict_follows_the_margin_debiased_across_both_orders_and_records_both(
+    reading_gguf: Path,
+) -> None:
+    judge = _judge(reading_gguf)
+    lm = load_causal_lm(resolve_gguf(str(reading_gguf)))
+    choices: list[str] = []
     for first, second in PAIRS:
-        verdicts: list[str] = []
-        margins: list[float] = []
-        for context in (_pair(first, second), _pair(second, first)):
-            response = _ask(judge, context)
-            (call,) = response.parts
-            assert isinstance(call, ToolCallPart)
-            verdict = PairVerdict.model_validate_json(str(call.args))
-            expected = score_labels(lm, judge_messages(context))
-            recorded = response.provider_details["label_scores"]
-            assert recorded == pytest.approx(expected.as_dict())
-            assert verdict.choice == ("A" if expected.a > expected.b else "B")
-            assert f"A {expected.a:.4f}, B {expected.b:.4f}" in verdict.reason
-            assert response.usage.input_tokens == expected.prompt_tokens > 50
-            assert response.usage.output_tokens == 1
-            verdicts.append(verdict.choice)
-            margins.append(expected.margin)
-        # Swapping the answers flips the verdict exactly when the scores' preference follows
-        # the answer rather than the position.
-        flipped = verdicts[0] != verdicts[1]
-        assert flipped == ((margins[0] > 0) != (margins[1] > 0))
+        context = _pair(first, second)
+        response = _ask(judge, context)
+        verdict = _verdict(response)
+        shown = score_labels(lm, judge_messages(context))
+        other = score_labels(lm, judge_messages(swapped(context)))
+        recorded = response.provider_details["label_scores"]
+        assert recorded["shown"] == pytest.approx(shown.as_dict())
+        assert recorded["swapped"] == pytest.approx(other.as_dict())
+        assert recorded["margin"] == pytest.approx(shown.margin - other.margin)
+        assert recorded["tie_band"] == TIE_BAND
+        assert verdict.choice == debiased_choice(shown.margin - other.margin, TIE_BAND)
+        assert f"as shown: A {shown.a:.4f}, B {shown.b:.4f}" in verdict.reason
+        assert f"answers swapped: A {other.a:.4f}, B {other.b:.4f}" in verdict.reason
+        assert response.usage.input_tokens == shown.prompt_tokens + other.prompt_tokens > 100
+        assert response.usage.output_tokens == 2
+        choices.append(verdict.choice)
+    # The content decides here, not a tie band: both labels are chosen on these pairs.
+    assert {"A", "B"} <= set(choices)
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_swapping_the_answers_flips_the_verdict_and_costs_no_second_forward_pass(
+    reading_gguf: Path,
+) -> None:
+    judge = _judge(reading_gguf, "swap-judge")
+    for first, second in PAIRS:
+        before = judge.scores.passes
+        one = _ask(judge, _pair(first, second))
+        other = _ask(judge, _pair(second, first))
+        assert _verdict(other).choice == MIRROR[_verdict(one).choice]
+        scores, mirrored = (r.provider_details["label_scores"] for r in (one, other))
+        assert mirrored["margin"] == -scores["margin"]
+        assert (mirrored["shown"], mirrored["swapped"]) == (scores["swapped"], scores["shown"])
+        assert judge.scores.passes == before + 2  # the second order's prompts were scored
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_model_with_a_strong_a_prior_no_longer_always_says_a(
+    reading_gguf: Path, tmp_path: Path
+) -> None:
+    """The lm_head row of ``A`` is pushed along the prompts' last hidden state: the model puts
+    ``A`` first after every prompt, by several logits. Read in one order it would always say A;
+    the debiased margin gives the verdicts of the same model without the prior."""
+    import torch
+
+    lm = load_causal_lm(resolve_gguf(str(reading_gguf)))
+    contexts = [c for pair in PAIRS for c in (_pair(*pair), _pair(*reversed(pair)))]
+    hidden = []
+    with torch.inference_mode():
+        for context in contexts:
+            ids = lm.tokenizer.apply_chat_template(
+                judge_messages(context), add_generation_prompt=True, return_tensors="pt"
+            )
+            hidden.append(lm.model(ids, output_hidden_states=True).hidden_states[-1][0, -1])
+    direction = torch.stack(hidden).mean(0)
+    label_a = lm.tokenizer.encode("A", add_special_tokens=False)[0]
+
+    def prefer_a(model: Any, _tokenizer: Any) -> None:
+        with torch.no_grad():
+            model.lm_head.weight[label_a] += 5.0 * direction / direction.norm() ** 2
+
+    biased = write_tiny_gguf(tmp_path / "biased.gguf", initializer_range=READING, edit=prefer_a)
+    prior, plain = _judge(biased, "a-prior-judge"), _judge(reading_gguf, "plain-judge")
+    responses = [_ask(prior, context) for context in contexts]
+    shown = [r.provider_details["label_scores"]["shown"]["margin"] for r in responses]
+    assert min(shown) > 3.0  # one order alone: A, every time
+    choices = [_verdict(r).choice for r in responses]
+    assert choices.count("A") == choices.count("B") == len(PAIRS)
+    assert choices == [_verdict(_ask(plain, context)).choice for context in contexts]
 
 
 @pytest.mark.usefixtures("allow_model_requests")
@@ -298,9 +372,17 @@ def test_equal_label_scores_are_a_tie(tmp_path: Path) -> None:
     norm.data[...] = np.zeros_like(norm.data)
     reader.data.flush()
     response = _ask(_judge(source, "flat-judge"), _pair(*PAIRS[0]))
-    verdict = PairVerdict.model_validate_json(str(response.parts[0].args))
-    assert verdict.choice == "tie"
+    assert _verdict(response).choice == "tie"
     assert response.provider_details["label_scores"]["margin"] == 0.0
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_margin_within_the_tie_band_is_a_tie(reading_gguf: Path) -> None:
+    judge = _judge(reading_gguf, "wide-band-judge")
+    judge.tie_band = 1e6
+    response = _ask(judge, _pair(*PAIRS[1]))
+    assert _verdict(response).choice == "tie"
+    assert response.provider_details["label_scores"]["margin"] != 0.0
 
 
 @pytest.mark.usefixtures("allow_model_requests")
@@ -311,8 +393,8 @@ def test_it_refuses_frames_rather_than_judge_without_seeing_them(tiny_gguf: Path
 
 
 @pytest.mark.usefixtures("allow_model_requests")
-def test_the_textual_ranker_orders_the_answers_by_wins_over_every_ordered_pair(
-    tiny_gguf: Path,
+def test_the_textual_ranker_orders_the_answers_by_debiased_wins_over_every_pair(
+    reading_gguf: Path,
 ) -> None:
     answers = tuple(
         LabelledAnswer(label=label, text=text)
@@ -321,25 +403,38 @@ def test_the_textual_ranker_orders_the_answers_by_wins_over_every_ordered_pair(
     context = RankingContext(
         role="textual_ranker", question="What does the chef add first?", answers=answers
     )
-    response = _ask(_judge(tiny_gguf), context)
+    response = _ask(_judge(reading_gguf, "ranker"), context)
     ranking = Ranking.model_validate_json(str(response.parts[0].args))
-    margins = response.provider_details["label_scores"]
-    assert len(margins) == 20 == response.provider_details["forward_passes"]
-    by_pair = {tuple(key.split(">")): value for key, value in margins.items()}
+    details = response.provider_details
+    margins = details["label_scores"]
+    assert len(margins) == 20 == details["prompts_scored"]  # both orders of the 10 pairs
+    by_pair = {(key[0], key[2]): value for key, value in margins.items()}
     assert ranking.order == rank_by_pairs("PQRST", by_pair)
     assert sorted(ranking.order) == list("PQRST")
+    debiased = details["debiased_margins"]
+    assert len(debiased) == 10
+    assert debiased["P,Q"] == pytest.approx(by_pair[("P", "Q")] - by_pair[("Q", "P")])
+    assert f"P,Q {debiased['P,Q']:+.3f}" in ranking.reason
 
 
-def test_ranking_by_pairs_counts_wins_in_both_orders_then_margins() -> None:
+def test_ranking_by_pairs_decides_each_pair_by_its_margin_across_both_orders() -> None:
     margins = {
-        ("x", "y"): 2.0,  # x shown first beats y
-        ("y", "x"): -1.0,  # x shown second beats y
-        ("x", "z"): -0.5,  # z beats x
-        ("z", "x"): -3.0,  # x beats z
+        ("x", "y"): 2.0,  # x shown first: +2
+        ("y", "x"): -1.0,  # y shown first: -1, so x is preferred by 3 across the orders
+        ("x", "z"): -0.5,
+        ("z", "x"): -3.0,  # x preferred by 2.5
         ("y", "z"): 1.0,
-        ("z", "y"): 0.5,
+        ("z", "y"): 0.5,  # y preferred by 0.5
     }
-    assert rank_by_pairs(["x", "y", "z"], margins) == ("x", "z", "y")
+    assert rank_by_pairs(["x", "y", "z"], margins) == ("x", "y", "z")
+    # A prior for the first label (every margin +10) changes nothing.
+    assert rank_by_pairs(["x", "y", "z"], {k: v + 10 for k, v in margins.items()}) == (
+        "x",
+        "y",
+        "z",
+    )
+    # Within the tie band neither wins a pair: y and z tie on wins, y has the larger sum.
+    assert rank_by_pairs(["z", "y", "x"], margins, tie_band=1.0) == ("x", "y", "z")
 
 
 # -- price and label ------------------------------------------------------------------------------
@@ -349,6 +444,57 @@ def test_a_local_model_is_priced_at_zero_not_refused() -> None:
     prices = PriceTable.load(overrides=free_price_rows(["tiny-judge"]), use_genai_prices=False)
     usage = Usage(input_text_tokens=50_000, output_tokens=1)
     assert prices.cost_micros("tiny-judge", usage) == 0
+
+
+def test_a_real_local_id_in_the_settings_is_priced_at_zero_with_no_row_written(
+    tmp_path: Path,
+) -> None:
+    from playlisteval.app import price_overrides, real_local_models
+
+    served = {"family": FAMILY_NAME, "local_path": "qwen2.5-coder-1.5b-instruct"}
+    settings = load_settings(
+        tmp_path,
+        providers={"models": {"coder-judge": served, "own-vllm": {"family": "openai-compatible"}}},
+        budget={
+            "price_overrides": {"pricey-local": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+        },
+    )
+    assert real_local_models(settings) == ["coder-judge"]
+    prices = PriceTable.load(overrides=price_overrides(settings), use_genai_prices=False)
+    assert prices.cost_micros("coder-judge", Usage(input_text_tokens=50_000, output_tokens=2)) == 0
+    # A row written by hand still wins.
+    served_at_a_price = load_settings(
+        tmp_path,
+        providers={"models": {"pricey-local": served}},
+        budget={
+            "price_overrides": {"pricey-local": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+        },
+    )
+    assert price_overrides(served_at_a_price)["pricey-local"]["input_per_mtok"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("judge", "local_path"),
+    [
+        ("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct"),
+        ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-0.5b-instruct"),
+        ("/models/judge.gguf", "/models/judge.gguf"),
+        ("gpt-7-local", None),
+    ],
+)
+def test_an_unknown_judges_hint_suggests_the_real_local_family_where_its_id_names_one(
+    judge: str, local_path: str | None
+) -> None:
+    from playlisteval.runs import judge_toml
+
+    toml = judge_toml(judge)
+    if local_path is not None:
+        assert 'family = "real-local"' in toml
+        assert f'local_path = "{local_path}"' in toml
+        assert "price_overrides" not in toml  # priced at zero without a row
+    else:
+        assert 'family = "openai-compatible"' in toml
+        assert '# family = "real-local"' in toml  # the other choice, commented
 
 
 def test_the_family_is_found_keyless_local_and_labelled_a_real_local_model() -> None:
@@ -394,3 +540,6 @@ def test_a_recorded_response_says_real_local_model_and_never_offline(tiny_gguf: 
     assert f'"label": "{REAL_LOCAL_LABEL}"' in stored
     assert '"real_local_model": true' in stored
     assert "offline" not in stored
+    (recorded,) = json.loads(stored)
+    assert answered_by_real_local(recorded)
+    assert not answered_by_real_local({"model_name": "offline:gpt-5.4", "provider_name": None})

@@ -111,3 +111,68 @@ def test_with_ocr_on_the_shown_labels_are_embedded_and_the_transcript_is_unchang
     assert sum(label in embedded for label in labels) >= len(labels) - 1
     assert all("On screen:" not in text for text in stored)
     assert len(embedder.texts) == len(stored)
+
+
+@pytest.mark.parametrize("ocr", [True, False])
+def test_index_ocr_in_the_settings_reaches_the_indexer(ocr: bool, tmp_path: Path) -> None:
+    config = index_config(load_settings(tmp_path, index={"ocr": ocr}))
+    assert config.ocr is ocr
+
+
+class _Texts:
+    """An embedder that keeps the texts it is given and returns a zero vector per chunk."""
+
+    name = "texts"
+    dim = 4
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed_chunks(self, contents: Any) -> Any:
+        self.texts.extend(c.transcript for c in contents)
+        return np.zeros((len(contents), self.dim), dtype=np.float32)
+
+
+@pytest.mark.slow
+def test_the_ray_embedding_stage_with_ocr_embeds_the_shown_label_beside_the_transcript(
+    demo_playlist: Path,
+) -> None:
+    import pickle
+
+    from tools.indexer import BatchTranscript
+    from tools.ray_index import BATCH, ChunkBatch, EmbedStage, RayModels
+
+    video = _truth(demo_playlist)[0]
+    scene = video["scenes"][0]
+    middle = (scene["start_s"] + scene["end_s"]) / 2
+    frame = next(iter(media.iter_frames(demo_playlist.parent / video["path"], 0.5, 180, middle)))
+    batch = ChunkBatch(
+        video_id="v",
+        idx=[0],
+        spans=[(scene["start_s"], scene["end_s"])],
+        frames=[[frame.image]],
+        audio=None,
+        captions=(),
+        path="",
+        rate=16000,
+        transcript=BatchTranscript(texts=["we knead the dough"], source="captions", note=""),
+    )
+    row = {"video_id": "v", "kind": BATCH, "data": pickle.dumps(batch)}
+    for ocr, wanted in ((True, scene["on_screen_text"].replace(" ", "")), (False, None)):
+        embedder = _Texts()
+        models = RayModels(
+            embedder=lambda e=embedder: e,  # type: ignore[misc]
+            transcriber=lambda: None,  # type: ignore[arg-type,return-value]
+            frame_height=None,
+            audio="never",
+        )
+        out = EmbedStage(models, ocr=ocr)(row)
+        stored: ChunkBatch = pickle.loads(out["data"])
+        assert stored.transcript is not None
+        assert stored.transcript.texts == ["we knead the dough"]  # what was said, unchanged
+        (text,) = embedder.texts
+        if wanted is None:
+            assert text == "we knead the dough"
+        else:
+            assert text.startswith("we knead the dough\nOn screen: ")
+            assert wanted in text.replace(" ", "")

@@ -8,6 +8,7 @@ Qwen2.5 models. Nothing is downloaded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,11 @@ def _tokenizer_fields(tokenizer: Any) -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
-def tiny_qwen2(seed: int = 0) -> tuple[Any, Any]:
-    """A tiny Qwen2 model (hidden 32, 2 layers) and its byte-level tokenizer, random weights."""
+def tiny_qwen2(seed: int = 0, initializer_range: float = 0.02) -> tuple[Any, Any]:
+    """A tiny Qwen2 model (hidden 32, 2 layers) and its byte-level tokenizer, random weights
+    drawn with ``initializer_range`` (transformers' 0.02 makes a model whose last hidden state
+    barely depends on the prompt; a judge test that needs the content to move the label scores
+    asks for more)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -56,16 +60,26 @@ def tiny_qwen2(seed: int = 0) -> tuple[Any, Any]:
         rms_norm_eps=1e-6,
         rope_theta=10000.0,
         tie_word_embeddings=False,
+        initializer_range=initializer_range,
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config).eval(), tokenizer
 
 
-def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
-    """Write a tiny random Qwen2 model and its tokenizer to ``path`` as GGUF (float32)."""
+def write_tiny_gguf(
+    path: Path,
+    seed: int = 0,
+    *,
+    initializer_range: float = 0.02,
+    edit: Callable[[Any, Any], None] | None = None,
+) -> Path:
+    """Write a tiny random Qwen2 model and its tokenizer to ``path`` as GGUF (float32);
+    ``edit(model, tokenizer)`` may change the weights first (a test that wants a label prior)."""
     import gguf
 
-    model, tokenizer = tiny_qwen2(seed)
+    model, tokenizer = tiny_qwen2(seed, initializer_range)
+    if edit is not None:
+        edit(model, tokenizer)
     config = model.config
     writer = gguf.GGUFWriter(str(path), "qwen2")
     writer.add_name("tiny-qwen2-test")

@@ -63,6 +63,7 @@ from tools.indexer import (
     embed_batch,
     transcribe_batch,
 )
+from tools.ocr import ScreenTextReader, with_screen_text
 from tools.transcripts import Transcriber, caption_preference
 from tools.vectors import VectorIndex
 
@@ -319,10 +320,14 @@ class TranscribeStage:
 
 
 class EmbedStage:
-    """An embedding actor: the embedder built once, on its own GPU share."""
+    """An embedding actor: the embedder built once, on its own GPU share; with ``ocr`` it reads
+    the on-screen text of each chunk's frames and embeds it beside the transcript, as the local
+    indexer does (``index.ocr``; :mod:`tools.ocr`), the stored transcript staying what was
+    said."""
 
-    def __init__(self, models: RayModels) -> None:
+    def __init__(self, models: RayModels, ocr: bool = False) -> None:
         self.embedder = models.embedder()
+        self.screen_text = ScreenTextReader() if ocr else None
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         """Embed a transcribed batch row; other rows pass through."""
@@ -331,8 +336,13 @@ class EmbedStage:
         batch: ChunkBatch = pickle.loads(row["data"])
         assert batch.frames is not None
         assert batch.transcript is not None
+        texts = batch.transcript.texts
+        if self.screen_text is not None:
+            reader = self.screen_text
+            shown = [reader.read_chunk(frames) for frames in batch.frames]
+            texts = [with_screen_text(t, s) for t, s in zip(texts, shown, strict=True)]
         try:
-            vectors = embed_batch(self.embedder, batch.frames, batch.transcript.texts)
+            vectors = embed_batch(self.embedder, batch.frames, texts)
         except EmbeddingError as exc:
             return _error(batch.video_id, "index", exc)
         batch.vectors = np.asarray(vectors, dtype=np.float32)
@@ -439,10 +449,14 @@ class RayIndexer(IndexStore):
             },
             num_cpus=options.decode_cpus,
         )
-        for stage in (TranscribeStage, EmbedStage):  # ASR, then the embedder: a pool each
+        stages: tuple[tuple[type, dict[str, Any]], ...] = (
+            (TranscribeStage, {"models": self.models}),
+            (EmbedStage, {"models": self.models, "ocr": self.config.ocr}),
+        )
+        for stage, kwargs in stages:  # ASR, then the embedder: a pool each
             dataset = dataset.map(
                 stage,
-                fn_constructor_kwargs={"models": self.models},
+                fn_constructor_kwargs=kwargs,
                 compute=ray.data.ActorPoolStrategy(size=actors),
                 num_cpus=options.actor_cpus,
                 num_gpus=gpus,

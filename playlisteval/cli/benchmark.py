@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -141,14 +142,29 @@ def export(
         )
 
 
-def judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
+def judges_table(
+    records: list[JudgmentRecord], offline: bool, real_local: Collection[str] = ()
+) -> Table:
     """Accuracy (with its playlist-clustered standard error) and swap consistency of every
-    judge under every condition; the offline provider's runs say they are a harness."""
+    judge under every condition; the offline provider's runs say they are a harness. Where a
+    judge of ``real_local`` (a real model run on this machine) is among them, every judge's
+    cell says who answered it: ``real local model`` or ``offline provider`` (or ``live``)."""
     from policies.judging import judge_metrics, split_runs
+    from tools.providers.judges import OFFLINE_JUDGES
+    from tools.providers.local_llm import REAL_LOCAL_LABEL
 
+    real = {r.judge for r in records} & set(real_local)
     title = "Judges by condition"
-    if offline:
+    if offline and real:
+        title += " (offline provider rows: a harness, not evidence of model quality)"
+    elif offline:
         title += " (offline provider: a harness, not evidence of model quality)"
+
+    def who(judge: str) -> str:
+        if judge in real:
+            return REAL_LOCAL_LABEL
+        return "offline provider" if offline or judge in OFFLINE_JUDGES else "live"
+
     # Fits an 80-column terminal by design: short headers (the caption says what they mean),
     # figures at their own widths, judges whole, and a long condition folded onto more lines of
     # its cell (never cut to "uniform-n…").
@@ -162,7 +178,8 @@ def judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
         show_edge=False,
     )
     judges = {r.judge for r in records}
-    table.add_column("judge", no_wrap=True, min_width=max(map(len, judges), default=5))
+    names = [*judges, *(who(j) for j in judges if real)]
+    table.add_column("judge", no_wrap=True, min_width=max(map(len, names), default=5))
     table.add_column("condition", overflow="fold")
     for name, width in (("pairs", 5), ("acc. ± SE", 13), ("cons.", 5), ("pos.", 5)):
         table.add_column(name, justify="right", no_wrap=True, width=width)
@@ -178,7 +195,7 @@ def judges_table(records: list[JudgmentRecord], offline: bool) -> Table:
         accuracy = value(metrics, "accuracy")
         se = None if accuracy is None else accuracy.micro.clustered_se or accuracy.micro.se
         table.add_row(
-            escape(judge),
+            escape(judge) + (f"\n[dim]{who(judge)}[/]" if real else ""),
             escape(condition),
             str(metrics.pairs),
             shown(accuracy) + ("" if se is None else f" ± {se:.3f}"),
@@ -220,7 +237,8 @@ def eval_(
             "--live/--offline",
             help="Call the configured providers for the judges that are not offline ones (their "
             "keys and a cap needed) or play them with the offline provider (default: "
-            "curation.offline, which is true).",
+            "curation.offline, which is true). A real-local judge (a model run on this "
+            "machine) answers as itself either way.",
         ),
     ] = None,
     limit: Annotated[
@@ -286,7 +304,12 @@ def _print_evaluation(app_: App, result: EvaluationResult) -> None:
             f"failure(s)); the first: {escape(why)}"
         )
         raise typer.Exit(EXIT_NOTHING_JUDGED)
-    console.print(judges_table(result.records, app_.settings.curation.offline))
+    from playlisteval.app import real_local_models
+
+    settings = app_.settings
+    console.print(
+        judges_table(result.records, settings.curation.offline, real_local_models(settings))
+    )
     console.print(
         f"{len(result.records)} judgments in {result.out_dir} ({result.new_records} new, "
         f"{result.live_calls} model calls, {result.replayed_calls} served from the log)"
@@ -333,6 +356,11 @@ def report(
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_FIX) from exc
     console.print(f"{summary.judgments} judgments in {summary.runs} runs ({summary.source})")
+    if summary.real_local:
+        console.print(
+            f"[green]real models:[/] {escape(', '.join(summary.real_local))} (real local model, "
+            "run on this machine; the report marks them)"
+        )
     if summary.source in ("offline", "mixed"):
         console.print(
             "[yellow]offline judges:[/] the offline provider is a harness, not evidence of "

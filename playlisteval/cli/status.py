@@ -83,7 +83,7 @@ def runs_table(rows: Sequence[RunRow], title: str = "Runs") -> Table:
             escape(row.state),
             f"{row.accepted} of {row.seeds}",
             f"{usd(row.spent_micros)} / {cap}",
-            "offline" if row.offline else "live",
+            row.mode,
         )
     return table
 

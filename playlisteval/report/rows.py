@@ -9,7 +9,7 @@ retriever recall (and against the haystack hours built) and the gate's accuracy 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +47,7 @@ from playlisteval.report.table_format import Cell, Column, Sourced, Stat, Table,
 from policies.bootstrap import BOOTSTRAP_DRAWS, Interval
 from policies.judging import DEFAULT_KS, IOU_THRESHOLDS, JudgmentRecord
 from store.version import code_version
+from tools.providers.local_llm import REAL_LOCAL_LABEL
 
 INTERVALS = (
     f"95 % intervals are percentile bootstraps over {BOOTSTRAP_DRAWS} resamples (seeded) of "
@@ -112,7 +113,7 @@ def provenance_table(
         who = ", ".join(s.answered_as) if s.answered_as else "not in the log read"
         if s.missing and s.answered_as:
             who += f" ({s.missing} judgments not in the log read)"
-        rows.append((f"judge {s.judge}", f"{MODE_TEXT[s.mode]}; answered as {who}"))
+        rows.append((f"judge {s.judge}", f"{s.label}; answered as {who}"))
     for run in _by_condition(runs):
         asked = f"{run.condition.hours:g} h asked, {hours_text(run.built)} h built"
         rows.append((f"condition {run.condition_id}", asked))
@@ -122,7 +123,7 @@ def provenance_table(
         sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
         if sessions:
             versions = dict.fromkeys(str(s.get("code_version", "?")) for s in sessions)
-            modes = dict.fromkeys("offline" if s.get("offline") else "live" for s in sessions)
+            modes = dict.fromkeys(_session_mode(s) for s in sessions)
             rows.append(
                 (
                     f"code version (of the evaluation, {directory})",
@@ -149,6 +150,16 @@ def provenance_table(
     )
 
 
+def _session_mode(session: Mapping[str, Any]) -> str:
+    """A session's mode in words: offline or live, and with a real local model where one of
+    its judges was (``answered_by``, :func:`agents.evaluation.answered_by`)."""
+    mode = "offline" if session.get("offline") else "live"
+    answered = session.get("answered_by")
+    if isinstance(answered, dict) and REAL_LOCAL_LABEL in answered.values():
+        mode += f" with a {REAL_LOCAL_LABEL}"
+    return mode
+
+
 def _by_condition(runs: Sequence[Run]) -> list[Run]:
     """One run per condition id (its built hours are the same for every judge)."""
     first: dict[str, Run] = {}
@@ -169,6 +180,8 @@ def _table1(
         acc = m.tables["accuracy"]
         source = sources[run.judge]
         answered = ", ".join(source.answered_as) or MODE_TEXT[source.mode]
+        if source.real_local:
+            answered = f"{REAL_LOCAL_LABEL} ({answered})"
         rows.append(
             (
                 run.judge,
@@ -617,9 +630,10 @@ def _leaderboard(
     stats: Mapping[tuple[str, str], RunStats],
     sources: Mapping[tuple[str, str], tuple[Path, ...]],
     eval_dirs: Sequence[Path],
+    real_local: Collection[str] = (),
 ) -> Table:
     """Judges × conditions, each cell the accuracy and the evaluation folder it came from (or
-    the folders it merges)."""
+    the folders it merges); a judge in ``real_local`` is named a real local model."""
     folders = distinct_folders(eval_dirs)
     names = _folder_names(folders)
     conditions = list(
@@ -639,7 +653,8 @@ def _leaderboard(
             source = " and ".join(names.get(f, str(f)) for f in came)
             stat = Stat(metric_value(s.metrics, "accuracy"), s.accuracy)
             cells.append(Sourced(stat, f"merges {source}" if len(came) > 1 else source))
-        rows.append((judge, *cells))
+        named = f"{judge} ({REAL_LOCAL_LABEL})" if judge in real_local else judge
+        rows.append((named, *cells))
     listed = "; ".join(
         f"{names[f]}: evaluation {evaluation_json(f).get('evaluation_id') or '—'}" for f in folders
     )
@@ -696,7 +711,13 @@ def all_tables(
     return [
         provenance,
         *_paper_tables(c.runs, c.stats, c.recall_rows, c.k),
-        _leaderboard(c.runs, c.stats, loaded.sources, eval_dirs),
+        _leaderboard(
+            c.runs,
+            c.stats,
+            loaded.sources,
+            eval_dirs,
+            {s.judge for s in sources.values() if s.real_local},
+        ),
         _table1(c.runs, c.stats, sources),
         _shown_table(c.runs),
         _strata_table(c.runs, c.stats, "domain", "Accuracy per domain"),

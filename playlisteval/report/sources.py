@@ -1,5 +1,8 @@
 """Who answered each judgment, from the evaluation's log: live providers, the offline provider
 (a harness, never evidence of model quality), or not known — per judge and for the whole report.
+A judge whose calls a real model run on this machine answered (the ``real-local`` family) is
+marked so (:data:`REAL_LOCAL_LABEL`) wherever the report names who answered, never as the
+offline harness.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from playlisteval.report.load import evaluation_json
 from policies.judging import JudgmentRecord
 from tools.providers.judges import OFFLINE_JUDGES
+from tools.providers.local_llm import REAL_LOCAL_LABEL, answered_by_real_local
 
 if TYPE_CHECKING:
     from store.eventstore import EventStore
@@ -21,6 +25,12 @@ if TYPE_CHECKING:
 OFFLINE_NOTE = (
     "Offline provider: a deterministic harness that exercises the pipeline; "
     "these numbers are not evidence of model quality."
+)
+
+
+REAL_BESIDE_OFFLINE_NOTE = (
+    "Judges marked offline provider are a deterministic harness, not evidence of model quality; "
+    "those marked real local model are real models run on this machine."
 )
 
 
@@ -37,12 +47,13 @@ Source = Literal["offline", "live", "mixed", "unknown"]
 class AnsweredCall:
     """Who answered one recorded judgment call, as the evaluation's log says: the priced model
     id, the provider id the response names (``provider:model`` as the provider reported it),
-    whether the offline provider answered, and when."""
+    whether the offline provider answered, when, and whether a real local model did."""
 
     model: str
     answered_as: str
     offline: bool
     recorded_at: datetime
+    real_local: bool = False
 
 
 def answered_calls(events: EventStore, eval_dirs: Sequence[Path]) -> dict[str, AnsweredCall]:
@@ -70,6 +81,7 @@ def answered_calls(events: EventStore, eval_dirs: Sequence[Path]) -> dict[str, A
                     answered_as=f"{provider}:{model_name}" if provider else model_name,
                     offline=bool(data.get("offline")),
                     recorded_at=stored.recorded_at,
+                    real_local=answered_by_real_local(response),
                 ),
             )
     return found
@@ -83,6 +95,13 @@ class JudgeSource:
     answered_as: tuple[str, ...]  # provider ids from the log
     mode: Source  # offline, live, mixed (some calls each way) or unknown
     missing: int  # records whose call the log read does not hold
+    real_local: bool = False  # a real model run on this machine answered every call read
+
+    @property
+    def label(self) -> str:
+        """Who answered, in words: :data:`REAL_LOCAL_LABEL` for a real local model, else the
+        mode's (:data:`MODE_TEXT`)."""
+        return REAL_LOCAL_LABEL if self.real_local else MODE_TEXT[self.mode]
 
 
 def judge_sources(
@@ -96,7 +115,8 @@ def judge_sources(
     for judge, items in sorted(by_judge.items()):
         answered = [calls.get(r.call_key) for r in items] if calls is not None else []
         known = [a for a in answered if a is not None]
-        flags = {a.offline for a in known}
+        # A real local model's call is its own answer, whatever mode its run was in.
+        flags = {a.offline and not a.real_local for a in known}
         mode: Source
         if len(flags) == 2:
             mode = "mixed"
@@ -111,6 +131,7 @@ def judge_sources(
             answered_as=tuple(sorted({a.answered_as for a in known})),
             mode=mode,
             missing=len(items) - len(known),
+            real_local=bool(known) and all(a.real_local for a in known),
         )
     return sources
 
@@ -134,7 +155,22 @@ MODE_TEXT: dict[Source, str] = {
 
 
 def source_sentence(source: Source, sources: Mapping[str, JudgeSource]) -> str:
-    """The banner sentence that says who answered (and that offline is a harness)."""
+    """The banner sentence that says who answered (and that offline is a harness), and which
+    judges are real models run on this machine."""
+    real = [s.judge for s in sources.values() if s.real_local]
+    if not real:
+        return _mode_sentence(source, sources)
+    said = f"Real models: {', '.join(real)} ({REAL_LOCAL_LABEL}, run on this machine)."
+    if source == "mixed":
+        offline = ", ".join(s.judge for s in sources.values() if s.mode != "live")
+        return (
+            f"Mixed evaluation: {offline} answered offline, in whole or in part. "
+            f"{REAL_BESIDE_OFFLINE_NOTE} {said}"
+        )
+    return f"{_mode_sentence(source, sources)} {said}"
+
+
+def _mode_sentence(source: Source, sources: Mapping[str, JudgeSource]) -> str:
     if source == "offline":
         return "Offline evaluation. " + OFFLINE_NOTE
     if source == "live":
@@ -149,3 +185,14 @@ def source_sentence(source: Source, sources: Mapping[str, JudgeSource]) -> str:
         "of the workspace that evaluated). An offline answer is a harness, not evidence of model "
         "quality."
     )
+
+
+def figure_note(source: Source, sources: Mapping[str, JudgeSource]) -> str | None:
+    """The note under every figure and table: the offline provider is a harness (said of the
+    offline judges only where a real local model sits beside them), or who answered is not
+    known; None for a live report."""
+    if source == "unknown":
+        return UNKNOWN_NOTE
+    if source == "mixed" and any(s.real_local for s in sources.values()):
+        return REAL_BESIDE_OFFLINE_NOTE
+    return OFFLINE_NOTE if source in ("offline", "mixed") else None

@@ -22,10 +22,9 @@ from playlisteval.report.pages import (
 )
 from playlisteval.report.rows import all_tables, provenance_table
 from playlisteval.report.sources import (
-    OFFLINE_NOTE,
-    UNKNOWN_NOTE,
     Source,
     answered_calls,
+    figure_note,
     judge_sources,
     overall_source,
     source_sentence,
@@ -43,7 +42,8 @@ class ReportSummary:
     ``figures`` are the titles of the figures drawn and ``omitted`` the sentences that stand in
     for those whose data is absent; ``figure_files`` the PNG and PDF files, ``table_files`` the
     CSV and LaTeX files; ``source`` whether the judges were ``offline``, ``live``, ``mixed`` or
-    ``unknown`` (the evaluation's log was not read and a judge is no offline judge).
+    ``unknown`` (the evaluation's log was not read and a judge is no offline judge);
+    ``real_local`` the judges a real model run on this machine answered.
     """
 
     markdown: Path
@@ -55,6 +55,7 @@ class ReportSummary:
     figure_files: tuple[Path, ...] = ()
     table_files: tuple[Path, ...] = ()
     source: Source = "unknown"
+    real_local: tuple[str, ...] = ()
 
 
 def write_report(
@@ -98,9 +99,7 @@ def write_report(
     computed = compute(records, events)
     sources = judge_sources(records, calls)
     source = overall_source(sources)
-    offline_note = OFFLINE_NOTE if source in ("offline", "mixed") else None
-    if source == "unknown":
-        offline_note = UNKNOWN_NOTE
+    offline_note = figure_note(source, sources)
     provenance = provenance_table(
         eval_dirs, records, computed.runs, sources, source, calls, log_note, now
     )
@@ -134,6 +133,7 @@ def write_report(
         figure_files=tuple(out_dir / p for w in written for p in (w.png, w.pdf)),
         table_files=tuple(table_files),
         source=source,
+        real_local=tuple(s.judge for s in sources.values() if s.real_local),
     )
 
 

@@ -6,29 +6,38 @@ roles, from text alone:
 
 * ``pair_judge`` (:class:`tools.roles.PairJudgeContext` → :class:`tools.roles.PairVerdict`): one
   fixed chat prompt (the spans' transcripts, the question, answer A, answer B, "reply with the
-  single letter A or B") and one forward pass; the verdict is the label whose next-token logit
-  is higher (``tie`` only when they are equal). No free-form text is generated or parsed. The
-  evaluation asks each pair in both orders, so one call scores one order.
+  single letter A or B") scored IN BOTH ORDERS within the one call: as shown, and with the two
+  answers swapped. Each order gives the next-token logits of ``A`` and ``B`` (no free-form text
+  is generated or parsed); the verdict is read from the position-debiased margin
+  ``margin(shown) − margin(swapped)`` (:class:`PairScores`), in which a prior for one label,
+  the same in both orders, cancels: a small model that answers "A" whatever it reads (the
+  first round's finding) is judged by what moves its scores, not by its prior. Within
+  :data:`TIE_BAND` of zero it is a ``tie``. The evaluation still asks each pair in both orders;
+  the second asks for the same two prompts, served from the judge's score cache, and its
+  verdict is the first one's mirrored (consistent by construction, up to ties).
 * ``textual_ranker`` (:class:`tools.roles.RankingContext` → :class:`tools.roles.Ranking`): every
-  ordered pair of the answers through the same label comparison (both orders of each pair),
-  the answers ordered by wins, then by their summed score margin, then by label.
+  pair of answers through the same debiased comparison (both orders of each pair), the
+  answers ordered by wins, then by their summed debiased margin, then by label.
 
 Every answer records its scores: in its ``reason`` and in the response's ``provider_details``
-(``label_scores``), with its token counts as usage. It is priced at zero (:data:`FREE_PRICE`: the
-rows to put under ``[budget.price_overrides]``; :func:`free_price_rows`), and it is a REAL LOCAL
-MODEL, never the offline harness: :data:`REAL_LOCAL_LABEL`, the model's ``real_local`` attribute,
-``provider_name`` ``real-local`` and ``provider_details["real_local_model"]`` say so wherever a
-call is shown or recorded. A request carrying pictures, video or audio is refused
-(:class:`store.errors.ConfigError`): this judge reads transcripts only, so a condition that
-shows frames would be misreported if it answered.
+(``label_scores``: both orders' scores and the debiased margin), with its token counts as usage.
+It is priced at zero (:func:`free_price_rows`, merged by the composition root for every id of
+this family), and it is a REAL LOCAL MODEL, never the offline harness: :data:`REAL_LOCAL_LABEL`,
+the model's ``real_local`` attribute, ``provider_name`` ``real-local`` and
+``provider_details["real_local_model"]`` say so wherever a call is shown or recorded
+(:func:`answered_by_real_local` reads it back from a recorded response). A request carrying
+pictures, video or audio is refused (:class:`store.errors.ConfigError`): this judge reads
+transcripts only, so a condition that shows frames would be misreported if it answered.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import combinations, permutations
 from typing import Any, ClassVar, Literal
 
 import anyio.to_thread
@@ -67,14 +76,23 @@ __all__ = [
     "FAMILY_NAME",
     "FREE_PRICE",
     "REAL_LOCAL_LABEL",
+    "TIE_BAND",
     "LabelScores",
     "LocalTextJudge",
+    "PairScores",
+    "RankScores",
+    "ScoreCache",
+    "answered_by_real_local",
+    "debiased_choice",
     "free_price_rows",
     "is_real_local",
     "judge_messages",
+    "judge_pair",
     "local_llm_model",
+    "rank_answers",
     "rank_by_pairs",
     "score_labels",
+    "swapped",
 ]
 
 FAMILY_NAME = "real-local"
@@ -82,6 +100,11 @@ REAL_LOCAL_LABEL = "real local model"
 """How a call of this family is labelled where outputs say who answered (never "offline")."""
 FREE_PRICE: Mapping[str, float] = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
 LABELS: tuple[str, str] = ("A", "B")
+TIE_BAND = 1e-3
+"""A debiased margin (logits) this close to zero is a tie: well above the float32 noise of two
+forward passes, below what the content moved the real models' margins by in the first round
+(0.014 on average on the demo's pairs, 0.05-0.18 on items the transcript decides;
+bench/RESULTS.md, step 20)."""
 
 SYSTEM_PROMPT = (
     "You are a careful judge. You compare two answers to a question about a video, using only "
@@ -205,70 +228,220 @@ def _label_ids(tokenizer: Any) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-def score_labels(lm: CausalLM, messages: Sequence[Mapping[str, str]]) -> LabelScores:
+class ScoreCache:
+    """Label scores by prompt, the most recent ``size`` kept: the evaluation's other order of a
+    pair asks for the same two prompts, swapped, and gets them without a forward pass. Used
+    under the model's lock (:attr:`tools.gguf_models.CausalLM.lock`)."""
+
+    def __init__(self, size: int = 512) -> None:
+        """Keep at most ``size`` prompts' scores."""
+        self.size = size
+        self._found: OrderedDict[str, LabelScores] = OrderedDict()
+        self.passes = 0  # forward passes made (prompts not found here)
+
+    def get(self, key: str) -> LabelScores | None:
+        """The scores of the prompt ``key`` when kept."""
+        found = self._found.get(key)
+        if found is not None:
+            self._found.move_to_end(key)
+        return found
+
+    def put(self, key: str, scores: LabelScores) -> None:
+        """Keep ``scores`` for ``key`` (the oldest dropped past :attr:`size`)."""
+        self.passes += 1
+        self._found[key] = scores
+        while len(self._found) > self.size:
+            self._found.popitem(last=False)
+
+
+def score_labels(
+    lm: CausalLM, messages: Sequence[Mapping[str, str]], cache: ScoreCache | None = None
+) -> LabelScores:
     """One forward pass over ``messages`` put through the model's chat template (with the
-    assistant turn opened): the logits of ``A`` and ``B`` as the reply's first token."""
+    assistant turn opened): the logits of ``A`` and ``B`` as the reply's first token (from
+    ``cache`` when it holds this very prompt)."""
     import torch
 
+    key = json.dumps(list(messages), sort_keys=True)
     with lm.lock, torch.inference_mode():
+        found = cache.get(key) if cache is not None else None
+        if found is not None:
+            return found
         ids = lm.tokenizer.apply_chat_template(
             list(messages), add_generation_prompt=True, return_tensors="pt"
         )
         label_a, label_b = _label_ids(lm.tokenizer)
         logits = lm.model(ids.to(lm.model.device)).logits[0, -1].float()
-        return LabelScores(
+        scores = LabelScores(
             a=float(logits[label_a]), b=float(logits[label_b]), prompt_tokens=int(ids.shape[1])
+        )
+        if cache is not None:
+            cache.put(key, scores)
+        return scores
+
+
+def debiased_choice(margin: float, tie_band: float) -> Literal["A", "B", "tie"]:
+    """The verdict of a position-debiased margin (positive prefers the answer shown first in
+    the request): ``tie`` within ``tie_band`` of zero (or when it is not a number)."""
+    if not math.isfinite(margin) or abs(margin) <= tie_band:
+        return "tie"
+    return "A" if margin > 0 else "B"
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """One pair's label scores in both orders: ``shown`` (answer A first, as the request shows
+    it) and ``swapped`` (answer B first), and the verdict they make together."""
+
+    shown: LabelScores
+    swapped: LabelScores
+    tie_band: float = TIE_BAND
+
+    @property
+    def margin(self) -> float:
+        """``shown.margin - swapped.margin``: how much more the model prefers the first label
+        when answer A is in that place than when answer B is. A prior for either label, the
+        same in both orders, cancels; positive prefers answer A."""
+        return self.shown.margin - self.swapped.margin
+
+    @property
+    def choice(self) -> Literal["A", "B", "tie"]:
+        """The verdict of :attr:`margin` (:func:`debiased_choice`)."""
+        return debiased_choice(self.margin, self.tie_band)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The tokens of both prompts (what the verdict was read from)."""
+        return self.shown.prompt_tokens + self.swapped.prompt_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        """The scores as recorded: both orders' (``A``, ``B``, margin), the debiased margin and
+        the tie band."""
+        return {
+            "shown": self.shown.as_dict(),
+            "swapped": self.swapped.as_dict(),
+            "margin": self.margin,
+            "tie_band": self.tie_band,
+        }
+
+    def reason(self) -> str:
+        """The verdict's reason: every score it was read from."""
+        s, w = self.shown, self.swapped
+        return (
+            f"label scores (next-token logits) as shown: A {s.a:.4f}, B {s.b:.4f} (margin "
+            f"{s.margin:+.4f}); answers swapped: A {w.a:.4f}, B {w.b:.4f} (margin "
+            f"{w.margin:+.4f}); debiased margin (shown − swapped) {self.margin:+.4f}, tie band "
+            f"±{self.tie_band:g}"
         )
 
 
-def judge_pair(lm: CausalLM, context: PairJudgeContext) -> tuple[PairVerdict, LabelScores]:
-    """The verdict of one order of a pair, and the scores it was read from."""
-    scores = score_labels(lm, judge_messages(context))
-    reason = (
-        f"label scores (next-token logits): A {scores.a:.4f}, B {scores.b:.4f}, "
-        f"margin A-B {scores.margin:+.4f}"
+def swapped(context: PairJudgeContext) -> PairJudgeContext:
+    """``context`` with its two answers in each other's place."""
+    return context.model_copy(update={"answer_a": context.answer_b, "answer_b": context.answer_a})
+
+
+def judge_pair(
+    lm: CausalLM,
+    context: PairJudgeContext,
+    cache: ScoreCache | None = None,
+    tie_band: float = TIE_BAND,
+) -> tuple[PairVerdict, PairScores]:
+    """The verdict on a pair from its label scores in both orders, and those scores."""
+    scores = PairScores(
+        shown=score_labels(lm, judge_messages(context), cache),
+        swapped=score_labels(lm, judge_messages(swapped(context)), cache),
+        tie_band=tie_band,
     )
-    return PairVerdict(choice=scores.choice, reason=reason), scores
+    return PairVerdict(choice=scores.choice, reason=scores.reason()), scores
+
+
+def _pair_key(first: str, second: str) -> str:
+    return f"{first},{second}"
 
 
 def rank_by_pairs(
-    labels: Sequence[str], margins: Mapping[tuple[str, str], float]
+    labels: Sequence[str],
+    margins: Mapping[tuple[str, str], float],
+    tie_band: float = TIE_BAND,
 ) -> tuple[str, ...]:
     """Labels best first from the margins of every ordered pair (``(first, second)`` → score
-    of the first minus the second's, as shown in that order): by wins (a positive margin is a
-    win for the first shown, a negative one for the second), then by summed margin in the
-    label's favour, then by label."""
+    of the first label minus the second's with ``first`` shown as A): each pair is decided by
+    its debiased margin ``margins[x, y] − margins[y, x]`` (a label prior cancels; within
+    ``tie_band`` of zero neither wins), then the labels are ordered by wins, by their summed
+    debiased margin, then by label."""
     wins = dict.fromkeys(labels, 0)
     total = dict.fromkeys(labels, 0.0)
-    for (first, second), margin in margins.items():
-        if margin > 0:
-            wins[first] += 1
-        elif margin < 0:
-            wins[second] += 1
-        total[first] += margin
-        total[second] -= margin
+    for x, y in combinations(labels, 2):
+        margin = margins[(x, y)] - margins[(y, x)]
+        choice = debiased_choice(margin, tie_band)
+        if choice != "tie":
+            wins[x if choice == "A" else y] += 1
+        total[x] += margin
+        total[y] -= margin
     return tuple(sorted(labels, key=lambda label: (-wins[label], -total[label], label)))
 
 
+@dataclass(frozen=True)
+class RankScores:
+    """What a ranking was read from: the margin of every ordered pair and the prompts' tokens."""
+
+    labels: tuple[str, ...]
+    margins: dict[tuple[str, str], float]
+    prompt_tokens: int
+    tie_band: float = TIE_BAND
+
+    def debiased(self) -> dict[str, float]:
+        """``x,y`` → ``margins[x, y] − margins[y, x]`` for each pair in label order (positive
+        prefers ``x``)."""
+        return {
+            _pair_key(x, y): self.margins[(x, y)] - self.margins[(y, x)]
+            for x, y in combinations(self.labels, 2)
+        }
+
+    def details(self) -> dict[str, Any]:
+        """The scores as recorded."""
+        return {
+            "label_scores": {_pair_key(*pair): m for pair, m in self.margins.items()},
+            "debiased_margins": self.debiased(),
+            "tie_band": self.tie_band,
+            "prompts_scored": len(self.margins),
+        }
+
+
 def rank_answers(
-    lm: CausalLM, context: RankingContext
-) -> tuple[Ranking, dict[str, float], int, int]:
-    """The ranking of ``context``'s answers by label scores over all ordered pairs, the
-    margins by pair, the prompt tokens read and the forward passes made."""
-    labels = [answer.label for answer in context.answers]
+    lm: CausalLM,
+    context: RankingContext,
+    cache: ScoreCache | None = None,
+    tie_band: float = TIE_BAND,
+) -> tuple[Ranking, RankScores]:
+    """The ranking of ``context``'s answers by debiased label scores over every pair (both
+    orders of each), and the scores it was read from."""
+    labels = tuple(answer.label for answer in context.answers)
     margins: dict[tuple[str, str], float] = {}
     tokens = 0
     for first, second in permutations(labels, 2):
-        scores = score_labels(lm, _rank_messages(context, first, second))
+        scores = score_labels(lm, _rank_messages(context, first, second), cache)
         margins[(first, second)] = scores.margin
         tokens += scores.prompt_tokens
-    order = rank_by_pairs(labels, margins)
-    recorded = {f"{a}>{b}": margin for (a, b), margin in margins.items()}
+    read = RankScores(labels, margins, tokens, tie_band)
+    order = rank_by_pairs(labels, margins, tie_band)
     reason = (
-        f"ordered by wins over {len(margins)} label-score comparisons (both orders of every "
-        "pair); margins A-B: " + ", ".join(f"{k} {v:+.3f}" for k, v in recorded.items())
+        f"ordered by wins over {len(labels) * (len(labels) - 1) // 2} pairs, each decided by "
+        "its label-score margin in both orders (shown first minus shown second, so a label "
+        "prior cancels); debiased margins: "
+        + ", ".join(f"{k} {v:+.3f}" for k, v in read.debiased().items())
     )
-    return Ranking(order=order, reason=reason), recorded, tokens, len(margins)
+    return Ranking(order=order, reason=reason), read
+
+
+def answered_by_real_local(response: Mapping[str, Any] | None) -> bool:
+    """Whether a recorded response (its stored JSON) was answered by a model of this family."""
+    if not response:
+        return False
+    details = response.get("provider_details") or {}
+    return response.get("provider_name") == FAMILY_NAME or bool(
+        isinstance(details, Mapping) and details.get("real_local_model")
+    )
 
 
 def _prompt(messages: Sequence[ModelMessage]) -> str:
@@ -315,6 +488,8 @@ class LocalTextJudge(Model):
         self.config = config
         self.local_path = config.local_path
         self.device = resolve_device(config.device, f"providers.models.{model_id!r}.device").device
+        self.tie_band = TIE_BAND
+        self.scores = ScoreCache()
 
     @property
     def model_name(self) -> str:
@@ -341,15 +516,17 @@ class LocalTextJudge(Model):
             "device": self.device,
         }
         if isinstance(context, PairJudgeContext):
-            verdict, scores = judge_pair(lm, context)
-            details["label_scores"] = scores.as_dict()
-            usage = RequestUsage(input_tokens=scores.prompt_tokens, output_tokens=1)
+            verdict, pair = judge_pair(lm, context, self.scores, self.tie_band)
+            details["label_scores"] = pair.as_dict()
+            # Both prompts read, one label scored after each (whether or not the cache held it:
+            # the usage is the call's, not this process's history).
+            usage = RequestUsage(input_tokens=pair.prompt_tokens, output_tokens=2)
             return verdict.model_dump_json(), usage, details
         if isinstance(context, RankingContext) and context.role == "textual_ranker":
-            ranking, margins, tokens, passes = rank_answers(lm, context)
-            details["label_scores"] = margins
-            details["forward_passes"] = passes
-            usage = RequestUsage(input_tokens=tokens, output_tokens=passes)
+            ranking, read = rank_answers(lm, context, self.scores, self.tie_band)
+            details.update(read.details())
+            passes = len(read.margins)
+            usage = RequestUsage(input_tokens=read.prompt_tokens, output_tokens=passes)
             return ranking.model_dump_json(), usage, details
         raise ConfigError(
             f"the {FAMILY_NAME} model {self.our_model_id!r} answers pair_judge and "
@@ -401,8 +578,8 @@ FAMILY = ProviderFamily(
     about=(
         "A real text model run on this machine (a GGUF file, a model folder or a packaged "
         "model such as `qwen2.5-coder-1.5b-instruct`): judges pairs and ranks answers from "
-        "text by the scores of the answer labels. Price it at zero under "
-        "[budget.price_overrides]."
+        "text by the scores of the answer labels in both orders. Served in offline runs too "
+        "(it is a real model, not the offline harness) and priced at zero."
     ),
     key_env="HF_TOKEN",
     token_rule="qwen",
