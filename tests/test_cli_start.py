@@ -29,13 +29,16 @@ HEAVY = (
     "playlisteval.app",
     "store.catalog",
 )
+#: What only reading a command's options or running the group callback loads: asking a
+#: command for its help is answered before either (``CommandGroup.parse_args``).
+OPTIONS_READ = ("pydantic", "structlog", "asyncio")
 
 
-def _loaded_after(code: str) -> dict[str, bool]:
-    """Which of :data:`HEAVY` a fresh interpreter has imported after running ``code``."""
+def _loaded_after(code: str, modules: tuple[str, ...] = HEAVY) -> dict[str, bool]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
     script = (
         f"import json, sys\n{code}\n"
-        f"print(json.dumps({{m: m in sys.modules for m in {list(HEAVY)!r}}}))"
+        f"print(json.dumps({{m: m in sys.modules for m in {list(modules)!r}}}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
@@ -67,6 +70,46 @@ def test_asking_for_help_loads_no_settings_store_or_models(args: list[str]) -> N
         "except SystemExit as done:\n    assert done.code == 0, done.code"
     )
     assert _loaded_after(code) == dict.fromkeys(HEAVY, False)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["status", "--help"], ["store", "verify", "--help"], ["annotations", "--help"]],
+    ids=" ".join,
+)
+def test_a_commands_help_reads_no_option_and_runs_no_callback(args: list[str]) -> None:
+    """Help is answered before the group's ``--home`` is read (typer coerces an option through
+    pydantic) and before its callback sets the logs up (structlog)."""
+    code = (
+        "from playlisteval.cli import app\n"
+        f"try:\n    app({args!r}, prog_name='playlisteval')\n"
+        "except SystemExit as done:\n    assert done.code == 0, done.code"
+    )
+    assert _loaded_after(code, OPTIONS_READ) == dict.fromkeys(OPTIONS_READ, False)
+
+
+@pytest.mark.parametrize("path", [["status"], ["store", "verify"], ["annotations", "invite"]])
+def test_help_answered_early_is_the_help_typer_gives(path: list[str], tmp_path: Path) -> None:
+    """The early answer prints what the full parse prints: a root option before the command
+    (``--home``) takes typer's own path, which reads the option, runs the callback, then the
+    command's ``--help``."""
+    runner = CliRunner()
+    early = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"}, prog_name="pe")
+    full = runner.invoke(
+        app, ["--home", str(tmp_path), *path, "--help"], env={"COLUMNS": "100"}, prog_name="pe"
+    )
+    assert early.exit_code == full.exit_code == 0, early.output + full.output
+    assert f"Usage: pe {' '.join(path)} [OPTIONS]" in early.output
+    assert early.output == full.output
+
+
+def test_an_option_value_that_looks_like_help_is_not_taken_for_it() -> None:
+    """Only command names (or arguments) then ``--help`` are answered early: after an option,
+    ``--help`` is typer's to read, and here ``--domain`` takes it as its value, so the query
+    is missing, as typer says without the early answer."""
+    said = CliRunner().invoke(app, ["search", "--domain", "--help"], env={"COLUMNS": "100"})
+    assert said.exit_code == 2, said.output
+    assert "Missing argument 'query'" in said.output
 
 
 def _command_paths() -> list[list[str]]:

@@ -26,13 +26,17 @@ than on an anyio cancel scope around each loop's body.
 
 from __future__ import annotations
 
-import asyncio
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # asyncio is not imported for the CLI's start: a loop that runs has loaded it
+    import asyncio
 
 #: Seconds the loop's tasks have, after Ctrl-C, to finish their clean-up on the one
 #: cancellation each gets before those still running are cancelled again and again.
@@ -49,8 +53,23 @@ class Presses:
 def _stop_the_loop(loop: asyncio.AbstractEventLoop, grace_s: float) -> None:
     """A loop callback: the ``KeyboardInterrupt`` leaves the loop between two task steps; the
     tasks of the moment are cancelled again from ``grace_s`` on, if they are still running."""
+    import asyncio
+
     loop.call_later(grace_s, _cancel_until_done, loop, asyncio.all_tasks(loop))
     raise KeyboardInterrupt
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, if one does (never importing asyncio: a loop
+    that runs has loaded it, and a signal handler should not import)."""
+    module = sys.modules.get("asyncio")
+    if module is None:
+        return None
+    try:
+        loop: asyncio.AbstractEventLoop = module.get_running_loop()
+    except RuntimeError:  # no loop runs on this thread
+        return None
+    return loop
 
 
 def _cancel_until_done(loop: asyncio.AbstractEventLoop, tasks: Set[asyncio.Task[object]]) -> None:
@@ -75,16 +94,12 @@ def interruptible(grace_s: float = GRACE_S) -> Iterator[Presses]:
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         presses.count += 1
-        if presses.count == 1:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop runs on this thread: the plain interrupt
-                pass
-            else:
-                # Thread-safe for the wake-up: the loop may be waiting in select().
-                loop.call_soon_threadsafe(_stop_the_loop, loop, grace_s)
-                return
-        raise KeyboardInterrupt
+        loop = _running_loop() if presses.count == 1 else None
+        if loop is not None:
+            # Thread-safe for the wake-up: the loop may be waiting in select().
+            loop.call_soon_threadsafe(_stop_the_loop, loop, grace_s)
+            return
+        raise KeyboardInterrupt  # no loop runs on this thread, or a second press
 
     before = signal.signal(signal.SIGINT, on_sigint)
     try:
