@@ -61,6 +61,8 @@ from store.eventstore import StoredEvent
 from store.ledger import spend, stream_spend
 from store.runlog import run_started
 from tools import benchmark_folder
+from tools.providers.local_llm import FAMILY_NAME as REAL_LOCAL_FAMILY
+from tools.providers.local_llm import answered_by_real_local
 
 BENCHMARK_VERSION = "1"
 FILES = (
@@ -204,24 +206,38 @@ class ExportProgress(Protocol):
         ...
 
 
-def model_label(model: str, offline: bool) -> str:
-    """How a record names what answered a call: the model id, or ``offline:<id>`` when the
-    offline provider answered in its place."""
+#: How a record marks a model run on this machine (the ``real-local`` family): its id after it.
+REAL_LOCAL_PREFIX = f"{REAL_LOCAL_FAMILY}:"
+
+
+def model_label(model: str, offline: bool, real_local: bool = False) -> str:
+    """How a record names what answered a call: the model id; ``offline:<id>`` when the
+    offline provider answered in its place; ``real-local:<id>`` when a real model run on this
+    machine answered (a real local model, never the offline harness, whatever the run's mode)."""
+    if real_local:
+        return f"{REAL_LOCAL_PREFIX}{model}"
     return f"offline:{model}" if offline else model
 
 
 @dataclass(frozen=True)
 class _Call:
-    """One answered model call, as the log records it: the role, the model id, offline or not."""
+    """One answered model call, as the log records it: the role, the model id, offline or not,
+    and whether a real local model answered it."""
 
     role: str
     model: str
     offline: bool
+    real_local: bool = False
+
+    @classmethod
+    def of(cls, event: CallRecorded) -> _Call:
+        """The call ``event`` records."""
+        return cls(event.role, event.model, event.offline, answered_by_real_local(event.response))
 
     @property
     def label(self) -> str:
         """The model as a record names it (:func:`model_label`)."""
-        return model_label(self.model, self.offline)
+        return model_label(self.model, self.offline, self.real_local)
 
 
 def _answered(stored: Iterable[StoredEvent]) -> list[CallRecorded]:
@@ -269,7 +285,7 @@ def _accepted_item(
             f"seed {seed_id!r} has no accepted item in run {run_id!r}: only pairs of accepted "
             "items can be exported (check the run with `playlisteval audit`)"
         )
-    calls = tuple(_Call(e.role, e.model, e.offline) for e in _answered(stream))
+    calls = tuple(_Call.of(e) for e in _answered(stream))
     return item, cost, calls
 
 
@@ -358,7 +374,7 @@ def _judge_calls(app: App, run_id: str) -> dict[str, tuple[_Call, ...]]:
     for event in _answered(app.events.read_stream(pairs_stream(run_id))):
         if event.role == JUDGE_ROLE:
             owner = CallId.owner_of(event.call_id)
-            found.setdefault(owner, []).append(_Call(event.role, event.model, event.offline))
+            found.setdefault(owner, []).append(_Call.of(event))
     return {pair_id: tuple(calls) for pair_id, calls in found.items()}
 
 
@@ -388,10 +404,13 @@ def _provenance(pair: SelectedPair, item: _Item, judge_calls: Sequence[_Call]) -
 
 
 def _judge_label(judge: str, calls: Sequence[_Call]) -> str:
-    """A verdict's judge as what answered it: ``offline:<id>`` when the offline provider did
-    (the id as given when the log holds no call of it on the pair)."""
+    """A verdict's judge as what answered it: ``offline:<id>`` when the offline provider did,
+    ``real-local:<id>`` when a real local model did (the id as given when the log holds no
+    call of it on the pair)."""
     own = [c for c in calls if c.model == judge]
-    return model_label(judge, any(c.offline for c in own))
+    return model_label(
+        judge, any(c.offline for c in own), bool(own) and all(c.real_local for c in own)
+    )
 
 
 def clip_name(video_id: str, start_s: float, end_s: float) -> str:

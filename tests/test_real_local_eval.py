@@ -239,6 +239,36 @@ def test_the_report_marks_the_real_model_and_never_as_the_harness(
     assert f"Real models: {JUDGE}" in html
 
 
+def test_the_judgment_viewer_marks_the_real_model_and_never_as_the_harness(
+    benchmark: tuple[Path, Path], offline_evaluation: tuple[Path, Path, str]
+) -> None:
+    """The UI's judgments page flags the real model's rows "real local model" and the harness's
+    "offline"; a real-model verdict's own page says who answered, with no harness banner."""
+    from fastapi.testclient import TestClient
+
+    from agents.evaluation import JUDGMENTS_FILE, read_judgments
+    from playlisteval.ui.app import create_app
+
+    home, out, _output = offline_evaluation
+    records = read_judgments(out / JUDGMENTS_FILE)
+    with App(load_settings(home)) as app:
+        web = create_app(app, benchmark[1], sample_size=3, secret=b"k" * 32, evaluations=[out])
+        client = TestClient(web, follow_redirects=False)
+        page = client.get(f"/evaluations/{out.name}").text
+        mine = next(r for r in records if r.judge == JUDGE)
+        params = {"judge": JUDGE, "condition": mine.condition_id}
+        verdict = client.get(f"/evaluations/{out.name}/pair/{mine.pair_id}", params=params).text
+    rows = page.split('<tr class="group')[1:]
+    own = [row.split("</tr>")[0] for row in rows if f'data-judge="{JUDGE}"' in row]
+    harness = [row.split("</tr>")[0] for row in rows if 'data-judge="offline-first"' in row]
+    assert own
+    assert harness
+    assert all(">real local model</span>" in row and "flag-offline" not in row for row in own)
+    assert all("flag-offline" in row and "real local model" not in row for row in harness)
+    assert verdict.count("REAL LOCAL MODEL — answered by a real model") == 2  # both orders
+    assert "OFFLINE HARNESS" not in verdict
+
+
 @pytest.mark.usefixtures("allow_model_requests")
 def test_the_textual_ranker_and_the_difficulty_gate_ask_the_real_local_model_offline(
     demo_home: Path, gguf: Path, tmp_path: Path
@@ -261,6 +291,10 @@ def test_the_textual_ranker_and_the_difficulty_gate_ask_the_real_local_model_off
         ]
         audit = runs.audit(app, run)
         (row,) = [r for r in list_runs(app) if r.run_id == run]
+        runs.export(app, tmp_path / "bench", run)
+    records = [
+        json.loads(line) for line in (tmp_path / "bench" / "pairs.jsonl").read_text().splitlines()
+    ]
     _assert_real_local_calls(ranked)
     for event in ranked:
         details = event["response"]["provider_details"]
@@ -278,6 +312,14 @@ def test_the_textual_ranker_and_the_difficulty_gate_ask_the_real_local_model_off
     ]
     assert steps
     assert all(f"→ {REAL_LOCAL_LABEL} {JUDGE}:" in s and "offline" not in s for s in steps)
+    # The export names the real model as one (real-local:<id>), never the harness's offline:<id>.
+    assert records
+    labels = [(r["provenance"]["checked_by"], r["provenance"]["judges"]) for r in records]
+    for checked_by, judges in labels:
+        assert f"real-local:{JUDGE}" in checked_by
+        assert f"offline:{JUDGE}" not in checked_by + judges
+        assert JUDGE not in checked_by + judges  # never a bare id, as if a live model answered
+    assert any(f"real-local:{JUDGE}" in judges for _checked, judges in labels)
     assert row.mode == "offline + real local model"
     assert row.real_local == (JUDGE,)
     from rich.console import Console

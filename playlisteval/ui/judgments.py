@@ -70,6 +70,7 @@ from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDiver
 from store.events import CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
+from tools.providers.local_llm import answered_by_real_local
 from tools.retrieval import RetrieverSet
 from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
@@ -161,14 +162,30 @@ def load_evaluations(paths: Sequence[Path], benchmark: Benchmark) -> dict[str, E
     return out
 
 
-def offline_keys(store: EventStore, evaluation: EvaluationFolder) -> frozenset[str]:
-    """The request keys of the evaluation's calls the offline provider answered (its log says
-    so on each recorded call): their verdicts are a harness's, not evidence of model quality."""
-    return frozenset(
-        str(stored.data.get("key", ""))
-        for stored in store.read_stream(eval_stream(evaluation.evaluation_id))
-        if stored.type == "CallRecorded" and stored.data.get("offline")
-    )
+@dataclass(frozen=True)
+class AnsweredKeys:
+    """Who answered an evaluation's calls, by request key: ``offline``, the offline provider
+    (a harness's verdicts, not evidence of model quality); ``real_local``, a real model run on
+    this machine (:data:`tools.providers.local_llm.REAL_LOCAL_LABEL`, never the harness)."""
+
+    offline: frozenset[str]
+    real_local: frozenset[str]
+
+
+def answered_keys(store: EventStore, evaluation: EvaluationFolder) -> AnsweredKeys:
+    """Which of the evaluation's calls the offline provider and a real local model answered,
+    as its log says on each recorded call (its ``offline`` flag; the response's family)."""
+    offline: set[str] = set()
+    real_local: set[str] = set()
+    for stored in store.read_stream(eval_stream(evaluation.evaluation_id)):
+        if stored.type != "CallRecorded":
+            continue
+        key = str(stored.data.get("key", ""))
+        if answered_by_real_local(stored.data.get("response")):
+            real_local.add(key)
+        elif stored.data.get("offline"):
+            offline.add(key)
+    return AnsweredKeys(frozenset(offline), frozenset(real_local))
 
 
 # -- groups and filters (pure) --------------------------------------------------------------------

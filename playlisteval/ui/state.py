@@ -15,7 +15,12 @@ from playlisteval.app import App
 from playlisteval.metrics import LogMetrics
 from playlisteval.ui.annotations import AnnotationLog, AnnotationState, LabelsWithheld, not_invited
 from playlisteval.ui.benchmark import Benchmark
-from playlisteval.ui.judgments import EvaluationFolder, PromptRebuilder, Thumbnails
+from playlisteval.ui.judgments import (
+    AnsweredKeys,
+    EvaluationFolder,
+    PromptRebuilder,
+    Thumbnails,
+)
 from playlisteval.ui.media_roots import MediaRoots
 from playlisteval.ui.signing import Signer
 from store.coordination import BudgetAccounts, WorkQueue
@@ -28,8 +33,8 @@ class UiState:
     ``cookie`` and ``owner_cookie`` are the names of this benchmark's annotator and owner
     cookies; ``log_metrics`` is one fold for the server's lifetime (each status page reads only
     what was appended since); ``evaluated`` maps an open evaluation's name to it;
-    ``offline_seen`` remembers, per evaluation, which judgments the offline provider answered
-    (read once, on first view).
+    ``answered_seen`` remembers, per evaluation, which judgments the offline provider and which
+    a real local model answered (read once, on first view).
     """
 
     app: App
@@ -46,7 +51,7 @@ class UiState:
     media_roots: MediaRoots
     rebuilder: PromptRebuilder
     thumbnails: Thumbnails
-    offline_seen: dict[str, frozenset[str]] = field(default_factory=dict)
+    answered_seen: dict[str, AnsweredKeys] = field(default_factory=dict)
 
     def who(self, request: Request) -> str | None:
         """The signed-in annotator, None when there is no cookie; ForgedAnnotator if forged."""

@@ -14,12 +14,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from playlisteval.ui.judgments import (
     FILTER_TITLES,
     FILTERS,
+    AnsweredKeys,
     EvaluationFolder,
     answer_name,
+    answered_keys,
     check_filter,
     group_records,
     group_views,
-    offline_keys,
 )
 from playlisteval.ui.pages import clock, error_page, page
 from playlisteval.ui.state import Ui, UiState
@@ -28,15 +29,16 @@ from store.errors import ConfigError, MediaError
 router = APIRouter()
 
 
-def _offline_of(ui: UiState, evaluation: EvaluationFolder) -> frozenset[str]:
-    """Which judgments of ``evaluation`` the offline provider answered (read once per UI)."""
-    if evaluation.name not in ui.offline_seen:
-        ui.offline_seen[evaluation.name] = offline_keys(ui.app.events, evaluation)
-    return ui.offline_seen[evaluation.name]
+def _answered_of(ui: UiState, evaluation: EvaluationFolder) -> AnsweredKeys:
+    """Which judgments of ``evaluation`` the offline provider and which a real local model
+    answered (read once per UI)."""
+    if evaluation.name not in ui.answered_seen:
+        ui.answered_seen[evaluation.name] = answered_keys(ui.app.events, evaluation)
+    return ui.answered_seen[evaluation.name]
 
 
 def _offline_count(ui: UiState, evaluation: EvaluationFolder) -> int:
-    keys = _offline_of(ui, evaluation)
+    keys = _answered_of(ui, evaluation).offline
     return sum(1 for r in evaluation.records if r.call_key in keys)
 
 
@@ -87,7 +89,8 @@ def evaluation_page(
         condition=condition,
         answer=answer_name,
         offline=_offline_count(ui, evaluation),
-        offline_keys=_offline_of(ui, evaluation),
+        offline_keys=_answered_of(ui, evaluation).offline,
+        real_local_keys=_answered_of(ui, evaluation).real_local,
     )
 
 
@@ -113,7 +116,8 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
         group=group,
         views=views,
         answer=answer_name,
-        offline_keys=_offline_of(ui, evaluation),
+        offline_keys=_answered_of(ui, evaluation).offline,
+        real_local_keys=_answered_of(ui, evaluation).real_local,
         clock=clock,
         frame_src=lambda video, t: (
             f"/evaluations/{quote(name, safe='')}/frame/{quote(video, safe='')}?t={t!r}"
