@@ -68,6 +68,7 @@ class CurationSnapshot:
     calls_per_s: float | None
     eta_s: float | None  # None until a seed ended in this process
     offline: bool
+    real_local: tuple[str, ...] = ()  # the run's models that are real models run here
 
     @property
     def done(self) -> int:
@@ -91,6 +92,7 @@ class LiveCuration:
     total: int
     offline: bool = False
     earlier: Mapping[str, int] = field(default_factory=dict)
+    real_local: tuple[str, ...] = ()
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -150,6 +152,7 @@ class LiveCuration:
                 calls_per_s=made / elapsed if elapsed > 0 else None,
                 eta_s=eta,
                 offline=self.offline,
+                real_local=self.real_local,
             )
 
     def render(self) -> Group:
@@ -186,6 +189,8 @@ def render(snap: CurationSnapshot) -> Group:
     )
     for label, count in sorted(snap.ended.items()):
         table.add_row(f"  {label}", str(count))
+    if snap.real_local:  # their calls are their own answers, the harness's title aside
+        table.add_row("real local model", ", ".join(snap.real_local))
     spent = micros_to_usd(snap.spent_micros)
     if snap.cap_micros:
         share = f" ({snap.spent_micros / snap.cap_micros:.0%})"

@@ -4,6 +4,7 @@ onto a second line, with figures as large as a campaign's and long gate names.""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -101,3 +102,18 @@ def test_a_quiet_run_keeps_its_title_on_one_line() -> None:
         "Curation (offline provider: a harness, not model quality)" in line for line in lines
     )
     assert any(line.rstrip().endswith("0.0000 (no cap)") for line in lines)
+
+
+def test_a_real_local_model_in_an_offline_run_is_named_on_a_row_of_its_own() -> None:
+    """An offline run whose textual ranker is a real model run here: the title still says the
+    run is the harness's, and a row names the real model, within 80 columns, on one line."""
+    mixed = replace(BUSY, real_local=("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"))
+    lines = _drawn(mixed, 80)
+    assert max(map(len, lines)) <= 80
+    assert len(lines) == len(_drawn(BUSY, 80)) + 1
+    assert any(
+        "real local model" in line
+        and line.rstrip().endswith("qwen2.5-coder-1.5b, qwen2.5-coder-0.5b")
+        for line in lines
+    ), "\n".join(lines)
+    assert "real local model" not in "\n".join(_drawn(BUSY, 80))

@@ -274,13 +274,24 @@ def test_the_textual_ranker_and_the_difficulty_gate_ask_the_real_local_model_off
     demo_home: Path, gguf: Path, tmp_path: Path
 ) -> None:
     """An offline run whose textual ranker and difficulty judge are the real-local id: each is
-    asked through the curation and the pair selection, and answers as itself."""
+    asked through the curation (``playlisteval curate``, whose panel names the real model) and
+    the pair selection, and answers as itself; the audit's banner names it too."""
     home = copy_workspace(demo_home, tmp_path / "ws")
-    models = {"textual_undetectability": [JUDGE], "difficulty_judges": [JUDGE]}
-    with App(load_settings(home, models=models, **_served(gguf))) as app:
+    with (home / SETTINGS_FILE).open("a") as settings:
+        settings.write(f'\n[models]\ntextual_undetectability = ["{JUDGE}"]\n')
+        settings.write(f'difficulty_judges = ["{JUDGE}"]\n')
+        settings.write(f'\n[providers.models."{JUDGE}"]\nfamily = "{FAMILY_NAME}"\n')
+        settings.write(f'local_path = "{gguf}"\n')
+    cli = CliRunner()
+    curated = cli.invoke(cli_app, ["curate", "--max-seeds", "2", "--home", str(home)])
+    assert curated.exit_code == 0, curated.output
+    panel = [line for line in curated.output.splitlines() if "real local model" in line]
+    assert panel, curated.output
+    assert panel[0].rstrip(" │").endswith(JUDGE)
+    with App(load_settings(home)) as app:
         assert app.settings.curation.offline
-        report = runs.curate(app, budget_usd=None, max_seeds=2)
-        run, _chosen = runs.select_pairs(app, report.run_id)
+        curated_run = list_runs(app)[-1].run_id
+        run, _chosen = runs.select_pairs(app, curated_run)
         seeds = app.events.streams("seed-")
         ranked = [e for s in seeds for e in _calls(app, s) if e["role"] == "textual_ranker"]
         judged = _calls(app, pairs_stream(run))
@@ -321,6 +332,17 @@ def test_the_textual_ranker_and_the_difficulty_gate_ask_the_real_local_model_off
         assert JUDGE not in checked_by + judges  # never a bare id, as if a live model answered
     assert any(f"real-local:{JUDGE}" in judges for _checked, judges in labels)
     assert row.mode == "offline + real local model"
+    said = cli.invoke(cli_app, ["audit", "--run", run, "--home", str(home)])
+    assert said.exit_code == 0, said.output
+    assert (
+        f"harness of the loop, never evidence of model quality; but for {JUDGE}, a real local model"
+        in " ".join(said.output.split())
+    )
+    facts = json.loads(
+        cli.invoke(cli_app, ["audit", "--run", run, "--json", "--home", str(home)]).output
+    )
+    assert facts["offline"] is True
+    assert facts["real_local"] == [JUDGE]
     assert row.real_local == (JUDGE,)
     from rich.console import Console
 

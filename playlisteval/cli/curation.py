@@ -63,8 +63,9 @@ def run_curation(
 ) -> RunReport:
     """Curate a new run (or resume ``run``) under the live panel, then print how it ended."""
     from playlisteval import runs
-    from playlisteval.app import role_models
+    from playlisteval.app import real_local_models, role_models
     from playlisteval.curation_display import LiveCuration
+    from playlisteval.overview import real_local_models_of
     from policies.budget import check_concurrency
     from store.runlog import run_started
 
@@ -75,12 +76,15 @@ def run_curation(
         total = len(started.seeds)
         offline = started.offline
         earlier = earlier_ends(app_, run)
+        real = real_local_models_of(started)
     else:
         total = max_seeds or len(app_.catalog.seeds())
         offline = app_.settings.curation.offline
+        models = role_models(app_.settings).all_models()
         # Before the progress display: a model with no price is one line, and no run opens.
-        runs.check_prices(app_, role_models(app_.settings).all_models())
-    view = LiveCuration(total, offline=offline, earlier=earlier)
+        runs.check_prices(app_, models)
+        real = tuple(m for m in real_local_models(app_.settings) if m in set(models))
+    view = LiveCuration(total, offline=offline, earlier=earlier, real_local=real)
     # Redrawn from the view four times a second (rich's own thread): the figures and the clock
     # move while seeds work, not only when one ends. What is printed meanwhile (a warning, a
     # log line) goes above the table, never into it.
@@ -197,14 +201,16 @@ def audit(
 ) -> None:
     """A run's timelines, spend by phase/gate/role/model and its rejection reasons."""
     from playlisteval import integrity, runs
+    from playlisteval.overview import real_local_models_of
     from store.runlog import run_started
 
     with open_app(home) as app_:
         report = runs.audit(app_, run, seed)
         untrusted = integrity.log_warning(app_, [report.run_id])
-        offline = run_started(app_.events, report.run_id).offline
+        started = run_started(app_.events, report.run_id)
+        offline, real = started.offline, real_local_models_of(started)
         if as_json:
-            facts = {"log_warning": untrusted, "offline": offline}
+            facts = {"log_warning": untrusted, "offline": offline, "real_local": list(real)}
             print(json.dumps({**report.to_json(), **facts}, indent=2))
             return
         if untrusted:
@@ -213,6 +219,8 @@ def audit(
             "[bold yellow]offline provider[/]: this run is a harness of the loop, never "
             "evidence of model quality"
         )
+        if real:  # their calls are their own answers (marked so on each step)
+            banner += f"; but for {escape(', '.join(real))}, a real local model"
         if seed is not None:
             print_timeline(report)  # that seed alone: the run's totals are `audit` without it
             if offline:
