@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._demo import demo_benchmark
 from bench._machine import machine
 
 CACHE = Path(__file__).resolve().parents[1] / ".bench-cache"
@@ -71,33 +72,6 @@ WORDS = {
     "tech": "smartphone processor battery laptop kernel compiler database server chip camera",
 }
 FILLER = ("so", "then", "we", "look", "at", "this", "and", "here", "you", "can", "see", "how")
-
-
-def _workspace(workdir: Path) -> tuple[Path, Path]:
-    """The indexed, curated and exported demo (made once): (workspace home, benchmark dir)."""
-    from playlisteval import runs
-    from playlisteval.app import App
-    from playlisteval.settings import SETTINGS_FILE, load_settings
-    from tools.synthetic import make_demo_playlist
-
-    home, bench = workdir / "home", workdir / "bench"
-    if (bench / "pairs.jsonl").exists():
-        return home, bench
-    shutil.rmtree(workdir, ignore_errors=True)
-    home.mkdir(parents=True)
-    (home / SETTINGS_FILE).write_text(
-        "[index]\nsegment_min_minutes = 1.0\nsegment_target_minutes = 1.0\n"
-        "segment_max_minutes = 2.0\n"
-    )
-    playlist = make_demo_playlist(workdir / "playlist")
-    with App(load_settings(home)) as app:
-        indexer = app.indexer()
-        indexer.add(str(playlist), domain=None)
-        indexer.prepare_media()
-        indexer.run()
-        report = runs.curate(app, budget_usd=None, max_seeds=6)
-        runs.export(app, bench, report.run_id)
-    return home, bench
 
 
 def _evaluate(
@@ -167,7 +141,7 @@ def _evaluate(
 
 def throughput(workdir: Path, latency: float) -> None:
     """Judgments per second at concurrency 1 and 64, and their ratio, per setup."""
-    home, bench = _workspace(workdir)
+    home, bench = demo_benchmark(workdir)
     runs_dir = workdir / "evals"
     for label, conditions, judges in SETUPS:
         _evaluate(home, bench, runs_dir / f"warm-up-{label}", 64, 0.0, conditions, judges)

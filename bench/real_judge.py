@@ -42,6 +42,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._demo import demo_benchmark
 from bench._machine import machine
 
 CACHE = Path(__file__).resolve().parents[1] / ".bench-cache" / "real-judge"
@@ -64,32 +65,6 @@ def judge_settings(judges: list[str]) -> dict[str, Any]:
         },
         "budget": {"price_overrides": free_price_rows(judges)},
     }
-
-
-def workspace(workdir: Path) -> tuple[Path, Path]:
-    """The indexed, curated and exported demo (made once): (workspace home, benchmark dir)."""
-    from playlisteval import runs
-    from playlisteval.app import App
-    from playlisteval.settings import SETTINGS_FILE, load_settings
-    from tools.synthetic import make_demo_playlist
-
-    home, bench = workdir / "home", workdir / "bench"
-    if (bench / "pairs.jsonl").exists():
-        return home, bench
-    home.mkdir(parents=True, exist_ok=True)
-    (home / SETTINGS_FILE).write_text(
-        "[index]\nsegment_min_minutes = 1.0\nsegment_target_minutes = 1.0\n"
-        "segment_max_minutes = 2.0\n"
-    )
-    playlist = make_demo_playlist(workdir / "playlist")
-    with App(load_settings(home)) as app:
-        indexer = app.indexer()
-        indexer.add(str(playlist), domain=None)
-        indexer.prepare_media()
-        indexer.run()
-        report = runs.curate(app, budget_usd=None, max_seeds=6)
-        runs.export(app, bench, report.run_id)
-    return home, bench
 
 
 def figures(records: list[Any], judge: str, label: str | None = None) -> str:
@@ -360,7 +335,7 @@ def main() -> None:
     if args.benchmark is not None:
         home, bench = args.home, args.benchmark
     else:
-        home, bench = workspace(args.workdir)
+        home, bench = demo_benchmark(args.workdir)
     out = args.out or args.workdir / "eval"
     if args.report_only:
         records = read_judgments(out / JUDGMENTS_FILE)

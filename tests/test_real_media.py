@@ -15,9 +15,9 @@ import imageio_ffmpeg
 import pytest
 
 from playlisteval.app import App
-from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.catalog import INDEXED
 from tests.debian_media import LIBRIVOX, TREE, VTEST, debian_file
+from tests.workspaces import whisper_indexed
 from tools.asr_wer import librivox_items, word_error_rate
 
 pytestmark = pytest.mark.slow
@@ -52,21 +52,7 @@ def real_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     media.mkdir()
     mux(VTEST, [item.wav for item in librivox_items(LIBRIVOX)], media / "pedestrians.mp4", 26)
     mux(TREE, sorted(CARDS.glob("*.wav")), media / "tree-cards.mp4", 12)
-    home = tmp_path_factory.mktemp("real-home")
-    (home / SETTINGS_FILE).write_text(
-        "[index]\n"
-        'local_transcriber = "faster-whisper"\n'
-        'whisper_model = "base"\n'
-        "segment_min_minutes = 0.05\n"
-        "segment_target_minutes = 0.1\n"
-        "segment_max_minutes = 0.5\n"
-    )
-    with App(load_settings(home)) as app:
-        indexer = app.indexer()
-        indexer.add(str(media), domain="street")
-        indexer.prepare_media()
-        summary = indexer.run()
-        assert summary.videos_failed == []
+    with whisper_indexed(tmp_path_factory.mktemp("real-home"), {media: "street"}) as app:
         yield app
 
 

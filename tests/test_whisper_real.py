@@ -17,7 +17,7 @@ import pytest
 
 from agents.evidence import SeedEvidence
 from playlisteval.app import App
-from playlisteval.settings import SETTINGS_FILE, load_settings
+from tests.workspaces import whisper_indexed
 from tools.media import extract_audio
 from tools.synthetic import espeak_available, make_narrated_clip
 from tools.transcripts import TranscriptRequest, make_transcriber
@@ -58,22 +58,8 @@ def whisper_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         for name, sentences in clips.items():
             _video, captions = make_narrated_clip(media / domain / f"{name}.mp4", sentences)
             captions.unlink()  # no captions: the words must come from the speech
-    home = tmp_path_factory.mktemp("whisper-home")
-    (home / SETTINGS_FILE).write_text(
-        "[index]\n"
-        'local_transcriber = "faster-whisper"\n'
-        'whisper_model = "base"\n'
-        "segment_min_minutes = 0.05\n"
-        "segment_target_minutes = 0.1\n"
-        "segment_max_minutes = 0.5\n"
-    )
-    with App(load_settings(home)) as app:
-        indexer = app.indexer()
-        for domain in NARRATION:
-            indexer.add(str(media / domain), domain=domain)
-        indexer.prepare_media()
-        summary = indexer.run()
-        assert summary.videos_failed == []
+    folders = {media / domain: domain for domain in NARRATION}
+    with whisper_indexed(tmp_path_factory.mktemp("whisper-home"), folders) as app:
         yield app
 
 

@@ -83,7 +83,7 @@ def run_curation(
         models = role_models(app_.settings).all_models()
         # Before the progress display: a model with no price is one line, and no run opens.
         runs.check_prices(app_, models)
-        real = tuple(m for m in real_local_models(app_.settings) if m in set(models))
+        real = tuple(sorted(set(real_local_models(app_.settings)) & set(models)))
     view = LiveCuration(total, offline=offline, earlier=earlier, real_local=real)
     # Redrawn from the view four times a second (rich's own thread): the figures and the clock
     # move while seeds work, not only when one ends. What is printed meanwhile (a warning, a

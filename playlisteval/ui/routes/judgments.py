@@ -79,6 +79,7 @@ def evaluation_page(
         if (not judge or g.judge == judge) and (not condition or g.condition_id == condition)
     ]
     counts = {f: sum(1 for g in groups if g.shows(f)) for f in FILTERS}
+    answered = _answered_of(ui, evaluation)
     return page(
         "evaluation.html",
         evaluation=evaluation,
@@ -89,8 +90,8 @@ def evaluation_page(
         condition=condition,
         answer=answer_name,
         offline=_offline_count(ui, evaluation),
-        offline_keys=_answered_of(ui, evaluation).offline,
-        real_local_keys=_answered_of(ui, evaluation).real_local,
+        offline_keys=answered.offline,
+        real_local_keys=answered.real_local,
     )
 
 
@@ -109,6 +110,7 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
             f"under {condition!r}",
         )
     views = group_views(ui.rebuilder, evaluation, pair, group)
+    answered = _answered_of(ui, evaluation)
     return page(
         "judgment.html",
         evaluation=evaluation,
@@ -116,8 +118,8 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
         group=group,
         views=views,
         answer=answer_name,
-        offline_keys=_answered_of(ui, evaluation).offline,
-        real_local_keys=_answered_of(ui, evaluation).real_local,
+        offline_keys=answered.offline,
+        real_local_keys=answered.real_local,
         clock=clock,
         frame_src=lambda video, t: (
             f"/evaluations/{quote(name, safe='')}/frame/{quote(video, safe='')}?t={t!r}"
