@@ -22,6 +22,7 @@ from agents.bus import Bus
 from agents.deps import CallDeps
 from agents.group_commit import GroupCommit, scrubbed
 from agents.recorded import CallRecorder, Mode, RecordedCalls
+from agents.run_spec import RunSpec
 from agents.seed_driver import CurationConfig, CurationProgress, SeedDriver
 from policies.budget import Campaign, make_budget
 from policies.prices import PriceTable
@@ -147,8 +148,12 @@ def open_run(
     parent_run: str | None = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
-    """Append run ``run_id``'s ``RunStarted``: its seeds, caps and policy (its stream must be
-    new, else StoreConflict). One way to open a run, for a single process and the fleet."""
+    """Append run ``run_id``'s ``RunStarted``: its seeds, caps, policy and definition (a
+    :class:`~agents.run_spec.RunSpec` of ``config``, priced by ``settings["prices"]``; its
+    stream must be new, else StoreConflict). One way to open a run, for a single process and
+    the fleet."""
+    recorded = settings or {}
+    spec = RunSpec.today(config, recorded.get("prices"))
     store.append(
         run_stream(run_id),
         [
@@ -161,8 +166,9 @@ def open_run(
                 concurrency=config.concurrency,
                 offline=config.offline,
                 models=dict(config.models.__dict__),
-                settings=settings or {},
+                settings=recorded,
                 parent_run=parent_run,
+                spec=spec.to_json(),
             )
         ],
         expected_version=0,

@@ -10,6 +10,7 @@ included, reads the same facts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -55,6 +56,12 @@ def role_template(role: str) -> str:
             f"role {role!r} has no readable prompt template ({exc}): give its RoleSpec "
             "prompt=Path(...) of the template beside its module"
         ) from exc
+
+
+def template_hash(role: str) -> str:
+    """The content hash (SHA-256, 16 hex digits) of role ``role``'s template: what each call
+    records it was rendered from, and what a run's definition holds of the role."""
+    return hashlib.sha256(role_template(role).encode("utf-8")).hexdigest()[:16]
 
 
 def _segment_text(segment: SegmentEvidence) -> str:

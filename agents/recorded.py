@@ -349,6 +349,7 @@ class CallContext:
     model: str  # the configured live model id: what the call is priced as
     phase: int | None = None
     gate: str | None = None
+    template: str = ""  # content hash of the prompt template the request was rendered from
 
     def fields(self, call_id: str, key: str) -> dict[str, Any]:
         """What every call event says about the call."""
@@ -639,6 +640,7 @@ class CallRecorder:
                 usage=hit.usage,
                 batch=hit.batch,
                 attempts=0,  # served from the log: no request went out
+                template=context.template,
             )
         )
         return decode_response(hit.response)
@@ -865,6 +867,7 @@ class CallRecorder:
             batch=batch,
             attempts=attempts,
             provider_cost=provider_cost is not None,
+            template=context.template,
         )
         await call.append(recorded)
         self._answered.setdefault((context.seed_id, call.key), recorded)

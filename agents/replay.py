@@ -34,11 +34,12 @@ from pydantic_ai.models import Model
 from agents.curation import CurationConfig, Curator, RunReport, recorded_prices, run_end
 from agents.deps import CallDeps
 from agents.recorded import RecordedCalls
+from agents.run_spec import specs_in_force, unhonoured
 from agents.workers import RoleModels
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
 from store.catalog import Catalog, SeedRow
-from store.errors import ConfigError
+from store.errors import ConfigError, RunDefinitionMismatch
 from store.events import (
     RunFinished,
     RunResumed,
@@ -167,9 +168,14 @@ class Replayer:
         budget_micros: int | None = None,
         max_attempts: int | None = None,
         concurrency: int | None = None,
+        against_today: bool = False,
     ) -> ReplayVerdict:
-        """Replay ``run_id``; with ``budget_micros`` or ``max_attempts`` the replay is a what-if
-        under that policy (its report is the answer, nothing is compared)."""
+        """Replay ``run_id`` under its recorded definition (each one in force, when it was
+        upgraded: :func:`agents.run_spec.specs_in_force`); with ``budget_micros`` or
+        ``max_attempts`` the replay is a what-if under that policy, and with ``against_today``
+        a what-if under today's code and settings instead of its definition (its report is the
+        answer, nothing is compared). :class:`~agents.run_spec.RunDefinitionMismatch`, before
+        anything runs, when today's code cannot honour the recorded definition."""
         run_log = self.store.read_stream(run_stream(run_id))
         if not run_log:
             raise ConfigError(f"no run {run_id!r} in the log")
@@ -178,17 +184,25 @@ class Replayer:
             raise ConfigError(f"run {run_id!r} does not begin with RunStarted: see store verify")
         prefix = seed_stream(run_id, "")
         seed_log = self.store.read_all(stream_prefix=prefix)
-        counterfactual = budget_micros is not None or max_attempts is not None
-        # The run's own role models (a log recorded under other default ids asks for those).
-        config = replace(self.config, models=RoleModels.recorded(started.models))
-        if max_attempts is not None:
-            config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
-        # A what-if budget is spent in the log's seed order, one seed at a time, so the yield it
-        # reports is that of a run that gets through its seeds in order.
-        config = replace(config, concurrency=concurrency or (1 if counterfactual else 8))
+        counterfactual = budget_micros is not None or max_attempts is not None or against_today
+        if against_today:
+            # Today's code and settings, but the run's own models when they are not set today.
+            phases = [(0, replace(self.config, models=RoleModels.recorded(started.models)))]
+        else:
+            phases = self._recorded_configs(run_id, run_log, seed_log)
+        adjusted: list[tuple[int, CurationConfig]] = []
+        for since, config in phases:
+            if max_attempts is not None:
+                config = replace(config, policy=replace(config.policy, max_attempts=max_attempts))
+            # A what-if budget is spent in the log's seed order, one seed at a time, so the
+            # yield it reports is that of a run that gets through its seeds in order.
+            config = replace(config, concurrency=concurrency or (1 if counterfactual else 8))
+            adjusted.append((since, config))
+        if counterfactual:
+            adjusted = adjusted[-1:]  # a what-if runs the whole run under one definition
         seeds = self.catalog.seeds_by_id(started.seeds)
         scratch_log, report, mismatches = self._rerun(
-            run_id, seeds, seed_log, config, started, budget_micros, counterfactual, run_log
+            run_id, seeds, seed_log, adjusted, started, budget_micros, counterfactual, run_log
         )
         verdict = ReplayVerdict(run_id=run_id, report=report, seeds=len(seeds))
         if counterfactual:
@@ -204,6 +218,31 @@ class Replayer:
         verdict.differences.sort(key=lambda d: d.seq)
         return verdict
 
+    def _recorded_configs(
+        self, run_id: str, run_log: Sequence[StoredEvent], seed_log: Sequence[StoredEvent]
+    ) -> list[tuple[int, CurationConfig]]:
+        """Each definition the run was decided under, as a config, with the seq it was in
+        force from; RunDefinitionMismatch when today's code cannot honour one."""
+        asked = {
+            (str(e.data["gate"]), int(e.data["phase"]))
+            for e in seed_log
+            if e.type == "GateRequested"
+        }
+        out: list[tuple[int, CurationConfig]] = []
+        for since, spec in specs_in_force(run_log, asked):
+            problems = unhonoured(spec)
+            if problems:
+                raise RunDefinitionMismatch(
+                    run_id,
+                    problems,
+                    "today's code cannot replay it as recorded: `playlisteval replay "
+                    f"{run_id} --against-today` runs it as a counterfactual under today's code "
+                    "and settings, or run the replay with the code (and gate packages) that "
+                    "recorded it",
+                )
+            out.append((since, spec.config(self.config)))
+        return out
+
     def _chain(self, run_id: str) -> list[ChainProblem]:
         own = {run_stream(run_id), pairs_stream(run_id)}
         prefix = seed_stream(run_id, "")
@@ -217,13 +256,17 @@ class Replayer:
         run_id: str,
         seeds: Sequence[SeedRow],
         seed_log: list[StoredEvent],
-        config: CurationConfig,
+        phases: Sequence[tuple[int, CurationConfig]],
         started: RunStarted,
         budget_micros: int | None,
         counterfactual: bool,
         run_log: Sequence[StoredEvent],
     ) -> tuple[list[StoredEvent], RunReport, list[Any]]:
+        """Re-run the run into a scratch log, each definition in turn: under each but the last,
+        a seed goes as far as the decisions its log made before the next one came in force
+        (an upgrade), then the next definition takes it on from there, as the run did."""
         recorded = RecordedCalls.from_stored(seed_log)
+        mismatches: list[Any] = []
         with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
             store = open_event_store(Path(scratch) / "replay.db")
             try:
@@ -237,21 +280,28 @@ class Replayer:
                         prices_at=price_schedule(run_log, self.prices),
                         traffic=run_traffic(started, self.traffic),
                     ),
-                    config=config,
+                    config=phases[0][1],
                 )
-                report = anyio.run(
-                    lambda: curator.curate(
-                        run_id,
-                        seeds,
-                        budget_micros=budget_micros,
-                        per_seed_micros=None if counterfactual else started.per_seed_micros,
-                        mode="counterfactual" if counterfactual else "strict",
-                        recorded=recorded,
+                for position, (_since, config) in enumerate(phases):
+                    following = phases[position + 1][0] if position + 1 < len(phases) else None
+                    curator.config = config
+                    curator.driver.hold = (
+                        None if following is None else _held_at(seed_log, following, store)
                     )
-                )
+                    report = anyio.run(
+                        lambda: curator.curate(
+                            run_id,
+                            seeds,
+                            budget_micros=budget_micros,
+                            per_seed_micros=None if counterfactual else started.per_seed_micros,
+                            mode="counterfactual" if counterfactual else "strict",
+                            recorded=recorded,
+                        )
+                    )
+                    assert curator.last_recorder is not None
+                    mismatches += curator.last_recorder.mismatches
+                curator.driver.hold = None
                 replayed = store.read_all(stream_prefix=seed_stream(run_id, ""))
-                assert curator.last_recorder is not None
-                mismatches = list(curator.last_recorder.mismatches)
             finally:
                 store.close()
         return replayed, report, mismatches
@@ -302,6 +352,23 @@ class Replayer:
                         # The log stops early (a crash between an answer and the decision
                         # it led to): the replay may finish what the run did not get to.
                         verdict.replayed_beyond[stream[len(prefix) :]] = extra
+
+
+def _held_at(
+    seed_log: Sequence[StoredEvent], seq: int, scratch: EventStore
+) -> Callable[[str], bool]:
+    """Whether a seed's stream in the scratch log has made as many decisions as its log had
+    made before ``seq`` (the seq from which the next definition was in force)."""
+    limit: dict[str, int] = {}
+    for event in seed_log:
+        if event.seq < seq and event.type in DECISIONS:
+            limit[event.stream] = limit.get(event.stream, 0) + 1
+
+    def held(stream: str) -> bool:
+        made = sum(1 for e in scratch.read_stream(stream) if e.type in DECISIONS)
+        return made >= limit.get(stream, 0)
+
+    return held
 
 
 def _by_stream(events: Iterable[StoredEvent]) -> dict[str, list[StoredEvent]]:

@@ -101,9 +101,14 @@ class SeedDriver:
     ) -> None:
         self.deps = deps
         self.config = config
+        # A run's own definition where it is not ``config``'s (a fleet worker's runs).
+        self.run_configs: dict[str, CurationConfig] = {}
         self.model_for: Callable[[str], Model] = deps.model_for
         self.progress = progress
         self.pause_requested: Callable[[], bool] = lambda: False
+        # Asked of each seed's stream between its steps: true leaves that seed where it is (a
+        # replay of an upgraded run stops each seed where its definition changed).
+        self.hold: Callable[[str], bool] | None = None
         self.budget: Budget | None = None
         self._states: dict[str, SeedState] = {}
         self._secrets = sorted({*secret_values(), *deps.secrets}, key=len, reverse=True)
@@ -163,6 +168,11 @@ class SeedDriver:
         if self.progress is not None and self.budget is not None:
             self.progress.event(stream, event, self.budget)
 
+    def config_for(self, run_id: str) -> CurationConfig:
+        """How run ``run_id``'s seeds are decided: its own definition when one was given
+        (:attr:`run_configs`), else :attr:`config`."""
+        return self.run_configs.get(run_id, self.config)
+
     # -- a seed's state ----------------------------------------------------------------------------
 
     def state(self, stream: str) -> SeedState | None:
@@ -213,15 +223,18 @@ class SeedDriver:
                 )
             )
         deps = self.deps
+        config = self.config_for(run_id)
         call = SeedCall(
             seed_id=seed.id,
             evidence=SeedEvidence(
                 deps.catalog, deps.clips, seed.id, seed.segment_a, seed.segment_b
             ),
             append=append,
+            models=config.models,
+            limits=config.limits,
         )
         try:
-            await self._steps(stream, call)
+            await self._steps(stream, call, config.policy)
         except BudgetExhausted as exc:
             await append(SeedStopped(seed_id=seed.id, reason="budget", detail=str(exc)))
         except ProviderError as exc:
@@ -235,18 +248,18 @@ class SeedDriver:
             # that is where the log stops too is the replayer's to judge.
             await append(SeedStopped(seed_id=seed.id, reason="unrecorded", detail=str(exc)))
 
-    async def _steps(self, stream: str, call: SeedCall) -> None:
-        """The waiting request again, then what ``decide`` says, until it says nothing more or
-        a pause is asked for."""
+    async def _steps(self, stream: str, call: SeedCall, policy: LoopPolicy) -> None:
+        """The waiting request again, then what ``decide`` says under ``policy``, until it says
+        nothing more or a pause is asked for."""
         redeliver = pending(self._states[stream])
         if redeliver is not None:
             await self._execute(redeliver, stream, call, append_request=False)
         while True:
-            commands = decide(self._states[stream], self.config.policy)
+            commands = decide(self._states[stream], policy)
             if not commands:
                 return
             for command in commands:
-                if self.pause_requested():
+                if self.pause_requested() or (self.hold is not None and self.hold(stream)):
                     return
                 await self._execute(command, stream, call, append_request=True)
 

@@ -33,7 +33,7 @@ from pydantic_ai.settings import ModelSettings, merge_model_settings
 from agents.bus import Envelope
 from agents.coordinator import FeedbackItem
 from agents.evidence import ClipSpec, SeedEvidence
-from agents.prompts import render_prompt
+from agents.prompts import render_prompt, template_hash
 from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedModel
 from policies.ratelimits import Traffic
 from store.errors import ConfigError, ProviderError
@@ -225,6 +225,10 @@ class SeedCall:
     qa: dict[str, Any] | None = None
     distractors: dict[str, Any] | None = None
     feedback: tuple[FeedbackItem, ...] = ()
+    # Who plays each role and the limits, as the seed's run defines them (None: the agent's
+    # own): a fleet worker drives seeds of runs recorded under different definitions.
+    models: RoleModels | None = None
+    limits: GenerationLimits | None = None
 
 
 @dataclass
@@ -286,7 +290,14 @@ class ModelRunner:
         recorded = RecordedModel(
             self.model_for(model_id),
             self.recorder,
-            CallContext(seed_id=seed.seed_id, role=role, model=model_id, phase=phase, gate=gate),
+            CallContext(
+                seed_id=seed.seed_id,
+                role=role,
+                model=model_id,
+                phase=phase,
+                gate=gate,
+                template=template_hash(role),
+            ),
             seed.append,
         )
         text = render_prompt(context) + (f"\n\n{note}" if note else "")
@@ -683,19 +694,20 @@ class GeneratorAgent(RoleAgent):
         items = seed.feedback
         phase, attempt = request.phase, request.attempt
         segments = seed.evidence.segments
-        videos = seed.evidence.videos(self.limits.generator_clip)
+        models, limits = seed.models or self.models, seed.limits or self.limits
+        videos = seed.evidence.videos(limits.generator_clip)
         try:
             if phase == 1:
                 qa = await self.runner.run(
                     seed,
                     PHASE1_GENERATOR.name,
-                    self.models.phase1_generator,
+                    models.phase1_generator,
                     Phase1Context(
                         segments=segments,
-                        min_paragraphs=self.limits.min_paragraphs,
-                        max_paragraphs=self.limits.max_paragraphs,
-                        min_cited_chunks=self.limits.min_cited_chunks,
-                        max_cited_chunks=self.limits.max_cited_chunks,
+                        min_paragraphs=limits.min_paragraphs,
+                        max_paragraphs=limits.max_paragraphs,
+                        min_cited_chunks=limits.min_cited_chunks,
+                        max_cited_chunks=limits.max_cited_chunks,
                         feedback=_feedback(items),
                     ),
                     PHASE1_GENERATOR.output,
@@ -708,7 +720,7 @@ class GeneratorAgent(RoleAgent):
             distractors = await self.runner.run(
                 seed,
                 PHASE2_GENERATOR.name,
-                self.models.phase2_generator,
+                models.phase2_generator,
                 Phase2Context(
                     question=qa.question,
                     gold_answer=qa.gold_answer,

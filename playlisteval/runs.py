@@ -22,6 +22,8 @@ from agents.evidence import MAX_WINDOW_CHUNKS
 from agents.ownership import SEEDS_LEASE, eval_lease, pairs_lease, run_lease
 from agents.recorded import NoCallModel, Pricing
 from agents.replay import Replayer, ReplayVerdict
+from agents.run_spec import RunSpec, recorded_spec, unhonoured
+from agents.seed_driver import CurationConfig
 from playlisteval.app import (
     App,
     curation_config,
@@ -39,11 +41,12 @@ from policies.pairs import SelectedPair
 from policies.prices import PriceTable, UnknownPriceError
 from policies.selection import SeedSpread, spread_seeds
 from store.catalog import SeedRow
-from store.errors import ConfigError
+from store.errors import ConfigError, RunDefinitionMismatch
 from store.events import (
     CallRecorded,
     CallRefused,
     CapSet,
+    RunUpgraded,
     SeedStopped,
     micros_to_usd,
     pairs_stream,
@@ -224,12 +227,18 @@ def resume(
     budget_usd: float | None = None,
     concurrency: int | None = None,
     progress: CurationProgress | None = None,
+    upgrade: bool = False,
 ) -> RunReport:
-    """Pick run ``run_id`` up where it stopped (a crash, ``kill -9``, its cap), its own seeds.
+    """Pick run ``run_id`` up where it stopped (a crash, ``kill -9``, its cap), its own seeds,
+    under its recorded definition (:mod:`agents.run_spec`).
 
     Without ``budget_usd`` the run keeps its cap; with it, ``budget_usd`` is the run's new
     *total* cap, refused when below what the run has spent already. A run whose seeds are in
     the fleet's queue belongs to its workers; another live ``curate`` on the run is refused.
+    When today's code and settings define the run otherwise (a gate added or gone, a template,
+    a model changed), it is refused before any call (:class:`RunDefinitionMismatch`) unless
+    ``upgrade``: then a ``RunUpgraded`` naming the differences is recorded and the run goes on
+    under today's definition from there.
     """
     started = run_started(app.events, run_id)
     new_cap = cap_micros(budget_usd, "--budget")
@@ -250,6 +259,7 @@ def resume(
                 f"{_round_up_usd(spent)})"
             )
         _needs_cap(app, cap, "curation run")
+        curator.config = _definition_for_resume(app, run_id, curator.config, upgrade=upgrade)
         seeds = app.catalog.seeds_by_id(started.seeds)
         return anyio.run(
             lambda: _then_release(
@@ -263,6 +273,48 @@ def resume(
                 ),
             )
         )
+
+
+def _definition_for_resume(
+    app: App, run_id: str, today: CurationConfig, *, upgrade: bool
+) -> CurationConfig:
+    """The config run ``run_id`` goes on under: its recorded definition when today's code and
+    settings define it the same; else RunDefinitionMismatch, or with ``upgrade`` today's (a
+    ``RunUpgraded`` naming each difference appended first)."""
+    run_log = app.events.read_stream(run_stream(run_id))
+    recorded = recorded_spec(run_log, gates_asked(app.events, run_id))
+    prices = check_prices(app, today.models.all_models()).snapshot(today.models.all_models())
+    now = RunSpec.today(today, prices)
+    differences = [*unhonoured(recorded), *recorded.differences(now)]
+    if not differences:
+        return recorded.config(today)
+    if not upgrade:
+        raise RunDefinitionMismatch(
+            run_id,
+            differences,
+            f"`playlisteval curate --run {run_id} --upgrade` records the change and goes on "
+            "under today's definition from here; or restore the settings and code it was "
+            f"recorded with (`playlisteval replay {run_id}` still replays it as recorded)",
+        )
+    app.events.append(
+        run_stream(run_id),
+        [
+            RunUpgraded(
+                run_id=run_id,
+                spec=now.to_json(),
+                differences=tuple(dict.fromkeys(differences)),
+                command=f"curate --run {run_id} --upgrade",
+            )
+        ],
+    )
+    return today
+
+
+def gates_asked(store: EventStore, run_id: str) -> set[tuple[str, int]]:
+    """The ``(gate, phase)`` pairs run ``run_id``'s seeds asked for (what rebuilds the gate set
+    of a run recorded before definitions were)."""
+    asked = store.read_all(stream_prefix=seed_stream(run_id, ""), types=["GateRequested"])
+    return {(str(e.data["gate"]), int(e.data["phase"])) for e in asked}
 
 
 def _round_up_usd(micros: int) -> str:
@@ -441,14 +493,15 @@ def replay_strict(
     budget_usd: float | None = None,
     max_attempts: int | None = None,
     concurrency: int | None = None,
+    against_today: bool = False,
 ) -> ReplayReport:
     """Re-run ``run_id`` from its log with no model call, into a scratch log.
 
-    With the run's own policy the replay is strict: the hash chains are checked and every
-    derived event is compared with the log (see :mod:`agents.replay`). Under another policy
-    (``budget_usd``, ``max_attempts``) the replay is counterfactual: it reports what that
-    policy would have accepted and paid, and which seeds would have needed a call the log does
-    not hold.
+    Under the run's recorded definition and policy the replay is strict: the hash chains are
+    checked and every derived event is compared with the log (see :mod:`agents.replay`). Under
+    another policy (``budget_usd``, ``max_attempts``) or today's code and settings
+    (``against_today``) the replay is counterfactual: it reports what that policy would have
+    accepted and paid, and which seeds would have needed a call the log does not hold.
     """
     run_started(app.events, run_id)
     cap = cap_micros(budget_usd, "--budget")
@@ -456,15 +509,19 @@ def replay_strict(
         raise ConfigError(f"--max-attempts must be at least 1, got {max_attempts!r}")
     check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
     verdict = replayer(app).replay(
-        run_id, budget_micros=cap, max_attempts=max_attempts, concurrency=concurrency
+        run_id,
+        budget_micros=cap,
+        max_attempts=max_attempts,
+        concurrency=concurrency,
+        against_today=against_today,
     )
     prefix = seed_stream(run_id, "")
     log = app.events.read_all(stream_prefix=prefix, types=["ItemAccepted"])
     original = [str(s.data["seed_id"]) for s in log]
-    counterfactual = cap is not None or max_attempts is not None
+    counterfactual = cap is not None or max_attempts is not None or against_today
     policy = "the run's own policy"
     if counterfactual:
-        parts = []
+        parts = ["today's code and settings"] if against_today else []
         if budget_usd is not None:
             parts.append(f"budget {budget_usd:g} USD")
         if max_attempts is not None:

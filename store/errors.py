@@ -8,6 +8,7 @@ say what to do about it.
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 
 
 class PlaylistEvalError(Exception):
@@ -105,6 +106,17 @@ class UndecodableEvent(PlaylistEvalError):
 
 class StoreConflict(PlaylistEvalError):
     """An append lost an optimistic-concurrency race: the stream moved on since it was read."""
+
+
+class RunDefinitionMismatch(PlaylistEvalError):
+    """Today's code (or settings) cannot honour a run's recorded definition: the message names
+    what differs and the ways on. Raised before any model call or reservation."""
+
+    def __init__(self, run_id: str, differences: Sequence[str], ways_on: str) -> None:
+        self.run_id = run_id
+        self.differences = tuple(differences)
+        more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+        super().__init__(f"run {run_id!r}: {differences[0]}{more}; {ways_on}")
 
 
 class ReplayDivergence(PlaylistEvalError):

@@ -67,8 +67,14 @@ class Event(BaseModel):
 
 
 class RunStarted(Event):
-    """A curation run begins: its policy and the seeds it will work on."""
+    """A curation run begins: its policy and the seeds it will work on.
 
+    ``spec`` is the run's definition (``agents.run_spec.RunSpec``'s JSON: its gates in order,
+    each role's model, prompt template and output schema by content hash, its frame plans, loop
+    policy and prices): replay, resume, the fleet and the daemon build the run from it, never
+    from the code and settings of the day. Schema 1 recorded none (None: the run predates it)."""
+
+    schema_version: int = 2
     type: Literal["RunStarted"] = "RunStarted"
     run_id: str
     seeds: tuple[str, ...]
@@ -80,6 +86,19 @@ class RunStarted(Event):
     models: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     parent_run: str | None = None
+    spec: dict[str, Any] | None = None
+
+
+class RunUpgraded(Event):
+    """A run's definition was changed on purpose (``curate --run RUN --upgrade``): from this
+    event on, its seeds are decided under ``spec`` (a ``RunSpec``'s JSON); ``differences``
+    names each way it differs from the definition in force before."""
+
+    type: Literal["RunUpgraded"] = "RunUpgraded"
+    run_id: str
+    spec: dict[str, Any]
+    differences: tuple[str, ...]
+    command: str
 
 
 class RunResumed(Event):
@@ -175,6 +194,9 @@ class CallRecorded(CallEvent):
     batch: bool = False  # answered through a provider's batch API (batch prices)
     attempts: int = 1  # HTTP attempts it took (retries of 429, 5xx, timeouts included)
     provider_cost: bool = False  # the cost is the provider's own figure, not our price table's
+    # The content hash of the prompt template the request was rendered from (empty: a log
+    # written before it was recorded, or a call with no template, such as a judge's).
+    template: str = ""
 
 
 class CallFailed(CallEvent):
@@ -396,6 +418,7 @@ class PairsSampled(Event):
 
 AnyEvent = Annotated[
     RunStarted
+    | RunUpgraded
     | RunResumed
     | RunFinished
     | SeedStarted
@@ -446,6 +469,9 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     # worded it then ("budget exhausted for seed 's1': ...", "... for account 'x': ...",
     # "... for the run: ...").
     ("CallRefused", 1): lambda data: {**data, "cap": _refused_cap(str(data["reason"]))},
+    # Schema 1 recorded no definition at a run's start (agents.run_spec rebuilds one from
+    # what it did record and the gates its log asked for).
+    ("RunStarted", 1): lambda data: {**data, "spec": None},
     # Schema 1 recorded no prices on a resume nor an anchor at a run's end.
     ("RunResumed", 1): lambda data: {**data, "prices": None},
     ("RunFinished", 1): lambda data: {**data, "anchor": None},

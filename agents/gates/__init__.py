@@ -42,6 +42,7 @@ from agents.gates.table import (
     gates_for,
     load_gate_packages,
     register_gate,
+    registered_gate,
     registered_gates,
 )
 from agents.gates.verifier import VerifierAgent
@@ -61,6 +62,7 @@ __all__ = [
     "load_gate_packages",
     "noted",
     "register_gate",
+    "registered_gate",
     "registered_gates",
     "undecided",
 ]

@@ -102,6 +102,13 @@ def registered_gates() -> tuple[GateSpec, ...]:
     return tuple(gate.spec for gate in GATES.values())
 
 
+def registered_gate(name: str, phase: int) -> Gate | None:
+    """The gate registered as ``(name, phase)``, the built-in package loaded first; None when
+    there is none."""
+    load_gate_packages()
+    return GATES.get((name, phase))
+
+
 def gates_for(specs: Iterable[GateSpec]) -> dict[tuple[str, int], Gate]:
     """The registered gate of each spec; ``ConfigError`` when one has no check, or its check was
     registered under another spec (the policy and the table must agree)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from agents.bus import Envelope
 from agents.gates.call import GateCall, NoVerdict, undecided
-from agents.gates.table import Gate, GateCheck, gates_for
+from agents.gates.table import Gate, GateCheck, gates_for, registered_gate
 from agents.workers import MalformedOutput, RoleAgent, clip_output
 from policies.attempts import DEFAULT_GATES, GateSpec
 from store.events import Event, GatePassed, GateRejected, GateRequested
@@ -37,10 +37,17 @@ class VerifierAgent(RoleAgent):
         :func:`agents.gates.phase1.parametric_test`.)"""
         request = envelope.message
         assert isinstance(request, GateRequested)
-        gate = self._table.get((request.gate, request.phase))
+        key = (request.gate, request.phase)
+        # A seed's run may be defined with gates of its own (a fleet worker drives runs of
+        # several definitions): its gate's check is the registered one (checked before the run
+        # was taken: agents.run_spec.unhonoured).
+        gate = self._table.get(key) or registered_gate(*key)
         if gate is None:
             raise ValueError(f"no gate {request.gate!r} in phase {request.phase}")
-        call = GateCall(self.runner, self.models, self.limits, envelope.context, request)
+        seed = envelope.context
+        models = seed.models or self.models
+        limits = seed.limits or self.limits
+        call = GateCall(self.runner, models, limits, seed, request)
         try:
             verdict = await gate.check(call)
         except NoVerdict as exc:

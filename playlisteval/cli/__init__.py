@@ -46,6 +46,7 @@ from playlisteval.cli.curation_report import BudgetStops
 from playlisteval.cli.output import console, err_console
 from playlisteval.cli.shell import (
     EXIT_BUSY,
+    EXIT_DEFINITION,
     EXIT_DISK,
     EXIT_FIX,
     EXIT_INTERRUPTED,
@@ -58,6 +59,7 @@ from playlisteval.cli.shell import (
 
 __all__ = [
     "EXIT_BUSY",
+    "EXIT_DEFINITION",
     "EXIT_DISK",
     "EXIT_FIX",
     "EXIT_INTERRUPTED",

@@ -60,6 +60,7 @@ def run_curation(
     run: str | None,
     per_seed: float | None,
     again: bool = False,
+    upgrade: bool = False,
 ) -> RunReport:
     """Curate a new run (or resume ``run``) under the live panel, then print how it ended."""
     from playlisteval import runs
@@ -100,7 +101,12 @@ def run_curation(
         with live:
             if run is not None:
                 report = runs.resume(
-                    app_, run, budget_usd=budget, concurrency=concurrency, progress=view
+                    app_,
+                    run,
+                    budget_usd=budget,
+                    concurrency=concurrency,
+                    progress=view,
+                    upgrade=upgrade,
                 )
             else:
                 report = runs.curate(
@@ -162,12 +168,27 @@ def curate(
             "(half price, answers within hours; default: providers.batch).",
         ),
     ] = None,
+    upgrade: Annotated[
+        bool,
+        typer.Option(
+            "--upgrade",
+            help="With --run: when today's code or settings define the run otherwise than its "
+            "log records (a gate added or gone, a template or a model changed), record the "
+            "change and go on under today's definition; without it such a resume is refused "
+            "(exit 8) before any call.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Curate seeds into benchmark items under a dollar budget (offline provider by default).
-    One process works on a run at a time: a second `curate --run` on it is refused (exit 3)."""
+    One process works on a run at a time: a second `curate --run` on it is refused (exit 3).
+    A resumed run goes on under the definition its log records (exit 8 when today's differs,
+    unless --upgrade)."""
     check_money(budget, per_seed, concurrency)
     check_count(max_seeds, 1, "--max-seeds")
+    if upgrade and run is None:
+        err_console.print("[bold red]error:[/] --upgrade goes with --run RUN (a run to resume)")
+        raise typer.Exit(EXIT_FIX)
     if run is not None and (again or max_seeds is not None or per_seed is not None):
         err_console.print(
             "[bold red]error:[/] --again, --max-seeds and --per-seed shape a new run; a resumed "
@@ -189,6 +210,7 @@ def curate(
             run=run,
             per_seed=per_seed if per_seed is not None else app_.settings.budget.per_seed_usd,
             again=again,
+            upgrade=upgrade,
         )
 
 
@@ -256,24 +278,39 @@ def replay(
         int | None, typer.Option(help="Counterfactual attempts per seed and phase.")
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    against_today: Annotated[
+        bool,
+        typer.Option(
+            "--against-today",
+            help="A counterfactual under today's code and settings (its gates, templates, "
+            "models) instead of the run's recorded definition: what they would have done with "
+            "the answers the log holds; nothing is compared.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
-    """Replay a run from its log: audit it strictly (exit 4 and the first seq that differs when
-    the log is not what its answers derive), ask what another policy would have done, or finish
-    its stopped seeds."""
+    """Replay a run from its log, under the definition it recorded: audit it strictly (exit 4
+    and the first seq that differs when the log is not what its answers derive; exit 8 when
+    today's code cannot honour its definition), ask what another policy or today's code would
+    have done, or finish its stopped seeds."""
     from playlisteval import runs
 
     check_money(budget, None, concurrency)
     with open_app(home) as app_:
         if resume:
-            if max_attempts is not None:
-                raise typer.BadParameter("--max-attempts goes with a strict replay")
+            if max_attempts is not None or against_today:
+                raise typer.BadParameter("--max-attempts and --against-today go with a replay")
             run_curation(
                 app_, budget=budget, max_seeds=None, concurrency=concurrency, run=run, per_seed=None
             )
             return
         result = runs.replay_strict(
-            app_, run, budget_usd=budget, max_attempts=max_attempts, concurrency=concurrency
+            app_,
+            run,
+            budget_usd=budget,
+            max_attempts=max_attempts,
+            concurrency=concurrency,
+            against_today=against_today,
         )
     if result.verdict is None:
         _print_counterfactual(run, result)
@@ -285,7 +322,8 @@ def _print_counterfactual(run: str, result: ReplayReport) -> None:
     """What the run would have done under another policy (``replay --budget/--max-attempts``)."""
     report = result.report
     console.print(
-        f"replay of {run} under {result.policy}: {result.model_calls} model calls; "
+        f"counterfactual replay of {run} (not the run as recorded; nothing is compared with its "
+        f"log) under {result.policy}: {result.model_calls} model calls; "
         f"accepted {len(report.accepted)} (the run accepted "
         f"{len(result.original_accepted)}), cost "
         f"{usd(report.spent_micros + report.replayed_micros)} USD (the run "

@@ -22,6 +22,7 @@ from store.errors import (
     ConfigError,
     DiskFull,
     PlaylistEvalError,
+    RunDefinitionMismatch,
     StoreUnreadable,
     UndecodableEvent,
     disk_full,
@@ -48,6 +49,7 @@ EXIT_TAMPERED = 4  # the log does not check out (replay or `store verify` found 
 EXIT_UNREADABLE = 5  # a database file is corrupt or not a database: `doctor` says more
 EXIT_NOTHING_JUDGED = 6  # an evaluation judged no pair at all: the line gives the first reason
 EXIT_DISK = 7  # a write found no room (disk or quota full, file-size limit): what came before stays
+EXIT_DEFINITION = 8  # today's code or settings cannot honour a run's recorded definition
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
@@ -64,6 +66,8 @@ def fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
         return typer.Exit(EXIT_TAMPERED)
     if isinstance(exc, DiskFull):
         return typer.Exit(EXIT_DISK)
+    if isinstance(exc, RunDefinitionMismatch):
+        return typer.Exit(EXIT_DEFINITION)
     return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 
