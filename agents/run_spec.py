@@ -99,7 +99,8 @@ def _limits_of(data: Mapping[str, Any]) -> GenerationLimits:
 
 def _models_json(models: RoleModels) -> dict[str, Any]:
     """The slot values as plain JSON (lists for tuples), by slot attribute."""
-    return json.loads(json.dumps(dict(vars(models))))
+    plain: dict[str, Any] = json.loads(json.dumps(dict(vars(models))))
+    return plain
 
 
 @dataclass(frozen=True)
@@ -233,13 +234,15 @@ class RunSpec:
             if was != now:
                 out.append(f"generation.{name} was {was!r}; today it is {now!r}")
         for slot in sorted(set(self.models) | set(other.models)):
-            was, now = self.models.get(slot), other.models.get(slot)
-            if was != now:
-                out.append(f"model slot {slot!r} was {was!r}; today it is {now!r}")
+            model_was, model_now = self.models.get(slot), other.models.get(slot)
+            if model_was != model_now:
+                out.append(f"model slot {slot!r} was {model_was!r}; today it is {model_now!r}")
         for name in sorted(set(self.limits) | set(other.limits)):
-            was, now = self.limits.get(name), other.limits.get(name)
-            if was != now:
-                out.append(f"generation limit {name!r} was {was!r}; today it is {now!r}")
+            limit_was, limit_now = self.limits.get(name), other.limits.get(name)
+            if limit_was != limit_now:
+                out.append(
+                    f"generation limit {name!r} was {limit_was!r}; today it is {limit_now!r}"
+                )
         if self.roles is not None and other.roles is not None:
             out += _role_differences(self.roles, other.roles)
         return out
