@@ -37,11 +37,12 @@ import structlog
 from agents.curation import open_run, resume_seed, run_end
 from agents.deps import CallDeps
 from agents.recorded import CallRecorder, RecordedCalls
+from agents.run_spec import recorded_spec, unhonoured
 from agents.seed_driver import CurationConfig, CurationProgress, SeedDriver
 from policies.budget import TOTAL_ACCOUNT, Campaign, SharedBudget, day_account
 from store.catalog import SeedRow
 from store.coordination import BudgetAccounts, Lease, WorkItem, WorkQueue
-from store.errors import StoreConflict
+from store.errors import ConfigError, StoreConflict
 from store.events import (
     AnyEvent,
     CallId,
@@ -167,6 +168,9 @@ class FleetWorker:
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._run_of_seed: dict[str, str] = {}
         self._shared: SharedBudget | None = None
+        # Runs whose recorded definition this worker's code cannot honour, with why: it never
+        # takes their seeds (another worker's code may).
+        self.refused_runs: dict[str, str] = {}
         self._wake = anyio.Event()
         self.state = "starting"
         self.campaign = Campaign(
@@ -284,6 +288,7 @@ class FleetWorker:
             if self.index_job is not None and index_free > 0:
                 claimed = await self._claim([INDEX], index_free)
             if free - len(claimed) > 0:
+                await anyio.to_thread.run_sync(self._learn_runs)
                 claimed += await self._claim([SEED], free - len(claimed))
             for lease in claimed:
                 self._active[lease.item_id] = lease
@@ -314,8 +319,45 @@ class FleetWorker:
                 limit=limit,
                 lease_s=fleet.lease_s,
                 exclude=frozenset(self._active),
+                exclude_runs=frozenset(self.refused_runs),
             )
         )
+
+    def _learn_runs(self) -> None:
+        """Read the recorded definition of each run with claimable seeds that this worker has
+        not met yet: one its code can honour is decided under that definition (the driver's
+        config for the run), whatever this worker's settings say; one it cannot is refused —
+        its seeds are left to other workers, and why is said once, in the log and in the
+        worker's heartbeat (``fleet`` shows it)."""
+        driver = self.driver
+        for run_id in sorted(self.queue.claimable_runs([SEED])):
+            if run_id in driver.run_configs or run_id in self.refused_runs:
+                continue
+            run_log = self.deps.store.read_stream(run_stream(run_id))
+            if not run_log:
+                continue  # queued before its RunStarted committed: met again next time
+            asked = {
+                (str(e.data["gate"]), int(e.data["phase"]))
+                for e in self.deps.store.read_all(
+                    stream_prefix=seed_stream(run_id, ""), types=["GateRequested"]
+                )
+            }
+            try:
+                spec = recorded_spec(run_log, asked)
+                problems = unhonoured(spec)
+            except ConfigError as exc:
+                problems = [str(exc)]
+            if problems:
+                self.refused_runs[run_id] = problems[0]
+                logger.warning(
+                    "run_refused",
+                    worker=self.fleet.owner,
+                    run_id=run_id,
+                    reason=problems[0],
+                    more=len(problems) - 1,
+                )
+                continue
+            driver.run_configs[run_id] = spec.config(self.config)
 
     async def _wait_change(self, timeout: float, stop: anyio.Event | None = None) -> None:
         """Sleep until a seed ends, ``stop`` is set, or ``timeout`` passes."""
@@ -364,6 +406,7 @@ class FleetWorker:
             "pid": os.getpid(),
             "active": sorted(self._active),
             "concurrency": self.config.concurrency,
+            "refused_runs": dict(self.refused_runs),
         }
         try:
             await anyio.to_thread.run_sync(

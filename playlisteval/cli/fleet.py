@@ -245,6 +245,15 @@ def fleet(home: HomeOption = None) -> None:
                 str(leases.get(row["name"], 0)),
             )
         console.print(table if table.row_count else "no worker has run yet")
+        for row in queue.workers():
+            refused = row["info"].get("refused_runs") or {}
+            for run_id, why in sorted(refused.items()):
+                # A worker whose code cannot honour a run's recorded definition leaves its
+                # seeds to the others (a rolling upgrade): say so, once per worker and run.
+                console.print(
+                    f"worker {escape(row['name'])} does not take run {escape(run_id)}'s seeds: "
+                    f"{escape(str(why))}"
+                )
         counts = queue.counts()
         table = Table(title="queue")
         for column in ("kind", "state", "items"):

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Engine, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.coordination.tables import WORK_ITEMS, WORKERS, create_tables, db_now, write_transaction
@@ -63,6 +63,14 @@ class ItemRow:
     claims: int
     result: str | None
     lease_until: float | None
+
+
+def _claimable(now: float) -> ColumnElement[bool]:
+    """Queued and due, or leased with the lease expired (its worker died or hung)."""
+    return or_(
+        and_(_W.state == "queued", _W.not_before <= now),
+        and_(_W.state == "leased", _W.lease_until < now),
+    )
 
 
 class WorkQueue:
@@ -137,6 +145,7 @@ class WorkQueue:
         limit: int,
         lease_s: float,
         exclude: Collection[str] = (),
+        exclude_runs: Collection[str] = (),
     ) -> list[Lease]:
         """Claim up to ``limit`` claimable items of ``kinds`` for ``lease_s`` seconds.
 
@@ -145,22 +154,27 @@ class WorkQueue:
         names items the claimer is working on now: its own lease of one may have lapsed (a
         starved event loop missed its heartbeats), and taking it over from itself would run
         the item twice in one process; its next heartbeat renews the lapsed lease instead.
+        ``exclude_runs`` names runs whose items the claimer must not take (its code cannot
+        honour their recorded definitions); items of no run are never excluded by it.
         """
         if limit <= 0:
             return []
         with write_transaction(self.engine) as conn:
             now = db_now(conn)
+            runs = (
+                [or_(_W.run_id.is_(None), _W.run_id.notin_(sorted(exclude_runs)))]
+                if exclude_runs
+                else []
+            )
             query = (
                 select(
                     _W.id, _W.kind, _W.run_id, _W.payload, _W.owner, _W.token, _W.claims, _W.state
                 )
                 .where(
                     _W.kind.in_(list(kinds)),
-                    or_(
-                        and_(_W.state == "queued", _W.not_before <= now),
-                        and_(_W.state == "leased", _W.lease_until < now),
-                    ),
+                    _claimable(now),
                     *([_W.id.notin_(sorted(exclude))] if exclude else []),
+                    *runs,
                 )
                 .order_by(_W.priority, _W.created_at, _W.id)
                 .limit(limit)
@@ -195,6 +209,18 @@ class WorkQueue:
                     )
                 )
         return leases
+
+    def claimable_runs(self, kinds: Sequence[str]) -> set[str]:
+        """The runs that have items of ``kinds`` claimable now (what a claimer checks it can
+        honour before it claims)."""
+        with self.engine.connect() as conn:
+            now = db_now(conn)
+            rows = conn.execute(
+                select(_W.run_id)
+                .where(_W.kind.in_(list(kinds)), _W.run_id.is_not(None), _claimable(now))
+                .distinct()
+            )
+            return {str(row[0]) for row in rows}
 
     def heartbeat(self, leases: Sequence[Lease], *, lease_s: float) -> set[str]:
         """Renew ``leases``; returns the ids of those that are no longer this worker's."""
