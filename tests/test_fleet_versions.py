@@ -57,12 +57,12 @@ def package_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     copy = dict(agents.gates.table.GATES)
     monkeypatch.setattr(agents.gates.table, "GATES", copy)
     monkeypatch.setattr(agents.gates, "GATES", copy)
-    loaded = set(agents.gates.table._LOADED)  # noqa: SLF001 (the table's own bookkeeping)
+    loaded = set(agents.gates.table._LOADED)
     roles = set(ROLES)
     yield root
     for name in set(ROLES) - roles:
         tools.roles.unregister_role(name)
-    agents.gates.table._LOADED.intersection_update(loaded)  # noqa: SLF001
+    agents.gates.table._LOADED.intersection_update(loaded)
     for module in [m for m in sys.modules if m.startswith(PACKAGE)]:
         sys.modules.pop(module)
 

@@ -14,7 +14,10 @@ from playlisteval.settings import load_settings
 from tests import golden_logs
 from tests.workspaces import copy_workspace
 
-REGENERATE = "record them again with `.venv/bin/python -m tests.golden_logs` if the change is meant"
+REGENERATE = (
+    "if the change is meant, record today's log again with `.venv/bin/python -m "
+    "tests.golden_logs`; a log of an earlier schema must replay as it is (an upcaster)"
+)
 
 
 @pytest.fixture
@@ -22,9 +25,10 @@ def home(demo_home: Path, tmp_path: Path) -> Path:
     return copy_workspace(demo_home, tmp_path / "ws")
 
 
-def test_the_golden_run_replays_exactly_on_todays_code(home: Path) -> None:
+@pytest.mark.parametrize("log", golden_logs.EXACT, ids=lambda path: path.name)
+def test_each_golden_run_replays_exactly_on_todays_code(home: Path, log: Path) -> None:
     with App(load_settings(home)) as app:
-        run_id = golden_logs.load(app.events, golden_logs.SMALL)
+        run_id = golden_logs.load(app.events, log)
         result = runs.replay_strict(app, run_id)
     assert result.model_calls == 0
     assert result.verdict is not None
@@ -59,3 +63,23 @@ def test_the_divergent_golden_run_is_caught_where_its_answer_was_changed(home: P
     assert first.seq >= changed_line + 1
     whats = " ".join(d.what for d in result.verdict.differences)
     assert "the log has GatePassed where the replay derives GateRejected" in whats
+
+
+def test_the_golden_logs_span_the_run_starts_schemas() -> None:
+    """One golden log per generation of a run's start: before its definition was recorded
+    (schema 1, rebuilt on replay) and with it (schema 2)."""
+    starts = {
+        log.name: next(r for r in golden_logs.records(log) if r["type"] == "RunStarted")
+        for log in golden_logs.EXACT
+    }
+    assert starts["small-run.jsonl"]["schema"] == 1
+    assert "spec" not in starts["small-run.jsonl"]["data"]
+    assert starts["spec-run.jsonl"]["schema"] == 2
+    spec = starts["spec-run.jsonl"]["data"]["spec"]
+    assert [g["name"] for g in spec["gates"]][:4] == [
+        "structural",
+        "transcript_test",
+        "parametric_test",
+        "sufficiency",
+    ]
+    assert spec["roles"]["phase1_generator"]["template"]
