@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic_ai.models import Model
@@ -36,14 +36,15 @@ from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
-from policies.prices import PriceTable
+from policies.prices import PriceTable, UnknownPriceError
 from policies.ratelimits import Limiter, RateLimiter, RetryPolicy, SharedRateLimiter, Sleep, Traffic
 from policies.tokens import provider_family
 from store.catalog import Catalog
 from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError, disk_full
-from store.events import usd_to_micros
+from store.events import CapSet, micros_to_usd, usd_to_micros
 from store.eventstore import LOG_KEY_FILE, EventStore, open_event_store, read_log_key
+from store.ledger import current_cap, spend
 from store.projections import Projections
 from tools.calibration import SeedBand, stored_band
 from tools.clips import ClipFetcher
@@ -57,6 +58,9 @@ from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
 from tools.search import ChunkSearch
 from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcriber
 from tools.vectors import VectorIndex, open_vector_index
+
+if TYPE_CHECKING:
+    from tools.retrieval import RetrieverSet
 
 log = structlog.get_logger("playlisteval.app")
 
@@ -526,6 +530,99 @@ def _micros(usd: float | None) -> int | None:
     return None if usd is None else usd_to_micros(usd)
 
 
+CAP_SETTINGS = {
+    "curation run": "budget.cap_usd",
+    "difficulty gate": "budget.pairs_usd",
+    "evaluation": "budget.eval_usd",
+}
+
+
+def round_up_usd(micros: int) -> str:
+    """A round figure above ``micros`` for a hint (0.61 USD → 1.00)."""
+    usd = micros_to_usd(micros)
+    step = 1.0 if usd >= 1 else 0.1
+    return f"{(int(usd / step) + 1) * step:.2f}"
+
+
+def local_judge_path(judge: str) -> str | None:
+    """What ``local_path`` a judge id seems to name a model file on this machine by: the id
+    itself when it is a ``.gguf`` file or a packaged model, the packaged model it begins (as
+    ``qwen2.5-coder-1.5b`` begins ``qwen2.5-coder-1.5b-instruct``); None otherwise."""
+    from tools.gguf_models import PACKAGED_MODELS
+
+    if judge.endswith(".gguf") or judge in PACKAGED_MODELS:
+        return judge
+    begun = sorted(name for name in PACKAGED_MODELS if name.startswith(judge))
+    return begun[0] if len(begun) == 1 else None
+
+
+def judge_toml(judge: str) -> str:
+    """The settings that make ``judge`` an evaluation judge: a real model run on this machine
+    (``real-local``: keyless, priced at zero with no row) when the id names one
+    (:func:`local_judge_path`); else where it is served, by which family, as which id, at what
+    price (zero for a server of one's own), and the local form as the other choice."""
+    local = local_judge_path(judge)
+    real_local = (
+        f'[providers.models."{judge}"]\n'
+        'family = "real-local"   # a real text model run on this machine: free, no key, no price\n'
+        f'local_path = "{local or "/path/to/model.gguf"}"   # a .gguf file, a model folder or a '
+        "packaged model\n"
+    )
+    if local is not None:
+        return real_local
+    return (
+        f'[providers.models."{judge}"]\n'
+        'family = "openai-compatible"            # or gemini, openai, dashscope\n'
+        'base_url = "http://localhost:8000/v1"   # a vLLM server\'s …/v1\n'
+        f'model_name = "{judge}"                 # the id the server serves it as\n'
+        "\n"
+        f'[budget.price_overrides."{judge}"]\n'
+        "input_per_mtok = 0.0   # USD per million tokens: 0 for a local server\n"
+        "output_per_mtok = 0.0\n"
+        "\n"
+        "# or, for a text model file on this machine (judges transcript-only conditions):\n"
+        + "".join(f"# {line}\n" for line in real_local.splitlines())
+    )
+
+
+def check_judge_configured(settings: Settings, prices: PriceTable, judge: str) -> None:
+    """ConfigError with the TOML to add when a live evaluation judge has no provider or no
+    price, before anything is spent."""
+    missing: list[str] = []
+    try:
+        endpoint(settings, judge)
+    except ConfigError:
+        missing.append("no provider family serves it")
+    try:
+        prices.price(judge)
+    except UnknownPriceError:
+        missing.append("no price is known for it")
+    if missing:
+        raise ConfigError(
+            f"judge {judge!r} is not configured ({' and '.join(missing)}): add to "
+            f"playlisteval.toml, with its real endpoint, id and price:\n\n{judge_toml(judge)}"
+        )
+
+
+@dataclass(frozen=True)
+class EvaluationParts:
+    """What an evaluation is run with, composed by :meth:`App.evaluation`: the call
+    dependencies (the judges' models, the one price table, how calls travel, the campaign's
+    accounts), the live adapters to release afterwards, the retrievers, the judges that cost
+    money, how many judgments at once, whether the run is offline, the writer lease to take
+    and how the cap of the evaluation's stream is read (``(stream, --budget) → cap``: a paid
+    evaluation without one is refused)."""
+
+    deps: CallDeps
+    live_models: Callable[[str], Model]
+    retrievers: RetrieverSet
+    paid: tuple[str, ...]
+    concurrency: int
+    offline: bool
+    writer: Callable[[str, str], WriterLease]
+    cap: Callable[[str, float | None], int | None]
+
+
 @dataclass
 class App:
     """The parts of one workspace, opened lazily and closed together."""
@@ -536,6 +633,7 @@ class App:
     _vectors: VectorIndex | None = field(default=None, init=False)
     _embedder: Embedder | None = field(default=None, init=False)
     _events: EventStore | None = field(default=None, init=False)
+    _prices: PriceTable | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         try:
@@ -689,11 +787,92 @@ class App:
         )
 
     def prices(self) -> PriceTable:
-        """The price table with the settings' overrides, a real local model at zero
-        (:func:`price_overrides`)."""
-        budget = self.settings.budget
-        return PriceTable.load(
-            overrides=price_overrides(self.settings), extra_file=budget.price_file
+        """The workspace's one price table, built on first use: the packaged prices, the
+        settings' price file and overrides, a real local model at zero
+        (:func:`price_overrides`), and the offline judges at zero (they cost nothing, and a
+        model with no price is refused). Every command of this workspace prices by it."""
+        if self._prices is None:
+            from agents.evaluation import OFFLINE_JUDGE_PRICES
+
+            budget = self.settings.budget
+            self._prices = PriceTable.load(
+                overrides={**price_overrides(self.settings), **OFFLINE_JUDGE_PRICES},
+                extra_file=budget.price_file,
+            )
+        return self._prices
+
+    def needs_cap(self, cap: int | None, what: str) -> None:
+        """A live command must have a cap: its own, or a capped campaign total it reserves in
+        (``what``: a key of :data:`CAP_SETTINGS`)."""
+        if cap is not None or self.settings.curation.offline:
+            return
+        campaign = self.campaign()
+        if campaign is None or campaign.total_cap_micros is None:
+            raise ConfigError(
+                f"a live {what} needs a cap: pass --budget USD (or set {CAP_SETTINGS[what]}); "
+                "every paid call reserves against it first"
+            )
+
+    def stream_cap(
+        self, stream: str, budget_usd: float | None, setting: str, what: str
+    ) -> int | None:
+        """The cap a command's calls in ``stream`` (a pair selection's, an evaluation's) are
+        made under: ``--budget`` when given (the stream's new total, refused below what it has
+        spent), else the cap the stream was last given, else the setting ``setting``
+        (``budget.…``)."""
+        history = [s.event() for s in self.events.read_stream(stream)]
+        spent = spend(history).spent_micros
+        if budget_usd is not None:
+            cap = cap_micros(budget_usd, "--budget")
+            assert cap is not None
+            if cap < spent:
+                raise ConfigError(
+                    f"the {what} has spent {micros_to_usd(spent):.4f} USD already; --budget is "
+                    f"its total cap, so give at least that (e.g. --budget {round_up_usd(spent)})"
+                )
+            return cap
+        if any(isinstance(e, CapSet) for e in history):
+            return current_cap(history)
+        name = setting.rsplit(".", 1)[-1]
+        return cap_micros(getattr(self.settings.budget, name), setting)
+
+    def evaluation(self, judges: Sequence[str]) -> EvaluationParts:
+        """What an evaluation by ``judges`` is run with, composed from the settings: each live
+        judge checked configured (an endpoint and a price: the TOML to add otherwise) before
+        anything is written, the judges' models, the one price table, retrievers over the
+        index (opened now: a missing index stops here), and how its cap is read."""
+        from tools.providers.judges import OFFLINE_JUDGES, judge_models
+        from tools.retrieval import RetrieverSet
+
+        if not judges:
+            raise ConfigError("name at least one judge: --judge offline-frames, --judge gpt-5.4, …")
+        settings = self.settings
+        prices = self.prices()
+        live = [j for j in judges if j not in OFFLINE_JUDGES]
+        # A real local model costs nothing: an evaluation of only such judges needs no cap.
+        paid = tuple(j for j in live if j not in real_local_models(settings))
+        if not settings.curation.offline:
+            for judge in live:
+                check_judge_configured(settings, prices, judge)
+        live_models = model_factory(settings, self, set(live))
+        search = self.search()
+        deps = self.call_deps(model_for=judge_models(live_models), prices=prices)
+
+        def cap(stream: str, budget_usd: float | None) -> int | None:
+            found = self.stream_cap(stream, budget_usd, "budget.eval_usd", "evaluation")
+            if paid:
+                self.needs_cap(found, "evaluation")
+            return found
+
+        return EvaluationParts(
+            deps=deps,
+            live_models=live_models,
+            retrievers=RetrieverSet(self.catalog, lambda: search),
+            paid=paid,
+            concurrency=settings.curation.concurrency,
+            offline=settings.curation.offline,
+            writer=lambda name, command: self.writer(name, command),
+            cap=cap,
         )
 
     def projections(self) -> Projections:

@@ -27,25 +27,22 @@ from agents.seed_driver import CurationConfig
 from playlisteval.app import (
     App,
     curation_config,
-    endpoint,
     model_factory,
     offline_models,
-    price_overrides,
-    real_local_models,
+    round_up_usd,
     traffic_for,
 )
 from playlisteval.export import ExportSummary, export_benchmark
-from playlisteval.settings import IndexSettings, Settings
+from playlisteval.settings import IndexSettings
 from policies.budget import cap_micros, check_concurrency
 from policies.pairs import SelectedPair
-from policies.prices import PriceTable, UnknownPriceError
+from policies.prices import PriceTable
 from policies.selection import SeedSpread, spread_seeds
 from store.catalog import SeedRow
 from store.errors import ConfigError, RunDefinitionMismatch
 from store.events import (
     CallRecorded,
     CallRefused,
-    CapSet,
     RunUpgraded,
     SeedStopped,
     micros_to_usd,
@@ -54,7 +51,7 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import ChainProblem, EventStore, open_event_store
-from store.ledger import current_cap, spend, stream_spend
+from store.ledger import stream_spend
 from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
 from tools.providers.registry import release_models
 
@@ -118,25 +115,6 @@ def run_settings(app: App, models: set[str], spread: SeedSpread | None = None) -
     return settings
 
 
-def _needs_cap(app: App, cap: int | None, what: str) -> None:
-    """A live command must have a cap: its own, or a capped campaign total it reserves in."""
-    if cap is not None or app.settings.curation.offline:
-        return
-    campaign = app.campaign()
-    if campaign is None or campaign.total_cap_micros is None:
-        raise ConfigError(
-            f"a live {what} needs a cap: pass --budget USD (or set {CAP_SETTINGS[what]}); "
-            "every paid call reserves against it first"
-        )
-
-
-CAP_SETTINGS = {
-    "curation run": "budget.cap_usd",
-    "difficulty gate": "budget.pairs_usd",
-    "evaluation": "budget.eval_usd",
-}
-
-
 def curate(
     app: App,
     *,
@@ -157,7 +135,7 @@ def curate(
     cap = cap_micros(budget_usd, "--budget")
     per_seed = cap_micros(per_seed_usd, "--per-seed")
     check_concurrency(concurrency, most=app.settings.curation.max_concurrency)
-    _needs_cap(app, cap, "curation run")
+    app.needs_cap(cap, "curation run")
     curator = app.curator(progress, concurrency)
     with app.writer(SEEDS_LEASE, "curate (choosing seeds)", wait_s=30.0):
         seeds, spread = choose_seeds(app, max_seeds or app.settings.curation.max_seeds, again=again)
@@ -256,9 +234,9 @@ def resume(
             raise ConfigError(
                 f"run {run_id!r} has spent {micros_to_usd(spent):.4f} USD already; --budget is "
                 f"the run's total cap, so give at least that (e.g. --budget "
-                f"{_round_up_usd(spent)})"
+                f"{round_up_usd(spent)})"
             )
-        _needs_cap(app, cap, "curation run")
+        app.needs_cap(cap, "curation run")
         curator.config = _definition_for_resume(app, run_id, curator.config, upgrade=upgrade)
         seeds = app.catalog.seeds_by_id(started.seeds)
         return anyio.run(
@@ -315,13 +293,6 @@ def gates_asked(store: EventStore, run_id: str) -> set[tuple[str, int]]:
     of a run recorded before definitions were)."""
     asked = store.read_all(stream_prefix=seed_stream(run_id, ""), types=["GateRequested"])
     return {(str(e.data["gate"]), int(e.data["phase"])) for e in asked}
-
-
-def _round_up_usd(micros: int) -> str:
-    """A round figure above ``micros`` for a hint (0.61 USD → 1.00)."""
-    usd = micros_to_usd(micros)
-    step = 1.0 if usd >= 1 else 0.1
-    return f"{(int(usd / step) + 1) * step:.2f}"
 
 
 #: Why a run's seeds stand stopped, as far as what takes them further goes: whose cap refused
@@ -703,29 +674,6 @@ def latest_run(app: App) -> str:
     return found[-1]
 
 
-def stream_cap(
-    app: App, stream: str, budget_usd: float | None, setting: str, what: str
-) -> int | None:
-    """The cap a command's calls in ``stream`` (a pair selection's, an evaluation's) are made
-    under: ``--budget`` when given (the stream's new total, refused below what it has spent),
-    else the cap the stream was last given, else the setting ``setting`` (``budget.…``)."""
-    history = [s.event() for s in app.events.read_stream(stream)]
-    spent = spend(history).spent_micros
-    if budget_usd is not None:
-        cap = cap_micros(budget_usd, "--budget")
-        assert cap is not None
-        if cap < spent:
-            raise ConfigError(
-                f"the {what} has spent {micros_to_usd(spent):.4f} USD already; --budget is "
-                f"its total cap, so give at least that (e.g. --budget {_round_up_usd(spent)})"
-            )
-        return cap
-    if any(isinstance(e, CapSet) for e in history):
-        return current_cap(history)
-    name = setting.rsplit(".", 1)[-1]
-    return cap_micros(getattr(app.settings.budget, name), setting)
-
-
 def select_pairs(
     app: App,
     run_id: str | None = None,
@@ -740,7 +688,7 @@ def select_pairs(
     ``pairs.keep_when`` (ties counted as ``pairs.ties`` says), sampled per domain across rating
     gaps as ``pairs.sampling`` says. Judgments already in the log are not made (or paid) again.
 
-    The judges' calls are capped (:func:`stream_cap`, ``budget.pairs_usd``) and, in a campaign,
+    The judges' calls are capped (:meth:`App.stream_cap`, ``budget.pairs_usd``) and, in a campaign,
     reserve in its accounts too; the selection runs under the run's pairs lease, so a second
     ``pairs`` on the same run is refused rather than paying twice. ``progress`` hears how
     many pairs are judged and each one decided."""
@@ -754,8 +702,8 @@ def select_pairs(
     judges = list(settings.models.difficulty_judges)
     offline = settings.curation.offline
     with app.writer(pairs_lease(run), f"{command} --run {run}") as lease:
-        cap = stream_cap(app, pairs_stream(run), budget_usd, "budget.pairs_usd", "difficulty gate")
-        _needs_cap(app, cap, "difficulty gate")
+        cap = app.stream_cap(pairs_stream(run), budget_usd, "budget.pairs_usd", "difficulty gate")
+        app.needs_cap(cap, "difficulty gate")
         model_for = model_factory(settings, app, set(judges))
         chosen = anyio.run(
             lambda: _then_release(
@@ -849,66 +797,6 @@ DEMO_CONDITIONS = (
 )
 
 
-def local_judge_path(judge: str) -> str | None:
-    """What ``local_path`` a judge id seems to name a model file on this machine by: the id
-    itself when it is a ``.gguf`` file or a packaged model, the packaged model it begins (as
-    ``qwen2.5-coder-1.5b`` begins ``qwen2.5-coder-1.5b-instruct``); None otherwise."""
-    from tools.gguf_models import PACKAGED_MODELS
-
-    if judge.endswith(".gguf") or judge in PACKAGED_MODELS:
-        return judge
-    begun = sorted(name for name in PACKAGED_MODELS if name.startswith(judge))
-    return begun[0] if len(begun) == 1 else None
-
-
-def judge_toml(judge: str) -> str:
-    """The settings that make ``judge`` an evaluation judge: a real model run on this machine
-    (``real-local``: keyless, priced at zero with no row) when the id names one
-    (:func:`local_judge_path`); else where it is served, by which family, as which id, at what
-    price (zero for a server of one's own), and the local form as the other choice."""
-    local = local_judge_path(judge)
-    real_local = (
-        f'[providers.models."{judge}"]\n'
-        'family = "real-local"   # a real text model run on this machine: free, no key, no price\n'
-        f'local_path = "{local or "/path/to/model.gguf"}"   # a .gguf file, a model folder or a '
-        "packaged model\n"
-    )
-    if local is not None:
-        return real_local
-    return (
-        f'[providers.models."{judge}"]\n'
-        'family = "openai-compatible"            # or gemini, openai, dashscope\n'
-        'base_url = "http://localhost:8000/v1"   # a vLLM server\'s …/v1\n'
-        f'model_name = "{judge}"                 # the id the server serves it as\n'
-        "\n"
-        f'[budget.price_overrides."{judge}"]\n'
-        "input_per_mtok = 0.0   # USD per million tokens: 0 for a local server\n"
-        "output_per_mtok = 0.0\n"
-        "\n"
-        "# or, for a text model file on this machine (judges transcript-only conditions):\n"
-        + "".join(f"# {line}\n" for line in real_local.splitlines())
-    )
-
-
-def _check_judge_configured(settings: Settings, prices: PriceTable, judge: str) -> None:
-    """ConfigError with the TOML to add when a live evaluation judge has no provider or no
-    price, before anything is spent."""
-    missing: list[str] = []
-    try:
-        endpoint(settings, judge)
-    except ConfigError:
-        missing.append("no provider family serves it")
-    try:
-        prices.price(judge)
-    except UnknownPriceError:
-        missing.append("no price is known for it")
-    if missing:
-        raise ConfigError(
-            f"judge {judge!r} is not configured ({' and '.join(missing)}): add to "
-            f"playlisteval.toml, with its real endpoint, id and price:\n\n{judge_toml(judge)}"
-        )
-
-
 def evaluate(
     app: App,
     benchmark: Path,
@@ -928,53 +816,30 @@ def evaluate(
     (live when the settings say so: keys and a cap are checked before anything is spent).
     ``limit`` judges the benchmark's first pairs only; ``progress`` hears of each judgment;
     ``allow_modified`` judges records changed after the export (recorded as such)."""
-    from agents.evaluation import OFFLINE_JUDGE_PRICES, eval_stream, evaluation_id_of
+    from agents.evaluation import eval_stream, evaluation_id_of
     from agents.evaluation import evaluate as run_evaluation
     from policies.judging import parse_condition
-    from tools.providers.judges import OFFLINE_JUDGES, judge_models
-    from tools.retrieval import RetrieverSet
 
-    if not judges:
-        raise ConfigError("name at least one judge: --judge offline-frames, --judge gpt-5.4, …")
-    settings = app.settings
     parsed = [parse_condition(c) for c in (conditions or DEFAULT_CONDITIONS)]
-    budget = settings.budget
-    prices = PriceTable.load(
-        overrides={**price_overrides(settings), **OFFLINE_JUDGE_PRICES},
-        extra_file=budget.price_file,
-    )
-    live = [j for j in judges if j not in OFFLINE_JUDGES]
-    # A real local model costs nothing: an evaluation of only such judges needs no cap.
-    paid = [j for j in live if j not in real_local_models(settings)]
-    if not settings.curation.offline:
-        for judge in live:
-            _check_judge_configured(settings, prices, judge)
-    live_models = model_factory(settings, app, set(live))
-    model_for = judge_models(live_models)
-    search = app.search()  # opened here, before anything is written: a missing index stops now
-    retrievers = RetrieverSet(app.catalog, lambda: search)
-    offline = settings.curation.offline
+    # Everything the evaluation is run with, composed by the composition root (keys, prices
+    # and the judges' endpoints checked there, before anything is written).
+    parts = app.evaluation(judges)
     evaluation_id = evaluation_id_of(benchmark, out_dir, allow_modified=allow_modified)
-    held = app.writer(eval_lease(str(out_dir.resolve())), f"eval --out {out_dir}")
-    with held:
-        cap = stream_cap(
-            app, eval_stream(evaluation_id), budget_usd, "budget.eval_usd", "evaluation"
-        )
-        if paid:
-            _needs_cap(app, cap, "evaluation")
+    with parts.writer(eval_lease(str(out_dir.resolve())), f"eval --out {out_dir}") as held:
+        cap = parts.cap(eval_stream(evaluation_id), budget_usd)
         return anyio.run(
             lambda: _then_release(
-                live_models,
+                parts.live_models,
                 run_evaluation(
-                    app.call_deps(model_for=model_for, prices=prices),
+                    parts.deps,
                     benchmark_dir=benchmark,
                     judges=judges,
                     conditions=parsed,
                     out_dir=out_dir,
-                    retrievers=retrievers,
-                    concurrency=settings.curation.concurrency,
+                    retrievers=parts.retrievers,
+                    concurrency=parts.concurrency,
                     budget_micros=cap,
-                    offline=offline,
+                    offline=parts.offline,
                     lease=held.name,
                     limit=limit,
                     progress=progress,

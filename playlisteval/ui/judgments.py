@@ -44,7 +44,6 @@ from agents.evaluation import (
     GATE,
     JUDGE_ROLE,
     JUDGMENTS_FILE,
-    OFFLINE_JUDGE_PRICES,
     build_view,
     eval_stream,
     read_judgments,
@@ -65,7 +64,6 @@ from playlisteval.app import App, traffic_for
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair
 from policies.budget import Budget
 from policies.judging import ORDERS, Condition, JudgmentRecord, Order
-from policies.prices import PriceTable
 from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDivergence
 from store.events import CallRecorded, Event
 from store.eventstore import EventStore
@@ -400,10 +398,7 @@ class PromptRebuilder:
         """Rebuild ``record``'s request and ask a strict recorder over the evaluation's log to
         serve it (it serves only a request whose key the log holds)."""
         settings = self._app.settings
-        prices = PriceTable.load(
-            overrides={**settings.budget.price_overrides, **OFFLINE_JUDGE_PRICES},
-            extra_file=settings.budget.price_file,
-        )
+        prices = self._app.prices()  # the workspace's one table (real local models at zero)
         history = self._app.events.read_stream(eval_stream(evaluation.evaluation_id))
         recorder = _KeptRequest(
             budget=Budget(None),
