@@ -1,6 +1,6 @@
 """How often a use case climbs back to the composition root (``playlisteval/app.py``).
 
-Follows the ``app`` parameter of one use case (default ``playlisteval/runs.py:evaluate``)
+Follows the ``app`` parameter of one use case (default ``playlisteval/runs/evaluation.py:evaluate``)
 through the calls of its own module: every place that names ``app`` counts as a place it
 stays in; every use that reaches code or parts of ``app.py`` counts as a climb — an attribute
 or method of ``App`` (``app.events``, ``app.writer(…)``; ``app.settings`` too: a use case that
@@ -64,7 +64,7 @@ def main() -> None:
     module, function = (
         (ROOT / sys.argv[1], sys.argv[2])
         if len(sys.argv) == 3
-        else (ROOT / "playlisteval" / "runs.py", "evaluate")
+        else (ROOT / "playlisteval" / "runs" / "evaluation.py", "evaluate")
     )
     places, climbs, what = count(module, function)
     print(f"{module.relative_to(ROOT)}:{function}: app named in {places} places, {climbs} climbs")

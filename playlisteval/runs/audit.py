@@ -1,0 +1,44 @@
+"""A run's audit, and the newest run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from agents.audit import Audit, audit_run
+from playlisteval.app import (
+    App,
+)
+from store.errors import ConfigError
+from store.eventstore import EventStore
+from store.runlog import run_ids
+
+if TYPE_CHECKING:
+    pass
+
+T = TypeVar("T")
+
+
+def audit(
+    app: App,
+    run_id: str | None = None,
+    seed_id: str | None = None,
+    *,
+    store: EventStore | None = None,
+) -> Audit:
+    """Run ``run_id``'s audit (the newest run's when None) from the workspace's log, unless
+    ``store`` is given (a rehearsal's scratch log)."""
+    store = store or app.events
+    if run_id is None:
+        found = run_ids(store)
+        if not found:
+            raise ConfigError("no run in the log yet: run `playlisteval curate` first")
+        run_id = found[-1]
+    return audit_run(store, run_id, seed_id)
+
+
+def latest_run(app: App) -> str:
+    """The newest run in the log; ConfigError when there is none."""
+    found = run_ids(app.events)
+    if not found:
+        raise ConfigError("no run in the log yet: run `playlisteval curate` first")
+    return found[-1]
