@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from store.answers import answered_by
 from store.errors import ConfigError
 from store.events import (
     AnyEvent,
@@ -30,7 +31,7 @@ from store.events import (
 from store.eventstore import EventStore
 from store.ledger import LedgerFold
 from store.runlog import run_cap, run_started
-from tools.providers.local_llm import REAL_LOCAL_LABEL, answered_by_real_local
+from tools.providers.local_llm import REAL_LOCAL_LABEL
 
 
 @dataclass
@@ -184,7 +185,8 @@ def _step_of(event: AnyEvent, settled: int) -> dict[str, Any] | None:
             "replayed": event.replayed,
             "offline": event.offline,
             # Only where true: the steps of every other call read as they always have.
-            **({"real_local": True} if answered_by_real_local(event.response) else {}),
+            "answered_by": answered_by(event),
+            **({"real_local": True} if answered_by(event, original=True) == "real-local" else {}),
         }
     if isinstance(event, CallFailed):
         return {

@@ -57,6 +57,7 @@ from policies.tokens import (
     estimate_input_tokens,
     worst_case_micros,
 )
+from store.answers import AnsweredBy
 from store.errors import ProviderError, ReplayDivergence
 from store.events import (
     CallBatched,
@@ -478,6 +479,14 @@ class CallRecorder:
         traffic = self.traffic(model)
         return not (traffic is not None and traffic.real_local)
 
+    def answerer(self, model: str) -> AnsweredBy:
+        """Who answers ``model``'s calls made now (not served from the log): the offline
+        harness, a real local model, or a live provider."""
+        if self.offline_for(model):
+            return "offline"
+        traffic = self.traffic(model)
+        return "real-local" if traffic is not None and traffic.real_local else "live"
+
     def _call_id(self, seed_id: str) -> str:
         self._ids[seed_id] += 1
         return f"{seed_id}:{self._ids[seed_id]}"
@@ -641,6 +650,7 @@ class CallRecorder:
                 batch=hit.batch,
                 attempts=0,  # served from the log: no request went out
                 template=context.template,
+                answered_by="log",
             )
         )
         return decode_response(hit.response)
@@ -868,6 +878,7 @@ class CallRecorder:
             attempts=attempts,
             provider_cost=provider_cost is not None,
             template=context.template,
+            answered_by=self.answerer(context.model),
         )
         await call.append(recorded)
         self._answered.setdefault((context.seed_id, call.key), recorded)

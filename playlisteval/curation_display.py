@@ -23,6 +23,7 @@ from rich.console import Group
 from rich.table import Table
 
 from policies.budget import Budget
+from store.answers import answered_by
 from store.events import (
     CallFailed,
     CallRecorded,
@@ -121,7 +122,7 @@ class LiveCuration:
             if isinstance(event, GateRejected):
                 self._rejections[f"phase {event.phase} {event.gate}"] += 1
             elif isinstance(event, CallRecorded):
-                self._calls["replayed" if event.replayed else "made"] += 1
+                self._calls["replayed" if answered_by(event) == "log" else "made"] += 1
             elif isinstance(event, CallFailed):
                 self._calls["failed"] += 1
             elif isinstance(event, CallRefused):

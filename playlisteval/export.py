@@ -47,6 +47,7 @@ from agents.evidence import ClipSpec
 from agents.pairs import JUDGE_CLIP, JUDGE_ROLE, fold_pairs
 from playlisteval.app import App
 from policies.pairs import GOLD_RATING, SelectedPair
+from store.answers import answered_by
 from store.catalog import ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
 from store.events import (
@@ -62,7 +63,6 @@ from store.ledger import spend, stream_spend
 from store.runlog import run_started
 from tools import benchmark_folder
 from tools.providers.local_llm import FAMILY_NAME as REAL_LOCAL_FAMILY
-from tools.providers.local_llm import answered_by_real_local
 
 BENCHMARK_VERSION = "1"
 FILES = (
@@ -232,7 +232,8 @@ class _Call:
     @classmethod
     def of(cls, event: CallRecorded) -> _Call:
         """The call ``event`` records."""
-        return cls(event.role, event.model, event.offline, answered_by_real_local(event.response))
+        who = answered_by(event, original=True)
+        return cls(event.role, event.model, who == "offline", who == "real-local")
 
     @property
     def label(self) -> str:

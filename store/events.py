@@ -197,6 +197,9 @@ class CallRecorded(CallEvent):
     # The content hash of the prompt template the request was rendered from (empty: a log
     # written before it was recorded, or a call with no template, such as a judge's).
     template: str = ""
+    # Who answered: "live", "offline" (the harness), "real-local" or "log" (served again);
+    # empty in logs written before it was recorded (store.answers.answered_by reads those).
+    answered_by: str = ""
 
 
 class CallFailed(CallEvent):

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from playlisteval.report.load import evaluation_json
 from policies.judging import JudgmentRecord
+from store.answers import real_local_response
 from tools.providers.judges import OFFLINE_JUDGES
-from tools.providers.local_llm import REAL_LOCAL_LABEL, answered_by_real_local
+from tools.providers.local_llm import REAL_LOCAL_LABEL
 
 if TYPE_CHECKING:
     from store.eventstore import EventStore
@@ -81,7 +82,7 @@ def answered_calls(events: EventStore, eval_dirs: Sequence[Path]) -> dict[str, A
                     answered_as=f"{provider}:{model_name}" if provider else model_name,
                     offline=bool(data.get("offline")),
                     recorded_at=stored.recorded_at,
-                    real_local=answered_by_real_local(response),
+                    real_local=real_local_response(response),
                 ),
             )
     return found

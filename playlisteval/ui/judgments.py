@@ -64,11 +64,11 @@ from playlisteval.app import App, traffic_for
 from playlisteval.ui.benchmark import Benchmark, BenchmarkPair
 from policies.budget import Budget
 from policies.judging import ORDERS, Condition, JudgmentRecord, Order
+from store.answers import answered_by
 from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDivergence
 from store.events import CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
-from tools.providers.local_llm import answered_by_real_local
 from tools.retrieval import RetrieverSet
 from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
@@ -179,7 +179,7 @@ def answered_keys(store: EventStore, evaluation: EvaluationFolder) -> AnsweredKe
         if stored.type != "CallRecorded":
             continue
         key = str(stored.data.get("key", ""))
-        if answered_by_real_local(stored.data.get("response")):
+        if answered_by(stored.data, original=True) == "real-local":
             real_local.add(key)
         elif stored.data.get("offline"):
             offline.add(key)

@@ -55,6 +55,7 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from store.answers import REAL_LOCAL_PROVIDER, real_local_response
 from store.errors import ConfigError
 from tools.devices import resolve_device
 from tools.gguf_models import CausalLM, load_causal_lm, resolve_gguf
@@ -95,7 +96,7 @@ __all__ = [
     "swapped",
 ]
 
-FAMILY_NAME = "real-local"
+FAMILY_NAME = REAL_LOCAL_PROVIDER
 REAL_LOCAL_LABEL = "real local model"
 """How a call of this family is labelled where outputs say who answered (never "offline")."""
 FREE_PRICE: Mapping[str, float] = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
@@ -435,13 +436,9 @@ def rank_answers(
 
 
 def answered_by_real_local(response: Mapping[str, Any] | None) -> bool:
-    """Whether a recorded response (its stored JSON) was answered by a model of this family."""
-    if not response:
-        return False
-    details = response.get("provider_details") or {}
-    return response.get("provider_name") == FAMILY_NAME or bool(
-        isinstance(details, Mapping) and details.get("real_local_model")
-    )
+    """Whether a recorded response (its stored JSON) was answered by a model of this family
+    (:func:`store.answers.real_local_response`, the one reading of it)."""
+    return real_local_response(response)
 
 
 def _prompt(messages: Sequence[ModelMessage]) -> str:
