@@ -60,6 +60,7 @@ from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcribe
 from tools.vectors import VectorIndex, open_vector_index
 
 if TYPE_CHECKING:
+    from agents.replay import Replayer
     from tools.retrieval import RetrieverSet
 
 log = structlog.get_logger("playlisteval.app")
@@ -873,6 +874,29 @@ class App:
             offline=settings.curation.offline,
             writer=lambda name, command: self.writer(name, command),
             cap=cap,
+        )
+
+    def replayer(self) -> Replayer:
+        """A replayer over the workspace's log: no live adapter is built, so a strict replay
+        needs no key even where the settings say live; every model it could reach refuses to
+        answer. Its config is today's (what ``--against-today`` runs under); a run's own
+        replay builds from the run's recorded definition (:mod:`agents.run_spec`)."""
+        from pydantic_ai.models.test import TestModel
+
+        from agents.recorded import NoCallModel
+        from agents.replay import Replayer
+
+        def guard(model_id: str) -> Model:
+            return NoCallModel(TestModel(custom_output_text=f"no call to {model_id}"))
+
+        return Replayer(
+            store=self.events,
+            catalog=self.catalog,
+            clips=self.clips(),
+            model_for=guard,
+            config=replace(curation_config(self.settings), offline=True),
+            prices=self.prices(),
+            traffic=traffic_for(self.settings, live=False),
         )
 
     def projections(self) -> Projections:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 from playlisteval.app import (
     App,
@@ -20,8 +20,6 @@ from store.eventstore import EventStore
 
 if TYPE_CHECKING:
     from playlisteval.overview import RunRow
-
-T = TypeVar("T")
 
 
 #: Why a run's seeds stand stopped, as far as what takes them further goes: whose cap refused

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
-
 from agents.audit import Audit, audit_run
 from playlisteval.app import (
     App,
@@ -11,11 +9,6 @@ from playlisteval.app import (
 from store.errors import ConfigError
 from store.eventstore import EventStore
 from store.runlog import run_ids
-
-if TYPE_CHECKING:
-    pass
-
-T = TypeVar("T")
 
 
 def audit(

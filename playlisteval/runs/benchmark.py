@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -24,8 +24,6 @@ from store.runlog import run_started
 
 if TYPE_CHECKING:
     from agents.pairs import PairsProgress
-
-T = TypeVar("T")
 
 
 def select_pairs(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import anyio
 
@@ -36,11 +36,6 @@ from store.events import (
 from store.eventstore import EventStore
 from store.ledger import stream_spend
 from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
-
-if TYPE_CHECKING:
-    pass
-
-T = TypeVar("T")
 
 
 def new_run_id(now: datetime | None = None, salt: str = "") -> str:

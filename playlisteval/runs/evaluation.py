@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -15,8 +15,6 @@ from playlisteval.runs.release import then_release
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationProgress, EvaluationResult
-
-T = TypeVar("T")
 
 
 DEFAULT_CONDITIONS = (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
@@ -31,11 +30,6 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import open_event_store
-
-if TYPE_CHECKING:
-    pass
-
-T = TypeVar("T")
 
 
 @dataclass

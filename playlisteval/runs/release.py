@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import anyio
 from pydantic_ai.models import Model
 
 from tools.providers.registry import release_models
-
-if TYPE_CHECKING:
-    pass
 
 T = TypeVar("T")
 

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
-
-from pydantic_ai.models import Model
-from pydantic_ai.models.test import TestModel
+from dataclasses import dataclass
 
 from agents.curation import RunReport
-from agents.recorded import NoCallModel
 from agents.replay import Replayer, ReplayVerdict
 from playlisteval.app import (
     App,
-    curation_config,
-    traffic_for,
 )
 from policies.budget import cap_micros, check_concurrency
 from store.errors import ConfigError
@@ -24,11 +17,6 @@ from store.events import (
 from store.eventstore import ChainProblem
 from store.ledger import stream_spend
 from store.runlog import run_started
-
-if TYPE_CHECKING:
-    pass
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -45,22 +33,8 @@ class ReplayReport:
 
 
 def replayer(app: App) -> Replayer:
-    """A replayer over the workspace's log: no live adapter is built, so a strict replay needs
-    no key even where the settings say live; every model it could reach refuses to answer."""
-    config = replace(curation_config(app.settings), offline=True)
-
-    def guard(model_id: str) -> Model:
-        return NoCallModel(TestModel(custom_output_text=f"no call to {model_id}"))
-
-    return Replayer(
-        store=app.events,
-        catalog=app.catalog,
-        clips=app.clips(),
-        model_for=guard,
-        config=config,
-        prices=app.prices(),
-        traffic=traffic_for(app.settings, live=False),
-    )
+    """The workspace's replayer (composed by :meth:`App.replayer`)."""
+    return app.replayer()
 
 
 def replay_strict(
