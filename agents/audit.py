@@ -66,6 +66,10 @@ class Audit:
     rejection_examples: dict[str, str] = field(default_factory=dict)
     # Spend by what the calls carried (video/audio/text; "-": no answer in the log yet).
     by_media: dict[str, int] = field(default_factory=dict)
+    # Attempts sent whose outcome is unknown (a timeout, a dropped connection, a 5xx): counted
+    # at their reservations as what the service may have billed (in ``spent_micros``).
+    uncertain_micros: int = 0
+    uncertain_attempts: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
@@ -75,6 +79,10 @@ class Audit:
             "budget_micros": self.budget_micros,
             "spent_micros": self.spent_micros,
             "open_micros": self.open_micros,
+            "may_have_been_billed": {
+                "micros": self.uncertain_micros,
+                "attempts": self.uncertain_attempts,
+            },
             "spend": {
                 "phase": self.by_phase,
                 "gate": self.by_gate,
@@ -306,4 +314,6 @@ def audit_run(store: EventStore, run_id: str, seed_id: str | None = None) -> Aud
         open_micros=spent.open_micros,
         rejection_examples={kind: rejections.examples[kind] for kind in rejections.kinds},
         by_media=spent.breakdown("media"),
+        uncertain_micros=spent.uncertain_micros,
+        uncertain_attempts=spent.uncertain_attempts,
     )

@@ -192,7 +192,7 @@ def resumed_recorder(
     before a crash (its result never written) is served again rather than paid twice. With a
     ``campaign``, every reservation also takes from its accounts (holds of ``lease``)."""
     calls = [e for e in history if isinstance(e, CallReserved | CallRecorded | CallFailed)]
-    spent = spend(calls)
+    spent = spend(history)  # the ledger reads the call events it needs (retries' charges too)
     recorder = CallRecorder(
         budget=make_budget(
             campaign,

@@ -304,10 +304,53 @@ class Failure:
     status: int | None
     retry_after_s: float | None
     message: str
+    # Whether the attempt may have been processed, and billed, though no answer says what it
+    # cost (:func:`may_have_billed`): then it counts against the cap at its reservation.
+    billed: bool = False
+
+
+#: Failure kinds whose request reached the service and whose outcome is unknown: it may have
+#: been processed and billed. A timeout after the request was written and a connection dropped
+#: after the body went out leave the server running the request (an HTTP client's timeout
+#: does not cancel it server-side: the OpenAI and Gemini APIs bill the tokens a request
+#: processed, and a non-streaming request that timed out on the client was processed all the
+#: same); a 5xx may come after the model ran; a 2xx whose body could not be read, or a reply
+#: that broke the SDK's expectations, came from a model that ran. Proven free: a 429 or a quota
+#: refusal (the service refuses before processing: OpenAI's error-code guide, Gemini's
+#: RESOURCE_EXHAUSTED, DashScope's Throttling codes) and any other 4xx (a request refused as
+#: it stands: auth, not found, too long).
+UNKNOWN_OUTCOMES = frozenset({"timeout", "connection", "server", "malformed", "unexpected"})
+
+#: Exception class names (anywhere in the chain) of a connection that never opened: httpx's
+#: ``ConnectError``/``ConnectTimeout`` (which the OpenAI, Gemini and DashScope SDKs' clients
+#: raise, or wrap, before a byte of the request is sent) and the OS's refusal.
+_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "ConnectionRefusedError"})
+
+
+def may_have_billed(kind: str, exc: BaseException) -> bool:
+    """Whether a failed attempt of ``kind`` (raised as ``exc``) may have been processed and
+    billed by the service: see :data:`UNKNOWN_OUTCOMES`; a connection that never opened
+    sent nothing."""
+    if kind not in UNKNOWN_OUTCOMES:
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _NEVER_SENT:
+            return False
+        current = current.__cause__ or current.__context__
+    return True
 
 
 def classify_failure(exc: BaseException) -> Failure:
-    """Sort an exception from a model request (pydantic-ai's categories, whatever the SDK)."""
+    """Sort an exception from a model request (pydantic-ai's categories, whatever the SDK), and
+    say whether it may have been billed (:func:`may_have_billed`)."""
+    found = _classify(exc)
+    return replace(found, billed=may_have_billed(found.kind, exc))
+
+
+def _classify(exc: BaseException) -> Failure:
     message = f"{type(exc).__name__}: {exc}"
     status = exc.status_code if isinstance(exc, ModelHTTPError) else None
     retry_after = exc.retry_after if isinstance(exc, ModelAPIError) else None
@@ -750,8 +793,11 @@ class CallRecorder:
             raise
         return reservation
 
-    async def _attempts(self, call: _Call) -> tuple[ModelResponse, int]:
-        """The request, retried on transient failures; ``(response, attempts)``."""
+    async def _attempts(self, call: _Call, held: _Held) -> tuple[ModelResponse, int]:
+        """The request, retried on transient failures; ``(response, attempts)``. An attempt
+        that may have been billed (its outcome unknown: :data:`UNKNOWN_OUTCOMES`) is charged
+        at its reservation before the retry, and the retry reserves again: refused by a cap,
+        the call stops there (``BudgetExhausted``), its attempts' money counted."""
         context = call.context
         traffic = self.traffic(context.model) or Traffic(retry=RetryPolicy(max_retries=0))
         tokens = estimate_input_tokens(call.shape).input_tokens
@@ -779,6 +825,7 @@ class CallRecorder:
                     # limiter (every worker, for a fleet-wide one) waits for it, not this one.
                     await traffic.limiter.pause(failure.retry_after_s)
                 self.retries += 1
+                charged = held.charge_all(self.budget) if failure.billed else 0
                 await call.append(
                     CallRetried(
                         **call.fields(),
@@ -787,9 +834,14 @@ class CallRecorder:
                         status=failure.status,
                         wait_s=round(wait, 3),
                         error=failure.message[:2000],
+                        charged_micros=charged,
                     )
                 )
                 await self._sleep(wait)
+                if held.reservation is None:
+                    held.reservation = await self._reserve(
+                        context, call.call_id, call.key, call.shape, call.append
+                    )
 
     async def _batched(self, call: _Call) -> ModelResponse:
         assert self.batcher is not None
@@ -805,35 +857,39 @@ class CallRecorder:
     async def _live(self, call: _Call) -> ModelResponse:
         context = call.context
         call.call_id = self._call_id(context.seed_id)
-        reservation = await self._reserve(context, call.call_id, call.key, call.shape, call.append)
+        held = _Held(await self._reserve(context, call.call_id, call.key, call.shape, call.append))
         try:
-            response, attempts = await self._attempts(call)
+            response, attempts = await self._attempts(call, held)
         except anyio.get_cancelled_exc_class():
             # Stopped past the grace period: the request may have reached the provider and been
             # billed, so the reservation is kept as spent. A call out in a batch job stays open
             # in the log (a restart collects its answer from the job); any other is recorded
-            # as interrupted, and made again when the seed resumes.
+            # as interrupted, and made again when the seed resumes. (Stopped between two
+            # attempts, the last one's charge is in the log already and nothing is held.)
             with anyio.CancelScope(shield=True):
-                self.budget.release(reservation, reservation.micros)
+                charged = held.charge_all(self.budget)
                 if call.in_batch:
                     raise
                 await call.append(
                     CallFailed(
                         **call.fields(),
                         error="interrupted: the worker stopped while the call was in flight",
-                        charged_micros=reservation.micros,
+                        charged_micros=charged,
                         outcome="interrupted",
                     )
                 )
             raise
         except _Failed as failed:
             failure = failed.failure
-            self.budget.release(reservation, 0)
+            # An attempt whose outcome is unknown may have been billed: it counts at its
+            # reservation; one refused before processing is free (:data:`UNKNOWN_OUTCOMES`).
+            charged = held.charge_all(self.budget) if failure.billed else held.free(self.budget)
             refusal = failure.kind == "refusal"
             await call.append(
                 CallFailed(
                     **call.fields(),
                     error=f"{failure.kind}: {failure.message[:2000]}",
+                    charged_micros=charged,
                     outcome="refusal" if refusal else "error",
                     attempts=failed.attempts,
                 )
@@ -846,7 +902,7 @@ class CallRecorder:
                 f"{context.role} call to {context.model!r} failed after {failed.attempts} "
                 f"attempt(s): {failure.message}" + (f" (at {url})" if url else "")
             ) from failed.__cause__
-        return await self._record(call, response, attempts, reservation)
+        return await self._record(call, response, attempts, held.reservation)
 
     async def _record(
         self,
@@ -1025,6 +1081,30 @@ class CallRecorder:
             cached_audio_tokens=audio,
             cache_write_audio_tokens=audio if written else 0,
         )
+
+
+@dataclass
+class _Held:
+    """The reservation a live call's current attempt is made under (None between an attempt
+    charged as may-have-been-billed and the next one's reservation)."""
+
+    reservation: Reservation | None
+
+    def charge_all(self, budget: Budget) -> int:
+        """Keep the whole reservation as spent (the attempt may have been billed); returns it."""
+        if self.reservation is None:
+            return 0
+        charged = self.reservation.micros
+        budget.release(self.reservation, charged)
+        self.reservation = None
+        return charged
+
+    def free(self, budget: Budget) -> int:
+        """Give the reservation back (the attempt cost nothing); returns 0."""
+        if self.reservation is not None:
+            budget.release(self.reservation, 0)
+            self.reservation = None
+        return 0
 
 
 class _Failed(Exception):

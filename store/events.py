@@ -218,8 +218,8 @@ class CallFailed(CallEvent):
 
 class CallRetried(CallEvent):
     """One attempt of a call failed in a way worth retrying (429, 5xx, a timeout, a dropped
-    connection, a malformed body); the call waits ``wait_s`` and tries again under the same
-    reservation."""
+    connection, a malformed body); the call waits ``wait_s`` and tries again: under the same
+    reservation when the attempt cost nothing, else (``charged_micros``) under a new one."""
 
     type: Literal["CallRetried"] = "CallRetried"
     attempt: int
@@ -227,6 +227,10 @@ class CallRetried(CallEvent):
     status: int | None = None
     wait_s: float
     error: str
+    # What the failed attempt may have been billed (its reservation, when its outcome is
+    # unknown: a timeout, a dropped connection, a 5xx); 0 when the answer proves it free (a
+    # 429, another 4xx). Charged, the reservation is closed and the retry reserves again.
+    charged_micros: int = 0
 
 
 class CallBatched(CallEvent):

@@ -11,6 +11,12 @@ cannot disagree. The rules, one per kind of call event:
   ``replayed_micros``, for what-if reports).
 - ``CallFailed`` closes it and costs its ``charged_micros`` (what the provider may have billed
   for a failed or interrupted call), once.
+- ``CallRetried`` with ``charged_micros`` (an attempt whose outcome is unknown: it may have been
+  billed) closes it at that cost; the retry opens a new reservation (another ``CallReserved``
+  of the same call id). One that cost nothing (a 429) leaves it open for the retry.
+
+What was charged for attempts whose outcome is unknown — sent, and never answered with a cost —
+is also kept apart (``uncertain_micros``), for the audit's "may have been billed" line.
 - A reservation that nothing closes is money in flight — or, after a crash, money the provider
   may have billed with no answer in the log. It counts as spent, once, until (if ever) its call
   is closed.
@@ -74,6 +80,8 @@ class Ledger:
     settled_micros: int = 0
     open_micros: int = 0
     replayed_micros: int = 0
+    uncertain_micros: int = 0  # charged for attempts that may have been billed (in settled)
+    uncertain_attempts: int = 0
     per_owner: Mapping[str, int] = field(default_factory=dict)
     by: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     paid_calls: int = 0
@@ -110,7 +118,16 @@ class LedgerFold:
     streams whose owners share a name cannot close each other's), the event type and its data.
     """
 
-    __slots__ = ("_cells", "_open", "failed", "paid", "replayed", "replayed_micros")
+    __slots__ = (
+        "_cells",
+        "_open",
+        "failed",
+        "paid",
+        "replayed",
+        "replayed_micros",
+        "uncertain",
+        "uncertain_micros",
+    )
 
     def __init__(self) -> None:
         # (owner, phase, gate, role, model, media) → settled micros: one dict update per call
@@ -121,6 +138,8 @@ class LedgerFold:
         self.paid = 0
         self.replayed = 0
         self.failed = 0
+        self.uncertain = 0
+        self.uncertain_micros = 0
 
     def apply(self, stream: str, type_: str, data: Mapping[str, Any]) -> int:
         """Fold one event in; events that are not about calls are ignored. Returns what the
@@ -152,6 +171,19 @@ class LedgerFold:
             if charged:
                 cell = opened[1] if opened is not None else _cell(data, NONE_KEY)
                 self._cells[cell] = self._cells.get(cell, 0) + charged
+                if data.get("outcome", "error") == "error":
+                    self.uncertain += 1
+                    self.uncertain_micros += charged
+            return charged
+        if type_ == "CallRetried":
+            charged = int(data.get("charged_micros", 0))
+            if not charged:
+                return 0  # the attempt cost nothing: the reservation stays for the retry
+            opened = self._open.pop((stream, data["call_id"]), None)
+            cell = opened[1] if opened is not None else _cell(data, NONE_KEY)
+            self._cells[cell] = self._cells.get(cell, 0) + charged
+            self.uncertain += 1
+            self.uncertain_micros += charged
             return charged
         return 0
 
@@ -193,6 +225,8 @@ class LedgerFold:
             settled_micros=settled,
             open_micros=open_micros,
             replayed_micros=self.replayed_micros,
+            uncertain_micros=self.uncertain_micros,
+            uncertain_attempts=self.uncertain,
             per_owner=per_owner,
             by={d: dict(sorted(v.items())) for d, v in by.items()},
             paid_calls=self.paid,
@@ -236,7 +270,7 @@ def stream_spend(store: EventStore, prefix: str) -> Ledger:
 
 
 #: The event types the ledger reads (a reader may fetch only these).
-CALL_TYPES = frozenset({"CallReserved", "CallRecorded", "CallFailed"})
+CALL_TYPES = frozenset({"CallReserved", "CallRecorded", "CallFailed", "CallRetried"})
 
 
 def current_cap(events: Iterable[Event]) -> int | None:

@@ -302,6 +302,7 @@ _HANDLERS = {
     "CallReserved": _on_call,
     "CallRecorded": _on_call,
     "CallFailed": _on_call,
+    "CallRetried": _on_call,  # an attempt that may have been billed settles its reservation
     "GateRejected": _on_rejected,
     "ItemAccepted": _on_accepted,
     "SeedDiscarded": _on_discarded,

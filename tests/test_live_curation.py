@@ -114,7 +114,11 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     # The cap held.
     assert report.spent_micros <= usd_to_micros(CAP_USD)
     paid = sum(e.cost_micros for e in events if isinstance(e, CallRecorded) and not e.replayed)
-    assert paid == report.spent_micros
+    # Attempts sent and never answered (a timeout, a 5xx, a malformed body) may have been
+    # billed: each counts at its reservation.
+    uncertain = sum(e.charged_micros for e in events if isinstance(e, CallRetried | CallFailed))
+    assert uncertain > 0
+    assert paid + uncertain == report.spent_micros
     # No request paid twice: a repeated request was answered from its first record.
     keys = Counter(e.key for e in events if isinstance(e, CallRecorded) and not e.replayed)
     assert max(keys.values()) == 1

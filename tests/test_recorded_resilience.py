@@ -119,9 +119,13 @@ def test_429_waits_what_retry_after_asks_then_succeeds(tmp_path: Path) -> None:
     recorded = [e for e in events if isinstance(e, CallRecorded)]
     assert len(recorded) == 1
     assert recorded[0].attempts == 3
-    # One reservation for all three attempts; failed attempts cost nothing.
-    assert len([e for e in events if isinstance(e, CallReserved)]) == 1
-    assert recorder.budget.spent_micros == recorded[0].cost_micros
+    # The 429 was refused before processing: free, its reservation kept for the retry. The 503
+    # may have come after the model ran: it counts at its reservation, and the retry reserves
+    # again.
+    reserved = [e for e in events if isinstance(e, CallReserved)]
+    assert len(reserved) == 2
+    assert [r.charged_micros for r in retried] == [0, reserved[0].reserved_micros]
+    assert recorder.budget.spent_micros == reserved[0].reserved_micros + recorded[0].cost_micros
 
 
 def test_permanent_failure_is_recorded_with_the_providers_message(tmp_path: Path) -> None:
@@ -344,3 +348,104 @@ def test_a_rehearsal_grows_the_transcript_tests_windows_only_up_to_their_cap(
         assert tokens[10.0] < tokens[None]
     else:
         assert tokens[10.0] == tokens[None]
+
+
+# -- unknown outcomes are money -------------------------------------------------------------------
+
+
+def _connect_error() -> Exception:
+    """A connection that never opened, as pydantic-ai raises one over httpx's ConnectError."""
+    import httpx
+    from pydantic_ai.exceptions import ModelAPIError
+
+    try:
+        raise httpx.ConnectError("connection refused")
+    except httpx.ConnectError as inner:
+        try:
+            raise ModelAPIError("gemini-3-flash", "Connection error.") from inner
+        except ModelAPIError as outer:
+            return outer
+
+
+@pytest.mark.parametrize(
+    ("error", "billed"),
+    [
+        (_http(429), False),  # refused before processing
+        (_quota(), False),
+        (_http(400), False),
+        (_http(401), False),
+        (_http(500), True),  # the model may have run
+        (_http(503), True),
+        (TimeoutError(), True),  # the request was written; the server may still answer it
+        (ValueError("Expecting value: line 1 column 1"), True),  # a 2xx body, unread
+        (_connect_error(), False),  # never sent
+    ],
+)
+def test_an_attempt_may_have_been_billed_only_when_it_was_sent_and_no_answer_says_otherwise(
+    error: Exception, billed: bool
+) -> None:
+    assert classify_failure(error).billed is billed
+
+
+def test_timed_out_attempts_count_at_their_reservations_and_each_retry_reserves_again(
+    tmp_path: Path,
+) -> None:
+    result, events, recorder, _ = _run(tmp_path, _scripted(TimeoutError(), TimeoutError(), _ok()))
+    assert isinstance(result, ModelResponse)
+    reserved = [e for e in events if isinstance(e, CallReserved)]
+    retried = [e for e in events if isinstance(e, CallRetried)]
+    recorded = [e for e in events if isinstance(e, CallRecorded)]
+    assert len(reserved) == 3  # one per attempt sent
+    assert [r.charged_micros for r in retried] == [r.reserved_micros for r in reserved[:2]]
+    expected = sum(r.reserved_micros for r in reserved[:2]) + recorded[0].cost_micros
+    assert recorder.budget.spent_micros == expected
+    # The one ledger says the same, and names the uncertain part.
+    from store.ledger import spend
+
+    ledger = spend(events)
+    assert ledger.spent_micros == expected
+    assert ledger.open_micros == 0
+    assert (ledger.uncertain_attempts, ledger.uncertain_micros) == (
+        2,
+        sum(r.reserved_micros for r in reserved[:2]),
+    )
+
+
+def test_a_call_whose_every_attempt_timed_out_is_charged_for_each(tmp_path: Path) -> None:
+    result, events, recorder, _ = _run(tmp_path, _scripted(*[TimeoutError()] * 4))
+    assert isinstance(result, ProviderError)
+    reserved = [e for e in events if isinstance(e, CallReserved)]
+    assert len(reserved) == 4
+    [failed] = [e for e in events if isinstance(e, CallFailed)]
+    assert failed.charged_micros == reserved[-1].reserved_micros
+    total = sum(r.reserved_micros for r in reserved)
+    assert recorder.budget.spent_micros == total
+    from store.ledger import spend
+
+    assert spend(events).spent_micros == total
+
+
+def test_a_retry_the_cap_refuses_stops_the_call_with_its_attempts_counted(tmp_path: Path) -> None:
+    """A slow service cannot be paid more than the cap: the retry after a timeout reserves
+    again, and the cap refuses it."""
+    from policies.budget import BudgetExhausted
+
+    probe, probe_events, _, _ = _run(tmp_path / "probe", _scripted(_ok()))
+    assert isinstance(probe, ModelResponse)
+    one = next(e for e in probe_events if isinstance(e, CallReserved)).reserved_micros
+    sleeps = Sleeps()
+    recorder = CallRecorder(
+        budget=Budget(one + one // 2),  # room for one attempt's reservation, not two
+        prices=PriceTable.load(),
+        traffic=lambda _m: Traffic(retry=RetryPolicy(max_retries=5, backoff_s=1.0)),
+        sleep=sleeps,
+    )
+    result, events, recorder, _ = _run(
+        tmp_path / "capped", _scripted(*[TimeoutError()] * 6), recorder=recorder
+    )
+    assert isinstance(result, BudgetExhausted)
+    assert len([e for e in events if isinstance(e, CallReserved)]) == 1
+    assert recorder.budget.spent_micros == one <= one + one // 2
+    from store.ledger import spend
+
+    assert spend(events).spent_micros == one

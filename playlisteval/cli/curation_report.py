@@ -140,6 +140,13 @@ def print_audit(report: Audit) -> None:
         f"run [bold]{report.run_id}[/] ({report.outcome}): spent "
         f"{usd(report.spent_micros)} USD{cap}"
     )
+    if report.uncertain_attempts:
+        # Sent, never answered with a cost: counted at their reservations, the most they cost.
+        console.print(
+            f"may have been billed: {usd(report.uncertain_micros)} USD for "
+            f"{report.uncertain_attempts} attempt(s) sent whose outcome is unknown (a timeout, "
+            "a dropped connection, a 5xx), counted at their reservations"
+        )
     for title, data in (
         ("spend by phase", report.by_phase),
         ("spend by gate", report.by_gate),
