@@ -342,3 +342,67 @@ def test_todays_definition_of_a_run_honours_itself(tmp_path: Path) -> None:
     assert unhonoured(spec) == []
     assert spec.differences(RunSpec.from_json(spec.to_json())) == []
     assert RunSpec.from_json(spec.to_json()).digest == spec.digest
+
+
+# -- seeded random interleavings: stops, upgrades and resumes never break a run's replay -----------
+
+
+@pytest.mark.parametrize(
+    ("store", "seed"),
+    # Seeds chosen for variety: no upgrade (2), an upgrade at the second resume (10), at the
+    # first (7, on PostgreSQL).
+    [("sqlite", 2), ("sqlite", 10), pytest.param("postgres", 7, marks=pytest.mark.postgres)],
+)
+def test_random_stops_upgrades_and_resumes_keep_the_run_replayable_and_under_its_caps(
+    workspace: Path, packages: Path, pg_schema: str, store: str, seed: int
+) -> None:
+    """A run stopped by random caps, resumed under random larger ones, upgraded once to a
+    definition with one more gate at a random point (or not at all): after every step, its
+    spend is within the cap it had, nothing is decided twice, and a strict replay re-derives
+    the whole log exactly (each part under the definition it was decided by)."""
+    import random
+
+    from tests.conftest import PG_URL
+
+    rng = random.Random(seed)
+    if store == "postgres":
+        add_settings(workspace, f'[store]\nurl = "{PG_URL}"\nschema_name = "{pg_schema}"\n')
+    write_package(packages, "toy_second", {"looks.py": SECOND_LOOK_SOURCE})
+    upgrade_at = rng.choice([None, 1, 2])
+    cap = round(rng.uniform(0.03, 0.08), 3)
+    upgraded = False
+    with App(load_settings(workspace)) as app:
+        report = runs.curate(app, budget_usd=cap, max_seeds=3)
+        run_id = report.run_id
+    for step in range(1, 6):
+        if report.outcome == "completed":
+            break
+        assert report.spent_micros <= round(cap * 1_000_000)
+        upgrade = step == upgrade_at
+        if upgrade:
+            add_settings(workspace, '[models]\ngate_packages = ["toy_second"]\n')
+            upgraded = True
+        cap = round(cap + rng.uniform(0.03, 0.12), 3)
+        with App(load_settings(workspace)) as app:
+            report = runs.resume(app, run_id, budget_usd=cap, upgrade=upgrade)
+            replayed = runs.replay_strict(app, run_id)
+        assert report.spent_micros <= round(cap * 1_000_000)
+        assert replayed.model_calls == 0
+        assert replayed.verdict is not None
+        assert replayed.verdict.ok, (step, replayed.verdict.problems()[:3])
+    with App(load_settings(workspace)) as app:
+        report = runs.resume(app, run_id, budget_usd=cap + 10.0)
+        replayed = runs.replay_strict(app, run_id)
+        events = seed_events(app, run_id)
+        run_log = app.events.read_stream(run_stream(run_id))
+    assert report.outcome == "completed"
+    assert replayed.verdict is not None
+    assert replayed.verdict.ok, replayed.verdict.problems()[:3]
+    # Each seed ended once; the new gate was asked only if, and after, the run was upgraded.
+    ends = [e for e in events if type(e).__name__ in ("ItemAccepted", "SeedDiscarded")]
+    assert len(ends) == 3
+    upgrades = [s for s in run_log if s.type == "RunUpgraded"]
+    asked = any(isinstance(e, GateRequested) and e.gate == SECOND_LOOK for e in events)
+    assert len(upgrades) == (1 if upgraded else 0)
+    if not upgraded:
+        assert not asked
