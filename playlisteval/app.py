@@ -151,6 +151,7 @@ def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
     idx = settings.index
     return RayOptions(
         address=address or idx.ray_address,
+        connect_timeout_s=idx.ray_connect_timeout_s,
         decode_cpus=idx.ray_decode_cpus,
         actor_cpus=idx.ray_actor_cpus,
         gpus_per_actor=idx.ray_gpus_per_actor,

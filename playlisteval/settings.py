@@ -217,6 +217,13 @@ class IndexSettings(Section):
         description="The Ray cluster `index.engine = 'ray'` runs on (`ray://HOST:10001`, "
         "`HOST:6379` or `auto`); unset: RAY_ADDRESS, else a local cluster started for the run.",
     )
+    ray_connect_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        description="How long `index --ray ADDRESS` waits to reach the cluster's address before "
+        "it gives up in one line (an address nothing listens on would otherwise keep Ray "
+        "retrying for minutes).",
+    )
     ray_decode_cpus: float = Field(
         0.5,
         gt=0,

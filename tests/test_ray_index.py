@@ -310,3 +310,21 @@ def test_gpu_index_dry_run_on_ray_runs_both_models_as_actors(
     assert "embedder: Qwen3-VL-Embedding" not in out  # nothing loaded on the driver
     assert "GPU memory: in the Ray actors" in out
     assert "hours of video indexed per hour" in out
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_an_unreachable_cluster_address_gives_up_within_its_timeout_in_one_line(
+    address: str, tmp_path: Path
+) -> None:
+    """``index --ray 127.0.0.1:1`` (nothing listens there): one line naming the bounded wait
+    (``index.ray_connect_timeout_s``, as the settings give it), instead of Ray's retries for
+    minutes."""
+    from playlisteval.app import ray_options
+    from playlisteval.settings import load_settings
+    from tools.ray_index import RayIndexError, connect
+
+    settings = load_settings(tmp_path, index={"ray_connect_timeout_s": 2.0})
+    options = ray_options(settings, address)
+    assert options.connect_timeout_s == 2.0
+    with pytest.raises(RayIndexError, match=r"cannot reach the Ray cluster at .* within 2 s"):
+        connect(options)

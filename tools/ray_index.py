@@ -22,6 +22,7 @@ import logging
 import os
 import pickle
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -112,6 +113,7 @@ class RayOptions:
     use_gpus: bool = True  # False: the models stay on CPUs even where GPUs are (index.device)
     require_gpus: bool = False  # index.device names a GPU: a cluster without one is an error
     scratch: str | None = None  # per node; None: the node's temporary folder
+    connect_timeout_s: float = 15.0  # to reach a named cluster's address, before Ray is asked
 
 
 def connect(options: RayOptions) -> bool:
@@ -126,6 +128,7 @@ def connect(options: RayOptions) -> bool:
     common: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
     try:
         if address:
+            reachable(address, options.connect_timeout_s)
             ray.init(address=address, **common)
             return False
         ray.init(num_cpus=options.num_cpus, **common)
@@ -136,6 +139,25 @@ def connect(options: RayOptions) -> bool:
             "`ray start --head` and pass its address to `index --ray ADDRESS` (or RAY_ADDRESS)"
         ) from exc
     return True
+
+
+def reachable(address: str, timeout_s: float) -> None:
+    """RayIndexError, within ``timeout_s``, when nothing answers at a cluster address of the form
+    ``HOST:PORT`` or ``ray://HOST:PORT`` (``ray.init`` itself retries an unreachable address for
+    minutes); ``auto`` and other forms are left to Ray."""
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except OSError as exc:
+        raise RayIndexError(
+            f"cannot reach the Ray cluster at {address!r} within {timeout_s:g} s "
+            f"({exc.strerror or exc}); start one with `ray start --head` and pass its address to "
+            "`index --ray ADDRESS` (or RAY_ADDRESS), or raise index.ray_connect_timeout_s"
+        ) from exc
 
 
 # -- what travels between the stages -----------------------------------------------------------
