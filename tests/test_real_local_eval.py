@@ -254,6 +254,7 @@ def test_the_judgment_viewer_marks_the_real_model_and_never_as_the_harness(
     with App(load_settings(home)) as app:
         web = create_app(app, benchmark[1], sample_size=3, secret=b"k" * 32, evaluations=[out])
         client = TestClient(web, follow_redirects=False)
+        assert client.get(web.state.owner_link).status_code == 303  # the viewer is the owner's
         page = client.get(f"/evaluations/{out.name}").text
         mine = next(r for r in records if r.judge == JUDGE)
         params = {"judge": JUDGE, "condition": mine.condition_id}

@@ -42,7 +42,7 @@ from playlisteval.ui.judgments import load_evaluations
 from policies.judging import JudgmentRecord
 from policies.prices import PriceTable
 from store.errors import ConfigError
-from tests.test_ui import CELLS, SECRET, write_benchmark
+from tests.test_ui import CELLS, SECRET, as_owner, join, write_benchmark
 from tests.workspaces import copy_workspace
 from tools.providers.judges import judge_models
 from tools.retrieval import BM25Retriever
@@ -127,7 +127,7 @@ def client(evaluated: Evaluated, opened: App) -> TestClient:
     web = create_app(
         opened, evaluated.bench, sample_size=3, secret=SECRET, evaluations=[evaluated.out]
     )
-    return TestClient(web, follow_redirects=False)
+    return as_owner(web)  # the viewer is the owner's: it says which answer was intended
 
 
 def _answer(record: JudgmentRecord) -> str | None:
@@ -281,7 +281,7 @@ def test_a_prompt_the_log_does_not_hold_is_shown_as_rebuilt_and_not_matching(
     (copy / "evaluation.json").write_text(json.dumps(info))
     web = create_app(opened, evaluated.bench, sample_size=3, secret=SECRET, evaluations=[copy])
     record = next(r for r in evaluated.records if r.judge == "offline-frames")
-    page = TestClient(web).get(
+    page = as_owner(web).get(
         f"/evaluations/copied-eval/pair/{quote(record.pair_id)}",
         params={"judge": record.judge, "condition": record.condition_id},
     )
@@ -391,13 +391,14 @@ def browser() -> Iterator[Any]:
 
 
 def test_the_viewer_in_chromium_filters_and_shows_a_record(
-    served: str, browser: Any, evaluated: Evaluated
+    served: str, browser: Any, evaluated: Evaluated, client: TestClient
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     SCREENSHOTS.mkdir(exist_ok=True)
     expected = _expected(evaluated.records)
+    browser.get(served + client.app.state.owner_link)  # the viewer is the owner's
     browser.get(served + "/evaluations")
     browser.save_screenshot(str(SCREENSHOTS / "evaluations.png"))
     browser.find_element(By.LINK_TEXT, "eval").click()
@@ -456,3 +457,44 @@ def test_the_viewer_in_chromium_filters_and_shows_a_record(
     browser.set_window_size(1366, min(int(height) + 200, 6000))
     browser.save_screenshot(str(SCREENSHOTS / "judgment-full.png"))
     browser.set_window_size(1366, 768)
+
+
+@pytest.mark.parametrize("who", ["nobody", "an annotator who joined", "a forged owner cookie"])
+def test_every_judgments_route_refuses_anyone_but_the_owner(
+    evaluated: Evaluated, opened: App, who: str
+) -> None:
+    """A judgment says which answer was intended: neither an anonymous browser nor an invited
+    annotator may read it, on any route of the viewer (the list, an evaluation, a judgment, a
+    frame)."""
+    from playlisteval.ui.benchmark import load_benchmark
+    from playlisteval.ui.signing import owner_cookie_name
+
+    web = create_app(
+        opened,
+        evaluated.bench,
+        sample_size=3,
+        secret=SECRET,
+        evaluations=[evaluated.out],
+        invites=["alice"],
+    )
+    browser = TestClient(web, follow_redirects=False)
+    if who == "an annotator who joined":
+        join(browser, "alice")
+    elif who == "a forged owner cookie":
+        browser.cookies.set(owner_cookie_name(load_benchmark(evaluated.bench)), "0" * 64)
+    record = evaluated.records[0]
+    where = [
+        ("/evaluations", {}),
+        (f"/evaluations/{evaluated.out.name}", {}),
+        (
+            f"/evaluations/{evaluated.out.name}/pair/{quote(record.pair_id)}",
+            {"judge": record.judge, "condition": record.condition_id},
+        ),
+        (f"/evaluations/{evaluated.out.name}/frame/any-video", {"t": "1.0"}),
+    ]
+    for path, params in where:
+        refused = browser.get(path, params=params)
+        assert refused.status_code == 403, (path, refused.text[:300])
+        assert "owner link" in refused.text
+        assert "Chosen answer" not in refused.text
+        assert "Verdict" not in refused.text

@@ -1,5 +1,7 @@
 """The judgments viewer: the evaluations of this benchmark opened in the UI, what each judge was
-shown and sent and what it answered, and the frames it was shown. It asks for no identity.
+shown and sent and what it answered, and the frames it was shown. Every route is the owner's
+(whoever runs the UI, through its owner link): a judgment says which answer was intended, which
+an annotator must not learn before labelling it, nor anyone else who reaches the server.
 """
 
 from __future__ import annotations
@@ -7,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -26,7 +28,19 @@ from playlisteval.ui.pages import clock, error_page, page
 from playlisteval.ui.state import Ui, UiState
 from store.errors import ConfigError, MediaError
 
-router = APIRouter()
+OWNER_ONLY = (
+    "the judgments viewer shows which answer of each pair was intended, so it is for whoever "
+    "runs the UI: open its owner link (`playlisteval ui` prints it) in this browser first"
+)
+
+
+async def owner_only(request: Request, ui: Ui) -> None:
+    """Refuse (403) a request that does not carry this UI's owner cookie."""
+    if not ui.is_owner(request):
+        raise StarletteHTTPException(403, OWNER_ONLY)
+
+
+router = APIRouter(dependencies=[Depends(owner_only)])
 
 
 def _answered_of(ui: UiState, evaluation: EvaluationFolder) -> AnsweredKeys:
