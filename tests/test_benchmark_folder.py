@@ -287,6 +287,46 @@ def test_an_export_as_written_is_verified_and_recorded_so(
     assert read_benchmark_folder(bench).check == "verified"
 
 
+def test_a_benchmark_without_its_benchmark_json_is_refused_unless_allowed_and_then_recorded(
+    judged: Judged, bench: Path, tmp_path: Path
+) -> None:
+    """Deleting benchmark.json would hide an edit (the hostile walk: an edited chosen text
+    judged with ``benchmark_modified: false``): a benchmark is read whole or not at all, by
+    ``eval`` and by the UI; allowed on purpose, it is judged and recorded as unverified."""
+    lines = lines_of(bench)
+    lines[3] = lines[3].replace("Chosen answer 3", "Chosen answer 3, improved")
+    rewrite(bench, lines, rehash=False)
+    (bench / "benchmark.json").unlink()
+    out = tmp_path / "eval"
+    with pytest.raises(ConfigError, match=r"has no benchmark\.json, so its records cannot be"):
+        judged.run(bench, out, limit=2)
+    assert_nothing_judged(judged, out)
+    with pytest.raises(ConfigError, match=r"has no benchmark\.json"):
+        load_benchmark(bench)
+    refused = CliRunner().invoke(
+        cli_app,
+        [
+            "eval",
+            "--benchmark",
+            str(bench),
+            "--judge",
+            JUDGE,
+            "--out",
+            str(tmp_path / "cli-eval"),
+            "--home",
+            str(judged.home),
+        ],
+    )
+    assert refused.exit_code == EXIT_FIX, refused.output
+    assert "--allow-modified-benchmark" in " ".join(refused.output.split())
+
+    result = judged.run(bench, out, limit=2, allow_modified=True)
+    assert result.benchmark_check == "unverified"
+    meta = json.loads((out / EVALUATION_FILE).read_text())
+    assert meta["benchmark_json_sha256"] is None
+    assert meta["sessions"][-1]["benchmark"] == "unverified"
+
+
 # -- the judgments viewer and judgments.jsonl ----------------------------------------------------
 
 

@@ -169,7 +169,9 @@ def read_benchmark_folder(
     ``required_text``), an integer ``gap`` and a list of ``evidence`` spans, no NaN or infinity
     anywhere, and an id no other record has. The records must hash to the ``content_sha256``
     of ``benchmark.json``, unless ``allow_modified`` (the folder's ``check`` is then
-    ``modified``); a folder without ``benchmark.json`` is read as ``unverified``."""
+    ``modified``). A benchmark is read whole or not at all: a folder without ``benchmark.json``
+    cannot be checked, so it is refused too unless ``allow_modified`` (then read as
+    ``unverified``, which the evaluation records)."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise ConfigError(f"benchmark folder {str(root)!r} does not exist")
@@ -194,6 +196,13 @@ def read_benchmark_folder(
     check: HashCheck = (
         "unverified" if recorded is None else "verified" if recorded == actual else "modified"
     )
+    if check == "unverified" and not allow_modified:
+        raise ConfigError(
+            f"{str(root)!r} has no {INFO_FILE}, so its records cannot be checked against the "
+            "export's content hash (deleting it would hide any edit): restore it, export the "
+            "benchmark again, or read it unchecked on purpose with --allow-modified-benchmark "
+            "(recorded as unverified)"
+        )
     if check == "modified" and not allow_modified:
         raise ConfigError(
             f"{str(pairs_file)!r} does not match the content hash in {INFO_FILE} "

@@ -250,8 +250,8 @@ def eval_(
         typer.Option(
             "--allow-modified-benchmark",
             help="Judge a benchmark whose pairs.jsonl no longer matches the content hash in its "
-            "benchmark.json (records edited after the export); evaluation.json and the report "
-            "record it. Without it that is refused.",
+            "benchmark.json (records edited after the export), or one without benchmark.json "
+            "(unverified); evaluation.json and the report record it. Without it that is refused.",
         ),
     ] = False,
     home: HomeOption = None,
