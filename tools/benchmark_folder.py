@@ -200,8 +200,8 @@ def read_benchmark_folder(
         raise ConfigError(
             f"{str(root)!r} has no {INFO_FILE}, so its records cannot be checked against the "
             "export's content hash (deleting it would hide any edit): restore it, export the "
-            "benchmark again, or read it unchecked on purpose with --allow-modified-benchmark "
-            "(recorded as unverified)"
+            "benchmark again, or (eval) judge it unchecked on purpose with "
+            "--allow-modified-benchmark, recorded as unverified"
         )
     if check == "modified" and not allow_modified:
         raise ConfigError(
