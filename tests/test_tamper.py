@@ -535,3 +535,46 @@ def test_a_log_opened_with_another_key_is_refused_not_read_as_tampering(
     said = _cli(home, "store", "verify")
     assert said.exit_code == EXIT_FIX, said.output
     assert "restore the log key" in " ".join(said.output.split())
+
+
+# -- what `store anchor` refuses to vouch for ------------------------------------------------------
+
+
+def test_an_anchor_is_refused_for_a_log_that_fails_verify_and_for_an_unknown_run(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, run_id = copy
+    unknown = _cli(home, "store", "anchor", "--run", "bogus-run")
+    assert unknown.exit_code == EXIT_FIX, unknown.output
+    assert "no run 'bogus-run' in the log" in " ".join(unknown.output.split())
+    db = Db(home, run_id)
+    edited_cap(db)  # edited without the key: the chain no longer checks out
+    anchor = tmp_path / "anchor.json"
+    refused = _cli(home, "store", "anchor", "--run", run_id, "--out", str(anchor))
+    assert refused.exit_code == EXIT_TAMPERED, refused.output
+    assert "no anchor is taken of a log that fails" in " ".join(refused.output.split())
+    assert not anchor.exists()
+
+
+def test_an_anchor_on_stdout_is_raw_json_whatever_the_terminal_width(
+    copy: tuple[Path, str],
+) -> None:
+    home, run_id = copy
+    result = CliRunner().invoke(
+        cli_app, ["store", "anchor", "--run", run_id, "--home", str(home)], env={"COLUMNS": "20"}
+    )
+    assert result.exit_code == 0, result.output
+    (taken,) = json.loads(result.stdout)["anchors"]
+    assert taken["label"] == f"run {run_id}"
+
+
+@pytest.mark.parametrize("where", ["a folder", "a missing folder's file"])
+def test_an_anchor_target_that_cannot_be_written_is_one_line(
+    copy: tuple[Path, str], tmp_path: Path, where: str
+) -> None:
+    home, run_id = copy
+    out = tmp_path if where == "a folder" else tmp_path / "missing" / "anchor.json"
+    result = _cli(home, "store", "anchor", "--run", run_id, "--out", str(out))
+    assert result.exit_code == EXIT_FIX, result.output
+    assert "Traceback" not in result.output
+    assert "--out" in result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from rich.markup import escape
 
 from playlisteval.cli.commands import CommandGroup
 from playlisteval.cli.output import console, err_console
-from playlisteval.cli.shell import EXIT_TAMPERED, HomeOption, open_app, use_home
+from playlisteval.cli.shell import EXIT_FIX, EXIT_TAMPERED, HomeOption, open_app, use_home
 from store.errors import ConfigError
 
 store_app = typer.Typer(cls=CommandGroup, help="The event log.", no_args_is_help=True)
@@ -64,7 +65,8 @@ def store_verify(
     if not problems and not moved and accounts.equal:
         console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
         for named in anchors:
-            console.print(f"[green]ok[/]: {escape(named.label)} matches its anchor {named.anchor}")
+            label = escape(_cut(named.label))
+            console.print(f"[green]ok[/]: {label} matches its anchor {_cut(str(named.anchor))}")
         if accounts.campaign:
             console.print(f"[green]ok[/]: {escape(accounts.lines()[0])}")
         return
@@ -111,15 +113,54 @@ def store_anchor(
     workspace) and `store verify --anchor FILE` shows any later rewrite of those runs."""
     from playlisteval import integrity
     from playlisteval.overview import list_runs
+    from store.runlog import run_started
 
     with open_app(home) as app_:
+        if out is not None:
+            _check_anchor_target(out)  # before anything is read: a bad target costs nothing
         run_ids = run or [row.run_id for row in list_runs(app_)]
         if not run_ids:
             raise ConfigError("no run in this workspace's log to anchor")
+        for run_id in run_ids:
+            run_started(app_.events, run_id)  # an unknown run is one line, not an empty anchor
+        # An anchor vouches for the log as it is: never for one whose chains do not check out.
+        found = app_.events.verify()
+        if found:
+            err_console.print(
+                f"[bold red]the log was changed[/]: {len(found)} problem(s), the first at seq "
+                f"{found[0].seq}: {escape(_cut(str(found[0])))}; no anchor is taken of a log "
+                "that fails `playlisteval store verify`"
+            )
+            raise typer.Exit(EXIT_TAMPERED)
         anchors = [integrity.run_anchor(app_, run_id) for run_id in run_ids]
     text = json.dumps({"anchors": [a.to_json() for a in anchors]}, indent=2) + "\n"
     if out is not None:
-        out.write_text(text, encoding="utf-8")
-        console.print(f"{len(anchors)} anchor(s) written to {out}")
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            err_console.print(
+                f"[bold red]error:[/] cannot write the anchors to {escape(str(out))!r}: "
+                f"{escape(str(exc.strerror or exc))}"
+            )
+            raise typer.Exit(EXIT_FIX) from exc
+        console.print(f"{len(anchors)} anchor(s) written to {escape(str(out))}")
     else:
-        console.print(text, end="", markup=False, highlight=False)
+        # Raw, never through Rich (which wraps long lines at the terminal's width): the output
+        # is JSON to keep or publish.
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _check_anchor_target(out: Path) -> None:
+    """ConfigError when ``--out`` cannot take the anchors' file: a folder, or a missing one."""
+    if out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a folder: name the anchor file to write")
+    if not out.parent.is_dir():
+        raise ConfigError(
+            f"--out {str(out)!r}: its folder {str(out.parent)!r} does not exist; create it first"
+        )
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """``text`` cut for display (a label may be any length: the terminal need not wrap it)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
