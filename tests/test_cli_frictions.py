@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -19,6 +20,7 @@ from playlisteval.app import App
 from playlisteval.cli import EXIT_INTERRUPTED
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
+from store.runlog import run_ids
 
 
 def _events(home: Path, kind: str) -> int:
@@ -58,10 +60,23 @@ def test_ctrl_c_in_a_command_says_what_was_kept_and_how_to_go_on(workspace: Path
     out, err = process.communicate(timeout=300)
     assert process.returncode == EXIT_INTERRUPTED, (out, err)
     assert "interrupted: what was done is kept" in err
-    assert "run the same command again" in err
+    # The same `curate` would open another run and pay again: the line names the one that
+    # resumes this run, which then goes on with it.
+    said = " ".join(err.split())
+    match = re.search(r"`playlisteval curate --run (\S+) --home (\S+)` goes on from there", said)
+    assert match, err
     assert "Traceback" not in err
     assert "Aborted" not in out + err
     assert _events(workspace, "RunFinished") == 0, "the run went on to its end"
+    with App(load_settings(workspace)) as app:
+        assert run_ids(app.events) == [match.group(1)]
+    resumed = CliRunner().invoke(
+        cli_app, ["curate", "--run", match.group(1), "--home", match.group(2)]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert _events(workspace, "RunFinished") == 1
+    with App(load_settings(workspace)) as app:
+        assert run_ids(app.events) == [match.group(1)]  # no second run opened
 
 
 def test_pairs_ends_with_its_summary_and_what_the_judges_cost(workspace: Path) -> None:

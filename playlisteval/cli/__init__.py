@@ -54,6 +54,7 @@ from playlisteval.cli.shell import (
     EXIT_TAMPERED,
     EXIT_UNREADABLE,
     HomeOption,
+    interrupted,
     use_home,
 )
 
@@ -164,5 +165,5 @@ def main() -> None:
     try:
         app(args=with_optional_values(sys.argv[1:]))
     except KeyboardInterrupt:
-        err_console.print("interrupted: run the same command again to resume")
+        interrupted()  # says what goes on from there
         sys.exit(EXIT_INTERRUPTED)

@@ -25,6 +25,7 @@ from playlisteval.cli.shell import (
     HomeOption,
     check_count,
     check_money,
+    go_on_with,
     open_app,
 )
 
@@ -86,6 +87,10 @@ def run_curation(
         runs.check_prices(app_, models)
         real = tuple(sorted(set(real_local_models(app_.settings)) & set(models)))
     view = LiveCuration(total, offline=offline, earlier=earlier, real_local=real)
+    # A new run's id is chosen here, so an interruption can name the command that resumes it
+    # (the same `curate` again would open another run and pay again).
+    run_id = run if run is not None else runs.new_run_id(salt=str(app_.workspace.root))
+    go_on_with(f"playlisteval curate --run {run_id} --home {app_.workspace.root}")
     # Redrawn from the view four times a second (rich's own thread): the figures and the clock
     # move while seeds work, not only when one ends. What is printed meanwhile (a warning, a
     # log line) goes above the table, never into it.
@@ -114,6 +119,7 @@ def run_curation(
                     budget_usd=budget,
                     max_seeds=max_seeds,
                     concurrency=concurrency,
+                    run_id=run_id,
                     per_seed_usd=per_seed,
                     progress=view,
                     again=again,

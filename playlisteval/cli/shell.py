@@ -71,12 +71,26 @@ def fail(exc: PlaylistEvalError, more: int = 0) -> typer.Exit:
     return typer.Exit(EXIT_UNREADABLE if isinstance(exc, StoreUnreadable) else EXIT_FIX)
 
 
+_GO_ON: list[str] = []  # the command that takes the interrupted work further (see go_on_with)
+
+
+def go_on_with(command: str) -> None:
+    """Say which command takes this command's work further if it is interrupted from here on,
+    when that is not the same command again (``curate`` opens a new run each time: the one it
+    opened goes on with ``curate --run RUN``)."""
+    _GO_ON[:] = [command]
+
+
 def interrupted() -> typer.Exit:
     """Ctrl-C inside a command: what was done is kept (every call and record is in the log or
-    its file before it counts), so the same command goes on from there."""
-    err_console.print(
-        "interrupted: what was done is kept; run the same command again to go on from there"
+    its file before it counts), and the line names the command that goes on from there: the
+    same command again, unless the command said otherwise (:func:`go_on_with`)."""
+    how = (
+        f"`{_GO_ON[-1]}` goes on from there"
+        if _GO_ON
+        else "run the same command again to go on from there"
     )
+    err_console.print(f"interrupted: what was done is kept; {how}")
     return typer.Exit(EXIT_INTERRUPTED)
 
 
@@ -115,6 +129,7 @@ def open_app(
     from playlisteval.app import App
     from playlisteval.settings import load_settings
 
+    _GO_ON.clear()  # a command says its own (a test runs many in one process)
     try:
         with nullcontext() if server else interruptible():
             settings = load_settings(home, **overrides)
