@@ -5,13 +5,13 @@ for the fleet."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 
-from agents.curation import CurationProgress, RunReport
+from agents.curation import CurationProgress, Curator, RunReport
 from agents.ownership import SEEDS_LEASE, run_lease
 from agents.run_spec import RunSpec, recorded_spec, unhonoured
 from agents.seed_driver import CurationConfig
@@ -135,19 +135,33 @@ def curate(
             lease.release()
             raise
     with lease:
-        return anyio.run(
-            lambda: then_release(
-                curator.deps.model_for,
-                curator.curate(
-                    run_id,
-                    seeds,
-                    budget_micros=cap,
-                    per_seed_micros=per_seed,
-                    opened=True,
-                    lease=lease.name,
-                ),
-            )
+        return _drive(curator, run_id, seeds, cap, per_seed, lease.name, opened=True)
+
+
+def _drive(
+    curator: Curator,
+    run_id: str,
+    seeds: Sequence[SeedRow],
+    cap: int | None,
+    per_seed: int | None,
+    lease: str,
+    *,
+    opened: bool = False,
+) -> RunReport:
+    """Curate run ``run_id``'s ``seeds`` under ``lease``, then close the live adapters."""
+    return anyio.run(
+        lambda: then_release(
+            curator.deps.model_for,
+            curator.curate(
+                run_id,
+                seeds,
+                budget_micros=cap,
+                per_seed_micros=per_seed,
+                opened=opened,
+                lease=lease,
+            ),
         )
+    )
 
 
 def _no_fresh_seeds(app: App) -> str:
@@ -202,18 +216,7 @@ def resume(
         app.needs_cap(cap, "curation run")
         curator.config = _definition_for_resume(app, run_id, curator.config, upgrade=upgrade)
         seeds = app.catalog.seeds_by_id(started.seeds)
-        return anyio.run(
-            lambda: then_release(
-                curator.deps.model_for,
-                curator.curate(
-                    run_id,
-                    seeds,
-                    budget_micros=cap,
-                    per_seed_micros=started.per_seed_micros,
-                    lease=lease.name,
-                ),
-            )
-        )
+        return _drive(curator, run_id, seeds, cap, started.per_seed_micros, lease.name)
 
 
 def _definition_for_resume(
