@@ -75,6 +75,8 @@ def run_curation(
     earlier: Counter[str] = Counter()
     if run is not None:
         started = run_started(app_.events, run)
+        if not upgrade:
+            runs.check_resumable(app_, run)  # refused before the panel draws anything
         total = len(started.seeds)
         offline = started.offline
         earlier = earlier_ends(app_, run)

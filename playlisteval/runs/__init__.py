@@ -16,6 +16,7 @@ from playlisteval.runs.audit import audit, latest_run
 from playlisteval.runs.benchmark import export, select_pairs
 from playlisteval.runs.curation import (
     check_prices,
+    check_resumable,
     choose_seeds,
     curate,
     gates_asked,
@@ -37,6 +38,7 @@ __all__ = [
     "StopKind",
     "audit",
     "check_prices",
+    "check_resumable",
     "choose_seeds",
     "curate",
     "evaluate",

@@ -225,21 +225,11 @@ def _definition_for_resume(
     """The config run ``run_id`` goes on under: its recorded definition when today's code and
     settings define it the same; else RunDefinitionMismatch, or with ``upgrade`` today's (a
     ``RunUpgraded`` naming each difference appended first)."""
-    run_log = app.events.read_stream(run_stream(run_id))
-    recorded = recorded_spec(run_log, gates_asked(app.events, run_id))
-    prices = check_prices(app, today.models.all_models()).snapshot(today.models.all_models())
-    now = RunSpec.today(today, prices)
-    differences = [*unhonoured(recorded), *recorded.differences(now)]
+    recorded, now, differences = _definitions(app, run_id, today)
     if not differences:
         return recorded.config(today)
     if not upgrade:
-        raise RunDefinitionMismatch(
-            run_id,
-            differences,
-            f"`playlisteval curate --run {run_id} --upgrade` records the change and goes on "
-            "under today's definition from here; or restore the settings and code it was "
-            f"recorded with (`playlisteval replay {run_id}` still replays it as recorded)",
-        )
+        raise _mismatch(run_id, differences)
     app.events.append(
         run_stream(run_id),
         [
@@ -252,6 +242,38 @@ def _definition_for_resume(
         ],
     )
     return today
+
+
+def check_resumable(app: App, run_id: str) -> None:
+    """RunDefinitionMismatch when today's code and settings define run ``run_id`` otherwise
+    than its log records (what ``curate --run`` refuses without ``--upgrade``): asked before a
+    command draws anything; the resume itself asks again under the run's lease."""
+    run_started(app.events, run_id)
+    _recorded, _now, differences = _definitions(app, run_id, curation_config(app.settings))
+    if differences:
+        raise _mismatch(run_id, differences)
+
+
+def _definitions(
+    app: App, run_id: str, today: CurationConfig
+) -> tuple[RunSpec, RunSpec, list[str]]:
+    """The run's recorded definition, today's, and how they differ (what today's code cannot
+    honour of the recorded one first)."""
+    run_log = app.events.read_stream(run_stream(run_id))
+    recorded = recorded_spec(run_log, gates_asked(app.events, run_id))
+    models = today.models.all_models()
+    now = RunSpec.today(today, check_prices(app, models).snapshot(models))
+    return recorded, now, [*unhonoured(recorded), *recorded.differences(now)]
+
+
+def _mismatch(run_id: str, differences: list[str]) -> RunDefinitionMismatch:
+    return RunDefinitionMismatch(
+        run_id,
+        differences,
+        f"`playlisteval curate --run {run_id} --upgrade` records the change and goes on "
+        "under today's definition from here; or restore the settings and code it was "
+        f"recorded with (`playlisteval replay {run_id}` still replays it as recorded)",
+    )
 
 
 def gates_asked(store: EventStore, run_id: str) -> set[tuple[str, int]]:
