@@ -701,6 +701,14 @@ class App:
         only in a read-only workspace that never had one (its log is read as it was chained)."""
         path = self.log_key_path()
         if not path.parent.is_dir():
+            if not path.parent.is_relative_to(self.workspace.root):
+                # A key kept outside the workspace is kept where its owner made room for it: no
+                # folder is made for it (a typo would otherwise make folders anywhere, under /
+                # too). One under the workspace gets its folder.
+                raise ConfigError(
+                    f"store.key_file {str(path)!r}: its folder {str(path.parent)!r} does not "
+                    "exist; create it (readable by this user only) or fix the setting"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() and not os.access(path.parent, os.W_OK):
             return None

@@ -158,3 +158,26 @@ def test_the_audit_of_an_offline_run_says_it_is_a_harness(workspace: Path) -> No
         cli_app, ["audit", "--run", run_id, "--json", "--home", str(workspace)]
     )
     assert json.loads(facts.stdout)["offline"] is True
+
+
+def test_a_rehearsal_with_no_concurrency_is_refused_before_anything_is_generated(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "ws"
+    said = CliRunner().invoke(
+        cli_app,
+        [
+            "demo",
+            "--domains",
+            "2",
+            "--hours-per-domain",
+            "1",
+            "--concurrency",
+            "0",
+            "--home",
+            str(home),
+        ],
+    )
+    assert said.exit_code == 2, said.output
+    assert "--concurrency must be at least 1, got 0" in " ".join(said.output.split())
+    assert not home.exists() or not any(home.rglob("*.mp4"))  # no collection was made

@@ -26,6 +26,7 @@ def test_the_configured_key_file_keys_the_log_and_none_is_made_in_the_workspace(
 ) -> None:
     home, key = tmp_path / "ws", tmp_path / "keys" / "campaign.key"
     home.mkdir()
+    key.parent.mkdir()  # kept apart: its folder is its owner's to make
     (home / SETTINGS_FILE).write_text(f'[store]\nkey_file = "{key}"\n')
     _append(home)
     assert key.is_file()
@@ -40,6 +41,17 @@ def test_the_configured_key_file_keys_the_log_and_none_is_made_in_the_workspace(
     (home / SETTINGS_FILE).write_text("")
     with pytest.raises(ConfigError, match=f"under key {key_id(made)}.*restore the log key"):
         _append(home)
+
+
+def test_a_key_file_outside_the_workspace_in_a_missing_folder_is_refused_and_nothing_made(
+    tmp_path: Path,
+) -> None:
+    home, key = tmp_path / "ws", tmp_path / "nowhere" / "deeper" / "campaign.key"
+    home.mkdir()
+    (home / SETTINGS_FILE).write_text(f'[store]\nkey_file = "{key}"\n')
+    with pytest.raises(ConfigError, match=r"store\.key_file .* its folder .* does not exist"):
+        _append(home)
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_a_relative_key_file_is_under_the_workspace(tmp_path: Path) -> None:

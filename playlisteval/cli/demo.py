@@ -120,6 +120,8 @@ def demo(
         return
     check_count(seeds_per_domain, 1, "--seeds-per-domain")
     check_count(frames, 1, "--frames")
+    # Before anything is generated (it was refused only after the collection was made).
+    check_count(concurrency, 1, "--concurrency")
     try:
         spec = campaign_spec(domains, hours_per_domain, scale, haystack_hours, video_minutes)
     except PlaylistEvalError as exc:
