@@ -196,6 +196,16 @@ CARELESS = [
     Case("an audit of a seed the run does not have", ("audit", "--run", RUN, "--seed", "../etc"),
          "'../etc'"),
     Case("a write-ahead log of garbage", ("status",), "videos:", spoil=_garbage_wal, code=0),
+    # The hostile walk of step 22 (issue 41): an anchor of nothing, an anchor file that cannot
+    # be written, a rehearsal asked to work on nothing at once.
+    Case("an anchor of a run that does not exist", ("store", "anchor", "--run", "bogus-run"),
+         "no run 'bogus-run'"),
+    Case("an anchor written over a folder", ("store", "anchor", "--run", RUN, "--out",
+         "{home}/exports"), "is a folder"),
+    Case("an anchor written into a missing folder", ("store", "anchor", "--run", RUN, "--out",
+         "{home}/nowhere/anchor.json"), "does not exist"),
+    Case("a rehearsal with no concurrency", ("demo", "--domains", "2", "--hours-per-domain", "1",
+         "--concurrency", "0"), "--concurrency must be at least 1"),
 ]  # fmt: skip
 
 
