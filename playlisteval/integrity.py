@@ -88,6 +88,10 @@ def read_anchors(path: Path) -> list[NamedAnchor]:
         ) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"cannot read anchors from {str(file)!r}: {exc}") from exc
+    except RecursionError as exc:  # JSON nested deeper than a parser's stack: not an anchor
+        raise ConfigError(
+            f"cannot read anchors from {str(file)!r}: its JSON is nested too deep to be one"
+        ) from exc
     found: list[Any] = []
     if isinstance(data, dict):
         for key in ANCHOR_KEYS:

@@ -442,6 +442,9 @@ class Anchor:
             through, events, digest = data["through_seq"], data["events"], data["digest"]
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (through, events)):
                 raise ValueError("through_seq and events must be integers")
+            # A log position is a database integer (64-bit): a larger one is no anchor of it.
+            if not all(0 <= v < 2**63 for v in (through, events)):
+                raise ValueError("through_seq and events must be between 0 and 2**63 - 1")
             if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
                 raise ValueError("digest must be 64 hex digits")
             if not streams or not all(streams):

@@ -578,3 +578,36 @@ def test_an_anchor_target_that_cannot_be_written_is_one_line(
     assert result.exit_code == EXIT_FIX, result.output
     assert "Traceback" not in result.output
     assert "--out" in result.output
+
+
+@pytest.mark.parametrize(
+    ("what", "text", "says"),
+    [
+        ("nested 200,000 deep", "[" * 200_000 + "]" * 200_000, "nested too deep"),
+        (
+            "a through_seq of 10**30",
+            json.dumps(
+                {
+                    "format": 1,
+                    "streams": ["run-r"],
+                    "through_seq": 10**30,
+                    "events": 1,
+                    "digest": "0" * 64,
+                }
+            ),
+            "between 0 and 2**63 - 1",
+        ),
+    ],
+)
+def test_a_hostile_anchor_file_is_one_line_not_a_traceback(
+    copy: tuple[Path, str], tmp_path: Path, what: str, text: str, says: str
+) -> None:
+    from store.eventstore import ANCHOR_FORMAT
+
+    home, _run_id = copy
+    anchor = tmp_path / "anchor.json"
+    anchor.write_text(text.replace('"format": 1', f'"format": {json.dumps(ANCHOR_FORMAT)}'))
+    result = _cli(home, "store", "verify", "--anchor", str(anchor))
+    assert result.exit_code == EXIT_FIX, (what, result.output[-500:])
+    assert "Traceback" not in result.output
+    assert says in " ".join(result.output.split()), what
