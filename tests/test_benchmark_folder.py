@@ -436,3 +436,10 @@ def test_a_resumed_evaluations_bar_counts_on_from_what_was_judged(
     with App(load_settings(ws)) as app:
         runs.evaluate(app, bench, [JUDGE], out, [BLIND], limit=2, progress=Bar())
     assert seen == [(2, 2)]  # pair 2 in both orders to judge; pair 1's two judgments done
+
+
+def test_a_pairs_jsonl_that_is_a_folder_is_one_line(bench: Path) -> None:
+    (bench / "pairs.jsonl").unlink()
+    (bench / "pairs.jsonl").mkdir()
+    with pytest.raises(ConfigError, match=r"pairs\.jsonl' cannot be read"):
+        read_benchmark_folder(bench)

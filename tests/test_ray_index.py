@@ -328,3 +328,13 @@ def test_an_unreachable_cluster_address_gives_up_within_its_timeout_in_one_line(
     assert options.connect_timeout_s == 2.0
     with pytest.raises(RayIndexError, match=r"cannot reach the Ray cluster at .* within 2 s"):
         connect(options)
+
+
+def test_ray_that_does_not_import_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tools.ray_index import RayIndexError, RayOptions, connect
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(RayIndexError, match="Ray does not import here"):
+        connect(RayOptions())

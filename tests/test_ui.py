@@ -1132,3 +1132,11 @@ def test_a_withdrawn_annotator_is_let_in_no_more_their_answers_stay_and_an_invit
     assert back.exit_code == 0, back.output
     assert client.get(web.state.invite_links["bob"]).status_code == 200
     assert bobs <= set(log.state().assigned("bob"))  # his again, and ann's share with cy
+
+
+def test_a_folder_where_the_ui_secret_goes_is_one_line(tmp_path: Path) -> None:
+    from store.errors import ConfigError
+
+    (tmp_path / "ui_secret").mkdir()
+    with pytest.raises(ConfigError, match="is not a readable key file"):
+        workspace_secret(tmp_path)

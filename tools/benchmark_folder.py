@@ -183,6 +183,11 @@ def read_benchmark_folder(
             f"{str(pairs_file)!r} is missing; is {str(root)!r} a folder `playlisteval export` "
             "wrote?"
         ) from exc
+    except OSError as exc:  # a folder where the file goes, or one that cannot be read
+        raise ConfigError(
+            f"{str(pairs_file)!r} cannot be read ({exc.strerror or exc}); is {str(root)!r} a "
+            "folder `playlisteval export` wrote?"
+        ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

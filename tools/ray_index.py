@@ -120,7 +120,13 @@ def connect(options: RayOptions) -> bool:
     """Join the cluster ``options`` names (``RAY_ADDRESS`` when it names none), or start a local
     one; a session already open in this process is used as it is. Returns whether a local
     cluster was started here (the caller shuts it down)."""
-    import ray
+    try:
+        import ray
+    except ImportError as exc:  # not installed, or broken: the local indexer needs none of it
+        raise RayIndexError(
+            f"Ray does not import here ({type(exc).__name__}: {exc}); install the `ray` extra "
+            "(`pip install -e .[ray]`), or index on this machine without --ray"
+        ) from exc
 
     if ray.is_initialized():
         return False

@@ -35,7 +35,13 @@ def workspace_secret(home: Path) -> bytes:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        key = path.read_bytes().strip()
+        try:
+            key = path.read_bytes().strip()
+        except OSError as exc:  # a folder (or something unreadable) where the key goes
+            raise ConfigError(
+                f"{str(path)!r} is not a readable key file ({exc.strerror or exc}): move it "
+                "away and a new key is made (signed-in annotators then enter their names again)"
+            ) from exc
         if len(key) < 32:
             raise ConfigError(
                 f"{str(path)!r} holds too short a key ({len(key)} bytes); delete it and a new "
