@@ -56,6 +56,7 @@ from tests.fakes_openai import (
     vllm_video_frames,
 )
 from tests.fakes_providers import Harness, SeenRequest
+from tools.benchmark_folder import content_sha256
 from tools.clips import ClipFetcher
 from tools.synthetic import make_demo_playlist
 
@@ -156,7 +157,10 @@ def playlist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playlist]:
     }
     bench = root / "bench"
     bench.mkdir()
-    (bench / "pairs.jsonl").write_text(json.dumps(pair) + "\n", encoding="utf-8")
+    records = (json.dumps(pair) + "\n").encode("utf-8")
+    (bench / "pairs.jsonl").write_bytes(records)
+    # Read whole or not at all: the folder says what its records hash to, as an export does.
+    (bench / "benchmark.json").write_text(json.dumps({"content_sha256": content_sha256(records)}))
     yield Playlist(catalog, ClipFetcher(catalog, root / "clips"), bench, durations)
     catalog.close()
 

@@ -485,7 +485,7 @@ def test_a_real_local_id_in_the_settings_is_priced_at_zero_with_no_row_written(
 def test_an_unknown_judges_hint_suggests_the_real_local_family_where_its_id_names_one(
     judge: str, local_path: str | None
 ) -> None:
-    from playlisteval.app import judge_toml
+    from playlisteval.judge_toml import judge_toml
 
     toml = judge_toml(judge)
     if local_path is not None:
