@@ -30,6 +30,7 @@ from store.events import (
     CallRecorded,
     CallReserved,
     CallRetried,
+    Event,
     SeedStarted,
     SeedStopped,
     run_stream,
@@ -133,14 +134,22 @@ def test_a_faulted_live_run_ends_cleanly_within_its_cap_and_loses_no_event(
     # request a server answered is an attempt in the log.
     seqs = [s.seq for s in stored]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
-    # (A repeated request answered from its first record reserves nothing.)
-    closed = {
-        e.call_id
-        for e in events
-        if isinstance(e, CallFailed) or (isinstance(e, CallRecorded) and not e.replayed)
-    }
-    assert {e.call_id for e in events if isinstance(e, CallReserved)} == closed
+    # (A repeated request answered from its first record reserves nothing.) A reservation is
+    # closed by the call's answer, its failure, or an attempt charged as may-have-been-billed
+    # (whose retry, refused by the cap, reserved nothing more): no call ends on a reservation.
+    last: dict[str, Event] = {}
+    for e in events:
+        answered = isinstance(e, CallFailed) or (isinstance(e, CallRecorded) and not e.replayed)
+        charged = isinstance(e, CallRetried) and e.charged_micros > 0
+        if isinstance(e, CallReserved) or answered or charged:
+            last[e.call_id] = e
+    reserved = {e.call_id for e in events if isinstance(e, CallReserved)}
+    assert reserved <= set(last)
+    assert not [c for c, e in last.items() if isinstance(e, CallReserved)]
     attempts = sum(e.attempts for e in events if isinstance(e, CallRecorded | CallFailed))
+    # A call that ended on a charged attempt (its retry refused by the cap) sent each attempt.
+    ended_charged = {c for c, e in last.items() if isinstance(e, CallRetried)}
+    attempts += sum(1 for e in events if isinstance(e, CallRetried) and e.call_id in ended_charged)
     requests = sum(len(h.model_requests()) for h in fakes.all())
     # An attempt the client gave up on (a timeout) may never have reached the server — on a
     # starved 2-core machine even a request the fake meant to answer: those alone may differ.
