@@ -37,7 +37,7 @@ import structlog
 from agents.curation import open_run, resume_seed, run_end
 from agents.deps import CallDeps
 from agents.recorded import CallRecorder, RecordedCalls
-from agents.run_spec import recorded_spec, unhonoured
+from agents.run_spec import recorded_spec, run_gates_asked, unhonoured
 from agents.seed_driver import CurationConfig, CurationProgress, SeedDriver
 from policies.budget import TOTAL_ACCOUNT, Campaign, SharedBudget, day_account
 from store.catalog import SeedRow
@@ -336,12 +336,7 @@ class FleetWorker:
             run_log = self.deps.store.read_stream(run_stream(run_id))
             if not run_log:
                 continue  # queued before its RunStarted committed: met again next time
-            asked = {
-                (str(e.data["gate"]), int(e.data["phase"]))
-                for e in self.deps.store.read_all(
-                    stream_prefix=seed_stream(run_id, ""), types=["GateRequested"]
-                )
-            }
+            asked = run_gates_asked(self.deps.store, run_id)
             try:
                 spec = recorded_spec(run_log, asked)
                 problems = unhonoured(spec)

@@ -34,7 +34,7 @@ from pydantic_ai.models import Model
 from agents.curation import CurationConfig, Curator, RunReport, recorded_prices, run_end
 from agents.deps import CallDeps
 from agents.recorded import RecordedCalls
-from agents.run_spec import specs_in_force, unhonoured
+from agents.run_spec import gates_asked, specs_in_force, unhonoured
 from agents.workers import RoleModels
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
@@ -223,11 +223,7 @@ class Replayer:
     ) -> list[tuple[int, CurationConfig]]:
         """Each definition the run was decided under, as a config, with the seq it was in
         force from; RunDefinitionMismatch when today's code cannot honour one."""
-        asked = {
-            (str(e.data["gate"]), int(e.data["phase"]))
-            for e in seed_log
-            if e.type == "GateRequested"
-        }
+        asked = gates_asked(seed_log)
         out: list[tuple[int, CurationConfig]] = []
         for since, spec in specs_in_force(run_log, asked):
             problems = unhonoured(spec)

@@ -38,8 +38,8 @@ from agents.seed_driver import CurationConfig
 from agents.workers import GenerationLimits, RoleModels
 from policies.attempts import DEFAULT_GATES, GateSpec, LoopPolicy, gate_order
 from store.errors import ConfigError
-from store.events import RunStarted, RunUpgraded
-from store.eventstore import StoredEvent
+from store.events import RunStarted, RunUpgraded, seed_stream
+from store.eventstore import EventStore, StoredEvent
 from store.version import code_version
 from tools.roles import MODEL_SLOTS, ROLES, curation_slots
 
@@ -343,6 +343,21 @@ def legacy_spec(started: RunStarted, asked: Iterable[tuple[str, int]] = ()) -> R
         roles=None,
         prices=dict(started.settings.get("prices") or {}),
         version="",
+    )
+
+
+def gates_asked(events: Iterable[StoredEvent]) -> set[tuple[str, int]]:
+    """The ``(gate, phase)`` pairs a run's seed events asked for (``GateRequested``): what
+    rebuilds the gate set of a run recorded before definitions were."""
+    return {
+        (str(e.data["gate"]), int(e.data["phase"])) for e in events if e.type == "GateRequested"
+    }
+
+
+def run_gates_asked(store: EventStore, run_id: str) -> set[tuple[str, int]]:
+    """:func:`gates_asked` of run ``run_id``'s seeds, read from ``store``."""
+    return gates_asked(
+        store.read_all(stream_prefix=seed_stream(run_id, ""), types=["GateRequested"])
     )
 
 

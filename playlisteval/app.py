@@ -571,15 +571,14 @@ def check_judge_configured(settings: Settings, prices: PriceTable, judge: str) -
 class EvaluationParts:
     """What an evaluation is run with, composed by :meth:`App.evaluation`: the call
     dependencies (the judges' models, the one price table, how calls travel, the campaign's
-    accounts), the live adapters to release afterwards, the retrievers, the judges that cost
-    money, how many judgments at once, whether the run is offline, the writer lease to take
-    and how the cap of the evaluation's stream is read (``(stream, --budget) → cap``: a paid
-    evaluation without one is refused)."""
+    accounts), the live adapters to release afterwards, the retrievers, how many judgments at
+    once, whether the run is offline, the writer lease to take, and how the cap of the
+    evaluation's stream is read (``(stream, --budget) → cap``: a paid evaluation without one is
+    refused)."""
 
     deps: CallDeps
     live_models: Callable[[str], Model]
     retrievers: RetrieverSet
-    paid: tuple[str, ...]
     concurrency: int
     offline: bool
     writer: Callable[[str, str], WriterLease]
@@ -839,7 +838,6 @@ class App:
             deps=deps,
             live_models=live_models,
             retrievers=RetrieverSet(self.catalog, lambda: search),
-            paid=paid,
             concurrency=settings.curation.concurrency,
             offline=settings.curation.offline,
             writer=lambda name, command: self.writer(name, command),

@@ -13,7 +13,7 @@ import anyio
 
 from agents.curation import CurationProgress, Curator, RunReport
 from agents.ownership import SEEDS_LEASE, run_lease
-from agents.run_spec import RunSpec, recorded_spec, unhonoured
+from agents.run_spec import RunSpec, recorded_spec, run_gates_asked, unhonoured
 from agents.seed_driver import CurationConfig
 from playlisteval.app import (
     App,
@@ -33,7 +33,6 @@ from store.events import (
     run_stream,
     seed_stream,
 )
-from store.eventstore import EventStore
 from store.ledger import stream_spend
 from store.runlog import run_cap, run_ids, run_started, seeds_in_runs
 
@@ -260,7 +259,7 @@ def _definitions(
     """The run's recorded definition, today's, and how they differ (what today's code cannot
     honour of the recorded one first)."""
     run_log = app.events.read_stream(run_stream(run_id))
-    recorded = recorded_spec(run_log, gates_asked(app.events, run_id))
+    recorded = recorded_spec(run_log, run_gates_asked(app.events, run_id))
     models = today.models.all_models()
     now = RunSpec.today(today, check_prices(app, models).snapshot(models))
     return recorded, now, [*unhonoured(recorded), *recorded.differences(now)]
@@ -274,13 +273,6 @@ def _mismatch(run_id: str, differences: list[str]) -> RunDefinitionMismatch:
         "under today's definition from here; or restore the settings and code it was "
         f"recorded with (`playlisteval replay {run_id}` still replays it as recorded)",
     )
-
-
-def gates_asked(store: EventStore, run_id: str) -> set[tuple[str, int]]:
-    """The ``(gate, phase)`` pairs run ``run_id``'s seeds asked for (what rebuilds the gate set
-    of a run recorded before definitions were)."""
-    asked = store.read_all(stream_prefix=seed_stream(run_id, ""), types=["GateRequested"])
-    return {(str(e.data["gate"]), int(e.data["phase"])) for e in asked}
 
 
 def queue_fresh_seeds(
