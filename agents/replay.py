@@ -39,6 +39,7 @@ from agents.workers import RoleModels
 from policies.prices import PriceTable
 from policies.ratelimits import Traffic
 from store.catalog import Catalog, SeedRow
+from store.chain import ChainProblem
 from store.errors import ConfigError, RunDefinitionMismatch
 from store.events import (
     RunFinished,
@@ -48,7 +49,7 @@ from store.events import (
     run_stream,
     seed_stream,
 )
-from store.eventstore import ChainProblem, EventStore, StoredEvent, open_event_store
+from store.eventstore import EventStore, StoredEvent, open_event_store
 from store.ledger import LedgerFold
 from tools.clips import ClipFetcher
 
@@ -240,12 +241,9 @@ class Replayer:
         return out
 
     def _chain(self, run_id: str) -> list[ChainProblem]:
-        own = {run_stream(run_id), pairs_stream(run_id)}
-        prefix = seed_stream(run_id, "")
-        problems = [p for p in self.store.verify(prefix)]
-        for name in own:
-            problems += [p for p in self.store.verify(name) if p.stream == name]
-        return sorted(problems, key=lambda p: p.seq)
+        """The run's streams checked against their chains (and the log's global chain)."""
+        streams = [run_stream(run_id), pairs_stream(run_id), seed_stream(run_id, "") + "*"]
+        return self.store.check(streams).problems
 
     def _rerun(
         self,

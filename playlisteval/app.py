@@ -33,17 +33,18 @@ from agents.fleet import (
 from agents.gates import load_gate_packages, registered_gates
 from agents.ownership import WriterLease
 from agents.workers import GenerationLimits, RoleModels
-from playlisteval.settings import ModelEndpoint, Settings, default_endpoints
+from playlisteval.settings import SETTINGS_FILE, ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
 from policies.prices import PriceTable, UnknownPriceError
 from policies.ratelimits import Limiter, RateLimiter, RetryPolicy, SharedRateLimiter, Sleep, Traffic
 from policies.tokens import provider_family
 from store.catalog import Catalog
+from store.chain import LOG_KEY_FILE, read_log_key
 from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError, disk_full
 from store.events import CapSet, micros_to_usd, usd_to_micros
-from store.eventstore import LOG_KEY_FILE, EventStore, open_event_store, read_log_key
+from store.eventstore import EventStore, open_event_store
 from store.ledger import current_cap, spend
 from store.projections import Projections
 from tools.calibration import SeedBand, stored_band
@@ -547,23 +548,36 @@ def round_up_usd(micros: int) -> str:
 
 
 def check_judge_configured(settings: Settings, prices: PriceTable, judge: str) -> None:
-    """ConfigError with the TOML to add when a live evaluation judge has no provider or no
-    price, before anything is spent."""
+    """ConfigError with the TOML to add to the workspace's settings file when an evaluation
+    judge is not configured, before anything is spent: live, one with no provider or no price;
+    offline (where the offline provider plays a judge at its price), one with no price, or one
+    whose id names a model file on this machine (a ``.gguf``, a packaged model) that no family
+    serves: such a model answers as itself, offline too, once the ``real-local`` table says
+    where it is."""
+    from playlisteval.judge_toml import judge_toml, local_judge_path
+
+    local = local_judge_path(judge) is not None
     missing: list[str] = []
     try:
         endpoint(settings, judge)
     except ConfigError:
-        missing.append("no provider family serves it")
+        if local or not settings.curation.offline:
+            missing.append("no provider family serves it")
     try:
         prices.price(judge)
     except UnknownPriceError:
-        missing.append("no price is known for it")
+        if not local:  # a real-local model is priced at zero once it is served
+            missing.append("no price is known for it")
     if missing:
-        from playlisteval.judge_toml import judge_toml
-
+        where = Path(settings.home) / SETTINGS_FILE
+        what = (
+            "the table that runs it on this machine (no endpoint, key or price)"
+            if local
+            else "its real endpoint, id and price"
+        )
         raise ConfigError(
-            f"judge {judge!r} is not configured ({' and '.join(missing)}): add to "
-            f"playlisteval.toml, with its real endpoint, id and price:\n\n{judge_toml(judge)}"
+            f"judge {judge!r} is not configured ({' and '.join(missing)}): add to {where} "
+            f"{what}:\n\n{judge_toml(judge)}"
         )
 
 
@@ -641,10 +655,13 @@ class App:
         if self._events is None:
             store = self.settings.store
             key = self.log_key()
+            key_file = self.log_key_path()
             if store.url:
-                self._events = open_event_store(store.url, schema=store.schema_name, key=key)
+                self._events = open_event_store(
+                    store.url, schema=store.schema_name, key=key, key_file=key_file
+                )
             else:
-                self._events = open_event_store(self.workspace.database, key=key)
+                self._events = open_event_store(self.workspace.database, key=key, key_file=key_file)
         return self._events
 
     def log_key_path(self) -> Path:
@@ -821,9 +838,8 @@ class App:
         live = [j for j in judges if j not in OFFLINE_JUDGES]
         # A real local model costs nothing: an evaluation of only such judges needs no cap.
         paid = tuple(j for j in live if j not in real_local_models(settings))
-        if not settings.curation.offline:
-            for judge in live:
-                check_judge_configured(settings, prices, judge)
+        for judge in live:
+            check_judge_configured(settings, prices, judge)
         live_models = model_factory(settings, self, set(live))
         search = self.search()
         deps = self.call_deps(model_for=judge_models(live_models), prices=prices)

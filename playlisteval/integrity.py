@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from playlisteval.app import App
+from store.chain import Anchor, ChainProblem
 from store.errors import ConfigError
 from store.events import run_streams
-from store.eventstore import Anchor, ChainProblem, EventStore
+from store.eventstore import EventStore
 
 ANCHOR_KEYS = ("anchor", "anchors")
 
@@ -36,14 +37,9 @@ class NamedAnchor:
 
 
 def stream_problems(store: EventStore, streams: Sequence[str]) -> list[ChainProblem]:
-    """The chain problems of ``streams`` (names, or prefixes ending in ``*``)."""
-    problems: list[ChainProblem] = []
-    for name in streams:
-        if name.endswith("*"):
-            problems += store.verify(name[:-1])
-        else:
-            problems += [p for p in store.verify(name) if p.stream == name]
-    return sorted(problems, key=lambda p: (p.seq, p.stream))
+    """The chain problems of ``streams`` (names, or prefixes ending in ``*``), and of the log's
+    global chain and head."""
+    return store.check(streams).problems
 
 
 def log_warning(app: App, runs: Iterable[str] | None = None) -> str | None:
@@ -58,8 +54,8 @@ def log_warning(app: App, runs: Iterable[str] | None = None) -> str | None:
     if not problems:
         return None
     return (
-        f"the log fails verification ({len(problems)} problem(s), the first at seq "
-        f"{problems[0].seq}): the figures below are read from it and cannot be trusted; "
+        f"the log fails verification ({len(problems)} problem(s), the first "
+        f"{problems[0].at}): the figures below are read from it and cannot be trusted; "
         "see `playlisteval store verify`"
     )
 

@@ -353,6 +353,20 @@ class CapSet(Event):
     command: str
 
 
+class LogRekeyed(Event):
+    """``playlisteval store rekey`` brought the log under its key: how it was chained before
+    (``was``: "this key", "the old key", "plain SHA-256", or unverified), whether it was checked
+    under that chain before being re-chained, how many events it held, the key's fingerprint
+    and the command."""
+
+    type: Literal["LogRekeyed"] = "LogRekeyed"
+    was: str
+    checked: bool
+    events: int
+    key_id: str
+    command: str
+
+
 # -- pairs --------------------------------------------------------------------------------------
 
 
@@ -450,7 +464,8 @@ AnyEvent = Annotated[
     | PairKept
     | PairDropped
     | PairsSampled
-    | CapSet,
+    | CapSet
+    | LogRekeyed,
     Field(discriminator="type"),
 ]
 

@@ -9,34 +9,20 @@ SQLite (WAL) is the embedded default and may share the workspace's ``playlisteva
 catalogue; PostgreSQL holds the same schema when many workers share one log. Writes go through
 SQLAlchemy Core ``executemany`` (DESIGN.md measured the ORM about ten times slower).
 
-**Tamper evidence.** Every event carries ``hash``, a chain over its stream:
-``HMAC-SHA256(key, previous hash, stream, version, type, schema, canonical JSON of data)``. The
-key lives outside the database (:data:`LOG_KEY_FILE` in the workspace, or the file
-``store.key_file`` names), so whoever can write the database but not read the key cannot redo
-the chain after an edit. The table ``stream_heads`` holds each stream's last version and hash,
-written in the same transaction as the events, so cutting events off a stream's end shows as
-well as editing, inserting, deleting or reordering them in the middle. :meth:`EventStore.verify`
-checks every stream against both (``playlisteval store verify``). A store opened with no key
-(a scratch log, a test) chains with plain SHA-256; a plain log opened with a key is re-chained
-under it once (and a log written before any chain existed gets its hashes): evidence from then
-on. ``store_meta`` records which key (its fingerprint, never the key) the chain is under, so a
-wrong key file is named rather than read as tampering.
-
-**Anchors.** Someone holding both the database and the key can still rewrite and re-chain. An
-:class:`Anchor` is a digest of some streams' contents up to a seq, taken when a run ends, a
-benchmark is exported or an evaluation finishes, and published with what rests on them (the
-export's card, the report). :meth:`EventStore.check_anchor` recomputes it from any copy of the
-log (no key needed: it is plain SHA-256 over the events themselves), so a rewrite after the
-anchor left the log shows, whoever made it.
+**Tamper evidence** lives in :mod:`store.chain`: every event carries ``hash`` (its stream's
+chain) and ``link`` (the global chain over seq), both keyed with a key kept outside the database,
+and the log's head (last seq and link) is kept beside that key. The table ``stream_heads`` holds
+each stream's last version and hash, written in the same transaction as the events.
+:meth:`EventStore.check` verifies the log against all of them (``playlisteval store verify``);
+nothing in the database decides how its rows are verified: a log whose chain is not the key's is
+refused for writing and fails verification until ``store rekey`` (:meth:`EventStore.rekey`)
+checks it and brings it under the key, recorded as a ``LogRekeyed`` event. A store opened with
+no key at all (a scratch log, a test) chains with plain SHA-256 and keeps no head.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import hmac
-import json
-import os
 import re
 import secrets
 import threading
@@ -49,7 +35,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import orjson
 from pydantic import ValidationError
 from sqlalchemy import (
     JSON,
@@ -78,6 +63,25 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
 from store.annotation_events import ANNOTATION_TYPES, decode_annotation
+from store.chain import (
+    CHAIN_KEYED,
+    CHAIN_KEYED_STREAMS,
+    CHAIN_PLAIN,
+    CHAIN_PLAIN_STREAMS,
+    LOG_KEY_FILE,
+    LOG_WIDE,
+    Anchor,
+    ChainProblem,
+    Head,
+    HeadFile,
+    LinkWalk,
+    StreamWalk,
+    canonical_json,
+    chain_hash,
+    key_id,
+    link_hash,
+    read_log_key,
+)
 from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
 from store.sqlite import immutable_url, read_only, refuse_writes, writable
@@ -110,6 +114,8 @@ class EventRow(SQLModel, table=True):
     recorded_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     # The stream's hash chain up to and including this event (see the module docstring).
     hash: str | None = Field(default=None, sa_column=Column("hash", String(64), nullable=True))
+    # The global chain up to and including this event (store.chain.link_hash).
+    link: str | None = Field(default=None, sa_column=Column("link", String(64), nullable=True))
 
 
 EVENTS: Table = cast(Table, EventRow.__table__)  # type: ignore[attr-defined]
@@ -130,15 +136,10 @@ STORE_META = Table(
     Column("value", String, nullable=False),
 )
 _H = HEADS.c
-# store_meta["chain"] once every row has its hash and every stream its head: "1" plain SHA-256,
-# "2" keyed (store_meta["key_id"] then names the key's fingerprint).
-CHAIN_VERSION = "1"
-KEYED_CHAIN_VERSION = "2"
-LOG_KEY_FILE = "log_key"  # the workspace's chain key, beside its database (owner-only)
 # Statements built once: SQLAlchemy then only looks them up in its compiled cache per append.
 _INSERT = insert(EVENTS)
-_KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at", "hash"]
-_MAX_SEQ = select(func.coalesce(func.max(_C.seq), 0))
+_KEYS = ["seq", "stream", "version", "type", "schema_no", "data", "recorded_at", "hash", "link"]
+_LAST = select(_C.seq, _C.link).order_by(_C.seq.desc()).limit(1)
 _COLUMNS = (
     _C.seq,
     _C.stream,
@@ -148,6 +149,7 @@ _COLUMNS = (
     _C.data,
     _C.recorded_at,
     _C.hash,
+    _C.link,
 )
 _UPSERT_HEAD = (
     "INSERT INTO stream_heads (stream, version, hash, seq) VALUES ({}) "
@@ -156,85 +158,10 @@ _UPSERT_HEAD = (
 )
 
 
-_SQLITE_MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM events"
+_SQLITE_LAST = "SELECT seq, link FROM events ORDER BY seq DESC LIMIT 1"
 _SQLITE_CHAIN = "SELECT value FROM store_meta WHERE key = 'chain'"
 _SQLITE_HEAD = "SELECT stream, version, hash FROM stream_heads WHERE stream = ?"
 _SQLITE_HEADS = "SELECT stream, version, hash FROM stream_heads WHERE stream IN ({})"
-
-
-def canonical_json(data: Any) -> str:
-    """The one text form of an event's data that its hash is taken over (and that SQLite
-    stores): sorted keys, compact, UTF-8 — PostgreSQL's JSONB reorders keys, this does not
-    care. orjson writes it several times faster than ``json.dumps(sort_keys=True)``, on every
-    append; a value orjson refuses (an integer past 64 bits) falls back to the standard
-    library, the same way on every read."""
-    try:
-        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-    except TypeError:
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def chain_hash(
-    previous: str,
-    stream: str,
-    version: int,
-    type_: str,
-    schema: int,
-    data: str,
-    key: bytes | None = None,
-) -> str:
-    """The hash of one event in its stream's chain (``previous`` is "" for version 1;
-    ``data`` is its :func:`canonical_json`): HMAC-SHA256 under ``key``, plain SHA-256 without."""
-    blob = f"{previous}\n{stream}\n{version}\n{type_}\n{schema}\n{data}".encode()
-    if key is None:
-        return hashlib.sha256(blob).hexdigest()
-    keyed = _keyed(key).copy()  # the key's pads hashed once, not per event
-    keyed.update(blob)
-    return keyed.hexdigest()
-
-
-@functools.lru_cache(maxsize=8)
-def _keyed(key: bytes) -> hmac.HMAC:
-    return hmac.new(key, digestmod=hashlib.sha256)
-
-
-def key_id(key: bytes) -> str:
-    """A key's fingerprint, safe to store and print (it does not reveal the key)."""
-    return hmac.new(key, b"playlisteval log key id", hashlib.sha256).hexdigest()[:16]
-
-
-def read_log_key(path: Path, *, create: bool = False) -> bytes | None:
-    """The chain key in ``path`` (None when absent and not ``create``); made once, readable by
-    its owner only, when ``create``. A key too short to be one is refused, not used."""
-    path = Path(path).expanduser()
-    if create and not path.exists():
-        # Written whole under a private name, then linked into place: a process starting at the
-        # same moment reads either no key or the whole one, never half of it.
-        staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        try:
-            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(secrets.token_hex(32).encode())
-            try:
-                os.link(staged, path)
-            except FileExistsError:
-                pass  # another process made it first: read theirs
-            finally:
-                staged.unlink(missing_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create the log key {str(path)!r}: {exc}") from exc
-    try:
-        key = path.read_bytes().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the log key {str(path)!r}: {exc}") from exc
-    if len(key) < 32:
-        raise ConfigError(
-            f"{str(path)!r} holds too short a log key ({len(key)} bytes); restore the key the "
-            "log was written with from a backup"
-        )
-    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +176,7 @@ class StoredEvent:
     data: dict[str, Any]
     recorded_at: datetime  # UTC, set by the store
     hash: str | None = None  # the stream's chain up to this event (None: not read or not set)
+    link: str | None = None  # the global chain up to this event (None: not read or not set)
 
     def event(self) -> AnyEvent:
         """The typed event, upcast to the current schema; :class:`UndecodableEvent` (naming
@@ -301,6 +229,7 @@ def _stored(row: Any) -> StoredEvent:
         data=row[5],
         recorded_at=_as_utc(row[6]),
         hash=row[7],
+        link=row[8],
     )
 
 
@@ -314,147 +243,100 @@ def _check_stream(stream: str, expected_version: int | None) -> None:
         )
 
 
-@dataclass(frozen=True)
-class ChainProblem:
-    """One place where the log is not what was written: the seq (and stream, version) of the
-    first event that does not check out, and what is wrong there."""
-
-    seq: int
-    stream: str
-    version: int
-    what: str
-
-    def __str__(self) -> str:
-        return f"seq {self.seq} ({self.stream!r} v{self.version}): {self.what}"
+def _chain_name(chain: str | None) -> str:
+    return {
+        CHAIN_PLAIN_STREAMS: "plain SHA-256 per stream (an earlier PlaylistEval's scratch log)",
+        CHAIN_KEYED_STREAMS: "keyed per stream (an earlier PlaylistEval, before the global chain)",
+        CHAIN_PLAIN: "plain SHA-256 (a log written without a key)",
+        CHAIN_KEYED: "keyed",
+    }.get(chain or "", "nothing: the chain record is missing")
 
 
-class _ChainWalk:
-    """One stream's events checked in version order against its chain and head."""
-
-    def __init__(self, stream: str, key: bytes | None) -> None:
-        self.stream = stream
-        self.key = key
-        self.version = 0
-        self.seq = 0
-        self.hash = ""
-        self.broken = False
-
-    def step(self, stored: StoredEvent) -> list[ChainProblem]:
-        out: list[ChainProblem] = []
-
-        def problem(what: str) -> None:
-            out.append(ChainProblem(stored.seq, stored.stream, stored.version, what))
-
-        if stored.version != self.version + 1:
-            missing = stored.version - self.version - 1
-            problem(
-                f"versions jump from {self.version} to {stored.version}: "
-                + (f"{missing} event(s) deleted before it" if missing > 0 else "reordered")
-            )
-        if stored.seq <= self.seq:
-            problem(f"seq {stored.seq} is not after the previous event's seq {self.seq}")
-        expected = chain_hash(
-            self.hash,
-            stored.stream,
-            stored.version,
-            stored.type,
-            stored.schema,
-            canonical_json(stored.data),
-            self.key,
+def _not_under_key(chain: str | None, last: int) -> str:
+    """Why a log holding events is not under the key, from what its chain record says."""
+    if chain == CHAIN_KEYED:
+        return "the log's chain record names no log id: it was changed around the store"
+    if chain is None:
+        return (
+            f"the log holds {last} event(s) but no chain record (store_meta): it was removed "
+            "around the store, or the log predates hash chains"
         )
-        if stored.hash is None:
-            problem("it has no hash: written around the store (inserted, or its hash removed)")
-        elif stored.hash != expected and not self.broken:
-            problem(
-                "its content does not match its hash chain: it (or an event before it in the "
-                "stream) was edited, inserted, deleted or reordered"
+    return f"the log's chain record says it is chained {_chain_name(chain)}, not under the key"
+
+
+def _how_chained(
+    rows: Sequence[StoredEvent], key: bytes, old_key: bytes | None, *, only_this_key: bool
+) -> tuple[str, list[ChainProblem]]:
+    """Under which chain ``rows`` check out (``store rekey``): this key, ``old_key``, or plain
+    SHA-256 (only this key when ``only_this_key``) — each stream's chain, and the global chain
+    too where every row has a link — and the problems under the closest one when none does."""
+    if rows and all(row.hash is None for row in rows):
+        return "no chain (written before hash chains)", [
+            ChainProblem(rows[0].seq, LOG_WIDE, 0, "no event has a hash: nothing to check")
+        ]
+    candidates: list[tuple[str, bytes | None]] = [("this key", key)]
+    if old_key is not None and not only_this_key:
+        candidates.append(("the old key", old_key))
+    if not only_this_key:
+        candidates.append(("plain SHA-256", None))
+    linked = bool(rows) and all(row.link is not None for row in rows)
+    best: tuple[str, list[ChainProblem]] | None = None
+    for label, candidate in candidates:
+        problems: list[ChainProblem] = []
+        walks: dict[str, StreamWalk] = {}
+        links = LinkWalk(candidate, None)
+        for row in rows:
+            walk = walks.setdefault(row.stream, StreamWalk(row.stream, candidate))
+            problems += walk.step(
+                row.seq, row.version, row.type, row.schema, canonical_json(row.data), row.hash
             )
-            self.broken = True
-        try:
-            decode_known(stored)
-        except Exception as exc:  # pydantic's ValidationError, or an unknown type
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            problem(f"it does not decode as a {stored.type!r} event: {first}")
-        self.version, self.seq = stored.version, stored.seq
-        self.hash = stored.hash or expected
-        return out
-
-    def finish(self, head: tuple[int, str, int] | None) -> list[ChainProblem]:
-        where = (self.seq, self.stream, self.version)
-        if head is None:
-            return [ChainProblem(*where, "the stream has no head: written around the store")]
-        version, hash_, seq = head
-        if version > self.version:
-            return [
-                ChainProblem(
-                    *where,
-                    f"the stream ends at version {self.version} but its head says {version}: "
-                    f"{version - self.version} event(s) cut off its end",
-                )
-            ]
-        if version < self.version or hash_ != self.hash:
-            return [
-                ChainProblem(
-                    seq if version <= self.version else self.seq,
-                    self.stream,
-                    version,
-                    f"events past its head (version {version}) or a head that does not match: "
-                    "events were added or changed at the stream's end around the store",
-                )
-            ]
-        return []
-
-
-ANCHOR_FORMAT = 1
+            if linked and not links.broken:
+                problems += links.step(row.seq, row.stream, row.version, row.hash, row.link)
+            try:
+                decode_known(row)
+            except Exception as exc:  # pydantic's ValidationError, or an unknown type
+                what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                problems.append(ChainProblem(row.seq, row.stream, row.version, what))
+        if not problems:
+            return label, []
+        if best is None or problems[0].seq > best[1][0].seq:
+            best = (label, sorted(problems, key=lambda p: (p.seq, p.stream)))
+    assert best is not None
+    return f"none that checks out (closest: {best[0]})", best[1]
 
 
 @dataclass(frozen=True)
-class Anchor:
-    """A digest of some streams' events up to a seq (see the module docstring).
+class Verification:
+    """What :meth:`EventStore.check` found: how many events it checked (of the streams asked
+    for), the log's last seq, and the problems (``[]``: the log is what was written)."""
 
-    ``streams`` are stream names, or prefixes when they end in ``*``; the digest is SHA-256
-    over every event of those streams with seq up to ``through_seq``, in stream and version
-    order, each as its stream, version, type, schema and canonical JSON — the content, not the
-    keyed chain, so checking it needs no key."""
-
-    streams: tuple[str, ...]
-    through_seq: int
     events: int
-    digest: str
+    last_seq: int
+    problems: list[ChainProblem]
 
-    def to_json(self) -> dict[str, Any]:
-        """The anchor as published (benchmark.json, the report, an anchor file)."""
-        return {
-            "format": ANCHOR_FORMAT,
-            "streams": list(self.streams),
-            "through_seq": self.through_seq,
-            "events": self.events,
-            "digest": self.digest,
-        }
 
-    @classmethod
-    def from_json(cls, data: Any, where: str = "the anchor") -> Anchor:
-        """An anchor :meth:`to_json` wrote; :class:`ConfigError` naming ``where`` otherwise."""
-        try:
-            if data.get("format") != ANCHOR_FORMAT:
-                raise ValueError(f"format {data.get('format')!r} is not {ANCHOR_FORMAT}")
-            streams = tuple(str(name) for name in data["streams"])
-            through, events, digest = data["through_seq"], data["events"], data["digest"]
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (through, events)):
-                raise ValueError("through_seq and events must be integers")
-            # A log position is a database integer (64-bit): a larger one is no anchor of it.
-            if not all(0 <= v < 2**63 for v in (through, events)):
-                raise ValueError("through_seq and events must be between 0 and 2**63 - 1")
-            if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
-                raise ValueError("digest must be 64 hex digits")
-            if not streams or not all(streams):
-                raise ValueError("it names no stream")
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{where} is not a PlaylistEval anchor: {exc}") from exc
-        return cls(streams, through, events, digest)
+@dataclass(frozen=True)
+class Rekeyed:
+    """What :meth:`EventStore.rekey` did: how the log was chained before (``was``), how many
+    events it checked, and the problems that stopped it (then nothing was changed)."""
 
-    def __str__(self) -> str:
-        return f"{self.digest[:16]} ({self.events} events through seq {self.through_seq})"
+    was: str
+    events: int
+    problems: list[ChainProblem]
+    key_id: str
+    seq: int = 0  # the LogRekeyed event's seq (0: nothing recorded)
+
+    @property
+    def done(self) -> bool:
+        return not self.problems
+
+
+REKEY_STREAM = "store"  # where LogRekeyed events go
+_REKEY_ADVICE = (
+    "`playlisteval store verify` shows what differs; if the log is yours as it stands, "
+    "`playlisteval store rekey` checks it and chains it under the key (recorded in the log), "
+    "otherwise restore the database from a backup"
+)
 
 
 class EventStore(ABC):
@@ -470,14 +352,22 @@ class EventStore(ABC):
         *,
         clock: Callable[[], datetime] = _utc_now,
         key: bytes | None = None,
+        key_file: Path | None = None,
     ) -> None:
         self._engine = engine
         self._clock = clock
         self._key = key
+        # The file beside the key that keeps this log's head (None: a key given without its
+        # file, or no key: no head is kept).
+        self._head_file = HeadFile(key_file) if key is not None and key_file is not None else None
+        self._log_id: str | None = None
         self.read_only: bool = getattr(self, "read_only", False)
         # Set when the log's chain is keyed but this store was opened without its key: it reads,
         # but it can neither check the chain nor extend it.
         self._needs_key: str | None = None
+        # Set when the log is not (or no longer) chained under this key the way this code
+        # chains it: it reads, fails verification and refuses writes until `store rekey`.
+        self._trouble: str | None = None
 
     def _where(self) -> str:
         return repr(str(getattr(self, "path", self._engine.url.render_as_string())))
@@ -486,6 +376,11 @@ class EventStore(ABC):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (projections keep their tables in the same database)."""
         return self._engine
+
+    @property
+    def head_path(self) -> Path | None:
+        """The file this log's head is kept in (None: none is kept)."""
+        return None if self._head_file is None else self._head_file.path
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -516,17 +411,7 @@ class EventStore(ABC):
         ]
         if not encoded:
             return []
-        if self.read_only:
-            raise ConfigError(
-                f"the event log {self._where()} is read-only (an archived workspace): this "
-                "command writes to it; run it on a writable copy (`cp -a`), or give this "
-                "process write permission"
-            )
-        if self._needs_key is not None:
-            raise ConfigError(
-                f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
-                "without its key: open it through the workspace (or set store.key_file)"
-            )
+        self._check_writable()
         with self._write_connection() as conn:
             try:
                 self._begin_write(conn)
@@ -542,7 +427,32 @@ class EventStore(ABC):
             except BaseException:
                 conn.rollback()
                 raise
+        if stored:
+            self._advance_head(stored[-1])
         return stored
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ConfigError(
+                f"the event log {self._where()} is read-only (an archived workspace): this "
+                "command writes to it; run it on a writable copy (`cp -a`), or give this "
+                "process write permission"
+            )
+        if self._needs_key is not None:
+            raise ConfigError(
+                f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
+                "without its key: open it through the workspace (or set store.key_file)"
+            )
+        if self._trouble is not None:
+            raise ConfigError(f"nothing written: {self._trouble}; {_REKEY_ADVICE}")
+
+    def _advance_head(self, last: StoredEvent) -> None:
+        """Move the head beside the key to ``last`` (after its commit: a head behind the log
+        after a crash is harmless, one ahead of it would read as a cut)."""
+        if self._head_file is None or self._log_id is None or self._key is None:
+            return
+        head = Head(CHAIN_KEYED, key_id(self._key), last.seq, last.link or "")
+        self._head_file.advance(self._log_id, head)
 
     @contextmanager
     def _write_connection(self) -> Iterator[Connection]:
@@ -558,20 +468,21 @@ class EventStore(ABC):
         names = list(dict.fromkeys(stream for stream, _e, _v in batch))
         chain = self._chain_now(conn)
         if chain != self._writes_chain():
-            # Another process re-chained the log under a key since this store opened it (or
-            # the other way round): appending now would break the chain where nothing changed.
+            # Another process re-chained the log since this store opened it (or its chain record
+            # was changed around the store): appending now would break the chain.
             raise ConfigError(
-                f"the log's hash chain changed since this store opened it (it is now "
-                f"{'keyed' if chain == KEYED_CHAIN_VERSION else 'plain'}): open it again"
-                + (" with the log key" if chain == KEYED_CHAIN_VERSION else "")
+                f"the log's chain record changed since this store opened it (it says "
+                f"{_chain_name(chain)}): open it again; {_REKEY_ADVICE}"
             )
         heads = self._heads(conn, names)
         # seq is assigned here, under the write lock, rather than by the database's sequence:
         # appenders are serialised, so max + 1 is both gap-free and in commit order.
-        seq = self._max_seq(conn)
+        seq, link = self._last(conn)
+        self._check_head(seq)
         now = self._clock()
         stored: list[StoredEvent] = []
         texts: list[str] = []  # each event's canonical JSON: hashed, and stored as is
+        key = self._key
         for stream, events, expected in batch:
             version, previous = heads.get(stream, (0, ""))
             if expected is not None and expected != version:
@@ -583,8 +494,11 @@ class EventStore(ABC):
                 seq += 1
                 version += 1
                 text = canonical_json(data)
-                previous = chain_hash(previous, stream, version, type_, schema, text, self._key)
-                stored.append(StoredEvent(seq, stream, version, type_, schema, data, now, previous))
+                previous = chain_hash(previous, stream, version, type_, schema, text, key)
+                link = link_hash(link, seq, previous, key)
+                stored.append(
+                    StoredEvent(seq, stream, version, type_, schema, data, now, previous, link)
+                )
                 texts.append(text)
             heads[stream] = (version, previous)
         if stored:
@@ -593,17 +507,30 @@ class EventStore(ABC):
             self._write_heads(conn, list(last.values()))
         return stored
 
+    def _check_head(self, last_seq: int) -> None:
+        """Refuse to append to a log whose end was cut (its head beside the key is past it)."""
+        if self._head_file is None or self._log_id is None:
+            return
+        head = self._head_file.get(self._log_id)
+        if head is not None and head.seq > last_seq:
+            raise ConfigError(
+                f"nothing written: the log ends at seq {last_seq} but its head beside the key "
+                f"({str(self._head_file.path)!r}) says seq {head.seq}: events were cut off its "
+                "end; `playlisteval store verify` shows it; restore the database from a backup"
+            )
+
     def _writes_chain(self) -> str:
-        return CHAIN_VERSION if self._key is None else KEYED_CHAIN_VERSION
+        return CHAIN_PLAIN if self._key is None else CHAIN_KEYED
 
     def _chain_now(self, conn: Connection) -> str | None:
         """``store_meta``'s chain version, read under the write lock."""
         query = select(STORE_META.c.value).where(STORE_META.c.key == "chain")
         return conn.execute(query).scalar_one_or_none()
 
-    def _max_seq(self, conn: Connection) -> int:
-        """The highest seq written (0 for an empty log), under the write lock."""
-        return int(conn.execute(_MAX_SEQ).scalar_one())
+    def _last(self, conn: Connection) -> tuple[int, str]:
+        """The last event's seq and link (0 and "" for an empty log), under the write lock."""
+        row = conn.execute(_LAST).first()
+        return (0, "") if row is None else (int(row[0]), str(row[1] or ""))
 
     def _heads(self, conn: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
         """``stream → (version, hash)`` of the streams' last events (absent: a new stream)."""
@@ -636,149 +563,318 @@ class EventStore(ABC):
                     "data": e.data,
                     "recorded_at": e.recorded_at,
                     "hash": e.hash,
+                    "link": e.link,
                 }
                 for e in stored
             ],
         )
 
-    # -- the schema and its migration ------------------------------------------------------
+    # -- the schema, and how the log is chained --------------------------------------------
+
+    def _meta(self, conn: Connection) -> dict[str, str]:
+        return dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
 
     def _ensure_schema(self) -> None:
-        """Create the tables, and bring a log written before the hash chain up to it: add the
-        ``hash`` column, hash every row in stream order, write every stream's head (once, under
-        the write lock, so two processes opening an old log migrate it once)."""
+        """Create the tables (adding the ``hash`` and ``link`` columns to a log written before
+        them) and learn how the log is chained. Nothing read here changes how rows are verified
+        when there is a key: a log that is not under it is only flagged (``_trouble``). A new,
+        empty log is put under the key; a scratch log with no key is (re)chained plainly."""
         engine = self._engine
-        if self.read_only:
+        if not self.read_only:
+            SQLModel.metadata.create_all(engine, tables=[EVENTS])
+            _META.create_all(engine)
             with engine.connect() as conn:
-                meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
-            if meta.get("chain") != KEYED_CHAIN_VERSION:
-                self._key = None  # a plainly chained log is checked as it was chained
-            self._chain_current(meta)
-            return
-        SQLModel.metadata.create_all(engine, tables=[EVENTS])
-        _META.create_all(engine)
+                columns = {c["name"] for c in inspect(conn).get_columns("events")}
+            for column in ("hash", "link"):
+                if column not in columns:
+                    with engine.begin() as conn:
+                        conn.exec_driver_sql(f"ALTER TABLE events ADD COLUMN {column} VARCHAR(64)")
         with engine.connect() as conn:
-            columns = {c["name"] for c in inspect(conn).get_columns("events")}
-        if "hash" not in columns:
-            with engine.begin() as conn:
-                conn.exec_driver_sql("ALTER TABLE events ADD COLUMN hash VARCHAR(64)")
-        with engine.connect() as conn:
-            meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
-        if self._chain_current(meta):
+            meta = self._meta(conn)
+            last = self._last_seq(conn)
+        self._learn(meta, last)
+        if self.read_only or not self._needs_setup(meta, last):
             return
         with self._write_connection() as conn:
             try:
                 self._begin_write(conn)
-                meta = dict(conn.execute(select(STORE_META.c.key, STORE_META.c.value)).all())
-                if not self._chain_current(meta):
-                    self._backfill(conn, self._key)
-                    conn.execute(
-                        STORE_META.delete().where(STORE_META.c.key.in_(["chain", "key_id"]))
-                    )
-                    rows = [{"key": "chain", "value": CHAIN_VERSION}]
-                    if self._key is not None:
-                        rows = [
-                            {"key": "chain", "value": KEYED_CHAIN_VERSION},
-                            {"key": "key_id", "value": key_id(self._key)},
-                        ]
-                    conn.execute(insert(STORE_META), rows)
+                meta, last = self._meta(conn), self._last_seq(conn)
+                if self._needs_setup(meta, last):
+                    if self._key is None:
+                        self._rechain(conn, None)
+                    self._write_meta(conn, meta.get("log_id") or secrets.token_hex(8))
                 conn.commit()
             except BaseException:
                 conn.rollback()
                 raise
+            meta = self._meta(conn)
+        head_file, log_id = self._head_file, meta.get("log_id")
+        if head_file and log_id and self._key is not None and head_file.get(log_id) is None:
+            head_file.put(log_id, Head(CHAIN_KEYED, key_id(self._key), 0, ""))
+        self._learn(meta, last)
 
-    def _chain_current(self, meta: dict[str, str]) -> bool:
-        """Whether the log's chain is the one this store writes (no backfill to do). A keyed
-        log opened without a key is left as it is (read only, see ``_needs_key``); opened with
-        another key, it is refused: re-chaining it would hide every edit made since."""
+    def _last_seq(self, conn: Connection) -> int:
+        return int(conn.execute(select(func.coalesce(func.max(_C.seq), 0))).scalar_one())
+
+    def _needs_setup(self, meta: dict[str, str], last: int) -> bool:
+        """Whether opening may (re)chain the log: a scratch log with no key whose chain is not
+        the current plain one, or an empty log with a key not yet recorded for it (whose head,
+        if one is kept, says nothing was ever committed: else it was emptied)."""
+        if self._key is None:
+            return self._needs_key is None and meta.get("chain") != CHAIN_PLAIN
+        if last:
+            return False
+        if meta.get("chain") == CHAIN_KEYED and meta.get("key_id") == key_id(self._key):
+            return not meta.get("log_id")
+        head = self._head(meta.get("log_id"))
+        return head is None or head.seq == 0
+
+    def _head(self, log_id: str | None) -> Head | None:
+        if self._head_file is None or not log_id:
+            return None
+        return self._head_file.get(log_id)
+
+    def _write_meta(self, conn: Connection, log_id: str) -> None:
+        conn.execute(STORE_META.delete().where(STORE_META.c.key.in_(["chain", "key_id", "log_id"])))
+        rows = [{"key": "chain", "value": self._writes_chain()}, {"key": "log_id", "value": log_id}]
+        if self._key is not None:
+            rows.append({"key": "key_id", "value": key_id(self._key)})
+        conn.execute(insert(STORE_META), rows)
+
+    def _learn(self, meta: dict[str, str], last: int) -> None:
+        """What the chain record says, checked against the key and what is kept beside it."""
         chain, stored_id = meta.get("chain"), meta.get("key_id")
-        if chain == KEYED_CHAIN_VERSION:
-            if self._key is None:
+        self._log_id = meta.get("log_id")
+        if self._key is None:
+            if chain in (CHAIN_KEYED, CHAIN_KEYED_STREAMS):
                 self._needs_key = stored_id or "?"
-                return True
-            if stored_id != key_id(self._key):
-                raise ConfigError(
-                    f"this log's hash chain is under key {stored_id}, and the key given is "
-                    f"{key_id(self._key)}: restore the log key the workspace was written with "
-                    "(the workspace's log_key file, or the file store.key_file names)"
-                )
-            return True
-        return chain == CHAIN_VERSION and self._key is None
+            return
+        if chain in (CHAIN_KEYED, CHAIN_KEYED_STREAMS) and stored_id != key_id(self._key):
+            raise ConfigError(
+                f"this log's hash chain is under key {stored_id}, and the key given is "
+                f"{key_id(self._key)}: restore the log key the workspace was written with "
+                "(the workspace's log_key file, or the file store.key_file names)"
+            )
+        self._trouble = None
+        if not last and not (chain == CHAIN_KEYED and self._log_id):
+            return  # an empty log: set up on open (or refused there if its head says it was cut)
+        if chain != CHAIN_KEYED or not self._log_id:
+            self._trouble = _not_under_key(chain, last)
+        elif self._head_file is not None and self._head(self._log_id) is None:
+            self._trouble = (
+                f"no head is kept beside the key for this log (log {self._log_id}; "
+                f"{str(self._head_file.path)!r} has none): the head file was removed, or the log "
+                "came from another key's folder"
+            )
 
-    @staticmethod
-    def _backfill(conn: Connection, key: bytes | None) -> None:
-        """Hash every row of an old (or plainly chained) log in stream order under ``key`` and
-        write the streams' heads."""
+    def _rechain(self, conn: Connection, key: bytes | None) -> int:
+        """Hash every row in stream order and link every row in seq order under ``key``, and
+        write the streams' heads; the number of rows."""
         query = select(_C.seq, _C.stream, _C.version, _C.type, _C.schema_no, _C.data).order_by(
             _C.stream, _C.version
         )
         previous, current, heads = "", None, {}
-        updates: list[dict[str, Any]] = []
+        hashes: dict[int, str] = {}
         for seq, stream, version, type_, schema, data in conn.execute(query):
             if stream != current:
                 previous, current = "", stream
             previous = chain_hash(
                 previous, stream, version, type_, schema, canonical_json(data), key
             )
-            updates.append({"s": seq, "h": previous})
+            hashes[seq] = previous
             heads[stream] = {"stream": stream, "version": version, "hash": previous, "seq": seq}
+        link, updates = "", []
+        for seq in sorted(hashes):
+            link = link_hash(link, seq, hashes[seq], key)
+            updates.append({"s": seq, "h": hashes[seq], "l": link})
         if updates:
             conn.execute(
-                update(EVENTS).where(_C.seq == bindparam("s")).values(hash=bindparam("h")),
+                update(EVENTS)
+                .where(_C.seq == bindparam("s"))
+                .values(hash=bindparam("h"), link=bindparam("l")),
                 updates,
             )
         conn.execute(HEADS.delete())
         if heads:
             conn.execute(insert(HEADS), list(heads.values()))
+        return len(updates)
 
     # -- verifying -------------------------------------------------------------------------
 
     def verify(self, stream_prefix: str | None = None) -> list[ChainProblem]:
-        """Check the log against its hash chains and heads; ``[]`` when nothing was changed.
+        """The problems :meth:`check` finds (of the streams starting with ``stream_prefix``)."""
+        streams = None if stream_prefix is None else [stream_prefix + "*"]
+        return self.check(streams).problems
 
-        Every stream (starting with ``stream_prefix`` when given) is read in version order: its
-        versions must run 1, 2, 3 … with seq rising, each row's hash must be the chain's, each
-        event must decode into its class, and its last event must be its head. Problems come
-        sorted by seq, so the first one is where the log stops being what was written.
-        """
+    def check(self, streams: Sequence[str] | None = None) -> Verification:
+        """Check the log against its chains, the streams' heads and the head beside the key.
+
+        The whole log is walked in seq order through its global chain (seq 1, 2, 3 …, each link
+        the chain's, ending at or past the head kept beside the key); the events of ``streams``
+        (names, or prefixes ending in ``*``; None: all) are checked against their stream's chain
+        (versions 1, 2, 3 … with seq rising, each hash the chain's, each event decoding into its
+        class, its last event its stream head). Problems come sorted by seq, so the first one is
+        where the log stops being what was written; a problem with the log's chain record as a
+        whole comes last."""
         if self._needs_key is not None:
             raise ConfigError(
                 f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
                 "without its key, so it cannot be checked: open it through the workspace (or "
                 "set store.key_file)"
             )
-        problems: list[ChainProblem] = []
         with self._engine.connect() as conn:
-            query = select(*_COLUMNS).order_by(_C.stream, _C.version)
-            heads_query = select(_H.stream, _H.version, _H.hash, _H.seq)
-            if stream_prefix:
-                query = query.where(_C.stream.startswith(stream_prefix, autoescape=True))
-                heads_query = heads_query.where(
-                    _H.stream.startswith(stream_prefix, autoescape=True)
+            problems = self._link_pass(conn)
+            count, stream_problems = self._stream_pass(conn, streams)
+            last = self._last_seq(conn)
+        problems += stream_problems
+        problems.sort(key=lambda p: (p.seq, p.stream))
+        if self._trouble is not None:
+            problems.append(ChainProblem(0, LOG_WIDE, 0, self._trouble))
+        return Verification(count, last, problems)
+
+    def _link_pass(self, conn: Connection) -> list[ChainProblem]:
+        head = self._head(self._log_id)
+        walk = LinkWalk(self._key, head)
+        query = select(_C.seq, _C.stream, _C.version, _C.hash, _C.link).order_by(_C.seq)
+        problems: list[ChainProblem] = []
+        for seq, stream, version, hash_, link in conn.execution_options(yield_per=5000).execute(
+            query
+        ):
+            if not walk.broken:
+                problems += walk.step(seq, stream, version, hash_, link)
+            else:
+                walk.seq = seq
+        return problems + walk.finish()
+
+    def _stream_pass(
+        self, conn: Connection, streams: Sequence[str] | None
+    ) -> tuple[int, list[ChainProblem]]:
+        query = select(*_COLUMNS).order_by(_C.seq)
+        heads_query = select(_H.stream, _H.version, _H.hash, _H.seq)
+        if streams is not None:
+            query = query.where(self._stream_clause(streams))
+            heads_query = heads_query.where(self._stream_clause(streams, _H.stream))
+        heads = {str(r[0]): (int(r[1]), str(r[2]), int(r[3])) for r in conn.execute(heads_query)}
+        walks: dict[str, StreamWalk] = {}
+        problems: list[ChainProblem] = []
+        count = 0
+        for row in conn.execution_options(yield_per=2000).execute(query):
+            stored = _stored(row)
+            count += 1
+            walk = walks.get(stored.stream)
+            if walk is None:
+                walk = walks[stored.stream] = StreamWalk(stored.stream, self._key)
+            problems += walk.step(
+                stored.seq,
+                stored.version,
+                stored.type,
+                stored.schema,
+                canonical_json(stored.data),
+                stored.hash,
+            )
+            try:
+                decode_known(stored)
+            except Exception as exc:  # pydantic's ValidationError, or an unknown type
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                problems.append(
+                    ChainProblem(
+                        stored.seq,
+                        stored.stream,
+                        stored.version,
+                        f"it does not decode as a {stored.type!r} event: {first}",
+                    )
                 )
-            heads = {
-                str(r[0]): (int(r[1]), str(r[2]), int(r[3])) for r in conn.execute(heads_query)
-            }
-            seen: set[str] = set()
-            state: _ChainWalk | None = None
-            for row in conn.execution_options(yield_per=2000).execute(query):
-                stored = _stored(row)
-                if state is None or state.stream != stored.stream:
-                    if state is not None:
-                        problems.extend(state.finish(heads.get(state.stream)))
-                    state = _ChainWalk(stored.stream, self._key)
-                    seen.add(stored.stream)
-                problems.extend(state.step(stored))
-            if state is not None:
-                problems.extend(state.finish(heads.get(state.stream)))
+        for name, walk in walks.items():
+            problems += walk.finish(heads.get(name))
         for stream, (version, _hash, seq) in heads.items():
-            if stream not in seen:
+            if stream not in walks:
                 problems.append(
                     ChainProblem(
                         seq, stream, version, f"the stream's {version} events are all missing"
                     )
                 )
-        return sorted(problems, key=lambda p: (p.seq, p.stream))
+        return count, problems
+
+    # -- bringing a log under the key -------------------------------------------------------
+
+    def rekey(
+        self, *, old_key: bytes | None = None, unverified: bool = False, command: str = ""
+    ) -> Rekeyed:
+        """Check the log as it is chained now and chain it under this store's key, recording a
+        ``LogRekeyed`` event (``playlisteval store rekey``).
+
+        The rows must check out under one of: this key, ``old_key`` (a key the log was written
+        with before), or plain SHA-256 (a scratch log); their global chain too where every row
+        has one, and the log must reach the head kept beside the key. A log whose rows carry no
+        chain at all (written before chains existed) is chained as it stands only when
+        ``unverified``. When nothing checks out, nothing is changed and the problems found
+        under the closest chain come back."""
+        from store.events import LogRekeyed
+
+        if self._key is None or self.read_only:
+            raise ConfigError(
+                "store rekey chains the log under the workspace's key: run it on a writable "
+                "workspace whose log key is readable"
+            )
+        key = self._key
+        with self._write_connection() as conn:
+            try:
+                self._begin_write(conn)
+                meta = self._meta(conn)
+                log_id = meta.get("log_id") or secrets.token_hex(8)
+                rows = [_stored(row) for row in conn.execute(select(*_COLUMNS).order_by(_C.seq))]
+                last = rows[-1].seq if rows else 0
+                head = self._head(meta.get("log_id"))
+                cut = head is not None and head.seq > last
+                # A log that lost its chain record while the key already keeps heads was under
+                # this key: only this key may vouch for it (a plain chain would bless a rewrite).
+                orphan = not meta.get("log_id") and self._head_file and self._head_file.read()
+                was, problems = _how_chained(rows, key, old_key, only_this_key=bool(orphan))
+                if cut and head is not None:
+                    problems.insert(
+                        0,
+                        ChainProblem(
+                            last + 1,
+                            LOG_WIDE,
+                            0,
+                            f"the log ends at seq {last} but its head beside the key says seq "
+                            f"{head.seq}: events were cut off its end; restore the database "
+                            "from a backup",
+                        ),
+                    )
+                if problems and (cut or not unverified):
+                    conn.rollback()
+                    return Rekeyed(was, len(rows), problems, key_id(key))
+                if problems:
+                    was = f"unverified ({was}; {len(problems)} problem(s) accepted)"
+                self._rechain(conn, key)
+                self._write_meta(conn, log_id)
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+        self._needs_key, self._trouble, self._log_id = None, None, log_id
+        if self._head_file is not None:
+            seq = rows[-1].seq if rows else 0
+            link = self._link_at(seq) if seq else ""
+            self._head_file.put(log_id, Head(CHAIN_KEYED, key_id(key), seq, link))
+        recorded = self.append(
+            REKEY_STREAM,
+            [
+                LogRekeyed(
+                    was=was,
+                    checked="unverified" not in was,
+                    events=len(rows),
+                    key_id=key_id(key),
+                    command=command,
+                )
+            ],
+        )
+        return Rekeyed(was, len(rows), [], key_id(key), recorded[-1].seq)
+
+    def _link_at(self, seq: int) -> str:
+        with self._engine.connect() as conn:
+            return str(conn.execute(select(_C.link).where(_C.seq == seq)).scalar_one() or "")
 
     # -- anchoring -------------------------------------------------------------------------
 
@@ -820,12 +916,12 @@ class EventStore(ABC):
         return out
 
     @staticmethod
-    def _stream_clause(streams: Sequence[str]) -> Any:
+    def _stream_clause(streams: Sequence[str], column: Any = _C.stream) -> Any:
         return or_(
             *(
-                _C.stream.startswith(name[:-1], autoescape=True)
+                column.startswith(name[:-1], autoescape=True)
                 if name.endswith("*")
-                else _C.stream == name
+                else column == name
                 for name in streams
             )
         )
@@ -955,9 +1051,11 @@ class SqliteEventStore(EventStore):
         *,
         clock: Callable[[], datetime] = _utc_now,
         key: bytes | None = None,
+        key_file: Path | None = None,
     ) -> None:
-        """``key`` chains the log; without one, the workspace's key beside the file (its
-        :data:`LOG_KEY_FILE`) when there is one, else plain SHA-256 (a scratch log)."""
+        """``key`` chains the log (its head kept beside ``key_file``, the file it was read from);
+        without one, the workspace's key beside the database (its :data:`LOG_KEY_FILE`) when
+        there is one, else plain SHA-256 (a scratch log)."""
         file = Path(path).expanduser()
         # An archived workspace (read-only file or folder) is read as it is: SQLite's immutable
         # mode needs no -wal or -shm file, which a read-only folder could not hold; appending
@@ -981,7 +1079,8 @@ class SqliteEventStore(EventStore):
             event.listen(engine, "connect", _sqlite_pragmas)
         if key is None:
             key = read_log_key(file.parent / LOG_KEY_FILE)
-        super().__init__(engine, clock=clock, key=key)
+            key_file = file.parent / LOG_KEY_FILE
+        super().__init__(engine, clock=clock, key=key, key_file=key_file)
         self.path = file
         # Threads of one process queue here instead of spinning in SQLite's busy handler (other
         # processes still wait on the database lock, busy_timeout). The lock also lets one
@@ -1015,9 +1114,9 @@ class SqliteEventStore(EventStore):
     def _raw(conn: Connection) -> Any:
         return conn.connection.driver_connection
 
-    def _max_seq(self, conn: Connection) -> int:
-        (seq,) = self._raw(conn).execute(_SQLITE_MAX_SEQ).fetchone()
-        return int(seq)
+    def _last(self, conn: Connection) -> tuple[int, str]:
+        row = self._raw(conn).execute(_SQLITE_LAST).fetchone()
+        return (0, "") if row is None else (int(row[0]), str(row[1] or ""))
 
     def _chain_now(self, conn: Connection) -> str | None:
         row = self._raw(conn).execute(_SQLITE_CHAIN).fetchone()
@@ -1030,7 +1129,7 @@ class SqliteEventStore(EventStore):
         self._raw(conn).executemany(
             self._insert_sql,
             [
-                (e.seq, e.stream, e.version, e.type, e.schema, text, when, e.hash)
+                (e.seq, e.stream, e.version, e.type, e.schema, text, when, e.hash, e.link)
                 for e, text in zip(stored, texts, strict=True)
             ],
         )
@@ -1081,6 +1180,7 @@ class PostgresEventStore(EventStore):
         schema: str | None = None,
         clock: Callable[[], datetime] = _utc_now,
         key: bytes | None = None,
+        key_file: Path | None = None,
     ) -> None:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://") :]
@@ -1100,7 +1200,7 @@ class PostgresEventStore(EventStore):
             with engine.begin() as conn:
                 if schema is not None:
                     conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            super().__init__(engine, clock=clock, key=key)
+            super().__init__(engine, clock=clock, key=key, key_file=key_file)
             self._ensure_schema()
         except OperationalError as exc:
             engine.dispose()
@@ -1119,25 +1219,30 @@ class PostgresEventStore(EventStore):
 
 
 def open_event_store(
-    url_or_path: str | Path, *, schema: str | None = None, key: bytes | None = None
+    url_or_path: str | Path,
+    *,
+    schema: str | None = None,
+    key: bytes | None = None,
+    key_file: Path | None = None,
 ) -> EventStore:
-    """Open (and create) the event store, its chain under ``key`` (see the module docstring).
+    """Open (and create) the event store, its chain under ``key`` (read from ``key_file``,
+    beside which its head is kept: see :mod:`store.chain`).
 
     A filesystem path or ``sqlite:///`` URL gives SQLite; ``postgresql://`` or
     ``postgresql+psycopg://`` gives PostgreSQL, inside ``schema`` when one is named.
     """
     text = str(url_or_path)
     if isinstance(url_or_path, Path) or "://" not in text:
-        return SqliteEventStore(text, key=key)
+        return SqliteEventStore(text, key=key, key_file=key_file)
     if text.startswith("sqlite:///"):
         path = text[len("sqlite:///") :]
         if not path or path == ":memory:":
             raise ConfigError(
                 f"the event store needs a SQLite file, not {text!r}; give a path to a .db file"
             )
-        return SqliteEventStore(path, key=key)
+        return SqliteEventStore(path, key=key, key_file=key_file)
     if text.startswith(("postgresql://", "postgresql+psycopg://")):
-        return PostgresEventStore(text, schema=schema, key=key)
+        return PostgresEventStore(text, schema=schema, key=key, key_file=key_file)
     raise ConfigError(
         f"unknown event store {text!r}; give a file path, sqlite:///PATH or "
         "postgresql+psycopg://USER@HOST:PORT/DB"

@@ -229,10 +229,14 @@ class Harness:
     # -- reading the log back -----------------------------------------------------------------
 
     def _store(self, home: Path, backend: str, schema: str | None) -> Any:
-        from store.eventstore import LOG_KEY_FILE, open_event_store, read_log_key
+        from store.chain import LOG_KEY_FILE, read_log_key
+        from store.eventstore import open_event_store
 
         if backend == "postgres":  # the trial's commands keyed it with the workspace's key
-            return open_event_store(PG_URL, schema=schema, key=read_log_key(home / LOG_KEY_FILE))
+            key_file = home / LOG_KEY_FILE
+            return open_event_store(
+                PG_URL, schema=schema, key=read_log_key(key_file), key_file=key_file
+            )
         return open_event_store(home / "playlisteval.db")
 
     def _run_id(self, home: Path, backend: str, schema: str | None) -> str | None:

@@ -10,9 +10,9 @@ import pytest
 
 from playlisteval.app import App
 from playlisteval.settings import SETTINGS_FILE, load_settings
+from store.chain import LOG_KEY_FILE, key_id, read_log_key
 from store.errors import ConfigError
 from store.events import CapSet
-from store.eventstore import LOG_KEY_FILE, key_id, read_log_key
 
 
 def _append(home: Path) -> None:
@@ -62,20 +62,30 @@ def test_a_relative_key_file_is_under_the_workspace(tmp_path: Path) -> None:
     assert (home / "secrets" / "log.key").is_file()
 
 
-def test_a_store_opened_before_the_log_was_keyed_cannot_append_plain_hashes(
+def test_a_plain_log_is_not_rechained_by_opening_it_with_a_key_but_by_rekey(
     tmp_path: Path,
 ) -> None:
-    """A process that opened the log plain while another keyed it must not go on appending
-    plain hashes into the keyed chain: its append is refused, and the log still verifies."""
+    """A log written without a key is not quietly re-chained when opened with one: the keyed
+    store refuses to append and fails verification until ``rekey`` checks the plain chain and
+    records the change; a process that opened it plain is refused from then on."""
     from store.eventstore import SqliteEventStore
 
-    database = tmp_path / "log.db"
+    database, key_file = tmp_path / "log.db", tmp_path / "secret.key"
+    key = read_log_key(key_file, create=True)
+    assert key is not None
     plain = SqliteEventStore(database)
     plain.append("eval-x", [CapSet(cap_micros=1, command="eval")])
-    keyed = SqliteEventStore(database, key=b"k" * 64)  # re-chains the log under the key
+    keyed = SqliteEventStore(database, key=key, key_file=key_file)
+    with pytest.raises(ConfigError, match="store rekey"):
+        keyed.append("eval-x", [CapSet(cap_micros=2, command="eval")])
+    problems = keyed.verify()
+    assert problems and "plain SHA-256" in str(problems[-1])
+    done = keyed.rekey(command="test")
+    assert done.done and done.was == "plain SHA-256" and done.events == 1
     with pytest.raises(ConfigError, match="changed since this store opened it"):
         plain.append("eval-x", [CapSet(cap_micros=2, command="eval")])
     keyed.append("eval-x", [CapSet(cap_micros=3, command="eval")])
     assert keyed.verify() == []
+    assert keyed.read_stream("store")[0].type == "LogRekeyed"
     plain.close()
     keyed.close()

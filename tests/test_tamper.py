@@ -28,8 +28,9 @@ from playlisteval.app import App
 from playlisteval.cli import EXIT_FIX, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
+from store.chain import Anchor, canonical_json, chain_hash, link_hash
 from store.events import RunFinished
-from store.eventstore import Anchor, canonical_json, chain_hash, open_event_store
+from store.eventstore import open_event_store
 from tests.workspaces import copy_workspace
 
 SEEDS = 4
@@ -128,11 +129,16 @@ class Db:
         return (self.path.parent / "log_key").read_bytes().strip()
 
     def rechain(self, key: bytes | None) -> None:
-        """What a careful forger does next: every stream's versions renumbered 1, 2, 3 … and
-        every hash and head recomputed (under ``key``: None for one who does not have it, who
-        can only use plain SHA-256 or a key of their own)."""
+        """What a careful forger does next: the log renumbered 1, 2, 3 … (seq and each stream's
+        versions), every hash, link and stream head recomputed — under ``key``: None for one
+        who does not have the key, who can only use plain SHA-256 or a key of their own. One
+        who holds the real key can write its folder too, and moves the head kept beside it."""
         with sqlite3.connect(self.path) as conn:
-            conn.execute("UPDATE events SET version = -version")
+            conn.execute("UPDATE events SET version = -version, seq = -seq")
+            for new, (seq,) in enumerate(
+                conn.execute("SELECT seq FROM events ORDER BY -seq").fetchall(), start=1
+            ):
+                conn.execute("UPDATE events SET seq = ? WHERE seq = ?", (new, seq))
             streams = [r[0] for r in conn.execute("SELECT DISTINCT stream FROM events")]
             for stream in streams:
                 seqs = conn.execute(
@@ -143,7 +149,7 @@ class Db:
         rows = self.query(
             "SELECT seq, stream, version, type, schema, data FROM events ORDER BY stream, version"
         )
-        previous, current, heads = "", None, {}
+        previous, current, heads, hashes = "", None, {}, {}
         with sqlite3.connect(self.path) as conn:
             for seq, stream, version, type_, schema, data in rows:
                 if stream != current:
@@ -151,10 +157,22 @@ class Db:
                 previous = chain_hash(
                     previous, stream, version, type_, schema, canonical_json(json.loads(data)), key
                 )
-                conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (previous, seq))
+                hashes[seq] = previous
                 heads[stream] = (stream, version, previous, seq)
+            link = ""
+            for seq in sorted(hashes):
+                link = link_hash(link, seq, hashes[seq], key)
+                conn.execute(
+                    "UPDATE events SET hash = ?, link = ? WHERE seq = ?", (hashes[seq], link, seq)
+                )
             conn.execute("DELETE FROM stream_heads")
             conn.executemany("INSERT INTO stream_heads VALUES (?, ?, ?, ?)", list(heads.values()))
+        if key is not None and key == self.key():
+            head_file = self.path.parent / "log_key.head"
+            kept = json.loads(head_file.read_text())
+            for entry in kept["logs"].values():
+                entry.update(seq=max(hashes, default=0), link=link)
+            head_file.write_text(json.dumps(kept))
 
 
 def _gold(data: dict[str, Any]) -> None:
@@ -230,10 +248,10 @@ def _seq_at(db: Db, stream: str, version: int) -> int:
 
 
 def deleted_middle(db: Db) -> int | None:
-    """The event after it is where the stream stops checking out."""
-    seq, stream, version, _data = db.first("GatePassed")
+    """The log's global chain names the missing seq itself."""
+    seq, _stream, _version, _data = db.first("GatePassed")
     db.run("DELETE FROM events WHERE seq = ?", seq)
-    return _seq_at(db, stream, version + 1)
+    return seq
 
 
 def _deleted_last(db: Db, type_: str) -> int | None:
@@ -409,27 +427,37 @@ def test_a_rechained_forgery_with_the_key_passes_verify_but_not_strict_replay(
     assert "does not replay" in replayed.output
 
 
-def test_a_log_from_before_the_chain_is_migrated_and_still_replays(
+def test_a_log_from_before_the_chain_is_refused_until_rekeyed_unverified_then_replays(
     copy: tuple[Path, str],
 ) -> None:
+    """Opening a log never re-chains it (dropping the chain would otherwise bless any edit):
+    verify fails, rekey refuses what it cannot check, ``rekey --unverified`` chains it as it
+    stands and records so, and from then on it verifies and replays."""
     home, run_id = copy
     db = home / "playlisteval.db"
     with sqlite3.connect(db) as conn:  # the shape of the events table before hash chains
         conn.executescript(
             """
             DROP TABLE stream_heads; DROP TABLE store_meta;
-            ALTER TABLE events DROP COLUMN hash;
+            ALTER TABLE events DROP COLUMN hash; ALTER TABLE events DROP COLUMN link;
             """
         )
-        assert "hash" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}
-    store = open_event_store(db)  # migrates: hashes and heads written
-    assert store.verify() == []
-    store.close()
+    verified = _cli(home, "store", "verify")
+    assert verified.exit_code == EXIT_TAMPERED, verified.output
+    assert "store rekey" in " ".join(verified.output.split())
+    refused = _cli(home, "store", "rekey")
+    assert refused.exit_code == EXIT_TAMPERED, refused.output
+    assert "nothing re-chained" in refused.output
+    assert "no event has a hash" in refused.output
+    rekeyed = _cli(home, "store", "rekey", "--unverified")
+    assert rekeyed.exit_code == 0, rekeyed.output
+    assert "re-chained" in rekeyed.output
+    assert "unverified" in rekeyed.output
+    assert _cli(home, "store", "verify").exit_code == 0
     replayed = _cli(home, "replay", run_id)
     assert replayed.exit_code == 0, replayed.output
-    with sqlite3.connect(db) as conn:
-        (missing,) = conn.execute("SELECT count(*) FROM events WHERE hash IS NULL").fetchone()
-    assert missing == 0
+    ((recorded,),) = Db(home, run_id).query("SELECT data FROM events WHERE type = 'LogRekeyed'")
+    assert json.loads(recorded)["checked"] is False
 
 
 @pytest.mark.parametrize(
@@ -602,7 +630,7 @@ def test_an_anchor_target_that_cannot_be_written_is_one_line(
 def test_a_hostile_anchor_file_is_one_line_not_a_traceback(
     copy: tuple[Path, str], tmp_path: Path, what: str, text: str, says: str
 ) -> None:
-    from store.eventstore import ANCHOR_FORMAT
+    from store.chain import ANCHOR_FORMAT
 
     home, _run_id = copy
     anchor = tmp_path / "anchor.json"
@@ -611,3 +639,126 @@ def test_a_hostile_anchor_file_is_one_line_not_a_traceback(
     assert result.exit_code == EXIT_FIX, (what, result.output[-500:])
     assert "Traceback" not in result.output
     assert says in " ".join(result.output.split()), what
+
+
+# -- the trust kept outside the database (issue 41) ------------------------------------------------
+
+
+def _verify_names(home: Path, seq: int | None, *words: str) -> str:
+    verified = _cli(home, "store", "verify")
+    assert verified.exit_code == EXIT_TAMPERED, verified.output
+    said = " ".join(verified.output.split())
+    assert "Traceback" not in said
+    if seq is not None:
+        assert f"the first at seq {seq}" in said, said
+    for word in words:
+        assert word in said, (word, said)
+    return said
+
+
+def test_a_keyless_rewrite_that_deletes_the_chain_record_is_caught_not_rechained(
+    copy: tuple[Path, str],
+) -> None:
+    """The walk's worst case: the cap edited to 99 USD and ``store_meta`` deleted. Opening the
+    workspace used to re-chain the whole log under the real key; now the key decides how rows
+    are checked, whatever the database says: exit 4 at the edited event, the chain record named,
+    nothing written, and ``runs`` flags its figures."""
+    home, run_id = copy
+    db = Db(home, run_id)
+    seq = db.edit("RunStarted", lambda d: d.update(budget_micros=99_000_000))
+    db.run("DELETE FROM store_meta")
+    _verify_names(home, seq, "no chain record", "store rekey")
+    again = _cli(home, "store", "verify")  # opening did not bless it
+    assert again.exit_code == EXIT_TAMPERED, again.output
+    listed = _cli(home, "runs")
+    assert "the log fails verification" in listed.output.splitlines()[0], listed.output
+    resumed = _cli(home, "curate", "--run", run_id)
+    assert resumed.exit_code != 0, resumed.output
+    assert "nothing written" in " ".join(resumed.output.split()), resumed.output
+    assert _cli(home, "replay", run_id).exit_code == EXIT_TAMPERED
+    assert not db.query("SELECT * FROM store_meta")
+
+
+def test_a_plain_sha256_rechain_with_its_chain_record_gone_is_caught(
+    copy: tuple[Path, str],
+) -> None:
+    home, run_id = copy
+    db = Db(home, run_id)
+    edited_cap(db)
+    db.rechain(None)
+    db.run("DELETE FROM store_meta")
+    _verify_names(home, 1, "does not match")
+    rekeyed = _cli(home, "store", "rekey")  # a plain chain that checks out: still the key's
+    assert rekeyed.exit_code == EXIT_TAMPERED, rekeyed.output
+
+
+def test_only_the_chain_record_deleted_still_fails_verify(copy: tuple[Path, str]) -> None:
+    home, run_id = copy
+    Db(home, run_id).run("DELETE FROM store_meta")
+    said = _verify_names(home, None, "in the log's chain record", "no chain record")
+    assert "store rekey" in said
+
+
+def test_the_tail_of_the_annotations_stream_cut_with_its_head_moved_back_is_caught(
+    copy: tuple[Path, str],
+) -> None:
+    """Five human answers, the last one deleted and its stream head moved back a version: the
+    stream's own chain still checks out, but the log's head beside the key names the missing
+    seq."""
+    from store.annotation_events import AnnotatorInvited
+
+    home, run_id = copy
+    stream = "annotations-0123456789ab"
+    with App(load_settings(home)) as app:
+        app.events.append(stream, [AnnotatorInvited(name=f"annotator{n}") for n in range(5)])
+    db = Db(home, run_id)
+    ((seq, version),) = db.query(
+        "SELECT seq, version FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1", stream
+    )
+    ((previous_hash, previous_seq),) = db.query(
+        "SELECT hash, seq FROM events WHERE stream = ? AND version = ?", stream, version - 1
+    )
+    db.run("DELETE FROM events WHERE seq = ?", seq)
+    db.run(
+        "UPDATE stream_heads SET version = ?, hash = ?, seq = ? WHERE stream = ?",
+        version - 1,
+        previous_hash,
+        previous_seq,
+        stream,
+    )
+    said = _verify_names(home, seq, "cut off its end")
+    assert "1 event(s) cut off" in said
+
+
+def test_an_event_deleted_from_the_middle_and_the_log_renumbered_is_caught(
+    copy: tuple[Path, str],
+) -> None:
+    """The stream chains do not cover seq; the global chain does."""
+    home, run_id = copy
+    db = Db(home, run_id)
+    seq, stream, version, _data = db.first("GatePassed")
+    db.run("DELETE FROM events WHERE seq = ?", seq)
+    db.shift_versions(stream, version, -1)
+    with sqlite3.connect(db.path) as conn:  # the stream's own chain recomputed (no key: plain)
+        conn.execute("UPDATE events SET seq = -(seq - 1) WHERE seq > ?", (seq,))
+        conn.execute("UPDATE events SET seq = -seq WHERE seq < 0")
+    _verify_names(home, None, "global chain")
+
+
+def test_the_head_file_removed_fails_verify_and_refuses_writes(copy: tuple[Path, str]) -> None:
+    home, run_id = copy
+    (home / "log_key.head").unlink()
+    said = _verify_names(home, None, "no head is kept beside the key")
+    assert "store rekey" in said
+    rekeyed = _cli(home, "store", "rekey")
+    assert rekeyed.exit_code == 0, rekeyed.output
+    assert "checked under this key" in " ".join(rekeyed.output.split())
+    assert _cli(home, "store", "verify").exit_code == 0
+
+
+def test_verify_says_how_many_events_it_checked(copy: tuple[Path, str]) -> None:
+    home, run_id = copy
+    (count,) = Db(home, run_id).query("SELECT count(*) FROM events")[0]
+    verified = _cli(home, "store", "verify")
+    assert verified.exit_code == 0, verified.output
+    assert f"{count} events checked" in verified.output

@@ -1,4 +1,5 @@
-"""``playlisteval store``: the event log's own commands (``rebuild``, ``verify``, ``anchor``)."""
+"""``playlisteval store``: the event log's own commands (``rebuild``, ``verify``, ``rekey``,
+``anchor``)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def store_verify(
         ),
     ] = None,
 ) -> None:
-    """Check every stream of the log against its keyed hash chain and head (exit 4 at the first
-    event that is not what was written: edited, inserted, deleted or reordered), against
+    """Check every event of the log against its keyed chains (each stream's, and the global one
+    over seq) and the head kept beside the key (exit 4 naming the first seq that is not what
+    was written: edited, inserted, deleted, reordered or cut off the end), against
     published anchors, and (for a fleet's database) the shared budget accounts against the
     ledger of the log's calls: they must say the same spend (exit 4 naming each difference).
     Run it while the fleet is stopped or idle: a call that moves between the two reads shows."""
@@ -56,14 +58,19 @@ def store_verify(
     with open_app(home) as app_:
         anchors = [named for path in anchor or [] for named in integrity.read_anchors(path)]
         streams = len(app_.events.streams())
-        events = app_.events.last_seq()
-        found = runs.verify_store(app_)
+        checked = runs.verify_store(app_)
+        found = checked.problems
         problems = [str(p) for p in found]
-        first = f"the first at seq {found[0].seq}" if found else ""
+        first = f"the first {found[0].at}" if found else ""
+        head = app_.events.head_path
         moved = integrity.check_anchors(app_.events, anchors)
         accounts = check_accounts(app_.events)
     if not problems and not moved and accounts.equal:
-        console.print(f"[green]ok[/]: {events} events in {streams} streams, every chain intact")
+        console.print(
+            f"[green]ok[/]: {checked.events} events checked in {streams} streams (through seq "
+            f"{checked.last_seq}), every chain intact"
+            + (f"; the log's head kept in {escape(str(head))} matches" if head else "")
+        )
         for named in anchors:
             label = escape(_cut(named.label))
             console.print(f"[green]ok[/]: {label} matches its anchor {_cut(str(named.anchor))}")
@@ -81,12 +88,19 @@ def store_verify(
         err_console.print(f"[bold red]the log was changed[/]: {len(problems)} problem(s); {first}")
     for line in moved:
         err_console.print(f"[bold red]the log differs from an anchor[/]: {escape(line)}")
-    for problem in problems[:10]:
-        err_console.print(f"  {escape(problem)}")
+    record = [str(p) for p in found if not p.seq]  # the log's chain record, named apart
+    for problem in record + [str(p) for p in found if p.seq][: 10 - len(record)]:
+        err_console.print(f"  {escape(_cut(problem, 400))}")
     if problems or moved:
         err_console.print(
             "  restore the database from a backup, or replay the runs (`playlisteval replay RUN`) "
             "to see what differs"
+            + (
+                "; if the log is yours as it stands (an earlier PlaylistEval's, or one written "
+                "without the key), `playlisteval store rekey` checks it and brings it under the key"
+                if record
+                else ""
+            )
         )
     else:
         err_console.print(
@@ -95,6 +109,69 @@ def store_verify(
             "then look for a worker killed between a hold and its log entry"
         )
     raise typer.Exit(EXIT_TAMPERED)
+
+
+@store_app.command("rekey")
+def store_rekey(
+    old_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--old-key",
+            help="The key file the log was chained under before (a key replaced since).",
+        ),
+    ] = None,
+    unverified: Annotated[
+        bool,
+        typer.Option(
+            "--unverified",
+            help="Chain the log as it stands even where it cannot be checked (a log written "
+            "before hash chains existed). Recorded as unverified.",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Bring the log under the workspace's key: check it as it is chained now (under the key,
+    the --old-key, or plain SHA-256), then re-chain it under the key with its global chain and
+    head, recorded as a LogRekeyed event. Nothing else ever re-chains a log: run it after
+    moving a workspace to a new key, for a log an earlier PlaylistEval wrote, or for a scratch
+    log written without a key. A log that does not check out is left as it is (exit 4)."""
+    from store.chain import read_log_key
+
+    with open_app(home) as app_:
+        old = None
+        if old_key is not None:
+            old = read_log_key(old_key)
+            if old is None:
+                raise ConfigError(f"--old-key {str(old_key)!r}: no such file")
+        if not app_.events.check().problems:
+            console.print(
+                "[green]ok[/]: the log is already chained under the workspace's key and checks "
+                "out; nothing to do"
+            )
+            return
+        command = "store rekey" + (" --old-key FILE" if old_key else "")
+        done = app_.events.rekey(
+            old_key=old,
+            unverified=unverified,
+            command=command + (" --unverified" if unverified else ""),
+        )
+    if not done.done:
+        err_console.print(
+            f"[bold red]nothing re-chained[/]: the log does not check out under any chain it "
+            f"could be under ({escape(done.was)}): {len(done.problems)} problem(s), the first "
+            f"{done.problems[0].at}"
+        )
+        for problem in done.problems[:10]:
+            err_console.print(f"  {escape(_cut(str(problem)))}")
+        err_console.print(
+            "  restore the database from a backup; give --old-key if the log was chained under "
+            "another key; --unverified chains a log written before hash chains as it stands"
+        )
+        raise typer.Exit(EXIT_TAMPERED)
+    console.print(
+        f"[green]re-chained[/]: {done.events} events, checked under {escape(done.was)}, now "
+        f"under key {done.key_id}; recorded as seq {done.seq} (LogRekeyed)"
+    )
 
 
 @store_app.command("anchor")
@@ -127,8 +204,8 @@ def store_anchor(
         found = app_.events.verify()
         if found:
             err_console.print(
-                f"[bold red]the log was changed[/]: {len(found)} problem(s), the first at seq "
-                f"{found[0].seq}: {escape(_cut(str(found[0])))}; no anchor is taken of a log "
+                f"[bold red]the log was changed[/]: {len(found)} problem(s), the first "
+                f"{found[0].at}: {escape(_cut(str(found[0])))}; no anchor is taken of a log "
                 "that fails `playlisteval store verify`"
             )
             raise typer.Exit(EXIT_TAMPERED)

@@ -14,7 +14,7 @@ from store.errors import ConfigError
 from store.events import (
     seed_stream,
 )
-from store.eventstore import ChainProblem
+from store.eventstore import Verification
 from store.ledger import stream_spend
 from store.runlog import run_started
 
@@ -89,6 +89,6 @@ def replay_strict(
     )
 
 
-def verify_store(app: App) -> list[ChainProblem]:
-    """Every stream of the workspace's log checked against its hash chain and head."""
-    return app.events.verify()
+def verify_store(app: App) -> Verification:
+    """Every event of the workspace's log checked against its hash chains and heads."""
+    return app.events.check()
