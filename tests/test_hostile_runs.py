@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from agents.ownership import WriterLease, eval_lease, pairs_lease, run_lease
 from playlisteval import runs
 from playlisteval.app import App
-from playlisteval.cli import EXIT_BUSY, EXIT_DISK
+from playlisteval.cli import EXIT_BUSY, EXIT_DISK, EXIT_TAMPERED
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from playlisteval.workspace import Workspace
@@ -182,6 +182,29 @@ def _notes_in(relative: str) -> Spoil:
     return spoil
 
 
+def _sql(statement: str) -> Spoil:
+    def spoil(home: Path) -> None:
+        import sqlite3
+
+        with sqlite3.connect(Workspace(home).database) as conn:
+            conn.execute(statement)
+
+    return spoil
+
+
+def _rewritten_cap_and_record_gone(home: Path) -> None:
+    """The walk's keyless rewrite: the cap made 99 USD, the chain record deleted."""
+    _sql(
+        "UPDATE events SET data = json_set(data, '$.budget_micros', 99000000) "
+        "WHERE type = 'RunStarted'"
+    )(home)
+    _sql("DELETE FROM store_meta")(home)
+
+
+def _head_file_gone(home: Path) -> None:
+    (home / "log_key.head").unlink()
+
+
 def _garbage_wal(home: Path) -> None:
     (home / "playlisteval.db-wal").write_bytes(b"not a write-ahead log" * 500)
 
@@ -206,7 +229,36 @@ CARELESS = [
          "{home}/nowhere/anchor.json"), "does not exist"),
     Case("a rehearsal with no concurrency", ("demo", "--domains", "2", "--hours-per-domain", "1",
          "--concurrency", "0"), "--concurrency must be at least 1"),
+    # The log's trust lives outside the database: what it says never re-chains the log.
+    Case("a resume after the chain record was deleted", ("curate", "--run", RUN),
+         "nothing written", spoil=_sql("DELETE FROM store_meta")),
 ]  # fmt: skip
+
+# A log that fails verification is a report (exit 4, its problems listed), not one error line.
+TAMPERED = [
+    Case("a keyless rewrite with the chain record deleted", ("store", "verify"),
+         "no chain record", spoil=_rewritten_cap_and_record_gone, code=EXIT_TAMPERED),
+    Case("the chain record said to be plain", ("store", "verify"), "chained plain SHA-256",
+         spoil=_sql("UPDATE store_meta SET value = '3' WHERE key = 'chain'"), code=EXIT_TAMPERED),
+    Case("the head beside the key removed", ("store", "verify"), "no head is kept beside the key",
+         spoil=_head_file_gone, code=EXIT_TAMPERED),
+    Case("an anchor of a log that fails verify", ("store", "anchor", "--run", RUN),
+         "no anchor is taken", spoil=_sql("DELETE FROM store_meta"), code=EXIT_TAMPERED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TAMPERED, ids=ids(TAMPERED))
+def test_a_log_rewritten_around_the_store_fails_with_exit_4_and_is_not_rechained(
+    curated: Path, case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = holdings(curated)
+    result = invoke(curated, case, monkeypatch)
+    assert result.exit_code == EXIT_TAMPERED, result.output
+    assert "Traceback" not in result.output
+    assert case.says in " ".join(result.output.split()), result.output
+    assert_nothing_lost(before, holdings(curated))
+    again = invoke(curated, Case("again", ("store", "verify"), ""), monkeypatch)
+    assert again.exit_code == EXIT_TAMPERED, "opening the log must not have blessed it"
 
 
 @pytest.mark.parametrize("case", CARELESS, ids=ids(CARELESS))
