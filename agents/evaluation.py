@@ -35,7 +35,7 @@ import os
 import threading
 import wave
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
@@ -1041,6 +1041,14 @@ def _receives(condition: Condition, view: _View) -> JudgeEvidence:
     )
 
 
+def _as_sent(shown: Shown, sent: Sequence[tuple[str, float]] | None) -> Shown:
+    """``shown`` saying the frames the request carries where they are fewer than planned (a
+    fit to the judge's window or request limits thinned them)."""
+    if sent is None or not shown.frames or len(sent) >= shown.frames:
+        return shown
+    return replace(shown, frames=len(sent), frame_times=tuple(sent))
+
+
 def receives_of(condition: Condition, clips: bool, text: bool) -> JudgeEvidence:
     """What a judge's prompt says it receives under ``condition``, given whether clips (or
     sound) were attached and whether any transcript text was."""
@@ -1076,17 +1084,21 @@ async def _judge_once(
     owner = f"{pair_id}/{judge}/{condition.condition_id}/{order}"
     # ModelRunner reads only the call's id and where its events go; the evidence stays unread.
     call = SeedCall(seed_id=owner, evidence=evidence, append=calls.append)
+    # Fitted here to record what the judge is shown: a condition's fixed frames thinned to
+    # what the judge's window and request limits hold are recorded as sent, not as planned.
+    fitted, attachments = calls.runner.fit(judge, JUDGE_ROLE, context, view.clips)
+    shown = _as_sent(view.shown, calls.runner.sent_frames(judge, attachments))
     verdict: Verdict
     try:
         out = await calls.runner.run(
             call,
             JUDGE_ROLE,
             judge,
-            context,
+            fitted,
             PairVerdict,
             phase=None,
             gate=GATE,
-            attachments=view.clips,
+            attachments=attachments,
             extra_settings=thinking_settings(condition.thinking_budget),
         )
         raw, verdict = out.model_dump_json(), out.choice
@@ -1107,7 +1119,7 @@ async def _judge_once(
         seed=view.seed,
         call_key=calls.keys.get(owner, ""),
         retrieved_spans=view.retrieved,
-        shown=view.shown,
+        shown=shown,
         gold_spans=tuple(
             SpanRecord(str(e["video_id"]), float(e["start_s"]), float(e["end_s"]))
             for e in record["evidence"]

@@ -376,6 +376,25 @@ class ModelRunner:
         it (:func:`video_rates` with the model's traffic, the recorder's own)."""
         return video_rates(attachments, self.recorder.traffic(model_id))
 
+    def sent_frames(
+        self, model_id: str, attachments: Sequence[BinaryContent]
+    ) -> list[tuple[str, float]] | None:
+        """The frames a request of ``attachments`` to ``model_id`` carries, as (video id,
+        seconds into the video): the plan its adapter sends (:func:`frame_times`, after any
+        fit). None for native video (the clip is sent as cut) or a model of unknown traffic."""
+        traffic = self.recorder.traffic(model_id)
+        if traffic is None or traffic.video_fps is None:
+            return None
+        clips = [info for part in attachments if (info := clip_info(part)) is not None]
+        plan = frame_times(
+            clips, traffic.video_fps, traffic.max_frames or 0, traffic.min_frames_per_clip
+        )
+        return [
+            (clip.video_id, round(clip.start_s + t, 3))
+            for clip, times in zip(clips, plan, strict=True)
+            for t in times
+        ]
+
     def fit(
         self,
         model_id: str,

@@ -44,6 +44,7 @@ from store.events import (
     encode_event,
     seed_stream,
 )
+from store.chain import read_log_key
 from store.eventstore import SqliteEventStore, StoredEvent
 from store.ledger import spend
 from store.projections import fold
@@ -185,15 +186,19 @@ def _append_all(store: SqliteEventStore, work: list[tuple[str, list[Event]]]) ->
 
 
 def bench_keyed(total: int, workdir: Path) -> dict[str, float]:
-    """The keyed chain against the plain one (appends), then verify and anchor at two sizes."""
+    """The keyed chain against the plain one (appends; the keyed store with its key file, so its
+    head beside the key is advanced on every commit, as in a workspace), then verify and anchor
+    at two sizes."""
     out: dict[str, float] = {}
-    key = b"0123456789abcdef" * 4
+    key_file = workdir / "log_key"
+    key = read_log_key(key_file, create=True)
+    assert key is not None
     for size in (total // 5, total):
         work = batches(size)
         plain = SqliteEventStore(workdir / f"plain-{size}.db")
         plain_s = _append_all(plain, work)
         plain.close()
-        keyed = SqliteEventStore(workdir / f"keyed-{size}.db", key=key)
+        keyed = SqliteEventStore(workdir / f"keyed-{size}.db", key=key, key_file=key_file)
         keyed_s = _append_all(keyed, work)
         start = time.perf_counter()
         problems = keyed.verify()

@@ -401,3 +401,75 @@ def test_chunk_transcripts_are_the_chunks_times_and_words_without_their_vectors(
             (c.start_s, c.end_s, c.transcript) for c in chunks
         ]
         assert len(chunks) == 4
+
+
+# Fixed frames from 8 to 600 a judgment (issue 42): against a 32,768-token vLLM-like server
+# the fit thins them to what the window holds, and against OpenAI's 500 images a condition past
+# the cap is refused before anything is spent; never a traceback, never a request past a limit,
+# and each record says what its request carried.
+WINDOW = 32_768
+
+
+@pytest.mark.parametrize("family", ["vllm-frames", "openai"])
+@pytest.mark.parametrize("n_frames", [8, 120, 600])
+def test_fixed_frames_are_fitted_or_refused_and_each_record_says_what_was_sent(
+    family: str, n_frames: int, playlist: Playlist, tmp_path: Path
+) -> None:
+    start, model_id = FAMILIES[family]
+    models = {model_id: {"context_window": WINDOW, "max_frames": 600}} if family != "openai" else {}
+    settings = load_settings(tmp_path / "home", providers={"models": models})
+    traffic = traffic_for(settings, live=False)
+    found = traffic(model_id)
+    assert found is not None
+    cap = found.max_fixed_frames
+    store = open_event_store(tmp_path / "events.db")
+    condition = parse_condition(f"uniform::frames+transcript:1h:{n_frames}:res=360")
+    with start() as harness:
+        adapter = harness.model(model_id, frame_height=360, context_cache=False)
+
+        async def main() -> EvaluationResult:
+            try:
+                return await evaluate(
+                    CallDeps(
+                        store=store,
+                        catalog=playlist.catalog,
+                        clips=playlist.clips,
+                        model_for=lambda _m: adapter,
+                        prices=PriceTable.load(),
+                        traffic=traffic,
+                    ),
+                    benchmark_dir=playlist.bench,
+                    judges=[model_id],
+                    conditions=[condition],
+                    out_dir=tmp_path / "eval",
+                    concurrency=2,
+                )
+            finally:
+                if hasattr(adapter, "aclose"):
+                    await adapter.aclose()
+
+        if cap is not None and n_frames > cap:
+            with pytest.raises(ConfigError, match=rf"shows {n_frames} frames, but judge"):
+                anyio.run(main)
+            assert harness.model_requests() == []
+            store.close()
+            return
+        result = anyio.run(main)
+        wire = [carried(harness, r) for r in harness.model_requests()]
+    store.close()
+    assert not result.failures, result.failures
+    assert len(result.records) == 2 == len(wire)
+    assert Counter(w.frames for w in wire) == Counter(
+        r.shown.frames for r in result.records if r.shown
+    )
+    for record in result.records:
+        shown = record.shown
+        assert shown is not None
+        assert shown.frames == len(shown.frame_times) <= n_frames
+        if cap is not None:
+            assert shown.frames <= cap
+    if family == "vllm-frames" and n_frames == 600:
+        # 600 frames do not fit 32,768 tokens: thinned to what does, and recorded so.
+        assert all(r.shown and r.shown.frames < 600 for r in result.records)
+    if n_frames == 8:
+        assert all(r.shown and r.shown.frames == 8 for r in result.records)

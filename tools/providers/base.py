@@ -189,7 +189,9 @@ def frame_times(
     ``max_frames`` — or the smaller cap a clip's ``request_max_frames`` names — (unless the
     clips' ``min_per_clip`` floors alone are more). A clip whose
     frames the caller fixed (:attr:`ClipInfo.shown_times`) keeps exactly those, whatever
-    ``fps`` and ``min_per_clip`` say, and is never thinned: the others share what it leaves.
+    ``fps`` and ``min_per_clip`` say, and the others share what it leaves — unless the fixed
+    frames leave no room for the others' floors (or are past ``max_frames`` themselves): then
+    every clip is thinned together, a fixed one to an even subset of its own instants.
 
     The one plan of what a frame-based request carries: the adapters send exactly these frames
     and the budget reserves for exactly these (``agents.recorded``).
@@ -207,6 +209,12 @@ def frame_times(
         wanted.append(max(floor, math.ceil(clip.duration_s * rate)))
     free = [i for i, clip in enumerate(clips) if not clip.fixed]
     cap = max_frames - sum(n for i, n in enumerate(wanted) if clips[i].fixed)
+    if max_frames > 0 and cap < len(free) * floor:
+        # The fixed frames alone leave no room: every clip is thinned, the fixed ones to an
+        # even subset of their own instants (what the request then shows, and the caller's
+        # record of what was shown, are these).
+        free = list(range(len(clips)))
+        cap = max_frames
     total = sum(wanted[i] for i in free)
     if max_frames > 0 and total > cap:
         for i in free:
@@ -221,11 +229,21 @@ def frame_times(
     out: list[list[float]] = []
     for clip, n in zip(clips, wanted, strict=True):
         if clip.shown_times is not None:
-            out.append([round(t - clip.start_s, 3) for t in clip.shown_times])
+            kept = _even_subset(clip.shown_times, n)
+            out.append([round(t - clip.start_s, 3) for t in kept])
             continue
         step = clip.duration_s / n if n else 0.0
         out.append([round(i * step, 3) for i in range(n)])
     return out
+
+
+def _even_subset(times: Sequence[float], n: int) -> Sequence[float]:
+    """``n`` of ``times`` spread evenly over them, first included (all of them when ``n`` is
+    not fewer)."""
+    if n >= len(times):
+        return times
+    step = len(times) / max(n, 1)
+    return [times[min(int(i * step), len(times) - 1)] for i in range(max(n, 1))]
 
 
 class _Timed(Protocol):
