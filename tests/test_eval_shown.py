@@ -473,3 +473,107 @@ def test_fixed_frames_are_fitted_or_refused_and_each_record_says_what_was_sent(
         assert all(r.shown and r.shown.frames < 600 for r in result.records)
     if n_frames == 8:
         assert all(r.shown and r.shown.frames == 8 for r in result.records)
+
+
+def test_a_live_eval_against_a_server_slower_than_the_timeout_counts_every_attempt_sent(
+    playlist: Playlist, tmp_path: Path
+) -> None:
+    """A vLLM-like server that answers every request after the client's timeout: each attempt
+    was written to it, so it may have processed (and billed) it. Every attempt counts against
+    the evaluation's cap at its reservation, retries reserve again, the evaluation stops at the
+    cap (it never sends more than the cap covers), and ``audit --evaluation`` names what may
+    have been billed."""
+    from typer.testing import CliRunner
+
+    from playlisteval.app import App
+    from playlisteval.cli import app as cli_app
+    from store.events import CallFailed, CallRetried
+    from store.ledger import spend
+
+    model_id = "internvl3.5-8b"
+    home = tmp_path / "home"
+    settings = load_settings(
+        home,
+        providers={
+            "openai_compatible": {"max_retries": 2, "backoff_s": 0.01, "max_backoff_s": 0.02},
+            "models": {model_id: {"context_window": WINDOW}},
+        },
+    )
+    traffic = traffic_for(settings, live=True)
+    prices = PriceTable.load()
+    app = App(settings)  # the workspace's own keyed log, as `eval` writes it
+    store = app.events
+    condition = parse_condition("uniform::frames+transcript:1h:8:res=360")
+    with openai_compatible_harness() as harness:
+        harness.server.fault_rate = 1.0
+        harness.server.fault_kinds = ("timeout",)
+        harness.server.timeout_sleep_s = 1.0
+        adapter = harness.model(model_id, frame_height=360, context_cache=False, timeout_s=0.3)
+        reserve = None
+
+        async def main() -> EvaluationResult:
+            return await evaluate(
+                CallDeps(
+                    store=store,
+                    catalog=playlist.catalog,
+                    clips=playlist.clips,
+                    model_for=lambda _m: adapter,
+                    prices=prices,
+                    traffic=traffic,
+                ),
+                benchmark_dir=playlist.bench,
+                judges=[model_id],
+                conditions=[condition],
+                out_dir=tmp_path / "eval",
+                concurrency=1,
+                budget_micros=reserve,
+            )
+
+        # First learn one attempt's reservation, from a run with no cap (2 calls × 3 attempts).
+        first = anyio.run(main)
+        sent_first = len(harness.model_requests())
+        reserved = [
+            e
+            for s in store.read_stream(eval_stream(first.evaluation_id))
+            if isinstance(e := s.event(), CallReserved)
+        ]
+        assert sent_first == len(reserved) == 6
+        one = reserved[0].reserved_micros
+        assert one > 0
+        # Then a fresh evaluation capped at four attempts' worth: it stops at the cap.
+        reserve = 4 * one + one // 2
+        capped = anyio.run(
+            lambda: evaluate(
+                CallDeps(
+                    store=store,
+                    catalog=playlist.catalog,
+                    clips=playlist.clips,
+                    model_for=lambda _m: adapter,
+                    prices=prices,
+                    traffic=traffic,
+                ),
+                benchmark_dir=playlist.bench,
+                judges=[model_id],
+                conditions=[condition],
+                out_dir=tmp_path / "eval-capped",
+                concurrency=1,
+                budget_micros=reserve,
+            )
+        )
+        sent_capped = len(harness.model_requests()) - sent_first
+    events = [s.event() for s in store.read_stream(eval_stream(capped.evaluation_id))]
+    app.close()
+    assert not first.records and not capped.records  # nothing was ever answered in time
+    ledger = spend(events)
+    assert sent_capped == 4  # the fifth attempt's reservation would pass the cap
+    assert ledger.uncertain_attempts == 4
+    assert ledger.uncertain_micros == 4 * one == ledger.spent_micros <= reserve
+    assert len([e for e in events if isinstance(e, CallRetried)]) >= 2
+    assert any(isinstance(e, CallFailed) and e.charged_micros == one for e in events)
+    audited = CliRunner().invoke(
+        cli_app, ["audit", "--evaluation", capped.evaluation_id, "--home", str(home)]
+    )
+    assert audited.exit_code == 0, audited.output
+    said = " ".join(audited.output.split())
+    assert "may have been billed" in said
+    assert "for 4 attempt(s) sent whose outcome is unknown" in said

@@ -226,14 +226,26 @@ def curate(
 def audit(
     run: Annotated[str | None, typer.Option(help="The run (default: the latest).")] = None,
     seed: Annotated[str | None, typer.Option(help="Show this seed's timeline.")] = None,
+    evaluation: Annotated[
+        str | None,
+        typer.Option(
+            "--evaluation",
+            help="Audit this evaluation's calls instead (its id, as evaluation.json names it): "
+            "spend against its cap, what may have been billed, spend by model.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
-    """A run's timelines, spend by phase/gate/role/model and its rejection reasons."""
+    """A run's timelines, spend by phase/gate/role/model and its rejection reasons (or an
+    evaluation's spend, with --evaluation)."""
     from playlisteval import integrity, runs
     from playlisteval.overview import real_local_models_of
     from store.runlog import run_started
 
+    if evaluation is not None:
+        _audit_evaluation(evaluation, as_json, home)
+        return
     with open_app(home) as app_:
         report = runs.audit(app_, run, seed)
         untrusted = integrity.log_warning(app_, [report.run_id])
@@ -259,6 +271,46 @@ def audit(
             if offline:
                 console.print(banner)
             print_audit(report)
+
+
+def _audit_evaluation(evaluation_id: str, as_json: bool, home: HomeOption) -> None:
+    from agents.evaluation import eval_stream
+    from playlisteval import integrity
+    from playlisteval.cli.curation_report import print_spend
+    from store.errors import ConfigError
+    from store.ledger import current_cap, stream_spend
+
+    with open_app(home) as app_:
+        stream = eval_stream(evaluation_id)
+        if not app_.events.stream_version(stream):
+            raise ConfigError(
+                f"no evaluation {evaluation_id!r} in this workspace's log (its id is "
+                "evaluation.json's `evaluation_id`)"
+            )
+        ledger = stream_spend(app_.events, stream)
+        cap = current_cap(stored.event() for stored in app_.events.read_stream(stream))
+        untrusted = integrity.log_warning(app_)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "evaluation_id": evaluation_id,
+                    "spent_micros": ledger.spent_micros,
+                    "cap_micros": cap,
+                    "uncertain": {
+                        "attempts": ledger.uncertain_attempts,
+                        "micros": ledger.uncertain_micros,
+                    },
+                    "by_model": dict(ledger.by.get("model", {})),
+                    "log_warning": untrusted,
+                },
+                indent=2,
+            )
+        )
+        return
+    if untrusted:
+        err_console.print(f"[bold red]warning:[/] {escape(untrusted)}")
+    print_spend(f"evaluation [bold]{escape(evaluation_id)}[/]", ledger, cap)
 
 
 @commands.command()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agents.audit import Audit
     from agents.curation import RunReport
     from playlisteval.app import App
+    from store.ledger import Ledger
 
 
 def print_report(report: RunReport, stops: BudgetStops | None = None) -> None:
@@ -132,6 +133,29 @@ def budget_stops(app_: App, report: RunReport) -> BudgetStops:
     )
 
 
+def uncertain_line(micros: int, attempts: int) -> str:
+    """The "may have been billed" line: attempts sent whose outcome is unknown, counted at
+    their reservations (the most they can have cost)."""
+    return (
+        f"may have been billed: {usd(micros)} USD for {attempts} attempt(s) sent whose outcome "
+        "is unknown (a timeout, a dropped connection, a 5xx), counted at their reservations"
+    )
+
+
+def print_spend(label: str, ledger: Ledger, cap_micros: int | None) -> None:
+    """What a stream of calls (an evaluation's, a pair selection's) spent: its total against
+    its cap, its "may have been billed" line, and its spend by model."""
+    cap = f" of {usd(cap_micros)}" if cap_micros else ""
+    console.print(
+        f"{label}: spent {usd(ledger.spent_micros)} USD{cap} in {ledger.paid_calls} paid "
+        f"call(s), {ledger.failed_calls} failed"
+    )
+    if ledger.uncertain_attempts:
+        console.print(uncertain_line(ledger.uncertain_micros, ledger.uncertain_attempts))
+    for model, micros in sorted(ledger.by.get("model", {}).items()):
+        console.print(f"  {escape(model)}: {usd(micros)} USD")
+
+
 def print_audit(report: Audit) -> None:
     """A run's audit: its spend by phase, gate, role and model, and why it rejected (each kind
     of reason shown by its first example, values as logged, and how many were like it)."""
@@ -142,11 +166,7 @@ def print_audit(report: Audit) -> None:
     )
     if report.uncertain_attempts:
         # Sent, never answered with a cost: counted at their reservations, the most they cost.
-        console.print(
-            f"may have been billed: {usd(report.uncertain_micros)} USD for "
-            f"{report.uncertain_attempts} attempt(s) sent whose outcome is unknown (a timeout, "
-            "a dropped connection, a 5xx), counted at their reservations"
-        )
+        console.print(uncertain_line(report.uncertain_micros, report.uncertain_attempts))
     for title, data in (
         ("spend by phase", report.by_phase),
         ("spend by gate", report.by_gate),
