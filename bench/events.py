@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from store.chain import read_log_key
 from store.events import (
     AttemptStarted,
     CallRecorded,
@@ -44,7 +45,6 @@ from store.events import (
     encode_event,
     seed_stream,
 )
-from store.chain import read_log_key
 from store.eventstore import SqliteEventStore, StoredEvent
 from store.ledger import spend
 from store.projections import fold

@@ -79,9 +79,11 @@ def test_a_plain_log_is_not_rechained_by_opening_it_with_a_key_but_by_rekey(
     with pytest.raises(ConfigError, match="store rekey"):
         keyed.append("eval-x", [CapSet(cap_micros=2, command="eval")])
     problems = keyed.verify()
-    assert problems and "plain SHA-256" in str(problems[-1])
+    assert problems
+    assert "plain SHA-256" in str(problems[-1])
     done = keyed.rekey(command="test")
-    assert done.done and done.was == "plain SHA-256" and done.events == 1
+    assert done.done
+    assert (done.was, done.events) == ("plain SHA-256", 1)
     with pytest.raises(ConfigError, match="changed since this store opened it"):
         plain.append("eval-x", [CapSet(cap_micros=2, command="eval")])
     keyed.append("eval-x", [CapSet(cap_micros=3, command="eval")])

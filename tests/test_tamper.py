@@ -30,7 +30,6 @@ from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
 from store.chain import Anchor, canonical_json, chain_hash, link_hash
 from store.events import RunFinished
-from store.eventstore import open_event_store
 from tests.workspaces import copy_workspace
 
 SEEDS = 4
@@ -746,7 +745,7 @@ def test_an_event_deleted_from_the_middle_and_the_log_renumbered_is_caught(
 
 
 def test_the_head_file_removed_fails_verify_and_refuses_writes(copy: tuple[Path, str]) -> None:
-    home, run_id = copy
+    home, _run_id = copy
     (home / "log_key.head").unlink()
     said = _verify_names(home, None, "no head is kept beside the key")
     assert "store rekey" in said
