@@ -32,6 +32,7 @@ from typer.core import TyperCommand
 from playlisteval.cli import (
     annotation,
     benchmark,
+    budget,
     collection,
     curation,
     demo,
@@ -45,6 +46,7 @@ from playlisteval.cli.commands import CommandGroup, LazyCommand
 from playlisteval.cli.curation_report import BudgetStops
 from playlisteval.cli.output import console, err_console
 from playlisteval.cli.shell import (
+    EXIT_BILL_DIFFERS,
     EXIT_BUSY,
     EXIT_DEFINITION,
     EXIT_DISK,
@@ -59,6 +61,7 @@ from playlisteval.cli.shell import (
 )
 
 __all__ = [
+    "EXIT_BILL_DIFFERS",
     "EXIT_BUSY",
     "EXIT_DEFINITION",
     "EXIT_DISK",
@@ -123,6 +126,7 @@ for _module in COMMAND_MODULES:
     app.add_typer(_module.commands)  # no name: the commands join the top level
 app.add_typer(annotation.annotations_app, name="annotations")
 app.add_typer(eventlog.store_app, name="store")
+app.add_typer(budget.budget_app, name="budget")
 
 
 @app.callback()

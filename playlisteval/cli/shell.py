@@ -50,6 +50,7 @@ EXIT_UNREADABLE = 5  # a database file is corrupt or not a database: `doctor` sa
 EXIT_NOTHING_JUDGED = 6  # an evaluation judged no pair at all: the line gives the first reason
 EXIT_DISK = 7  # a write found no room (disk or quota full, file-size limit): what came before stays
 EXIT_DEFINITION = 8  # today's code or settings cannot honour a run's recorded definition
+EXIT_BILL_DIFFERS = 9  # `budget reconcile`: the provider's bill and the ledger differ
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
