@@ -1,5 +1,6 @@
 """Human annotations' events: who was invited and joined, which pairs were drawn and how they
-are shared among the annotators, what each annotator chose (and took back).
+are shared among the annotators, what each annotator chose (and took back), and when an
+annotator read the labels (which ends their undo).
 
 They live in the workspace's event store, in the stream ``annotations-<hash[:12]>`` of the
 benchmark they label (the UI's fold over them is :mod:`playlisteval.ui.annotations`). They are
@@ -32,6 +33,7 @@ class _Stored(Protocol):
 Choice = Literal["A", "B", "cant_tell"]
 Shown = Literal["A", "B"]
 Label = Literal["intended", "other", "cant_tell"]
+Read = Literal["results", "csv", "jsonl"]
 
 
 class AnnotatorInvited(Event):
@@ -87,8 +89,10 @@ class OverlapDesigned(Event):
 
 class AnnotationRecorded(Event):
     """One annotator's answer on one pair: the letter picked, and under which letter the
-    intended (chosen) answer was shown to them. It stands until the annotator takes it back
-    (:class:`AnnotationRetracted`, the UI's undo)."""
+    intended (chosen) answer was shown to them (an order keyed with the UI's secret, so no one
+    can work it out from the names). It stands until the annotator takes it back
+    (:class:`AnnotationRetracted`, the UI's undo), which they may do only until they read the
+    labels (:class:`AnnotatorReadLabels`)."""
 
     type: Literal["AnnotationRecorded"] = "AnnotationRecorded"
     annotator: str
@@ -114,6 +118,18 @@ class AnnotationRetracted(Event):
     pair_id: str
 
 
+class AnnotatorReadLabels(Event):
+    """An annotator opened the results page or a labels download (``read``) while their latest
+    answer could still be taken back. What they read there — the others' answers on the pairs
+    they answered, agreement between annotators — could sway a second answer, so from here on
+    that answer and every earlier one of theirs stand: undo is refused. Recorded only when it
+    closes an undo (a read with nothing left to undo writes nothing)."""
+
+    type: Literal["AnnotatorReadLabels"] = "AnnotatorReadLabels"
+    annotator: str
+    read: Read
+
+
 AnnotationEvent = Annotated[
     AnnotatorInvited
     | AnnotatorJoined
@@ -121,7 +137,8 @@ AnnotationEvent = Annotated[
     | SampleDrawn
     | OverlapDesigned
     | AnnotationRecorded
-    | AnnotationRetracted,
+    | AnnotationRetracted
+    | AnnotatorReadLabels,
     Field(discriminator="type"),
 ]
 ANNOTATION_ADAPTER: TypeAdapter[AnnotationEvent] = TypeAdapter(AnnotationEvent)
@@ -144,5 +161,6 @@ ANNOTATION_TYPES = frozenset(
         OverlapDesigned,
         AnnotationRecorded,
         AnnotationRetracted,
+        AnnotatorReadLabels,
     )
 )

@@ -3,14 +3,17 @@
 benchmark's own folder, whatever an edited manifest says (``..``, absolute paths, symlinks to
 files or folders, device and proc files): 403 outside, 404 for what is not a file; a malformed
 request or form is a 4xx page that says what is wrong, never a 500; nothing is written to the
-log by a refused request. FastAPI's TestClient on the real app over a copy of the demo
-workspace; the rows share the shape of ``tests/hostile_table.py`` (``code`` is the HTTP status,
-``spoil`` edits the benchmark folder)."""
+log by a refused request. An annotator after the intended answer learns it from nothing she is
+served, and cannot take an answer back once she read the labels. FastAPI's TestClient on the
+real app over a copy of the demo workspace; the rows share the shape of ``tests/hostile_table.py``
+(``code`` is the HTTP status, ``spoil`` edits the benchmark folder)."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import html
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -25,15 +28,16 @@ from playlisteval.cli import EXIT_FIX
 from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
 from tests.hostile_table import Case, Spoil, rows, run_cli_case
+from tests.test_ui import hidden, join, undo_fields
 from tests.workspaces import copy_workspace
 
 SECRET = b"hostile-ui-secret-0123456789abcdef0123"
 
 
-def _record(index: int, video: str) -> dict[str, Any]:
+def _record(index: int, video: str, tag: str = "") -> dict[str, Any]:
     return {
         "id": f"pair-{index:02d}",
-        "prompt": f"Question {index}: what changed?",
+        "prompt": f"Question {index}{tag}: what changed?",
         "chosen": f"Chosen answer {index}",
         "rejected": f"Rejected answer {index}",
         "domain": "cooking",
@@ -42,10 +46,11 @@ def _record(index: int, video: str) -> dict[str, Any]:
     }
 
 
-def write_benchmark(out: Path, video: Path) -> Path:
-    """A small export folder (four pairs) whose one video is the demo's ``video``."""
+def write_benchmark(out: Path, video: Path, tag: str = "") -> Path:
+    """A small export folder (four pairs) whose one video is the demo's ``video``; ``tag`` in its
+    questions makes it another benchmark (another annotations stream) on the same workspace."""
     out.mkdir(parents=True)
-    text = "".join(json.dumps(_record(i, "v"), sort_keys=True) + "\n" for i in range(4))
+    text = "".join(json.dumps(_record(i, "v", tag), sort_keys=True) + "\n" for i in range(4))
     (out / "pairs.jsonl").write_text(text)
     (out / "manifest.json").write_text(json.dumps({"videos": [{"id": "v", "path": str(video)}]}))
     digest = hashlib.sha256(text.encode()).hexdigest()
@@ -199,6 +204,84 @@ def test_the_benchmark_s_own_video_is_still_served(
     response = client.get("/media/v")
     assert response.status_code == 200
     assert response.content == demo_video.read_bytes()
+
+
+# -- an annotator after the intended answer ----------------------------------------------------
+
+# ann and bob label every pair; bob answered ann's first pair, then ann answered it (keeping the
+# undo form, as a hostile annotator would). ``command``: the requests she then makes, in order
+# (``POST /undo`` sends the kept form); ``says`` and ``code``: what the last one gets. Whatever
+# she is served on the way says nothing of which answer was intended.
+PEEKS = [
+    Case("an annotator's JSON Lines download after answering", ("GET /annotations.jsonl",),
+         '"pair_id"', code=200),
+    Case("an annotator's CSV download after answering", ("GET /annotations.csv",),
+         "pair_id,annotator,choice,comment", code=200),
+    Case("an annotator's results page after answering", ("GET /results",),
+         "Which answer was the intended one is not shown here", code=200),
+    Case("an undo before reading anything", ("POST /undo",), "", code=303),
+    Case("an undo after reading the results", ("GET /results", "POST /undo"),
+         "undo is allowed only until you open the results", code=403),
+    Case("an undo after downloading the labels as JSON Lines",
+         ("GET /annotations.jsonl", "POST /undo"),
+         "undo is allowed only until you open the results", code=403),
+    Case("an undo after downloading the labels as CSV", ("GET /annotations.csv", "POST /undo"),
+         "undo is allowed only until you open the results", code=403),
+    Case("an undo after reading, the page reloaded", ("GET /results", "GET /annotate",
+         "POST /undo"), "undo is allowed only until you open the results", code=403),
+]  # fmt: skip
+PEEK_BUGS: dict[str, str] = {}
+
+INTENDED_KEYS = {"chosen_shown_as", "label"}
+INTENDED_VALUES = {"intended", "other"}
+
+
+def _says_nothing_of_the_intended_answer(response: Any) -> None:
+    """No field, value or column of ``response`` says which answer was intended."""
+    kind = response.headers.get("content-type", "")
+    if kind.startswith("application/x-ndjson"):
+        for row in map(json.loads, response.text.splitlines()):
+            assert not INTENDED_KEYS & set(row), row
+            assert not INTENDED_VALUES & {v for v in row.values() if isinstance(v, str)}, row
+    elif kind.startswith("text/csv"):
+        reader = csv.DictReader(io.StringIO(response.text))
+        assert not INTENDED_KEYS & set(reader.fieldnames or []), reader.fieldnames
+        for row in reader:
+            assert not INTENDED_VALUES & set(row.values()), row
+    else:
+        assert "agreement with intended" not in response.text
+        assert 'class="num agreement"' not in response.text
+
+
+@pytest.mark.parametrize("case", rows(PEEKS, PEEK_BUGS))
+def test_an_annotator_learns_no_intended_answer_and_undoes_nothing_after_reading(
+    opened: App, demo_video: Path, tmp_path: Path, case: Case
+) -> None:
+    bench = write_benchmark(tmp_path / "bench", demo_video, tag=f" ({case.name})")
+    both = {"invites": ["ann", "bob"], "overlap": 2, "overlap_share": 1.0}
+    web = create_app(opened, bench, sample_size=4, secret=SECRET, **both)
+    ann, bob = (TestClient(web, follow_redirects=False) for _ in range(2))
+    join(ann, "ann")
+    join(bob, "bob")
+    page = ann.get("/annotate").text
+    pair_id, token = hidden(page, "pair_id"), hidden(page, "token")
+    theirs = bob.get(f"/annotate?pair={pair_id}").text
+    bob.post(
+        "/annotate", data={"pair_id": pair_id, "token": hidden(theirs, "token"), "choice": "A"}
+    )
+    ann.post("/annotate", data={"pair_id": pair_id, "token": token, "choice": "B"})
+    kept = undo_fields(ann.get("/annotate").text)
+    for step in case.command:
+        method, path = step.split(" ", 1)
+        before = opened.events.last_seq()
+        response = ann.get(path) if method == "GET" else ann.post(path, data=kept)
+        assert response.status_code < 500
+        _says_nothing_of_the_intended_answer(response)
+    assert response.status_code == case.code, response.text[:2000]
+    if case.code >= 400:
+        assert opened.events.last_seq() == before  # a refused request writes nothing
+    assert case.says in html.unescape(response.text), response.text[:2000]
+    assert "Traceback" not in response.text
 
 
 # -- `playlisteval ui` on a careless benchmark folder -------------------------------------------

@@ -554,8 +554,8 @@ def test_inviting_one_more_annotator_only_moves_pairs_to_them() -> None:
 def test_labels_export_as_csv_and_jsonl_from_the_cli_and_the_results_page(
     client: TestClient, workspace: Path, bench: Path, records: dict[str, dict[str, Any]]
 ) -> None:
-    """The standing labels, one row each; a label taken back is not among them; the download
-    links give what the command writes; an unknown format is one line and exit 2."""
+    """The standing labels, one row each; a label taken back is not among them; the owner's
+    download links give what the command writes; an unknown format is one line and exit 2."""
     join(client, "ann")
     taken_back = label_next(client, records, "intended", comment='says "red", a, b')
     page = client.get("/annotate").text
@@ -565,6 +565,7 @@ def test_labels_export_as_csv_and_jsonl_from_the_cli_and_the_results_page(
     runner = CliRunner()
     out = workspace.parent / "labels"
     out.mkdir()
+    owner = as_owner(client.app)
     for fmt in ("csv", "jsonl"):
         result = runner.invoke(
             cli_app,
@@ -581,7 +582,7 @@ def test_labels_export_as_csv_and_jsonl_from_the_cli_and_the_results_page(
         assert result.exit_code == 0, result.output
         assert "3 label(s) written" in result.output
         written = (out / f"labels.{fmt}").read_text(encoding="utf-8")
-        assert client.get(f"/annotations.{fmt}").text == written
+        assert owner.get(f"/annotations.{fmt}").text == written
 
     rows = list(csv_module.DictReader((out / "labels.csv").open(encoding="utf-8")))
     lines = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]

@@ -2,7 +2,8 @@
 outside it is refused, by the page and by the log at append time); the results and label
 downloads are for annotators who joined — the others' answers on a pair only once the reader gave
 theirs — and for whoever runs the UI (the owner link); names in any alphabet; and `store verify`
-and `doctor` pass on a workspace holding invites, labels, undos and a withdrawal."""
+and `doctor` pass on a workspace holding invites, labels, undos, a read that ended an undo and a
+withdrawal."""
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def test_an_answer_outside_the_share_is_refused_by_the_log_even_with_a_signed_fo
     assert posted.status_code == 403
     assert "not in 'ann''s share" in message(posted)
     with pytest.raises(NotAssigned, match="share of the sample"):
-        log.record("ann", theirs, "B", "")
+        log.record("ann", theirs, "B", "", "A")
     assert opened.events.stream_version(stream_of(bench)) == before
 
 
@@ -168,7 +169,7 @@ def test_the_assignment_is_checked_on_the_stream_at_append_time(opened: App, ben
     assert moved in first.state().assigned("ann")  # what the first server last read
     second.invite([newcomer])
     with pytest.raises(NotAssigned):
-        first.record("ann", moved, "A", "")
+        first.record("ann", moved, "A", "", "A")
     assert ("ann", moved) not in second.state().labels
 
 
@@ -285,6 +286,9 @@ def test_an_annotator_reads_the_others_answers_on_a_pair_only_after_giving_their
         assert "ann-on-the-first" not in bob.get(read).text
 
     assert answer(bob, first, comment="bob-on-the-first").status_code == 303
+    bob.post("/undo", data=undo_fields(bob.get("/annotate").text))  # before he read anything
+    assert _rows(bob) == set()  # taken back: hidden again until he answers
+    assert answer(bob, first, comment="bob-on-the-first").status_code == 303
     page = bob.get("/results").text
     assert "ann-on-the-first" in page
     assert "bob-on-the-first" in page
@@ -293,9 +297,7 @@ def test_an_annotator_reads_the_others_answers_on_a_pair_only_after_giving_their
     assert _rows(bob) == {("ann", first), ("bob", first)}
     assert _rows(ann) == {("ann", first), ("ann", second), ("bob", first)}
 
-    bob.post("/undo", data=undo_fields(bob.get("/annotate").text))
-    assert _rows(bob) == set()  # taken back: hidden again until he answers
-    assert _rows(as_owner(web)) == {("ann", first), ("ann", second)}
+    assert _rows(as_owner(web)) == {("ann", first), ("ann", second), ("bob", first)}
 
 
 def test_the_owner_link_opens_every_label_and_is_the_same_after_a_restart(
@@ -413,6 +415,7 @@ def test_store_verify_and_doctor_pass_after_invites_labels_undos_and_a_withdrawa
             client.post("/undo", data=undo_fields(client.get("/annotate").text)).status_code == 303
         )
         label_next(client, records, "other")
+        assert client.get("/results").status_code == 200  # ends the undo of that answer
         types = {s.type for s in app.events.read_stream(stream_of(bench))}
     withdrawn = runner.invoke(
         cli_app, ["annotations", "withdraw", str(bench), "bob", "--home", str(workspace)]
@@ -420,6 +423,7 @@ def test_store_verify_and_doctor_pass_after_invites_labels_undos_and_a_withdrawa
     assert withdrawn.exit_code == 0, withdrawn.output
     assert {"AnnotatorInvited", "AnnotatorJoined", "AnnotationRecorded"} <= types
     assert "AnnotationRetracted" in types
+    assert "AnnotatorReadLabels" in types
 
     verified = runner.invoke(cli_app, ["store", "verify", "--home", str(workspace)])
     assert verified.exit_code == 0, verified.output

@@ -1,10 +1,19 @@
 """Human annotations as events: who was invited and joined, which pairs were drawn and how they
-are shared among the annotators, what each annotator chose (and took back).
+are shared among the annotators, what each annotator chose (and took back), and when they read
+the labels.
 
 The events (:mod:`store.annotation_events`) live in the workspace's event store, in the stream
 ``annotations-<hash[:12]>`` of the benchmark they label, and are read back with
 :func:`decode_annotation`. Everything the UI knows is a fold over that stream
 (:class:`AnnotationState`), so a restarted server has lost nothing.
+
+The undo rule: an annotator may take back only their latest standing answer, and only until they
+open the results page or a labels download after giving it (:class:`AnnotatorReadLabels` records
+that they did). Nothing before that shows them anything about the pair beyond the pair itself,
+and what comes after (the others' answers on it, agreement) could sway a second answer, so from
+then on their answers stand. No page or download an annotator may open says which answer was the
+intended one: that is for whoever runs the UI (the owner link, the ``annotations export``
+command).
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ from store.annotation_events import (
     AnnotationRetracted,
     AnnotatorInvited,
     AnnotatorJoined,
+    AnnotatorReadLabels,
     AnnotatorWithdrawn,
     Choice,
     OverlapDesigned,
+    Read,
     SampleDrawn,
     Shown,
     decode_annotation,
@@ -87,6 +98,13 @@ class NothingToUndo(AnnotationRefused):
     """The undo names no answer that is the annotator's latest standing one."""
 
     status = 409
+
+
+class UndoClosed(AnnotationRefused):
+    """The annotator read the results or the labels after giving their latest answer: it
+    stands (see the undo rule in this module's docstring)."""
+
+    status = 403
 
 
 class CommentTooLong(AnnotationRefused):
@@ -154,10 +172,18 @@ def _digest(annotator: str, pair_id: str) -> bytes:
     return hashlib.sha256(f"{annotator}\x1f{pair_id}".encode()).digest()
 
 
-def chosen_shown_as(annotator: str, pair_id: str) -> Shown:
-    """The letter under which ``annotator`` sees the intended answer of ``pair_id``: random
-    across pairs and annotators, but always the same for one (annotator, pair)."""
-    return "A" if _digest(annotator, pair_id)[0] % 2 == 0 else "B"
+def other_letter(letter: Shown) -> Shown:
+    """The letter the other answer of a pair is shown under."""
+    return "B" if letter == "A" else "A"
+
+
+def in_letters_of(label: AnnotationRecorded, chosen_as: Shown) -> Choice:
+    """``label``'s choice as the letter it names in an order that shows the intended answer as
+    ``chosen_as`` (another annotator's answer in the reader's own letters: it says whether they
+    picked the same answer as the reader, never which answer was intended)."""
+    if label.choice == "cant_tell":
+        return "cant_tell"
+    return chosen_as if label.label == "intended" else other_letter(chosen_as)
 
 
 def not_invited(state: AnnotationState, name: str) -> str:
@@ -224,6 +250,12 @@ class AnnotationState:
     stamps: dict[tuple[str, str], Stamp] = field(default_factory=dict)
     # The latest answer each (annotator, pair) took back, until it is answered again.
     retracted: dict[tuple[str, str], AnnotationRecorded] = field(default_factory=dict)
+    # The stream version each standing answer was recorded at, and each annotator's latest read
+    # of the labels (:class:`AnnotatorReadLabels`): an answer older than that read stands.
+    versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    read_at: dict[str, int] = field(default_factory=dict)
+    # How many answers each annotator took back (undo), whether answered again or not.
+    undos: dict[str, int] = field(default_factory=dict)
 
     def apply(self, version: int, event: AnnotationEvent, stamp: Stamp | None = None) -> None:
         """Fold one event in (in stream order)."""
@@ -246,17 +278,22 @@ class AnnotationState:
         elif isinstance(event, AnnotatorJoined):
             if event.name not in self.annotators:
                 self.annotators.append(event.name)
+        elif isinstance(event, AnnotatorReadLabels):
+            self.read_at[event.annotator] = version
         elif isinstance(event, AnnotationRetracted):
             key = (event.annotator, event.pair_id)
             taken = self.labels.pop(key, None)
             self.stamps.pop(key, None)
+            self.versions.pop(key, None)
             if taken is not None:
                 self.retracted[key] = taken
+                self.undos[event.annotator] = self.undos.get(event.annotator, 0) + 1
         else:
             key = (event.annotator, event.pair_id)
             if key not in self.labels:
                 self.labels[key] = event
                 self.stamps[key] = stamp or Stamp(seq=0, at=None)
+                self.versions[key] = version
                 self.retracted.pop(key, None)
 
     @property
@@ -317,6 +354,23 @@ class AnnotationState:
                 return label
         return None
 
+    def undoable(self, annotator: str) -> AnnotationRecorded | None:
+        """The answer an undo of ``annotator`` would take back: their latest standing one, if
+        they have not read the labels since they gave it; None otherwise (the undo rule)."""
+        latest = self.latest(annotator)
+        if latest is None:
+            return None
+        given = self.versions.get((annotator, latest.pair_id), 0)
+        return latest if self.read_at.get(annotator, -1) < given else None
+
+    def chosen_as(self, annotator: str, pair_id: str, drawn: Shown) -> Shown:
+        """The letter ``annotator`` is shown the intended answer of ``pair_id`` under: the one
+        they were shown it under when they answered it before and took the answer back, else
+        ``drawn`` (the UI's keyed draw, :meth:`playlisteval.ui.signing.Signer.chosen_shown_as`).
+        One (annotator, pair) never sees the two answers swap."""
+        taken = self.retracted.get((annotator, pair_id))
+        return taken.chosen_shown_as if taken is not None else drawn
+
     def recorded(self) -> list[AnnotationRecorded]:
         """Every standing answer, in the order recorded."""
         return list(self.labels.values())
@@ -339,6 +393,9 @@ def readable_by(state: AnnotationState, annotator: str | None) -> AnnotationStat
         labels={key: label for key, label in state.labels.items() if key[1] in mine},
         stamps={key: stamp for key, stamp in state.stamps.items() if key[1] in mine},
         retracted={key: label for key, label in state.retracted.items() if key[0] == annotator},
+        versions={key: v for key, v in state.versions.items() if key[1] in mine},
+        read_at={name: v for name, v in state.read_at.items() if name == annotator},
+        undos={name: n for name, n in state.undos.items() if name == annotator},
     )
 
 
@@ -353,6 +410,7 @@ def fold(stored: Iterable[StoredEvent], state: AnnotationState | None = None) ->
 # -- the labels, exported ----------------------------------------------------------------------
 
 EXPORT_FORMATS = ("csv", "jsonl")
+#: The owner's columns: the whole record.
 EXPORT_COLUMNS = (
     "benchmark_sha256",
     "pair_id",
@@ -367,33 +425,53 @@ EXPORT_COLUMNS = (
     "seq",
     "recorded_at",
 )
+#: What says which answer was the intended one: the owner's alone.
+INTENDED_COLUMNS = ("chosen_shown_as", "label")
+#: An annotator's columns: the record less :data:`INTENDED_COLUMNS`.
+BLIND_COLUMNS = tuple(c for c in EXPORT_COLUMNS if c not in INTENDED_COLUMNS)
 
 
-def label_rows(state: AnnotationState, benchmark: Benchmark) -> list[dict[str, Any]]:
-    """One row per standing answer, in the order recorded: the letter picked and under which
-    letter the intended answer was shown, the label both imply (intended / other / can't tell),
-    the comment, the pair's strata, whether it is an overlap pair, and where the log holds it."""
+def export_columns(reader: str | None) -> tuple[str, ...]:
+    """The columns ``reader`` downloads: the whole record for the owner (None), the blind one
+    for an annotator."""
+    return EXPORT_COLUMNS if reader is None else BLIND_COLUMNS
+
+
+def label_rows(
+    state: AnnotationState, benchmark: Benchmark, reader: str | None = None
+) -> list[dict[str, Any]]:
+    """One row per standing answer ``reader`` may read (:func:`readable_by`), in the order
+    recorded: the letter picked, the comment, the pair's strata, whether it is an overlap pair,
+    and where the log holds it. For the owner (``reader`` None) every answer, with under which
+    letter the intended answer was shown and the label both imply (intended / other / can't
+    tell). For an annotator neither (:data:`BLIND_COLUMNS`), and every choice in the letters
+    the reader saw that pair in (:func:`in_letters_of`): nothing says which answer was
+    intended."""
+    readable = readable_by(state, reader)
     overlap = state.overlap
     rows = []
-    for (annotator, pair_id), label in state.labels.items():
+    for (annotator, pair_id), label in readable.labels.items():
         pair = benchmark.pairs.get(pair_id)
-        stamp = state.stamps.get((annotator, pair_id))
-        rows.append(
-            {
-                "benchmark_sha256": benchmark.content_sha256,
-                "pair_id": pair_id,
-                "annotator": annotator,
-                "choice": label.choice,
-                "chosen_shown_as": label.chosen_shown_as,
-                "label": label.label,
-                "comment": label.comment,
-                "domain": pair.domain if pair else "",
-                "gap": pair.gap if pair else None,
-                "overlap": pair_id in overlap,
-                "seq": stamp.seq if stamp else None,
-                "recorded_at": stamp.at.isoformat() if stamp and stamp.at else None,
-            }
-        )
+        stamp = readable.stamps.get((annotator, pair_id))
+        row = {
+            "benchmark_sha256": benchmark.content_sha256,
+            "pair_id": pair_id,
+            "annotator": annotator,
+            "choice": label.choice,
+            "chosen_shown_as": label.chosen_shown_as,
+            "label": label.label,
+            "comment": label.comment,
+            "domain": pair.domain if pair else "",
+            "gap": pair.gap if pair else None,
+            "overlap": pair_id in overlap,
+            "seq": stamp.seq if stamp else None,
+            "recorded_at": stamp.at.isoformat() if stamp and stamp.at else None,
+        }
+        if reader is not None:
+            # The reader answered this pair (readable_by): their own letters are known.
+            row["choice"] = in_letters_of(label, readable.labels[reader, pair_id].chosen_shown_as)
+            row = {column: row[column] for column in BLIND_COLUMNS}
+        rows.append(row)
     return rows
 
 
@@ -409,15 +487,17 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def labels_text(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """``rows`` as CSV (a header, then one line per label; text that a spreadsheet would run as a
-    formula is quoted as text) or JSON Lines."""
+def labels_text(
+    rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] = EXPORT_COLUMNS
+) -> str:
+    """``rows`` as CSV (a header of ``columns``, then one line per label; text that a
+    spreadsheet would run as a formula is quoted as text) or JSON Lines."""
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt != "csv":
         raise ConfigError(f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
     return out.getvalue()
@@ -561,9 +641,12 @@ class AnnotationLog:
         self._append(decide)
         return clean
 
-    def record(self, annotator: str, pair_id: str, choice: str, comment: str) -> None:
+    def record(self, annotator: str, pair_id: str, choice: str, comment: str, drawn: Shown) -> None:
         """Record one answer of ``annotator`` on a pair of their share, or raise the
-        :class:`AnnotationRefused` that says why not (nothing is written then)."""
+        :class:`AnnotationRefused` that says why not (nothing is written then). ``drawn`` is the
+        UI's keyed draw of the letter they are shown the intended answer under
+        (:meth:`playlisteval.ui.signing.Signer.chosen_shown_as`); the answer records the letter
+        the page showed (:meth:`AnnotationState.chosen_as`)."""
         if choice not in CHOICES:
             raise BadChoice(f"choice {choice!r} is not one of {list(CHOICES)!r}")
         if len(comment) > MAX_COMMENT_CHARS:
@@ -593,7 +676,7 @@ class AnnotationLog:
                     annotator=annotator,
                     pair_id=pair_id,
                     choice=choice,  # checked against CHOICES above
-                    chosen_shown_as=chosen_shown_as(annotator, pair_id),
+                    chosen_shown_as=state.chosen_as(annotator, pair_id, drawn),
                     comment=comment,
                 )
             except ValidationError as exc:
@@ -605,7 +688,8 @@ class AnnotationLog:
     def retract(self, annotator: str, pair_id: str) -> None:
         """Take back ``annotator``'s answer on ``pair_id`` (undo), which must be their latest
         standing one: a second undo sent from the same page finds nothing to take back
-        (:class:`NothingToUndo`) instead of an older answer. A pair no longer in their share
+        (:class:`NothingToUndo`) instead of an older answer. An answer they read the labels
+        after is :class:`UndoClosed` (the undo rule: it stands). A pair no longer in their share
         (a later invite moved it) is :class:`NotAssigned`: they could not answer it again."""
 
         def decide(state: AnnotationState) -> list[Event]:
@@ -615,7 +699,25 @@ class AnnotationLog:
                     f"pair {pair_id!r} is not {annotator!r}'s latest answer (already undone, or "
                     "answered since); reload the page"
                 )
+            if state.undoable(annotator) is None:
+                raise UndoClosed(
+                    f"{annotator!r}'s answer on pair {pair_id!r} stands: undo is allowed only "
+                    "until you open the results or download the labels, and you opened them "
+                    "after giving it"
+                )
             state.check_assigned(annotator, pair_id)
             return [AnnotationRetracted(annotator=annotator, pair_id=pair_id)]
+
+        self._append(decide)
+
+    def read_labels(self, annotator: str, read: Read) -> None:
+        """Note that ``annotator`` is about to read the labels (``read``: the results page or
+        a download), before they are served: it ends their undo (:class:`AnnotatorReadLabels`,
+        appended only while an answer of theirs could still be taken back)."""
+
+        def decide(state: AnnotationState) -> list[Event]:
+            if state.undoable(annotator) is None:
+                return []
+            return [AnnotatorReadLabels(annotator=annotator, read=read)]
 
         self._append(decide)

@@ -14,7 +14,10 @@ annotator and pair, so none can be forged or carried to another benchmark. An an
 and may answer only the pairs of their share. The results and the label downloads are for
 whoever runs the UI (the owner link, signed the same way, which ``playlisteval ui`` prints) and
 for annotators who joined, who read the others' answers on a pair only once they gave their own:
-labels stay blind. The audit, status and judgments pages ask for no identity.
+labels stay blind. Which answer was intended (the letter it was shown under, keyed with the same
+secret; the label; agreement with it) is the owner's alone, and an annotator may take back only
+their latest answer, until they open the results or a labels download. The audit and status
+pages ask for no identity; the judgments viewer is the owner's.
 
 The routes live in :mod:`playlisteval.ui.routes`, one router per page family, and receive
 the shared state :func:`create_app` makes (:class:`playlisteval.ui.state.UiState`) explicitly.

@@ -1,6 +1,8 @@
 """Who may do what in the UI: invite links, annotator and owner cookies and answer forms, each
 signed with HMAC-SHA256 under the workspace's secret (``<home>/ui_secret``) and bound to one
-benchmark, so none can be forged or carried to another benchmark.
+benchmark, so none can be forged or carried to another benchmark. The same secret draws the
+letter each annotator is shown a pair's intended answer under, so no one can work it out from
+their name and the pair's id.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import quote
 
 from playlisteval.ui.annotations import ForgedAnnotator
 from playlisteval.ui.benchmark import Benchmark
+from store.annotation_events import Shown
 from store.errors import ConfigError
 
 COOKIE = "playlisteval_annotator"
@@ -131,6 +134,13 @@ class Signer:
                 "the owner link is not one this UI made for this benchmark; `playlisteval ui "
                 "BENCH` prints it when it starts"
             )
+
+    def chosen_shown_as(self, annotator: str, pair_id: str) -> Shown:
+        """The letter ``annotator`` is first shown the intended answer of ``pair_id`` under:
+        random across pairs and annotators, always the same for one (annotator, pair), and
+        unknown to whoever lacks this key (a hash of the names alone would tell an annotator
+        the intended answer before they chose)."""
+        return "A" if int(self._mac("order", annotator, pair_id)[0], 16) % 2 == 0 else "B"
 
     def form_token(self, annotator: str, pair_id: str) -> str:
         """The token an answer form for (annotator, pair) carries."""

@@ -1,6 +1,7 @@
 """The annotation pages: the owner link, joining through an invite, the next pair to label,
 answering it and taking the latest answer back. An annotator is shown and may answer only the
-pairs of their share.
+pairs of their share, and may take back only their latest answer, until they open the results or
+a labels download (the undo rule of :mod:`playlisteval.ui.annotations`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from playlisteval.ui.annotations import (
     AnnotationState,
     ForgedAnnotator,
     UnknownPair,
-    chosen_shown_as,
     not_invited,
+    other_letter,
 )
 from playlisteval.ui.answer_diff import diff_answers
 from playlisteval.ui.benchmark import BenchmarkPair
@@ -35,8 +36,9 @@ def _undo_target(pair_id: str) -> str:
 
 def _undo_form(signer: Signer, state: AnnotationState, annotator: str) -> dict[str, str] | None:
     """The undo form of ``annotator``: their latest standing answer and its signed token (none
-    when that pair left their share: they could not answer it again)."""
-    latest = state.latest(annotator)
+    once they read the labels after giving it, or when that pair left their share: they could
+    not answer it again)."""
+    latest = state.undoable(annotator)
     if latest is None or latest.pair_id not in state.assigned(annotator):
         return None
     return {
@@ -51,8 +53,8 @@ def _annotation_view(
     """What the annotation page shows of ``pair`` to ``annotator``: the answers under their
     letters, word-diffed, with their citations; the evidence clips; where they stand in their
     share; the answer they took back on this pair, if any; and their latest answer to undo."""
-    chosen_as = chosen_shown_as(annotator, pair.id)
-    answers = {chosen_as: pair.chosen, ("B" if chosen_as == "A" else "A"): pair.rejected}
+    chosen_as = state.chosen_as(annotator, pair.id, signer.chosen_shown_as(annotator, pair.id))
+    answers = {chosen_as: pair.chosen, other_letter(chosen_as): pair.rejected}
     pieces_a, pieces_b = diff_answers(answers["A"], answers["B"])
     assigned = state.assigned(annotator)
     done = sum(1 for p in assigned if (annotator, p) in state.labels)
@@ -198,7 +200,8 @@ def next_pair(request: Request, ui: Ui, pair: str = "") -> Response:
 
 @router.post("/undo")
 async def undo(request: Request, ui: Ui) -> Response:
-    """Take back the annotator's latest answer (signed for them and that pair)."""
+    """Take back the annotator's latest answer (signed for them and that pair), unless they
+    opened the results or a labels download since giving it (refused: 403)."""
     try:
         form = await read_form(request)
     except FormTooLarge:
@@ -231,8 +234,9 @@ async def record(request: Request, ui: Ui) -> Response:
             raise ForgedAnnotator("no annotator cookie: join through your invite link first")
         if pair_id in ui.benchmark.pairs:
             ui.signer.check_form(name, pair_id, form.get("token", ""))
+        drawn = ui.signer.chosen_shown_as(name, pair_id)  # as :func:`_annotation_view` drew it
         await run_in_threadpool(
-            ui.log.record, name, pair_id, form.get("choice", ""), form.get("comment", "")
+            ui.log.record, name, pair_id, form.get("choice", ""), form.get("comment", ""), drawn
         )
     except AnnotationRefused as exc:
         return error_page(exc.status, str(exc))

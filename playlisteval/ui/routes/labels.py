@@ -1,6 +1,9 @@
 """The results page and the label downloads: agreement with the intended preference and among
 annotators, for whoever runs the UI (the owner link) and for annotators who joined, who read the
-others' answers on a pair only once they gave their own: labels stay blind.
+others' answers on a pair only once they gave their own: labels stay blind. Which answer was the
+intended one (the letter it was shown under, the label, agreement with it) is the owner's alone,
+as is how many answers each annotator took back (beside agreement). An annotator who opens the
+page or a download ends their undo first (the undo rule of :mod:`playlisteval.ui.annotations`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from playlisteval.ui.annotations import (
     EXPORT_FORMATS,
     AnnotationRefused,
     AnnotationState,
+    export_columns,
     label_rows,
     labels_text,
     readable_by,
@@ -80,6 +84,16 @@ def design_sentence(state: AnnotationState) -> str:
     return f"{planned} go to {k} of the {invited} invited annotators each{rest}"
 
 
+def undo_sentence(state: AnnotationState) -> str:
+    """How many answers were taken back (undo), in all and by whom, in one line: shown to the
+    owner beside agreement, which counts only the answers that stand."""
+    total = sum(state.undos.values())
+    if not total:
+        return "undos: 0"
+    by_name = ", ".join(f"{name} {n}" for name, n in sorted(state.undos.items()) if n)
+    return f"undos: {total} ({by_name})"
+
+
 def _progress_rows(state: AnnotationState) -> list[dict[str, Any]]:
     """Each invited annotator's standing: joined or not, answers given of the pairs assigned
     (and answers on pairs no longer theirs, after later invites moved them)."""
@@ -109,6 +123,9 @@ def results(request: Request, ui: Ui) -> Response:
     state = ui.log.state()
     try:
         viewer = ui.reader(request, state)
+        if viewer is not None:
+            ui.log.read_labels(viewer, "results")  # before anything is shown: undo ends here
+            state = ui.log.state()
     except AnnotationRefused as exc:
         return error_page(exc.status, str(exc))
     readable = readable_by(state, viewer)
@@ -125,6 +142,7 @@ def results(request: Request, ui: Ui) -> Response:
         annotators=_progress_rows(state),
         min_interval=MIN_BOOTSTRAP_ITEMS,
         comments=comments,
+        undos=undo_sentence(state) if viewer is None else None,
         benchmark=ui.benchmark.path.name,
         digest=ui.benchmark.content_sha256,
     )
@@ -132,15 +150,20 @@ def results(request: Request, ui: Ui) -> Response:
 
 @router.get("/annotations.{fmt}")
 def download(request: Request, ui: Ui, fmt: str) -> Response:
-    """The labels the reader may read, as CSV or JSON Lines."""
+    """The labels the reader may read, as CSV or JSON Lines: the whole record for the owner, for
+    an annotator without what says which answer was intended (:func:`label_rows`)."""
     if fmt not in EXPORT_FORMATS:
         return error_page(404, f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
     state = ui.log.state()
     try:
         viewer = ui.reader(request, state)
+        if viewer is not None:
+            ui.log.read_labels(viewer, "csv" if fmt == "csv" else "jsonl")
+            state = ui.log.state()
     except AnnotationRefused as exc:
         return error_page(exc.status, str(exc))
-    text = labels_text(label_rows(readable_by(state, viewer), ui.benchmark), fmt)
+    rows = label_rows(state, ui.benchmark, viewer)
+    text = labels_text(rows, fmt, export_columns(viewer))
     kind = "text/csv" if fmt == "csv" else "application/x-ndjson"
     filename = f"labels-{ui.benchmark.content_sha256[:12]}.{fmt}"
     return Response(
