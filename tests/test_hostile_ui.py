@@ -158,9 +158,11 @@ REQUESTS = [
          "no annotator cookie", code=403),
     Case("a method the page does not take", ("PUT", "/", "x=1"), "Method Not Allowed", code=405),
     Case("a page that does not exist", ("GET", "/nope"), "Not Found", code=404),
+    # The audit pages hold gold answers and rated wrong answers: the owner's (before any lookup).
     Case("an audit of a run that does not exist", ("GET", "/audit/no-run/no-seed"),
-         "no run 'no-run'", code=404),
-    Case("an audit with a NUL in the run", ("GET", "/audit/%00/x"), "no run", code=404),
+         "owner link", code=403),
+    Case("an audit with a NUL in the run", ("GET", "/audit/%00/x"), "owner link", code=403),
+    Case("the audit pages without the owner link", ("GET", "/audit"), "owner link", code=403),
     Case("annotations in a format there is none of", ("GET", "/annotations.exe"), "exe",
          code=404),
 ]  # fmt: skip

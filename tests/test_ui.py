@@ -960,6 +960,9 @@ def test_a_benchmark_whose_records_were_edited_after_the_export_is_refused(
 def test_the_audit_pages_show_runs_gates_and_a_seed_timeline(
     client: TestClient, opened: App
 ) -> None:
+    # A seed's timeline holds its gold answer and rated wrong answers: the owner's pages.
+    assert client.get("/audit").status_code == 403
+    client = as_owner(client.app)
     assert "No curation run" in client.get("/audit").text
     report = runs.curate(opened, budget_usd=None, max_seeds=2)
     audit = runs.audit(opened, report.run_id)

@@ -185,7 +185,7 @@ def _live_run(app: App, run_id: str, budget_micros: int) -> None:
 def audit_client(opened: App, bench: Path) -> TestClient:
     """The UI over the workspace, for its audit pages."""
     web = create_app(opened, bench, sample_size=SAMPLE, secret=SECRET, invites=["ann"])
-    return TestClient(web, follow_redirects=False)
+    return as_owner(web)  # the audit pages are the owner's
 
 
 def test_a_live_run_alone_carries_no_offline_banner_and_its_budget_is_in_dollars(

@@ -32,7 +32,7 @@ from store.events import (
     seed_stream,
 )
 from tests.conftest import PG_URL
-from tests.test_ui import CELLS, SAMPLE, SECRET, write_benchmark
+from tests.test_ui import CELLS, SAMPLE, SECRET, as_owner, write_benchmark
 
 RUN = "r1"
 # Far above the few seconds between a heartbeat and the page that reads it, far below the hour
@@ -117,7 +117,7 @@ def append_log(app: App) -> None:
 
 
 def test_before_any_daemon_ran_the_page_says_so(client: TestClient) -> None:
-    assert 'href="/status"' in client.get("/audit").text
+    assert 'href="/status"' in as_owner(client.app).get("/audit").text
     response = client.get("/status")
     assert response.status_code == 200
     page = response.text

@@ -1,6 +1,8 @@
 """The audit pages (the curation runs of the workspace, one seed's timeline) and the status page
 (what the curator daemon and its workers are doing now: the coordination tables and the log's
-counters). They ask for no identity.
+counters). The audit pages are the owner's: a seed's timeline holds its accepted gold answer and
+its rated wrong answers, which would tell an annotator which answer of a pair was intended. The
+status page holds only counters and asks for no identity.
 """
 
 from __future__ import annotations
@@ -8,8 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.audit import Audit
 from playlisteval import runs
@@ -119,8 +122,19 @@ def _status_view(
 
 router = APIRouter()
 
+OWNER_ONLY = (
+    "the audit pages show each seed's gold answer and rated wrong answers, so they are for "
+    "whoever runs the UI: open its owner link (`playlisteval ui` prints it) in this browser first"
+)
 
-@router.get("/audit", response_class=HTMLResponse)
+
+async def owner_only(request: Request, ui: Ui) -> None:
+    """Refuse (403) a request that does not carry this UI's owner cookie."""
+    if not ui.is_owner(request):
+        raise StarletteHTTPException(403, OWNER_ONLY)
+
+
+@router.get("/audit", response_class=HTMLResponse, dependencies=[Depends(owner_only)])
 def audit_runs(ui: Ui) -> Response:
     """Every curation run of the workspace: spend, seeds' outcomes, gate pass rates."""
     views = []
@@ -142,7 +156,9 @@ def audit_runs(ui: Ui) -> Response:
     return page("audit.html", runs=views, usd=usd, exact=usd_exact)
 
 
-@router.get("/audit/{run_id}/{seed_id}", response_class=HTMLResponse)
+@router.get(
+    "/audit/{run_id}/{seed_id}", response_class=HTMLResponse, dependencies=[Depends(owner_only)]
+)
 def audit_seed(ui: Ui, run_id: str, seed_id: str) -> Response:
     """One seed's timeline in one run."""
     try:
