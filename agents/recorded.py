@@ -358,7 +358,8 @@ def _classify(exc: BaseException) -> Failure:
         return Failure("refusal", False, status, None, message)
     if isinstance(exc, ModelQuotaExceededError):
         # The account's quota or credit is spent (OpenAI insufficient_quota, a Gemini daily
-        # RESOURCE_EXHAUSTED, DashScope Throttling.AllocationQuota): waiting will not help,
+        # RESOURCE_EXHAUSTED, DashScope Arrearage or AllocationQuota.FreeTierOnly; its plain
+        # Throttling.AllocationQuota is a per-minute rate limit, retried): waiting will not help,
         # so it is not retried like a rate limit; the seed is parked with the provider's words.
         return Failure("quota", False, status, None, message)
     if isinstance(exc, ModelRateLimitError) or status == 429:

@@ -12,7 +12,10 @@ offline provider would answer to the same prompt and frames.
 The temporary storage is served as the SDK uses it (``dashscope/utils/oss_utils.py``):
 ``GET /api/v1/uploads?action=getPolicy&model=…`` answers an upload policy, and the policy's
 ``upload_host`` (this server, :data:`OSS_PATH`) takes the form POST as OSS's PostObject does;
-the object is ``oss://{key}``, bound to the model it was uploaded for.
+the object is ``oss://{key}``, bound to the model it was uploaded for. The fake stands for one
+region's endpoint (:attr:`DashScopeFake.region`, China (Beijing) unless told otherwise): the
+storage is documented for Beijing only (:data:`STORAGE_REGIONS`), so elsewhere the policy
+request is refused (:data:`NO_STORAGE`) and no ``oss://`` URL resolves.
 
 Faults come in DashScope's own forms: 429 ``Throttling.RateQuota`` with ``Retry-After``, 500
 ``InternalError``, a held answer, a body that is not JSON, ``finish_reason: "length"`` with half
@@ -116,6 +119,22 @@ DEFAULT_FPS = 2.0
 # resolved only with the header ``X-DashScope-OssResourceResolve: enable`` ("skipping it
 # causes errors"); files live 48 hours.
 UPLOADS_PATH = "/api/v1/uploads"
+# Where that storage exists: "This document applies only to the China (Beijing) region. To use
+# the models, you must use an API key from the China (Beijing) region." (the same page, English
+# edition of 2026-02-04; editions in other languages of 2026-10 add Singapore: the fake takes
+# the region every edition names). Model Studio's region ids ("Regions and endpoints",
+# https://www.alibabacloud.com/help/en/model-studio/regions).
+BEIJING = "cn-beijing"
+SINGAPORE = "ap-southeast-1"
+STORAGE_REGIONS = frozenset({BEIJING})
+# What an endpoint without the storage answers a policy request with. The service's words for
+# it are not published (neither the pages above nor the dashscope SDK quote them); the status
+# and code are the "Error codes" page's for an API path a region does not serve (Model Studio,
+# https://help.aliyun.com/en/model-studio/error-code-start, "Quick troubleshooting": "404:
+# model, resource, or API path not found | ModelNotFound, NotFound | ... whether the model is
+# available in the region, and whether the request path and call method meet the API
+# requirements"). The message is the fake's own.
+NO_STORAGE = (404, "NotFound", "The temporary file storage is not offered in region {region}.")
 OSS_PATH = "/oss-instant"  # the policy's upload_host, on this server
 OSS_RESOLVE_HEADER = "X-DashScope-OssResourceResolve"
 POLICY_LIFETIME_S = 300
@@ -494,10 +513,12 @@ def request_pictures(body: Any) -> dict[str, list[tuple[float, str]]]:
 class DashScopeFake:
     """The generation endpoint's behaviour, over a :class:`FakeProviderServer`."""
 
-    def __init__(self, server: FakeProviderServer) -> None:
+    def __init__(self, server: FakeProviderServer, region: str = BEIJING) -> None:
         """Route the endpoint on ``server``; answers are the offline provider's for the model
-        the request names."""
+        the request names. ``region``: the Model Studio region the endpoint is in (its
+        temporary storage exists in :data:`STORAGE_REGIONS` only)."""
         self.server = server
+        self.region = region
         self.api_key = API_KEY  # the key requests must carry
         self.models: set[str] = set(MODELS)  # the ids it serves
         self.usage: dict[str, int] = {}
@@ -520,6 +541,9 @@ class DashScopeFake:
         request_id = f"fake-{next(self._ids):06d}"
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return _error(401, "InvalidApiKey", "Invalid API-key provided.", request_id)
+        if self.region not in STORAGE_REGIONS:
+            status, code, message = NO_STORAGE
+            return _error(status, code, message.format(region=self.region), request_id)
         query = parse_qs(urlparse(request.path).query)
         model = query.get("model", [""])[0]
         if query.get("action", [""])[0] != "getPolicy":
@@ -619,6 +643,8 @@ class DashScopeFake:
                 continue
             if not url.startswith("oss://"):
                 return f"the video {url!r} is not a URL this service reads"
+            if self.region not in STORAGE_REGIONS:
+                return f"{url!r}: region {self.region} has no temporary storage to resolve it from"
             if request.headers.get(OSS_RESOLVE_HEADER, "").lower() != "enable":
                 return f"{url!r} is an oss:// URL and the request did not ask to resolve it"
             stored = self.objects.get(url)
@@ -830,7 +856,8 @@ class DashScopeHarness(Harness):
     def model(self, model_id: str, **config: Any) -> Any:
         """Our adapter for ``model_id`` pointed at the fake (``config`` overrides fields); it
         sends DashScope's id for it, as the settings' default endpoints name it
-        (``qwen-3.7-plus`` → ``qwen3.7-plus``)."""
+        (``qwen-3.7-plus`` → ``qwen3.7-plus``), and is told the fake's region, which a real
+        endpoint's host would name."""
         endpoint = default_endpoints().get(model_id)
         settings: dict[str, Any] = {
             "family": "dashscope",
@@ -839,7 +866,7 @@ class DashScopeHarness(Harness):
             "api_key": API_KEY,
             **config,
         }
-        return dashscope_model(model_id, ProviderConfig(**settings))
+        return dashscope_model(model_id, ProviderConfig(**settings), region=self.fake.region)
 
     def model_requests(self) -> list[SeenRequest]:
         """The generation requests, in order."""
@@ -891,9 +918,10 @@ class DashScopeHarness(Harness):
 
 
 @contextmanager
-def dashscope_harness(**server: Any) -> Iterator[DashScopeHarness]:
-    """A running fake DashScope (``server`` sets FakeProviderServer fields, e.g. ``fault_rate``)."""
+def dashscope_harness(region: str = BEIJING, **server: Any) -> Iterator[DashScopeHarness]:
+    """A running fake DashScope endpoint of ``region`` (``server`` sets FakeProviderServer
+    fields, e.g. ``fault_rate``)."""
     fake_server = FakeProviderServer(**server)
-    fake = DashScopeFake(fake_server)
+    fake = DashScopeFake(fake_server, region)
     with serve_provider(fake_server) as running:
         yield DashScopeHarness(running, fake)

@@ -7,17 +7,19 @@ offline provider would answer the same prompt, looking at the frames of the vide
 carries: inline mp4s, uploaded files between their start and end offsets, and the videos of the
 context cache it names. Usage is billed as Gemini bills: text at ``len(text) // 4``, video
 frames at the part's fps and the model's tokens per frame at the media resolution asked
-(``tools.providers.gemini.frame_tokens``), 32 per second of audio; cached tokens are counted in
+(:data:`VIDEO_FRAME_TOKENS`, the fake's own reading of Gemini's token table, never the
+adapter's: the two must be able to disagree), 32 per second of audio; cached tokens are counted in
 the prompt and reported again as ``cachedContentTokenCount``; thinking tokens come out of
 ``maxOutputTokens`` as Gemini 3's do.
 
 It refuses what Gemini refuses, each rule with its source beside it: model ids it does not
-serve, context caches below the model's minimum, requests over the inline size limit, uploads
-over the Files API's per-file limit, a part's ``mediaResolution`` that is not the API's message,
-and a cached request that also sets a system instruction, tools or tool config. A part's empty
-``mediaResolution`` (``{}``: no level) is taken as Gemini takes it, at the default resolution,
-and each video's applied resolution is recorded (``Seen.media``). It fails as Gemini fails: 429
-with ``google.rpc.RetryInfo`` in the body, a daily-quota 429, 503.
+serve, context caches below the model's minimum, requests (and cache creations) whose body,
+inline data base64-encoded, is not under Gemini's 100 MB (decimal: :data:`MAX_REQUEST_BYTES`),
+uploads over the Files API's per-file limit, a part's ``mediaResolution`` that is not the
+API's message, and a cached request that also sets a system instruction, tools or tool config.
+A part's empty ``mediaResolution`` (``{}``: no level) is taken as Gemini takes it, at the
+default resolution, and each video's applied resolution is recorded (``Seen.media``). It fails
+as Gemini fails: 429 with ``google.rpc.RetryInfo`` in the body, a daily-quota 429, 503.
 """
 
 from __future__ import annotations
@@ -50,13 +52,7 @@ from tests.fakes_providers import (
 )
 from tools import media
 from tools.providers.base import MemoryResourceLedger, ProviderConfig, ResourceLedger
-from tools.providers.gemini import (
-    AUDIO_TOKENS_PER_SECOND,
-    GeminiModel,
-    frame_tokens,
-    gemini_generation,
-    gemini_model,
-)
+from tools.providers.gemini import GeminiModel, gemini_model
 from tools.roles import parse_context
 
 API = "/v1beta"
@@ -120,10 +116,34 @@ CACHE_MIN_TOKENS = {
     "gemini-2.5-flash": 1024,
     "gemini-2.5-pro": 4096,
 }
-# A request body may carry this much inline data ("Increased file size limits ... in Gemini
-# API", https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits:
-# inline files up to 100 MB, up from 20 MB); past it Gemini answers 400 INVALID_ARGUMENT.
-MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# What a request may carry inline: "Inline Data | < 100MB" ("Video understanding", input methods
+# table, https://ai.google.dev/gemini-api/docs/video-understanding; "File input methods",
+# https://ai.google.dev/gemini-api/docs/file-input-methods; up from 20 MB of total request
+# size: "Increased file size limits and expanded inputs support in Gemini API",
+# https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits).
+# Held against the request body as it arrives (inline data is base64 in the JSON), in decimal
+# megabytes, the smaller reading; a body of it or more is refused with Google's 400 for an
+# oversized payload (its words as the API sends them: "Request payload size exceeds the limit:
+# N bytes.", status INVALID_ARGUMENT, quoted in MaKTaiL/gemini-srt-translator issue #63).
+MAX_REQUEST_BYTES = 100 * 1000 * 1000
+# What Gemini bills one video frame, per model the fake serves and media resolution ("Media
+# resolution", token counts, https://ai.google.dev/gemini-api/docs/media-resolution: Gemini 3
+# takes a video frame at 70 tokens at LOW and MEDIUM (its default) and 280 at HIGH; Gemini 2.5
+# at 66 at LOW and 258 at MEDIUM and HIGH, 258 by default). Written here from that table, not
+# taken from the adapter, so the fake can disagree with the adapter's count.
+VIDEO_FRAME_TOKENS: dict[str, dict[str, int]] = {
+    "gemini-3-flash-preview": {"low": 70, "medium": 70, "high": 280},
+    "gemini-3.1-pro-preview": {"low": 70, "medium": 70, "high": 280},
+    "gemini-2.5-flash": {"low": 66, "medium": 258, "high": 258},
+    "gemini-2.5-pro": {"low": 66, "medium": 258, "high": 258},
+}
+# Audio: "Gemini represents each second of audio as 32 tokens" ("Understand and count tokens",
+# https://ai.google.dev/gemini-api/docs/tokens), at every media resolution ("Media resolution":
+# audio is tokenised at a fixed rate a second).
+AUDIO_TOKENS_PER_SECOND = 32
+# The Gemini 3 models among those served: they think at HIGH unless told and their thoughts count
+# against maxOutputTokens (see THINKING_TOKENS).
+GEMINI_3_MODELS = frozenset({"gemini-3-flash-preview", "gemini-3.1-pro-preview"})
 # One uploaded file may be this big: "You can store up to 20 GB of files per project, with a
 # per-file maximum size of 2 GB" ("Files API", https://ai.google.dev/gemini-api/docs/files; read
 # in decimal gigabytes). ``GeminiState.max_file_bytes`` scales it down for a test. The refusal's
@@ -163,6 +183,13 @@ THINKING_TOKENS = {"MINIMAL": 32, "LOW": 256, "MEDIUM": 1024, "HIGH": 4096}
 RETRY_DELAY_S = 13  # what a RetryInfo 429 asks for (Gemini sends no Retry-After header)
 # Faults only Gemini has, queued with ``GeminiState.gemini_faults``.
 GEMINI_FAULTS = ("retry_info", "daily_quota", "503")
+
+
+def _too_large(size: int) -> Reply:
+    """Gemini's refusal of a request body of ``size`` bytes, not under :data:`MAX_REQUEST_BYTES`."""
+    del size  # the service names the limit, not the size
+    message = f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
+    return Reply.json(400, _error(400, "INVALID_ARGUMENT", message))
 
 
 def _not_found(model: str, method: str) -> Reply:
@@ -399,7 +426,7 @@ class GeminiState:
                     frames = [dataclasses.replace(f, t=offset + f.t) for f in frames]
                 seen.videos.setdefault(segment, []).extend(frames)
                 level = _part_level(part) or resolution
-                seen.tokens["VIDEO"] += len(frames) * frame_tokens(model, level)
+                seen.tokens["VIDEO"] += len(frames) * VIDEO_FRAME_TOKENS[model][level]
                 seen.tokens["AUDIO"] += math.ceil(audio_s * AUDIO_TOKENS_PER_SECOND)
                 span = (start, end) if start is not None else _segment_span(context_text, segment)
                 seen.media.append(
@@ -447,7 +474,7 @@ class GeminiState:
         output_tokens = max(1, len(answer) // 4)
         thoughts = 0
         finish = "STOP"
-        if gemini_generation(model) >= 3:
+        if model in GEMINI_3_MODELS:
             level = str((config.get("thinkingConfig") or {}).get("thinkingLevel") or "HIGH")
             thoughts = THINKING_TOKENS.get(level.upper(), THINKING_TOKENS["HIGH"])
             cap = int(config.get("maxOutputTokens") or 65536)
@@ -527,6 +554,8 @@ class GeminiState:
     def models(self, request: SeenRequest) -> Reply:
         path = urlparse(request.path).path
         model, _, method = path.removeprefix(f"{API}/models/").partition(":")
+        if method == "generateContent" and len(request.body) >= MAX_REQUEST_BYTES:
+            return _too_large(len(request.body))  # refused as it arrives, before it is parsed
         body = request.json() or {}
         if model not in self.served:
             return _not_found(model, method or "generateContent")
@@ -537,9 +566,6 @@ class GeminiState:
         return Reply.json(404, _error(404, "NOT_FOUND", f"no method {method!r}"))
 
     def generate_content(self, model: str, request: SeenRequest, body: dict[str, Any]) -> Reply:
-        if len(request.body) > MAX_REQUEST_BYTES:
-            message = f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes."
-            return Reply.json(400, _error(400, "INVALID_ARGUMENT", message))
         with self.lock:
             own = self.gemini_faults.pop(0) if self.gemini_faults else None
         if own in ("retry_info", "daily_quota"):
@@ -660,6 +686,8 @@ class GeminiState:
     def caches_create(self, request: SeenRequest) -> Reply:
         if (failed := self.resource_fault()) is not None:
             return failed
+        if len(request.body) >= MAX_REQUEST_BYTES:  # a cache's contents travel inline too
+            return _too_large(len(request.body))
         body = request.json() or {}
         contents = body.get("contents", [])
         model = str(body.get("model", "")).removeprefix("models/")

@@ -45,11 +45,15 @@ from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
 from agents.recorded import CallContext, CallRecorder, call_clips, call_shape
+from agents.workers import ModelRunner, SeedCall
 from playlisteval.app import provider_config, traffic_for
 from playlisteval.settings import load_settings
 from policies.budget import Budget
 from policies.prices import PriceTable
+from policies.ratelimits import RetryPolicy, Traffic
 from policies.tokens import CallShape, estimate_input_tokens
+from store.events import CallFailed, CallRecorded, CallRetried, Event
+from store.eventstore import open_event_store
 from tests.fakes_dashscope import (
     API_KEY,
     GENERATION_PATH,
@@ -72,6 +76,8 @@ from tools.providers.dashscope_model import (
 from tools.providers.offline import OfflineProvider
 from tools.roles import (
     ChunkText,
+    FreeAnswer,
+    ParametricContext,
     SegmentEvidence,
     SufficiencyContext,
     SufficiencyVerdict,
@@ -454,7 +460,7 @@ def test_long_clips_go_as_video_files_thinned_to_max_frames_and_reserved_as_sent
     context = CallContext(seed_id="s1", role="pair_judge", model=model_id)
     shape = recorder._effective(context, call_shape(model_id, messages, None), call_clips(messages))
     config = provider_config(settings, model_id, env={"DASHSCOPE_API_KEY": API_KEY})
-    send(dashscope_model(model_id, config), messages)
+    send(dashscope_model(model_id, config, region=harness.fake.region), messages)  # Beijing
     [request] = harness.model_requests()
     videos = request_videos(request.json())
     assert [len(video["frames"]) for video in videos] == [256, 256]
@@ -612,11 +618,13 @@ def test_our_worst_case_covers_what_dashscope_bills_for_a_picture(
 @pytest.mark.parametrize(
     ("code", "status", "error"),
     [
-        ("Throttling.AllocationQuota", 429, ModelQuotaExceededError),
         ("AllocationQuota.FreeTierOnly", 403, ModelQuotaExceededError),
         ("Arrearage", 400, ModelQuotaExceededError),
         ("Throttling.RateQuota", 429, ModelRateLimitError),
         ("Throttling", 429, ModelRateLimitError),
+        # The tokens-a-minute limit (Model Studio "Rate limits"; the dashscope SDK's
+        # dashscope/v2/errors.py maps it to rate_limit_exceeded): a wait clears it.
+        ("Throttling.AllocationQuota", 429, ModelRateLimitError),
     ],
 )
 def test_a_used_up_quota_is_a_quota_error_and_throttling_a_rate_limit(
@@ -631,6 +639,54 @@ def test_a_used_up_quota_is_a_quota_error_and_throttling_a_rate_limit(
     assert raised.value.status_code == status
     assert raised.value.provider_error_code == code
     assert len(harness.model_requests()) == 1
+
+
+def test_an_allocation_quota_429_is_waited_out_and_retried_as_a_rate_limit(
+    harness: DashScopeHarness, tmp_path: Path
+) -> None:
+    """DashScope's 429 ``Throttling.AllocationQuota`` ("Allocated quota exceeded") is its
+    tokens-a-minute limit, cleared within a minute, not a spent account: a role call that meets
+    it waits as the retry policy says and is sent again, and the answer is recorded, never
+    parked. The real SDK reads the service's own error body from the fake."""
+    harness.fake.refuse_next("Throttling.AllocationQuota")
+    store = open_event_store(tmp_path / "log.db")
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def append(event: Event) -> None:
+        store.append("seed-s1", [event])
+
+    recorder = CallRecorder(
+        budget=Budget(50_000_000),
+        prices=PriceTable.load(),
+        traffic=lambda _model: Traffic(retry=RetryPolicy(max_retries=3, backoff_s=0.5)),
+        sleep=sleep,
+    )
+    model = harness.model("qwen-3.7-plus")
+    question = ParametricContext(question="Why does bread dough rise when it is left to rest?")
+
+    async def main() -> Any:
+        runner = ModelRunner(recorder=recorder, model_for=lambda _model_id: model)
+        seed = SeedCall(seed_id="s1", evidence=None, append=append)  # type: ignore[arg-type]
+        return await runner.run(
+            seed, "parametric_answerer", "qwen-3.7-plus", question, FreeAnswer, phase=1, gate="q"
+        )
+
+    result = anyio.run(main)
+    events = [stored.event() for stored in store.read_stream("seed-s1")]
+    store.close()
+    assert isinstance(result, FreeAnswer)
+    [retried] = [e for e in events if isinstance(e, CallRetried)]
+    assert (retried.kind, retried.status) == ("rate_limit", 429)
+    assert "Allocated quota exceeded" in retried.error
+    [waited] = waits  # it waited before sending again
+    assert waited > 0
+    [recorded] = [e for e in events if isinstance(e, CallRecorded)]
+    assert recorded.attempts == 2
+    assert not [e for e in events if isinstance(e, CallFailed)]
+    assert len(harness.model_requests()) == 2
 
 
 def test_an_unknown_model_id_is_refused_as_a_model_that_is_not_there(

@@ -4,6 +4,9 @@ temporary-storage upload (policy, form POST, ``oss://``) to the fake, and declar
 own rate, so the fake samples the frames the budget reserved for — 0.5 fps over two 20-minute
 segments, where 250 Base64 pictures gave 0.1. A file longer than its model takes is cut into
 labelled files; one that cannot be cut to fit is refused before anything is uploaded or sent.
+That is the route at the Beijing endpoint, the only region whose temporary storage Model Studio
+documents; anywhere else (the default international endpoint among them) clips go as Base64
+frame lists of the same planned frames, and the fake refuses an upload there.
 
 The clips are short real mp4s described as long spans (each planned frame is the nearest one
 decoded), at a few dozen pixels, so a 20-minute segment costs little to encode and decode."""
@@ -29,10 +32,15 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import BinaryContent
 
 from agents.prompts import render_prompt
+from playlisteval.app import App
+from playlisteval.doctor import run_checks
+from playlisteval.settings import load_settings
 from tests.fakes_dashscope import (
     API_KEY,
+    BEIJING,
     GENERATION_PATH,
     OSS_RESOLVE_HEADER,
+    SINGAPORE,
     DashScopeHarness,
     dashscope_harness,
 )
@@ -239,6 +247,126 @@ def test_a_clip_is_uploaded_once_per_model_and_its_file_reused(
     assert len(harness.fake.uploads()) == 2
     first, second = ([v.url for v in videos] for videos in harness.fake.received)
     assert first == second
+
+
+# -- the route by the endpoint's region ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base_url", "region", "route"),
+    [
+        ("https://dashscope.aliyuncs.com/api/v1", BEIJING, "temporary-storage"),
+        ("https://dashscope-intl.aliyuncs.com/api/v1", SINGAPORE, "frame-list"),
+        ("https://dashscope-us.aliyuncs.com/api/v1", "us-east-1", "frame-list"),
+        ("https://cn-hongkong.dashscope.aliyuncs.com/api/v1", "cn-hongkong", "frame-list"),
+        ("https://ws-1a2b.cn-beijing.maas.aliyuncs.com/api/v1", BEIJING, "temporary-storage"),
+        ("https://ws-1a2b.ap-southeast-1.maas.aliyuncs.com/api/v1", SINGAPORE, "frame-list"),
+        ("http://127.0.0.1:9/api/v1", None, "frame-list"),  # a proxy: no region it can name
+    ],
+)
+def test_video_files_go_only_where_the_endpoints_region_has_temporary_storage(
+    base_url: str, region: str | None, route: str
+) -> None:
+    """Model Studio documents its temporary storage for China (Beijing) only; the default
+    endpoint is the international one (Singapore)."""
+    assert adapter.video_route(base_url) == adapter.VideoRoute(region, route)  # type: ignore[arg-type]
+    assert adapter.video_route(base_url, BEIJING).route == "temporary-storage"  # told its region
+
+
+def test_off_beijing_clips_go_as_base64_frame_lists_at_their_planned_rate() -> None:
+    """At an endpoint outside Beijing (the default, Singapore) no upload is tried: each clip
+    goes as a frame list of its planned frames (2 × 120 s at 0.5 fps: 60 each), declared at
+    that rate, and the response records the region, the route and each clip's fps."""
+    with dashscope_harness(region=SINGAPORE) as harness:
+        clips = [clip("v1#0", 120.0), clip("v2#0", 120.0)]
+        result = run(harness, MODEL, sufficiency_prompt(clips))
+        assert harness.fake.policy_requests() == []
+        assert harness.fake.uploads() == []
+        [videos] = harness.fake.received
+    assert [(v.kind, v.segment_id, v.fps, v.frames) for v in videos] == [
+        ("frames", "v1#0", 0.5, 60),
+        ("frames", "v2#0", 0.5, 60),
+    ]
+    sent = result.all_messages()[-1].provider_details["playlisteval_sent"]
+    assert (sent["region"], sent["video_route"]) == (SINGAPORE, "frame-list")
+    assert [(v["segment_id"], v["route"], v["fps"], v["frames"]) for v in sent["videos"]] == [
+        ("v1#0", "frame-list", 0.5, 60),
+        ("v2#0", "frame-list", 0.5, 60),
+    ]
+    assert sent["media"] == {"images": 0, "frames": 120, "video_files": 0, "sampled_frames": 120}
+
+
+def test_in_beijing_each_call_records_its_video_files_and_their_rate(
+    harness: DashScopeHarness,
+) -> None:
+    clips = [clip("v1#0", 120.0), clip("v2#0", 120.0)]
+    result = run(harness, MODEL, sufficiency_prompt(clips))
+    sent = result.all_messages()[-1].provider_details["playlisteval_sent"]
+    assert (sent["region"], sent["video_route"]) == (BEIJING, "temporary-storage")
+    assert [(v["route"], v["fps"], v["files"], v["frames"]) for v in sent["videos"]] == [
+        ("temporary-storage", 0.5, 1, 60),
+        ("temporary-storage", 0.5, 1, 60),
+    ]
+
+
+def test_off_beijing_a_plan_past_the_base64_limit_is_refused_naming_the_setting() -> None:
+    """2 × 20 minutes at 0.5 fps is 1,200 frames; outside Beijing they would go as Base64
+    images, of which DashScope takes 250 a request. The plan is what the prompt states and the
+    budget reserves, so it is not thinned here: the call is refused before anything is sent,
+    saying which setting to lower."""
+    with dashscope_harness(region=SINGAPORE) as harness:
+        clips = [clip("v1#0", TWENTY_MINUTES), clip("v2#0", TWENTY_MINUTES)]
+        with pytest.raises(UserError) as raised:
+            run(harness, MODEL, sufficiency_prompt(clips), max_frames=1200)
+        assert harness.model_requests() == []
+        assert harness.fake.policy_requests() == []
+    message = str(raised.value)
+    assert "1200 base64 images" in message
+    assert f"providers.models.{MODEL!r}.max_frames to at most 250" in message
+    assert "China (Beijing) only" in message
+
+
+@pytest.mark.parametrize(
+    ("base_url", "says"),
+    [
+        (None, "region ap-southeast-1: DashScope's temporary storage is documented for China"),
+        ("https://dashscope.aliyuncs.com/api/v1", "region cn-beijing: clips go as mp4 video"),
+    ],
+)
+def test_doctor_states_the_video_route_and_rate_of_the_endpoint(
+    workspace: Path, base_url: str | None, says: str
+) -> None:
+    """The default endpoint (the international one) and the Beijing one: the route each takes,
+    at the model's 0.5 fps; off Beijing, which setting keeps a request within 250 images."""
+    providers = {"dashscope": {"base_url": base_url}} if base_url else {}
+    with App(load_settings(workspace, providers=providers)) as app:
+        checks = {c.name: c for c in run_checks(app, probe=lambda _url: None)}
+    check = checks[f"video route of {MODEL}"]
+    assert check.ok
+    assert says in check.detail
+    assert "0.5 fps" in check.detail
+    if base_url is None:
+        assert f"providers.models.{MODEL!r}.max_frames to at most 250" in check.detail
+
+
+def test_the_fake_refuses_a_temporary_upload_outside_beijing() -> None:
+    """The SDK's own upload, against an endpoint of a region without the storage: the policy
+    request is refused, so nothing is posted and no oss:// URL exists."""
+    with dashscope_harness(region=SINGAPORE) as harness:
+        base = f"{harness.server.base_url}/api/v1"
+        policy = OssUtils.get_upload_certificate(
+            model="qwen3.7-plus", api_key=API_KEY, base_address=base
+        )
+        assert (policy.status_code, policy.code) == (404, "NotFound")
+        assert SINGAPORE in policy.message
+        with tempfile.TemporaryDirectory() as folder:
+            file = Path(folder) / "v.mp4"
+            file.write_bytes(long_file(60))
+            with pytest.raises(UploadFileException, match="Get upload certificate failed"):
+                OssUtils.upload(
+                    model="qwen3.7-plus", file_path=str(file), api_key=API_KEY, base_address=base
+                )
+        assert harness.fake.uploads() == []
 
 
 # -- the fake is as strict as the service -------------------------------------------------------

@@ -20,7 +20,7 @@ from pydantic_ai.messages import BinaryContent
 
 from agents.prompts import render_prompt
 from agents.recorded import classify_failure
-from tests.fakes_gemini import GeminiHarness, camel_keys, gemini_harness
+from tests.fakes_gemini import SERVED_MODELS, GeminiHarness, camel_keys, gemini_harness
 from tests.provider_clips import DemoClips
 from tools.providers import gemini
 from tools.providers.base import MemoryResourceLedger, clip_info
@@ -318,3 +318,118 @@ async def test_a_call_with_tools_keeps_its_videos_rather_than_lose_its_tools_to_
     assert body["tools"]
     assert len(video_parts(body)) == 2
     assert not harness.server.seen("POST", "/v1beta/cachedContents")
+
+
+# -- Gemini's inline request limit: 100 MB of the request as sent, base64 included ---------------
+
+
+def padded(clip: BinaryContent, size: int) -> BinaryContent:
+    """``clip`` grown to ``size`` bytes by a trailing ``free`` box (ISO/IEC 14496-12: a box
+    every reader skips), so it is still the same video, only bigger."""
+    pad = size - len(clip.data)
+    box = pad.to_bytes(4, "big") + b"free" + bytes(pad - 8)
+    return BinaryContent(
+        data=clip.data + box,
+        media_type=clip.media_type,
+        identifier=clip.identifier,
+        vendor_metadata=clip.vendor_metadata,
+    )
+
+
+SEVENTY_TWO_MIB = 72 * 1024 * 1024  # the settings' default inline_max_bytes
+
+
+def video_content(data: bytes) -> list[genai_types.Content]:
+    part = genai_types.Part(
+        inline_data=genai_types.Blob(data=data, mime_type="video/mp4"),
+        video_metadata=genai_types.VideoMetadata(fps=0.5),
+    )
+    return [genai_types.Content(role="user", parts=[part, genai_types.Part(text="Describe.")])]
+
+
+async def test_the_fake_takes_a_request_under_100_mb_as_sent_and_refuses_one_over(
+    harness: GeminiHarness, demo: DemoClips
+) -> None:
+    """Inline data travels base64-encoded: 74,000,000 bytes of video is a request of about
+    98.7 MB and is answered; 72 MiB (75,497,472 bytes) is about 100.7 MB and is refused as
+    Gemini refuses an oversized payload, before anything in it is read."""
+    client = harness.model(MODEL).client
+    taken = await client.aio.models.generate_content(
+        model=MODEL, contents=video_content(padded(demo.clips[1], 74_000_000).data)
+    )
+    assert taken.usage_metadata is not None
+    (request,) = harness.model_requests()
+    assert 98_000_000 < len(request.body) < 100_000_000
+    with pytest.raises(errors.ClientError) as raised:
+        await client.aio.models.generate_content(
+            model=MODEL, contents=video_content(padded(demo.clips[1], SEVENTY_TWO_MIB).data)
+        )
+    assert (raised.value.code, raised.value.status) == (400, "INVALID_ARGUMENT")
+    assert "Request payload size exceeds the limit: 100000000 bytes." in str(raised.value)
+    assert len(harness.model_requests()[-1].body) > 100_000_000
+    assert len(harness.state.usage) == 1  # the refused one was never answered
+
+
+async def test_72_mib_of_video_goes_through_the_files_api_since_inline_it_is_over_100_mb(
+    harness: GeminiHarness, demo: DemoClips
+) -> None:
+    """The default inline_max_bytes (72 MiB) counts raw bytes; Gemini's limit is on the
+    request as sent. A 72 MiB clip goes through the Files API and the small one beside it
+    inline, so the call is answered and records each clip's route."""
+    big = padded(demo.clips[0], SEVENTY_TWO_MIB)
+    model = harness.model(MODEL, context_cache=False)
+    assert model.config.inline_max_bytes == SEVENTY_TWO_MIB
+    result = await Agent(None, output_type=QA, retries=0).run(
+        [render_prompt(Phase1Context(segments=demo.segments)), big, demo.clips[1]], model=model
+    )
+    assert isinstance(result.output, QA)
+    assert upload_starts(harness) == 1
+    (request,) = harness.model_requests()
+    assert len(request.body) < 100_000_000
+    assert [m["route"] for m in harness.media(request)] == ["file", "inline"]
+    sent = result.all_messages()[-1].provider_details["playlisteval_sent"]
+    assert [v["route"] for v in sent["videos"]] == ["file", "inline"]
+
+
+def test_an_inline_request_is_measured_base64_encoded_in_decimal_megabytes() -> None:
+    assert gemini.INLINE_REQUEST_MAX_BYTES == 100_000_000
+    assert gemini.base64_size(SEVENTY_TWO_MIB) == 100_663_296
+    assert gemini.base64_size(74_000_000) == 98_666_668
+
+
+# -- the fake counts tokens by its own reading of Gemini's table ----------------------------------
+
+
+async def test_the_fake_bills_video_by_its_own_token_table_not_the_adapters(
+    harness: GeminiHarness, demo: DemoClips, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were the adapter's table wrong, the fake would still bill as Gemini documents (70 a
+    frame at medium on Gemini 3), so the tests that compare the two would catch it."""
+    monkeypatch.setitem(gemini.FRAME_TOKENS, 3, {"low": 1, "medium": 1, "high": 1})
+    monkeypatch.setattr(gemini, "AUDIO_TOKENS_PER_SECOND", 1)
+    client = harness.model(MODEL).client
+    await client.aio.models.generate_content(
+        model=MODEL, contents=video_content(demo.clips[1].data)
+    )
+    info = clip_info(demo.clips[1])
+    assert info is not None
+    assert harness.last_usage()["video"] == info.native_frames * 70
+
+
+# The 2.5 models are retiring (pydantic-ai warns so); their token table still differs from 3's.
+@pytest.mark.filterwarnings("ignore::pydantic_ai.exceptions.DeprecatedModelWarning")
+@pytest.mark.parametrize("resolution", ["low", "medium", "high"])
+@pytest.mark.parametrize("served", SERVED_MODELS)
+async def test_the_fake_and_the_adapter_count_a_calls_video_and_audio_alike(
+    harness: GeminiHarness, demo: DemoClips, served: str, resolution: str
+) -> None:
+    """The adapter reserves by its count (``estimate_video_tokens``); the fake bills by its
+    own reading of Gemini's table. For every model the fake serves, at every resolution, the
+    two agree on what the clips (with their audio) of a call cost."""
+    clips = with_audio(demo)
+    model = harness.model(served, media_resolution=resolution, context_cache=False)
+    await run_phase1(model, demo, clips)
+    infos = [info for c in clips if (info := clip_info(c)) is not None]
+    billed = harness.last_usage()
+    assert billed["audio"] > 0
+    assert billed["video"] + billed["audio"] == estimate_video_tokens(infos, served, resolution)

@@ -14,7 +14,18 @@ How a call is made:
   its own, see below). A text item goes before each video: the clip's
   :func:`~tools.providers.base.clip_label` and when its frames were taken, so the model (and our
   fake server) know what each frame shows.
-* A clip whose frames the caller did not fix goes as a **video file**: we cut its planned frames
+* Which route a clip whose frames the caller did not fix takes depends on the endpoint's region
+  (:func:`video_route`): DashScope's temporary storage, which video files need, is documented
+  for China (Beijing) only (:data:`TEMPORARY_STORAGE_REGIONS`), while the default endpoint is
+  the international one. There the clip goes as a video file (below); anywhere else (and behind
+  a host that names no region: a proxy or a fake, unless told its region) as a **Base64 frame
+  list** of its planned frames, ``{"video": [data URI, …], "fps": spacing}``, which every
+  region takes, within the 250 Base64 images a request (:data:`MAX_BASE64_IMAGES`). The plan is
+  not thinned here to fit them (the prompt states the plan's rate, and the budget reserves it):
+  a request whose plan is over is refused before anything is sent, naming the model's
+  ``max_frames`` to lower. Each response records the region, the route and, per clip, the fps
+  and frames sent (``provider_details["playlisteval_sent"]``).
+* On the temporary-storage route a clip goes as a **video file**: we cut its planned frames
   out of the clip attachment, encode them (H.264 mp4 at ``frame_height``, one planned frame per
   video frame, :func:`encode_mp4`), upload the file to DashScope's temporary storage and send
   ``{"video": "oss://…", "fps": rate}``. DashScope samples a file at one frame every ``1/fps`` s
@@ -54,8 +65,10 @@ How a call is made:
   is refused here, before it is sent.
 * Why :data:`FAMILY` has no ``max_frames`` any more: the 250 it held was the Base64 image limit,
   and video files are not held to it. Frames per request are now capped by the model's own
-  ``max_frames`` setting (and a caller's fit to the context window); fixed frames still meet
-  the 250 in this adapter.
+  ``max_frames`` setting (and a caller's fit to the context window); fixed frames, and off
+  Beijing every frame list, still meet the 250 in this adapter (a family's spec cannot depend
+  on its endpoint's region: at a region without temporary storage set the model's
+  ``max_frames`` to 250 at most; ``playlisteval doctor`` says so).
 * Structured output is *prompted*: pydantic-ai puts the role's JSON schema in the system
   instructions and we ask for ``response_format={"type": "json_object"}`` (JSON mode; the schema
   mode of the API is only offered for some text models). JSON mode and a non-streamed call both
@@ -67,9 +80,10 @@ How a call is made:
 Errors: the SDK does not raise for an HTTP error, it returns a response with ``status_code``,
 ``code`` and ``message`` (and the response ``headers``, so a 429's ``Retry-After`` is read). We
 raise pydantic-ai's categorised errors from them, by code before status (:func:`_category`: a
-used-up quota, 429 ``Throttling.AllocationQuota``, is a
-:class:`~pydantic_ai.exceptions.ModelQuotaExceededError`, not a rate limit; an unknown model id
-a :class:`~pydantic_ai.exceptions.ModelNotFoundError`); a content-moderation refusal
+spent account, 403 ``AllocationQuota.FreeTierOnly`` or 400 ``Arrearage``, is a
+:class:`~pydantic_ai.exceptions.ModelQuotaExceededError`, not a rate limit, while 429
+``Throttling.AllocationQuota``, the tokens-a-minute limit, is a rate limit and retried; an unknown
+model id a :class:`~pydantic_ai.exceptions.ModelNotFoundError`); a content-moderation refusal
 (``DataInspectionFailed``) becomes a response with ``finish_reason='content_filter'``, which the
 agent raises as :class:`~pydantic_ai.exceptions.ContentFilterError`. Transport failures are
 ``aiohttp`` exceptions (``requests`` ones for an upload) and become
@@ -91,13 +105,15 @@ import base64
 import hashlib
 import json
 import math
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
+from urllib.parse import urlparse
 
 import aiohttp
 import anyio.to_thread
@@ -166,21 +182,26 @@ from tools.providers.family import ProviderFamily
 from tools.vision import decode_clip
 
 __all__ = [
+    "BEIJING",
     "DEFAULT_BASE_URL",
     "MAX_BASE64_IMAGES",
     "MAX_FILE_FRAMES",
     "MIN_VIDEO_FRAMES",
+    "TEMPORARY_STORAGE_REGIONS",
     "VIDEO_FILE_LIMITS",
     "DashScopeModel",
     "VideoFileLimits",
+    "VideoRoute",
     "dashscope_model",
     "encode_mp4",
+    "endpoint_region",
     "file_label",
     "file_rate",
     "frame_time_text",
     "sampled_frames",
     "video_file_limits",
     "video_label",
+    "video_route",
 ]
 
 SYSTEM = "dashscope"
@@ -264,6 +285,78 @@ VIDEO_FILE_LIMITS: dict[str, VideoFileLimits] = {
 }
 
 
+# Which region a DashScope endpoint serves, by its host: each region's DashScope domain (Model
+# Studio, "Base URL overview", https://www.alibabacloud.com/help/model-studio/base-url: China
+# (Beijing) dashscope.aliyuncs.com, Singapore dashscope-intl.aliyuncs.com, US (Virginia)
+# dashscope-us.aliyuncs.com, China (Hong Kong) cn-hongkong.dashscope.aliyuncs.com; the native
+# API is the same host with /api/v1), and a workspace-dedicated domain
+# ``{WorkspaceId}.{region}.maas.aliyuncs.com`` (same page; "Regions and endpoints",
+# https://www.alibabacloud.com/help/en/model-studio/regions, names the region ids).
+BEIJING = "cn-beijing"
+_REGION_HOSTS = {
+    "dashscope.aliyuncs.com": BEIJING,
+    "dashscope-intl.aliyuncs.com": "ap-southeast-1",
+    "dashscope-us.aliyuncs.com": "us-east-1",
+    "cn-hongkong.dashscope.aliyuncs.com": "cn-hongkong",
+}
+_WORKSPACE_HOST = re.compile(r"^[a-z0-9-]+\.(?P<region>[a-z0-9-]+)\.maas\.aliyuncs\.com$")
+# Where the temporary storage (``oss://`` uploads) exists: Model Studio, "Upload local files to
+# get temporary URLs" (https://www.alibabacloud.com/help/en/model-studio/get-temporary-file-url,
+# edition of 2026-02-04): "This document applies only to the China (Beijing) region. To use the
+# models, you must use an API key from the China (Beijing) region." Later editions of the page
+# in other languages (es and pt-br, 2026-10) add Singapore; we hold to the region every edition
+# names, so a call made here works whichever edition is right.
+TEMPORARY_STORAGE_REGIONS = frozenset({BEIJING})
+# How a clip whose frames the caller did not fix reaches the model (fixed frames always go as a
+# Base64 frame list): video files on the temporary storage, or its planned frames as a Base64
+# frame list.
+Route = Literal["temporary-storage", "frame-list"]
+
+
+@dataclass(frozen=True)
+class VideoRoute:
+    """How an endpoint takes video: its ``region`` (None: a host that names none, such as a
+    proxy or a fake), and the ``route`` planned clips take there."""
+
+    region: str | None
+    route: Route
+
+    def describe(self, video_fps: float, max_frames: int) -> str:
+        """The route in words, for ``playlisteval doctor``: how clips go, at what rate, and
+        what bounds the frames of a request."""
+        where = f"region {self.region}" if self.region else "a host that names no region"
+        if self.route == "temporary-storage":
+            return (
+                f"{where}: clips go as mp4 video files on DashScope's temporary storage "
+                f"(oss://), each declared at its own frame rate, at most {video_fps:g} fps; "
+                f"up to {max_frames} frames a request"
+            )
+        return (
+            f"{where}: DashScope's temporary storage is documented for China (Beijing) only, "
+            f"so clips go as Base64 JPEG frame lists at up to {video_fps:g} fps, at most "
+            f"{MAX_BASE64_IMAGES} images a request (max_frames here: {max_frames})"
+        )
+
+
+def endpoint_region(base_url: str) -> str | None:
+    """The Model Studio region a DashScope endpoint is in, from its host (None: a host that is
+    not one of DashScope's own, such as a proxy)."""
+    host = (urlparse(base_url).hostname or "").lower()
+    if host in _REGION_HOSTS:
+        return _REGION_HOSTS[host]
+    match = _WORKSPACE_HOST.match(host)
+    return match.group("region") if match else None
+
+
+def video_route(base_url: str, region: str | None = None) -> VideoRoute:
+    """How the endpoint at ``base_url`` takes planned clips: as video files on the temporary
+    storage where its region has one (:data:`TEMPORARY_STORAGE_REGIONS`), else as Base64 frame
+    lists. ``region`` names the endpoint's region where its host does not (a proxy, a fake)."""
+    where = region or endpoint_region(base_url)
+    files = where in TEMPORARY_STORAGE_REGIONS
+    return VideoRoute(where, "temporary-storage" if files else "frame-list")
+
+
 def video_file_limits(model_name: str) -> VideoFileLimits:
     """The limits of one video file for DashScope's model ``model_name`` (:data:`VIDEO_FILE_LIMITS`,
     longest prefix)."""
@@ -294,11 +387,16 @@ def file_rate(frames: int, duration_s: float) -> Fraction:
 
 
 def dashscope_model(
-    model_id: str, config: ProviderConfig, resources: ResourceLedger | None = None
+    model_id: str,
+    config: ProviderConfig,
+    resources: ResourceLedger | None = None,
+    *,
+    region: str | None = None,
 ) -> Model:
     """Our model ``model_id`` served by DashScope as ``config.model_name``; its video-file
-    uploads are kept in ``resources`` (default: the model's own) and reused while they live."""
-    return DashScopeModel(model_id, config, resources)
+    uploads are kept in ``resources`` (default: the model's own) and reused while they live.
+    ``region``: the endpoint's Model Studio region where its host does not say (a proxy)."""
+    return DashScopeModel(model_id, config, resources, region=region)
 
 
 def frame_time_text(seconds: float) -> str:
@@ -406,6 +504,34 @@ def _clip_content(clip: _Clip) -> list[dict[str, Any]]:
     ]
 
 
+def _sent_video(clip: _Clip) -> dict[str, Any]:
+    """What a request carries of one clip, as its response records it: the route, the fps
+    declared and the frames the model sees (a file: those DashScope samples of it)."""
+    if clip.files:
+        sampled = sum(sampled_frames(f.frames, f.frames / f.rate, f.rate) for f in clip.files)
+        return {
+            "segment_id": clip.info.segment_id,
+            "route": "temporary-storage",
+            "fps": float(clip.files[0].rate),
+            "files": len(clip.files),
+            "frames": sampled,
+        }
+    return {
+        "segment_id": clip.info.segment_id,
+        "route": "pictures" if clip.pictures else "frame-list",
+        "fps": None if clip.pictures else clip.fps,
+        "frames": len(clip.frames),
+    }
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """A request's messages as DashScope is sent them, and what it carries of each clip."""
+
+    messages: list[dict[str, Any]]
+    videos: list[dict[str, Any]]
+
+
 def _even_sizes(total: int, parts: int) -> list[int]:
     """``total`` frames in ``parts`` runs as equal as can be, even-sized (an odd run loses a
     frame to DashScope's sampling), the longer ones first and an odd frame left in the last."""
@@ -425,10 +551,13 @@ class DashScopeModel(Model):
         config: ProviderConfig,
         resources: ResourceLedger | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        region: str | None = None,
     ) -> None:
         """``model_id`` is ours (priced by the price table); ``config.model_name`` is sent.
         ``resources`` keeps the video files uploaded (default: this model's own ledger);
-        ``clock`` says when they expire."""
+        ``clock`` says when they expire; ``region`` is the endpoint's Model Studio region where
+        its host does not name one (:func:`video_route`)."""
         super().__init__(profile=_profile(config.model_name))
         self.our_model_id = model_id
         self.config = config
@@ -436,6 +565,7 @@ class DashScopeModel(Model):
             resources if resources is not None else MemoryResourceLedger()
         )
         self.clock = clock
+        self.video = video_route(self.base_url, region)
 
     @property
     def model_name(self) -> str:
@@ -462,7 +592,8 @@ class DashScopeModel(Model):
         check_allow_model_requests()
         model_settings, params = self.prepare_request(model_settings, model_request_parameters)
         settings: Mapping[str, Any] = model_settings or {}
-        wire_messages = await anyio.to_thread.run_sync(self._map_messages, messages, params)
+        wire = await anyio.to_thread.run_sync(self._map_messages, messages, params)
+        wire_messages = wire.messages
         media = _media_of(wire_messages)
         uploads = [
             item for item in _items_of(wire_messages) if isinstance(item.get("video"), _VideoFile)
@@ -483,6 +614,10 @@ class DashScopeModel(Model):
                 "thinking": arguments.get("enable_thinking"),
                 "frame_height": sent_frame_height(messages, self.config.frame_height),
                 "media": media,
+                # Where the endpoint is, and how each clip went (route, fps, frames).
+                "region": self.video.region,
+                "video_route": self.video.route,
+                "videos": wire.videos,
             },
         }
         return processed
@@ -557,18 +692,20 @@ class DashScopeModel(Model):
 
     def _map_messages(
         self, messages: Sequence[ModelMessage], params: ModelRequestParameters
-    ) -> list[dict[str, Any]]:
+    ) -> _Wire:
         system: list[str] = [
             part.content for part in self._get_instruction_parts(messages, params) or []
         ]
         turns: list[dict[str, Any]] = []
+        videos: list[dict[str, Any]] = []
         for message in messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
                     if isinstance(part, SystemPromptPart):
                         system.append(part.content)
                     elif isinstance(part, UserPromptPart):
-                        turns.append({"role": "user", "content": self._user_content(part)})
+                        content = self._user_content(part, videos)
+                        turns.append({"role": "user", "content": content})
                     else:
                         raise UserError(
                             f"the DashScope adapter cannot send a {type(part).__name__}; it "
@@ -582,16 +719,34 @@ class DashScopeModel(Model):
             turns.insert(0, {"role": "system", "content": [{"text": "\n\n".join(system)}]})
         sent = sum(_base64_images(item) for turn in turns for item in turn["content"])
         if sent > MAX_BASE64_IMAGES:
-            raise UserError(
-                f"this DashScope request would carry {sent} base64 images (pictures and the "
-                f"frames of clips whose frames were fixed); DashScope takes at most "
-                f"{MAX_BASE64_IMAGES} per request: send fewer pictures or fixed frames (each "
-                f"such clip is at least {MIN_VIDEO_FRAMES} frames, or its frames as pictures)"
-            )
-        return turns
+            raise UserError(self._too_many_images(sent, videos))
+        return _Wire(turns, videos)
 
-    def _user_content(self, part: UserPromptPart) -> list[dict[str, Any]]:
-        """The wire content of a user prompt."""
+    def _too_many_images(self, sent: int, videos: Sequence[Mapping[str, Any]]) -> str:
+        """Why a request of ``sent`` Base64 images is refused, and what to do."""
+        planned = [v for v in videos if v["route"] == "frame-list" and not v.get("fixed")]
+        if self.video.route == "frame-list" and planned:
+            where = self.video.region or "a host that names no region"
+            return (
+                f"this DashScope request would carry {sent} base64 images: DashScope takes at "
+                f"most {MAX_BASE64_IMAGES} per request, and at {self.base_url!r} ({where}) "
+                "clips go as base64 frame lists, since DashScope's temporary storage for video "
+                "files is documented for China (Beijing) only: set "
+                f"providers.models.{self.our_model_id!r}.max_frames to at most "
+                f"{MAX_BASE64_IMAGES} (fewer with pictures or fixed frames beside the clips), "
+                "or use the Beijing endpoint https://dashscope.aliyuncs.com/api/v1"
+            )
+        return (
+            f"this DashScope request would carry {sent} base64 images (pictures and the "
+            f"frames of clips whose frames were fixed); DashScope takes at most "
+            f"{MAX_BASE64_IMAGES} per request: send fewer pictures or fixed frames (each "
+            f"such clip is at least {MIN_VIDEO_FRAMES} frames, or its frames as pictures)"
+        )
+
+    def _user_content(
+        self, part: UserPromptPart, videos: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The wire content of a user prompt; what goes of each clip is added to ``videos``."""
         if isinstance(part.content, str):
             return [{"text": part.content}]
         items = list(part.content)
@@ -601,6 +756,8 @@ class DashScopeModel(Model):
             clip = clips.get(id(item))
             if clip is not None:
                 content.extend(_clip_content(clip))
+                if videos is not None:
+                    videos.append({**_sent_video(clip), "fixed": clip.info.fixed})
             elif isinstance(item, str):
                 content.append({"text": item})
             elif isinstance(item, BinaryContent) and item.media_type.startswith("image/"):
@@ -618,7 +775,8 @@ class DashScopeModel(Model):
 
     def _clips(self, items: Sequence[object]) -> dict[int, _Clip]:
         """The clips among ``items`` as they are sent, planned as the budget plans them
-        (:func:`frame_times` with ``config.video_fps`` and ``config.max_frames``)."""
+        (:func:`frame_times` with ``config.video_fps`` and ``config.max_frames``): as video
+        files where the endpoint has temporary storage (:attr:`video`), else as frame lists."""
         found = [(item, info) for item in items if (info := clip_info(item)) is not None]
         if not found:
             return {}
@@ -629,9 +787,10 @@ class DashScopeModel(Model):
             MIN_VIDEO_FRAMES,
         )
         out: dict[int, _Clip] = {}
+        as_files = self.video.route == "temporary-storage"
         for (item, info), times in zip(found, wanted, strict=True):
             assert isinstance(item, BinaryContent)
-            if not info.fixed:
+            if as_files and not info.fixed:
                 files = self._video_files(item, info, times)
                 if files:
                     out[id(item)] = _Clip(info, [], float(files[0].rate), files=tuple(files))
@@ -919,15 +1078,24 @@ def _category(
     used-up quota and a rate limit both with 429), then its status.
 
     Codes from Model Studio's "Error messages" page
-    (https://www.alibabacloud.com/help/en/model-studio/error-code): 429
-    ``Throttling.AllocationQuota`` "Allocated quota exceeded, please increase your quota limit."
-    (also "Free allocated quota exceeded."), 400 ``Arrearage``, 429 ``PrepaidBillOverdue`` /
-    ``PostpaidBillOverdue``: no wait helps, so a quota error, which the recorded-call wrapper
-    does not retry; 429 ``Throttling`` / ``Throttling.RateQuota`` / ``LimitRequests``: a rate
-    limit, retried after a wait; 404 ``ModelNotFound``, and the 400 ``InvalidParameter`` "Model
-    not exist." the generation API answers for an unknown id: a model that is not there.
+    (https://www.alibabacloud.com/help/en/model-studio/error-code): 400 ``Arrearage``, 429
+    ``PrepaidBillOverdue`` / ``PostpaidBillOverdue`` and 403 ``AllocationQuota.FreeTierOnly``
+    (a free-tier-only account past its free quota): no wait helps, so a quota error, which the
+    recorded-call wrapper does not retry; 429 ``Throttling`` / ``Throttling.RateQuota`` /
+    ``LimitRequests`` and 429 ``Throttling.AllocationQuota``: a rate limit, retried after a
+    wait; 404 ``ModelNotFound``, and the 400 ``InvalidParameter`` "Model not exist." the
+    generation API answers for an unknown id: a model that is not there.
+
+    ``Throttling.AllocationQuota`` ("Allocated quota exceeded, please increase your quota
+    limit.") is the tokens-a-minute limit, not a spent account: Model Studio's "Rate limits"
+    page (https://www.alibabacloud.com/help/en/model-studio/rate-limit, FAQ "Why is rate
+    limiting triggered?": "Allocated quota exceeded ... the tokens per minute (TPM) limit was
+    triggered"; requests "typically recover automatically within one minute"), and the
+    dashscope SDK's own error map says the same (dashscope 2.0.2, ``dashscope/v2/errors.py``,
+    ``_WIRE_TO_PUBLIC``: ``THROTTLING_ALLOCATION_QUOTA`` → ``rate_limit_exceeded``, the catalog's
+    429 ``RateLimitError`` in ``dashscope/v2/_error_registry.py``).
     """
-    if code in _QUOTA_CODES or code.startswith(("Throttling.AllocationQuota", "AllocationQuota")):
+    if code in _QUOTA_CODES or code.startswith("AllocationQuota"):
         return ModelQuotaExceededError
     if code == "CommodityNotPurchased":  # the model was never activated on the account
         return ModelAuthenticationError
@@ -1075,8 +1243,9 @@ FAMILY = ProviderFamily(
     token_rule="qwen",
     prefixes=("qwen-", "qwen3.", "qvq", "qwen-vl"),
     min_frames_per_clip=MIN_VIDEO_FRAMES,
-    # No cap of the family's own: clips go as video files, which DashScope's 250 Base64 images
-    # a request do not hold (fixed frames still meet that limit, in _map_messages).
+    # No cap of the family's own: in Beijing clips go as video files, which DashScope's 250
+    # Base64 images a request do not hold (fixed frames, and elsewhere frame lists, still meet
+    # that limit, in _map_messages).
     max_frames=None,
     max_pictures=MAX_BASE64_IMAGES,
     base_url=DEFAULT_BASE_URL,

@@ -6,7 +6,11 @@ those frames over its span), audio as the clip has it, introduced by its
 :func:`~tools.providers.base.clip_label` (the clip's 00:00 is its start in the video). A clip
 small enough goes inline; a larger one (the clip itself, never its whole source video) is
 uploaded once through the Files API and reused by every later call while the upload lives; one
-over the Files API's per-file limit is refused before anything is uploaded. When a call's video
+over the Files API's per-file limit is refused before anything is uploaded. "Small enough" is
+two limits: the configured ``inline_max_bytes`` of raw video a request, and Gemini's own limit on
+what a request carries inline, :data:`INLINE_REQUEST_MAX_BYTES` (100 MB, decimal), measured as
+Gemini receives it: the video base64-encoded (:func:`base64_size`, a third more) with the rest of
+the request beside it. When a call's video
 is worth enough tokens, it goes into an explicit context cache instead, which every later call
 with the same clips (retries, Phase II, other Gemini roles of the seed) reads rather than pays
 for again. On Gemini 3 each video part carries its media resolution (``{"level": …}``), the only
@@ -73,8 +77,10 @@ __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
     "FILES_API_MAX_BYTES",
     "FRAME_TOKENS",
+    "INLINE_REQUEST_MAX_BYTES",
     "UPLOAD_LIFETIME",
     "GeminiModel",
+    "base64_size",
     "estimate_video_tokens",
     "frame_tokens",
     "gemini_generation",
@@ -113,6 +119,21 @@ UPLOAD_LIFETIME = timedelta(hours=47)
 # ("Files API", https://ai.google.dev/gemini-api/docs/files). Read in decimal gigabytes, the
 # smaller reading, so a clip under it passes whichever Google means.
 FILES_API_MAX_BYTES = 2 * 1000**3
+# What one request may carry as inline data: "Inline Data | < 100MB | Small files (<100MB),
+# short duration (<1min), one-off inputs" ("Video understanding", input methods table,
+# https://ai.google.dev/gemini-api/docs/video-understanding; the "File input methods" guide,
+# https://ai.google.dev/gemini-api/docs/file-input-methods, compares the same methods), raised
+# from the 20 MB of total request size the guides gave before ("Increased file size limits and
+# expanded inputs support in Gemini API", https://blog.google/innovation-and-ai/technology/
+# developers-tools/gemini-api-new-file-limits: inline files up to 100 MB). Inline data travels
+# base64-encoded in the request's JSON (google-genai's ``_api_client`` json.dumps the body, its
+# bytes as base64), so the limit is held against the encoded request, in decimal megabytes (the
+# smaller reading): 72 MiB of video is 100.7 MB once encoded, and is refused.
+INLINE_REQUEST_MAX_BYTES = 100 * 1000 * 1000
+# Room kept for what a request carries besides its texts and inline data (counted one by one,
+# :meth:`GeminiModel._other_request_bytes`): its JSON keys and punctuation, the clip labels,
+# the generation config and safety settings.
+_REQUEST_FRAMING_BYTES = 64 * 1024
 UPLOAD_POLL_S = 1.0
 # A context cache this close to its expiry is not reused: a call that names an expired cache
 # is refused (403 "CachedContent not found"), so a fresh one is made instead.
@@ -133,6 +154,12 @@ def gemini_generation(model_name: str) -> int:
 def frame_tokens(model_name: str, resolution: str) -> int:
     """Tokens Gemini bills per video frame of ``model_name`` at a media resolution."""
     return FRAME_TOKENS[3 if gemini_generation(model_name) >= 3 else 2][resolution]
+
+
+def base64_size(raw_bytes: int) -> int:
+    """The bytes ``raw_bytes`` of data take base64-encoded, padding included (RFC 4648): the
+    size inline data has in a request."""
+    return 4 * math.ceil(raw_bytes / 3)
 
 
 def estimate_video_tokens(
@@ -200,7 +227,9 @@ class GeminiModel(WrapperModel):
 
     ``model_id`` is ours (priced by the price table); the wrapped model sends
     ``config.model_name``. Uploads and caches are recorded in ``resources`` and reused. No clip
-    over ``max_upload_bytes`` (the Files API's per-file limit; smaller in tests) is uploaded.
+    over ``max_upload_bytes`` (the Files API's per-file limit; smaller in tests) is uploaded,
+    and no request carries more inline than Gemini takes (:data:`INLINE_REQUEST_MAX_BYTES`,
+    base64 included): the clips past it go through the Files API.
     """
 
     def __init__(
@@ -379,9 +408,14 @@ class GeminiModel(WrapperModel):
         ]
         if not clips:
             return _Rewritten(messages, wire, parameters, None, self._sent(wire, ()))
+        clip_ids = {id(item) for item, _ in clips}
         routes = _routes(
             [len(item.data) for item, _ in clips],
             inline_budget=-1 if batch else self.config.inline_max_bytes,
+            # Gemini's limit on the encoded request, less what else the request carries (<).
+            request_budget=INLINE_REQUEST_MAX_BYTES
+            - 1
+            - self._other_request_bytes(messages, parameters, clip_ids),
         )
         self._check_upload_sizes(clips, routes)  # before anything is uploaded
         videos: dict[int, _Video] = {}
@@ -423,6 +457,35 @@ class GeminiModel(WrapperModel):
             report,
             sent,
         )
+
+    def _other_request_bytes(
+        self,
+        messages: Sequence[ModelMessage],
+        parameters: ModelRequestParameters,
+        clip_ids: set[int],
+    ) -> int:
+        """At most what a request of ``messages`` carries besides its clips (``clip_ids``):
+        its texts and instructions as google-genai's ``json.dumps`` writes them (non-ASCII
+        escaped), the output schema, any other inline data base64-encoded, and
+        :data:`_REQUEST_FRAMING_BYTES` for the JSON around them."""
+        texts: list[str] = [_instructions(messages, parameters)]
+        other_inline = 0
+        for message in messages:
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart):
+                    texts.append(part.content)
+                elif isinstance(part, UserPromptPart):
+                    items = [part.content] if isinstance(part.content, str) else part.content
+                    for item in items:
+                        if isinstance(item, str):
+                            texts.append(item)
+                        elif isinstance(item, BinaryContent) and id(item) not in clip_ids:
+                            other_inline += base64_size(len(item.data))
+        output = parameters.output_object
+        schema = output.json_schema if output is not None else None
+        return len(json.dumps([texts, schema])) + other_inline + _REQUEST_FRAMING_BYTES
 
     def _check_upload_sizes(
         self, clips: Sequence[tuple[BinaryContent, ClipInfo]], routes: Sequence[Route]
@@ -587,16 +650,19 @@ def _bytes_key(data: bytes) -> str:
     return "clip:" + hashlib.sha256(data).hexdigest()[:16]
 
 
-def _routes(sizes: Sequence[int], *, inline_budget: int) -> list[Route]:
+def _routes(sizes: Sequence[int], *, inline_budget: int, request_budget: int) -> list[Route]:
     """How each clip of a call (by its size in bytes, in order) reaches Gemini: inline while
-    the request's inline bytes stay within ``inline_budget`` (Gemini's limit is per request),
-    the rest through the Files API; all of them with a negative budget."""
+    the request's inline video stays within ``inline_budget`` bytes (the setting) and, base64-
+    encoded, within ``request_budget`` (Gemini's per-request limit, less the rest of the
+    request), the rest through the Files API; all of them with a negative budget."""
     routes: list[Route] = []
-    left = inline_budget
+    raw_left, encoded_left = inline_budget, request_budget
     for size in sizes:
-        if size <= left:
+        encoded = base64_size(size)
+        if size <= raw_left and encoded <= encoded_left:
             routes.append("inline")
-            left -= size
+            raw_left -= size
+            encoded_left -= encoded
         else:
             routes.append("file")
     return routes
