@@ -909,3 +909,38 @@ def test_the_report_command_writes_the_folder_and_says_where(tmp_path: Path) -> 
     missing = CliRunner().invoke(cli_app, ["report", str(tmp_path / "nothing")])
     assert missing.exit_code == 2
     assert "error" in missing.output
+
+
+def test_table1_marks_each_columns_best_in_bold_and_second_underlined_in_every_format() -> None:
+    """As the paper prints Table 1: per column and side (retrieved, uniform), the best value in
+    bold, the second underlined, ties (at the shown precision) sharing the mark; markup never
+    escaped into text, nor text left unescaped."""
+    from playlisteval.report.table_format import Column, Table, Versus
+
+    table = Table(
+        "table1-1h",
+        "Table 1",
+        (Column("judge"), Column("cooking", "versus"), Column("overall", "versus")),
+        [
+            ("judge_a", Versus(0.712, 0.500), Versus(0.60, 0.55)),
+            ("judge_b & co", Versus(0.650, 0.635), Versus(0.60, 0.50)),
+            ("judge_c", Versus(0.700, None), Versus(0.40, 0.45)),
+        ],
+        ranked=True,
+    )
+    markdown = table.markdown()
+    assert "| judge_a | **71.2** / <u>50.0</u> | **60.0** / **55.0** |" in markdown
+    assert "| judge_b & co | 65.0 / **63.5** | **60.0** / <u>50.0</u> |" in markdown
+    assert "| judge_c | <u>70.0</u> / — | <u>40.0</u> / 45.0 |" in markdown
+    page = table.html()
+    assert "<td><b>71.2</b> / <u>50.0</u></td>" in page
+    assert "<td>judge_b &amp; co</td>" in page
+    assert "<td><u>70.0</u> / —</td>" in page
+    tex = table.latex()
+    first = "judge\\_a & \\textbf{71.2} / \\underline{50.0} & \\textbf{60.0} / \\textbf{55.0}"
+    assert first + " \\\\" in tex
+    assert "judge\\_c & \\underline{70.0} / --- & \\underline{40.0} / 45.0 \\\\" in tex
+    _check_latex(tex, "table1-1h")
+    unranked = Table(table.slug, table.title, table.columns, table.rows)
+    assert "**" not in unranked.markdown()
+    assert "<b>" not in unranked.html()

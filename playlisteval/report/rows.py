@@ -561,11 +561,13 @@ def _paper_table(
         f"Table 1 layout: retrieved / uniform accuracy (%) at {at}, {setting}",
         (Column("judge"), *(Column(d or "overall", "versus") for d in columns)),
         rows,
+        ranked=True,
         note=(
             f"Each cell: accuracy (%) with {retriever} retrieved frames / with uniform frames, "
             f"per domain and overall (over every judgment, not the mean of the domains); a tie "
             f"or an unparseable verdict counts 0.5; haystacks of {hours:g} h asked, {built} h "
-            f"built. {why} Intervals and N: see Judges by condition."
+            f"built. {why} In each column, each side's best value is in bold and its second "
+            "underlined, as the paper prints Table 1. Intervals and N: see Judges by condition."
         ),
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import html
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -124,12 +124,57 @@ class Table:
     columns: tuple[Column, ...]
     rows: Sequence[tuple[Cell, ...]]
     note: str = ""
+    # Marked as the paper prints Table 1: in each ``versus`` column, each side's best value in
+    # bold and its second underlined (ties share a mark).
+    ranked: bool = False
 
     def _shown_rows(self) -> list[list[str]]:
         return [
             [shown(cell, column.kind) for cell, column in zip(row, self.columns, strict=True)]
             for row in self.rows
         ]
+
+    def _marks(self) -> dict[tuple[int, int], tuple[Mark, Mark]]:
+        """(row, column) → the marks of a ``versus`` cell's retrieved and uniform values."""
+        if not self.ranked:
+            return {}
+        out: dict[tuple[int, int], tuple[Mark, Mark]] = {}
+        for j, column in enumerate(self.columns):
+            if column.kind != "versus":
+                continue
+            cells = [_versus(row[j]) for row in self.rows]
+            sides = [
+                _rank([_shown_percent(c.retrieved) for c in cells]),
+                _rank([_shown_percent(c.uniform) for c in cells]),
+            ]
+            for i in range(len(cells)):
+                out[(i, j)] = (sides[0][i], sides[1][i])
+        return out
+
+    def _rendered_rows(
+        self, escape: Callable[[str], str], wrap: Mapping[str, str]
+    ) -> list[list[str]]:
+        """The rows as one format writes them: ``escape`` for text, ``wrap`` (a ``{}`` pattern
+        per mark) around a ranked value."""
+        marks = self._marks()
+        out = []
+        for i, row in enumerate(self._shown_rows()):
+            cells = []
+            for j, text in enumerate(row):
+                found = marks.get((i, j))
+                cell = self.rows[i][j]
+                if found and any(found) and isinstance(cell, Versus):
+                    parts = [
+                        escape(_percent(value))
+                        if mark is None
+                        else wrap[mark].format(escape(_percent(value)))
+                        for value, mark in zip((cell.retrieved, cell.uniform), found, strict=True)
+                    ]
+                    cells.append(f"{parts[0]} / {parts[1]}")
+                else:
+                    cells.append(escape(text))
+            out.append(cells)
+        return out
 
     def markdown(self, files: str = "") -> str:
         """A ``##`` section: title, note, the table (or a line saying it is empty), ``files``."""
@@ -141,9 +186,8 @@ class Table:
         else:
             lines.append("| " + " | ".join(c.name for c in self.columns) + " |")
             lines.append("|" + "|".join(" --- " for _ in self.columns) + "|")
-            lines += [
-                "| " + " | ".join(_md_cell(c) for c in row) + " |" for row in self._shown_rows()
-            ]
+            rows = self._rendered_rows(_md_cell, {"best": "**{}**", "second": "<u>{}</u>"})
+            lines += ["| " + " | ".join(row) + " |" for row in rows]
             lines.append("")
         if files:
             lines += [files, ""]
@@ -161,8 +205,8 @@ class Table:
             parts.append("<table><thead><tr>")
             parts += [f"<th>{e(c.name)}</th>" for c in self.columns]
             parts.append("</tr></thead><tbody>")
-            for row in self._shown_rows():
-                parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+            for row in self._rendered_rows(e, {"best": "<b>{}</b>", "second": "<u>{}</u>"}):
+                parts.append("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
             parts.append("</tbody></table>")
         if files:
             parts.append(f'<p class="files">{files}</p>')
@@ -219,11 +263,32 @@ class Table:
         ]
         if not self.rows:
             lines.append(f"\\multicolumn{{{len(self.columns)}}}{{l}}{{No data.}} \\\\")
-        lines += [
-            " & ".join(latex_escape(cell) for cell in row) + " \\\\" for row in self._shown_rows()
-        ]
+        wrap = {"best": "\\textbf{{{}}}", "second": "\\underline{{{}}}"}
+        lines += [" & ".join(row) + " \\\\" for row in self._rendered_rows(latex_escape, wrap)]
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
         return "\n".join(lines)
+
+
+Mark = Literal["best", "second"] | None
+
+
+def _versus(cell: Cell) -> Versus:
+    return cell if isinstance(cell, Versus) else Versus(None, None)
+
+
+def _shown_percent(value: float | None) -> float | None:
+    """A share as the table shows it (rounded to its tenth of a percent): ties are ties there."""
+    return None if value is None else round(value * 100, 1)
+
+
+def _rank(values: Sequence[float | None]) -> list[Mark]:
+    """Each value's mark: the highest "best", the next distinct one "second" (none for a
+    column with fewer than two values to rank)."""
+    distinct = sorted({v for v in values if v is not None}, reverse=True)
+    if len(distinct) < 2:
+        return [None] * len(values)
+    best, second = distinct[0], distinct[1]
+    return ["best" if v == best else "second" if v == second else None for v in values]
 
 
 def _has_n(cells: Iterable[Cell]) -> bool:
