@@ -1,6 +1,7 @@
 """Seed computation at campaign scale: the catalogue write of every same-domain pair in the band.
 
     python bench/seeds.py WORKSPACE   # a rehearsed one, e.g. ~/.playlisteval/rehearsal-7x100h
+    python bench/seeds.py --synthetic # every pair against a top-k a segment, at two sizes
 
 On a copy of the workspace's catalogue (never the catalogue itself), with its seeds table emptied,
 it times the whole of `Indexer.compute_seeds`' work — reading the segments, `find_seeds` (numpy),
@@ -19,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from sqlmodel import Session, delete
 
 from store.catalog import INDEXED, Catalog, SeedRow, vectors_from_bytes
@@ -46,7 +48,39 @@ def _seeds(catalog: Catalog) -> list[SeedRow]:
                     segment_b=p.segment_b, cosine=p.cosine) for p in pairs]  # fmt: skip
 
 
+def synthetic(sizes: tuple[int, ...] = (300, 1200), k: int = 16) -> None:
+    """Seeds of one domain of random segment vectors (a paper-scale domain holds ~300-600
+    segments): every pair in the band against each segment's k best, counted and timed in the
+    same run, at two sizes, so the growth of each shows (every pair: the square; top-k: the
+    segments)."""
+    rng = np.random.default_rng(7)
+    previous: tuple[int, int] | None = None
+    for n in sizes:
+        refs = [SegmentRef(f"v{i // 3}-s{i % 3}", f"v{i // 3}", "x") for i in range(n)]
+        vectors = rng.normal(size=(1, 64)) + 1.2 * rng.normal(size=(n, 64))
+        started = time.perf_counter()
+        every = find_seeds(refs, vectors, min_cosine=0.33, max_cosine=0.90)
+        every_s = time.perf_counter() - started
+        started = time.perf_counter()
+        kept = find_seeds(refs, vectors, min_cosine=0.33, max_cosine=0.90, per_segment=k)
+        kept_s = time.perf_counter() - started
+        grow = ""
+        if previous is not None:
+            grow = (
+                f"; growth ×{len(every) / previous[0]:.1f} (every pair) and "
+                f"×{len(kept) / previous[1]:.1f} (top-{k}) for ×{n / sizes[0]:.0f} segments"
+            )
+        print(
+            f"{n} segments: every pair {len(every)} seeds in {every_s:.2f} s; top-{k} a segment "
+            f"{len(kept)} seeds in {kept_s:.2f} s{grow}"
+        )
+        previous = (len(every), len(kept))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--synthetic"]:
+        synthetic()
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     source = Path(sys.argv[1]).expanduser() / "playlisteval.db"

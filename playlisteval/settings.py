@@ -317,6 +317,14 @@ class SeedSettings(Section):
         description="Seed pairs: highest segment cosine. Unset: the embedder's stored band "
         "(0.90, the paper's, for both embedders).",
     )
+    candidates_per_segment: int | None = Field(
+        16,
+        ge=1,
+        description="Seed pairs kept per segment: its most similar partners in the band (a "
+        "pair stays when either segment ranks the other), so seeds grow with the segments, "
+        "not their square. A run takes each segment into `curation.seeds_per_segment` seeds "
+        "at most. Unset: every pair in the band.",
+    )
 
 
 class GenerationSettings(Section):

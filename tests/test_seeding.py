@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,3 +150,76 @@ def test_a_tie_within_float_noise_names_the_first_pair_whatever_the_noise() -> N
         vectors = np.vstack([base, copy])
         [found] = find_near_duplicates(["a", "b"], segments, vectors, 0.95)
         assert (found.segment_id, found.kept_segment_id) == ("b-s0", "a-s0"), noise
+
+
+# -- seeds in linear space (issue 43) -----------------------------------------------------------
+
+
+def _random_domain(n: int, seed: int = 3) -> tuple[list[SegmentRef], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    refs = _refs([(f"v{i // 2}-s{i % 2}", f"v{i // 2}", "x") for i in range(n)])
+    base = rng.normal(size=(1, 16))
+    return refs, base + 0.9 * rng.normal(size=(n, 16))
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_each_segment_keeps_its_k_most_similar_partners_in_the_band(k: int) -> None:
+    refs, vectors = _random_domain(60)
+    every = find_seeds(refs, vectors, min_cosine=0.2, max_cosine=0.95)
+    kept = find_seeds(refs, vectors, min_cosine=0.2, max_cosine=0.95, per_segment=k)
+    assert set(kept) <= set(every)
+    for ref in refs:
+        partners = sorted(
+            (s for s in every if ref.segment_id in (s.segment_a, s.segment_b)),
+            key=lambda s: (-s.cosine, s.seed_id),
+        )
+        mine = {s for s in kept if ref.segment_id in (s.segment_a, s.segment_b)}
+        # Its own k best are all kept (others may have chosen it too).
+        best = {s.seed_id for s in partners[:k]}
+        assert best <= {s.seed_id for s in mine}
+        assert all(s in every for s in mine)
+    # A pair is kept only when one of its segments ranks the other in its k.
+    assert len(kept) <= k * len(refs)
+
+
+def test_seeds_grow_with_the_segments_not_their_square() -> None:
+    small_refs, small = _random_domain(100)
+    large_refs, large = _random_domain(400)
+    band = {"min_cosine": 0.1, "max_cosine": 0.99}
+    every = [len(find_seeds(r, v, **band)) for r, v in ((small_refs, small), (large_refs, large))]
+    kept = [
+        len(find_seeds(r, v, **band, per_segment=4))
+        for r, v in ((small_refs, small), (large_refs, large))
+    ]
+    assert every[1] / every[0] > 12  # about (400 / 100)² = 16
+    assert kept[1] / kept[0] < 4.5  # about 400 / 100 = 4
+    assert kept[1] <= 4 * 400
+
+
+def test_a_k_above_every_segments_partners_keeps_every_pair() -> None:
+    refs, vectors = _random_domain(30)
+    every = find_seeds(refs, vectors, min_cosine=0.2, max_cosine=0.95)
+    assert find_seeds(refs, vectors, min_cosine=0.2, max_cosine=0.95, per_segment=30) == every
+
+
+def test_at_demo_scale_the_default_k_keeps_every_seed(demo_home: Path) -> None:
+    """The demo workspace's seeds, computed with the default candidates a segment (16) and
+    with every pair: the same set, so the demo's accepted items are unchanged."""
+    from playlisteval.settings import SeedSettings
+    from store.catalog import INDEXED, Catalog, vectors_from_bytes
+
+    catalog = Catalog.open(demo_home / "playlisteval.db")
+    try:
+        order = [v.id for v in catalog.videos(statuses=[INDEXED])]
+        rows = catalog.segments(video_ids=order)
+        refs = [SegmentRef(r.id, r.video_id, r.domain) for r in rows]
+        vectors = vectors_from_bytes([r.vector for r in rows])
+        stored = {s.id for s in catalog.seeds()}
+    finally:
+        catalog.close()
+    band = {"min_cosine": 0.33, "max_cosine": 0.90}
+    k = SeedSettings().candidates_per_segment
+    assert k == 16
+    kept = find_seeds(refs, vectors, **band, per_segment=k)
+    assert kept == find_seeds(refs, vectors, **band)
+    assert {s.seed_id for s in kept} == stored

@@ -81,6 +81,7 @@ class IndexConfig:
     duplicate_cosine: float = 0.95
     seed_min_cosine: float = 0.40
     seed_max_cosine: float = 0.90
+    seed_candidates_per_segment: int | None = None  # None: every pair in the band
     batch_chunks: int = 16
     # Threads decoding frames and audio ahead of the models (0: decode in the caller's thread).
     decode_workers: int = 2
@@ -898,6 +899,7 @@ class IndexStore:
             vectors_from_bytes([r.vector for r in rows]),
             min_cosine=self.config.seed_min_cosine,
             max_cosine=self.config.seed_max_cosine,
+            per_segment=self.config.seed_candidates_per_segment,
         )
         self.catalog.replace_seeds(
             [

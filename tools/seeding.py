@@ -155,16 +155,40 @@ def seed_id(segment_a: str, segment_b: str) -> str:
     return "seed-" + hashlib.sha1(f"{a}|{b}".encode()).hexdigest()[:16]
 
 
+def _top_partners(ok: np.ndarray, sims: np.ndarray, ids: Sequence[str], k: int) -> np.ndarray:
+    """``ok`` kept where the column is among the row's ``k`` most similar allowed partners (or
+    the row among the column's): a symmetric mask of at most ``k`` a row's own choices."""
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.arange(len(ids))
+    keep = np.zeros_like(ok)
+    for i in range(len(ids)):
+        allowed = np.nonzero(ok[i])[0]
+        if len(allowed) > k:
+            # Highest cosine first, then the partner's segment id (lexsort: last key first).
+            allowed = allowed[np.lexsort((rank[allowed], -sims[i, allowed]))[:k]]
+        keep[i, allowed] = True
+    out: np.ndarray = keep | keep.T
+    return out
+
+
 def find_seeds(
     segments: Sequence[SegmentRef],
     vectors: np.ndarray,
     *,
     min_cosine: float,
     max_cosine: float,
+    per_segment: int | None = None,
 ) -> list[SeedPair]:
-    """Every same-domain pair of segments from different videos with cosine in the range.
+    """Every same-domain pair of segments from different videos with cosine in the range —
+    or, with ``per_segment`` (k), the pairs among each segment's k most similar partners in
+    the range (a pair is kept when either segment ranks the other in its k), so the seeds grow
+    with the segments (at most k a segment), not with their square. A run takes each segment
+    into a few seeds only (``curation.seeds_per_segment``), so a k above that loses it
+    nothing it would use but choice.
 
-    Deterministic: sorted by domain, then by the pair's segment ids (a < b).
+    Deterministic: sorted by domain, then by the pair's segment ids (a < b); ties in a
+    segment's ranking are broken by the partner's segment id.
     """
     if not segments:
         return []
@@ -178,6 +202,8 @@ def find_seeds(
         sims = unit[rows] @ unit[rows].T
         videos = np.array([segments[r].video_id for r in rows])
         ok = (sims >= min_cosine) & (sims <= max_cosine) & (videos[:, None] != videos[None, :])
+        if per_segment is not None:
+            ok = _top_partners(ok, sims, [segments[r].segment_id for r in rows], per_segment)
         upper = np.triu(ok, k=1)
         for i, j in zip(*np.nonzero(upper), strict=True):
             a, b = segments[rows[int(i)]].segment_id, segments[rows[int(j)]].segment_id

@@ -80,7 +80,12 @@ def run_settings(app: App, models: set[str], spread: SeedSpread | None = None) -
     prices = check_prices(app, models)
     settings = app.settings.model_dump(mode="json", include={"generation", "models", "index"})
     if spread is not None:
-        settings["seeding"] = spread.facts()
+        # How the seeds were spread, and how many candidates a segment kept when they were
+        # computed (seeds.candidates_per_segment).
+        settings["seeding"] = {
+            **spread.facts(),
+            "candidates_per_segment": app.settings.seeds.candidates_per_segment,
+        }
     traffic = traffic_for(app.settings, live=False)
     settings["prices"] = prices.snapshot(models)
     settings["traffic"] = {
