@@ -30,11 +30,26 @@ Sources (checked when written; the provider pages are the authority):
   the dearest of these rules but ``gpt-4o-mini``'s (33 times gpt-4o's counts, that one model's
   way of pricing images: ~37k tokens a 720p frame, which no other model comes near). We send
   ``detail: auto`` (pydantic-ai's default). Video is sent as frames.
-* Qwen-VL (DashScope, and the open-weight judges) — Qwen2.5-VL preprocessing: 28x28-pixel
-  patches after 2x2 merging, tokens = ceil(h/28) * ceil(w/28), at least 4 per image; video
-  is sent as frames. The worst case assumes no temporal merge. The *expected* count (a
-  rehearsal's) follows Qwen3-VL: 16-px patches merged 2x2 (32x32 pixels per token) and two
-  consecutive video frames merged into one (temporal patch 2).
+* Qwen-VL on DashScope (hosted ids: ``qwen-3.7-plus``, ``qwen3-vl-plus``) — Qwen2.5-VL
+  preprocessing: 28x28-pixel patches after 2x2 merging, tokens = ceil(h/28) * ceil(w/28), at
+  least 4 per image; video is sent as frames. The worst case assumes no temporal merge. The
+  *expected* count (a rehearsal's) follows Qwen3-VL: 16-px patches merged 2x2 (32x32 pixels per
+  token) and two consecutive video frames merged into one (temporal patch 2).
+* The open-weight judges a vLLM server runs, counted as the model's own processor counts them
+  (:data:`OPEN_WEIGHT_RULES`, one rule a model family; an id names its family by its checkpoint
+  name, ``qwen3-vl-30b-a3b``, ``Qwen/Qwen2.5-VL-7B-Instruct``, ``internvl3.5-8b``):
+  Qwen3-VL and Qwen2.5-VL resize each picture to a multiple of the merged patch (``smart_resize``
+  in transformers' ``image_processing_qwen2_vl.py``; Qwen3-VL: patch 16, merge 2, 32 px a token,
+  65,536 to 16,777,216 pixels an image, its ``preprocessor_config.json``; Qwen2.5-VL: patch 14,
+  merge 2, 28 px, 3,136 to 12,845,056) and bill one token a merged patch; a video's frames go
+  in pairs (``temporal_patch_size`` 2; an odd clip's last frame is repeated to make its pair:
+  ``video_processing_qwen3_vl.py``), so each frame counts half its grid and each clip one half
+  grid more. InternVL3.5 (``InternVLChatModel``, vllm/model_executor/models/internvl.py, its
+  ``dynamic_preprocess``): the picture is cut into the grid of 448-px tiles, 1 to
+  ``max_dynamic_patch`` 12 of them, whose aspect ratio is nearest its own, plus a thumbnail
+  tile when the grid has more than one, 256 tokens a tile (a 16:9 frame: 2 tiles and the
+  thumbnail, 768 tokens; a 4:3 one: 4x3 and the thumbnail, 3,328). Video frames are counted at
+  the shape's ``video_width``; unknown, at 16:9, and InternVL's at its dearest grid.
 * Text — about 4 characters per token for English, rounded up, plus a 25 % margin for
   non-English text and tokenizer differences, plus a fixed per-call overhead for chat markup.
 """
@@ -164,6 +179,12 @@ class CallShape:
     # adapter's caps); None: ``video_seconds * video_fps``.
     video_frames: int | None = None
     token_rule: str | None = None
+    # How many clips (videos) carry those frames, when known: a Qwen-VL judge pads each odd
+    # clip with one frame. None: :data:`QWEN_VL_CLIPS_ASSUMED`.
+    video_clips: int | None = None
+    # The frames' width, when known; None: a 16:9 picture (InternVL, whose tiling turns on the
+    # aspect ratio: its dearest grid).
+    video_width: int | None = None
 
     def __post_init__(self) -> None:
         if self.token_rule is not None and self.token_rule not in TOKEN_RULES:
@@ -178,6 +199,8 @@ class CallShape:
             ("video_height", self.video_height, self.video_height > 0),
             ("audio_seconds", self.audio_seconds, self.audio_seconds >= 0),
             ("max_output_tokens", self.max_output_tokens, self.max_output_tokens > 0),
+            ("video_clips", self.video_clips or 0, (self.video_clips or 0) >= 0),
+            ("video_width", self.video_width or 1, (self.video_width or 1) > 0),
         ]
         for name, value, ok in checks:
             if not ok or not math.isfinite(value):
@@ -331,18 +354,122 @@ def qwen_image_tokens(width: int, height: int) -> int:
     return max(patches, QWEN_MIN_TOKENS_PER_IMAGE)
 
 
-# InternVL (the open-weight judges under the qwen rule): an image is cut into 448-px tiles, up to
-# max_dynamic_patch (12 by default) picked by aspect ratio, plus a thumbnail when more than one,
-# 256 tokens a tile (InternVLChatModel's dynamic_preprocess, vllm/model_executor/models/
-# internvl.py). Qwen's patch count under-reserves it (558 against 768 billed for a 480p frame).
+# -- the open-weight judges a vLLM server runs (one rule a model family, sources above) ----------
+OpenWeightFamily = Literal["qwen3-vl", "qwen2.5-vl", "internvl"]
+# A checkpoint's name says its family; a hosted id (DashScope's ``qwen3-vl-plus``) names no size.
+_OPEN_WEIGHT_IDS: tuple[tuple[OpenWeightFamily, re.Pattern[str]], ...] = (
+    ("qwen3-vl", re.compile(r"^qwen3-vl-\d+(\.\d+)?b")),
+    ("qwen2.5-vl", re.compile(r"^qwen2(\.5)?-vl-\d+(\.\d+)?b")),
+    ("internvl", re.compile(r"^internvl")),
+)
+
+
+@dataclass(frozen=True)
+class QwenVLRule:
+    """How a Qwen-VL checkpoint counts a picture: ``smart_resize`` to a multiple of ``merged``
+    pixels within [``min_pixels``, ``max_pixels``], one token a ``merged`` x ``merged`` patch; a
+    video's frames two to a token grid (``temporal_patch_size``)."""
+
+    merged: int  # patch_size x merge_size
+    min_pixels: int
+    max_pixels: int
+    video_min_pixels: int
+    temporal_patch: int = 2
+
+
+# Qwen3-VL: patch 16, merge 2; images 65,536..16,777,216 px (preprocessor_config.json), video
+# ``size.shortest_edge`` 4,096 (video_preprocessor_config.json; its ``longest_edge`` 25,165,824
+# caps a whole video's pixels and only lowers the count, so the worst case leaves it out).
+# Qwen2.5-VL: patch 14, merge 2; images 3,136..12,845,056 px (preprocessor_config.json); a
+# frame at least 100,352 px (128 x 28 x 28, Qwen2VLVideoProcessor's default ``min_pixels``, the
+# dearer reading for the small frames a checkpoint without a video config may be resized up to).
+QWEN3_VL = QwenVLRule(merged=32, min_pixels=65_536, max_pixels=16_777_216, video_min_pixels=4096)
+QWEN2_5_VL = QwenVLRule(
+    merged=28, min_pixels=3136, max_pixels=12_845_056, video_min_pixels=128 * 28 * 28
+)
+OPEN_WEIGHT_RULES: dict[OpenWeightFamily, QwenVLRule | None] = {
+    "qwen3-vl": QWEN3_VL,
+    "qwen2.5-vl": QWEN2_5_VL,
+    "internvl": None,  # tiles: :func:`internvl_image_tokens`
+}
+# A call whose shape does not say how many clips it carries is counted as the pair judge's two
+# segments, each of which may pad one frame to make its last pair.
+QWEN_VL_CLIPS_ASSUMED = 2
+
+# InternVL3.5 (InternVLChatModel's dynamic_preprocess, vllm/model_executor/models/internvl.py;
+# the checkpoint's config: image_size 448, max_dynamic_patch 12, use_thumbnail true, 256
+# tokens a tile: (448 / 14)^2 patches x downsample_ratio 0.5^2).
+INTERNVL_TILE = 448
 INTERNVL_TILE_TOKENS = 256
 INTERNVL_MAX_TILES = 12
 
 
+def open_weight_family(model: str) -> OpenWeightFamily | None:
+    """The open-weight model family a checkpoint's id names (``Qwen/Qwen3-VL-30B-A3B-Instruct``,
+    ``qwen3-vl-30b-a3b`` → ``qwen3-vl``), or ``None`` for any other id (a hosted model)."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return next((family for family, pattern in _OPEN_WEIGHT_IDS if pattern.match(name)), None)
+
+
+def qwen_vl_resize(rule: QwenVLRule, width: int, height: int, min_pixels: int) -> tuple[int, int]:
+    """``smart_resize``: each side rounded to a multiple of the merged patch, then scaled (by
+    whole patches) into [``min_pixels``, ``rule.max_pixels``]; (width, height)."""
+    factor = rule.merged
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > rule.max_pixels:
+        beta = math.sqrt(height * width / rule.max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return w, h
+
+
+def qwen_vl_grid(rule: QwenVLRule, width: int, height: int, *, video: bool = False) -> int:
+    """Tokens of one picture (of a video: of one pair of frames) under ``rule``."""
+    w, h = qwen_vl_resize(rule, width, height, rule.video_min_pixels if video else rule.min_pixels)
+    return (w // rule.merged) * (h // rule.merged)
+
+
+def qwen_vl_video_tokens(rule: QwenVLRule, frames: int, clips: int, width: int, height: int) -> int:
+    """A request's video tokens at most: half a pair's grid a frame (rounded up), and half a grid
+    more for each clip, whose odd last frame is repeated to make a pair."""
+    half = math.ceil(qwen_vl_grid(rule, width, height, video=True) / rule.temporal_patch)
+    return (frames + clips) * half
+
+
+def internvl_tiles(width: int, height: int, max_tiles: int = INTERNVL_MAX_TILES) -> int:
+    """InternVL's ``dynamic_preprocess``: the grid of at most ``max_tiles`` 448-px tiles whose
+    ratio is nearest the picture's (on a tie, the later grid when the picture's area passes half
+    the grid's), plus the thumbnail when the grid has more than one tile."""
+    ratios = sorted(
+        {
+            (cols, rows)
+            for n in range(1, max_tiles + 1)
+            for cols in range(1, n + 1)
+            for rows in range(1, n + 1)
+            if cols * rows <= max_tiles
+        },
+        key=lambda grid: grid[0] * grid[1],
+    )
+    aspect = width / height
+    best, best_diff = (1, 1), float("inf")
+    for cols, rows in ratios:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and width * height > 0.5 * INTERNVL_TILE**2 * cols * rows:
+            best = (cols, rows)
+    tiles = best[0] * best[1]
+    return tiles + 1 if tiles > 1 else tiles
+
+
 def internvl_image_tokens(width: int, height: int) -> int:
-    """InternVL's worst case: every tile it may cut, and the thumbnail."""
-    del width, height
-    return (INTERNVL_MAX_TILES + 1) * INTERNVL_TILE_TOKENS
+    """InternVL3.5: 256 tokens a tile, thumbnail included."""
+    return internvl_tiles(width, height) * INTERNVL_TILE_TOKENS
 
 
 _IMAGE_RULES: dict[TokenRule, Callable[[int, int], int]] = {
@@ -353,22 +480,25 @@ _IMAGE_RULES: dict[TokenRule, Callable[[int, int], int]] = {
 
 
 def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
-    image_rule = _IMAGE_RULES[rule]
-    if rule == "openai":  # billed per model
-        image_rule = functools.partial(openai_image_tokens, model=shape.model)
-    if rule == "qwen" and "internvl" in shape.model.lower():
-        image_rule = internvl_image_tokens
-    images = sum(image_rule(w, h) for w, h in shape.images)
     frames = (
         shape.video_frames
         if shape.video_frames is not None
         else math.ceil(shape.video_seconds * shape.video_fps)
     )
-    if rule == "gemini":
+    open_weight = open_weight_family(shape.model) if rule == "qwen" else None
+    if open_weight is not None:  # exact: the worst case and the expected count agree
+        images, video = _open_weight_media(shape, open_weight, frames)
+        audio = math.ceil(shape.audio_seconds * OTHER_AUDIO_TOKENS_PER_SECOND)
+    elif rule == "gemini":
+        images = sum(gemini_image_tokens(w, h) for w, h in shape.images)
         per_frame = gemini_frame_tokens(shape.model, shape.media_resolution, expected=expected)
         video = frames * per_frame
         audio = math.ceil(shape.audio_seconds * GEMINI_AUDIO_TOKENS_PER_SECOND)
     else:
+        image_rule = _IMAGE_RULES[rule]
+        if rule == "openai":  # billed per model
+            image_rule = functools.partial(openai_image_tokens, model=shape.model)
+        images = sum(image_rule(w, h) for w, h in shape.images)
         width = math.ceil(shape.video_height * 16 / 9)
         if rule == "qwen" and expected:
             grid = math.ceil(shape.video_height / QWEN3_PATCH) * math.ceil(width / QWEN3_PATCH)
@@ -382,3 +512,27 @@ def _count(shape: CallShape, rule: TokenRule, expected: bool = False) -> Usage:
         input_video_tokens=video,
         input_audio_tokens=audio,
     )
+
+
+def _open_weight_media(shape: CallShape, family: OpenWeightFamily, frames: int) -> tuple[int, int]:
+    """(image tokens, video tokens) of ``shape`` for an open-weight judge: its pictures as they
+    are, its video frames ``video_width`` x ``video_height`` (unknown width: a 16:9 picture, and
+    for InternVL the dearest grid, which a 4:3 frame takes). A shape with clips but no
+    frames (a fit's baseline) still counts each clip's padding, so the cost of one more frame is
+    the difference of two counts."""
+    height = shape.video_height
+    width = shape.video_width or math.ceil(height * 16 / 9)
+    rule = OPEN_WEIGHT_RULES[family]
+    if rule is None:
+        images = sum(internvl_image_tokens(w, h) for w, h in shape.images)
+        per_frame = (
+            internvl_image_tokens(width, height)
+            if shape.video_width is not None
+            else (INTERNVL_MAX_TILES + 1) * INTERNVL_TILE_TOKENS  # a 4:3 frame's 4x3 grid
+        )
+        return images, frames * per_frame
+    images = sum(qwen_vl_grid(rule, w, h) for w, h in shape.images)
+    if not frames and not shape.video_seconds:
+        return images, 0
+    clips = QWEN_VL_CLIPS_ASSUMED if shape.video_clips is None else shape.video_clips
+    return images, qwen_vl_video_tokens(rule, frames, clips, width, height)

@@ -35,7 +35,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -377,45 +377,105 @@ OPENAI_VISION: dict[str, Vision] = {
 # to a multiple of the merged patch (Qwen2.5-VL 14 px x 2 = 28, Qwen3-VL 16 px x 2 = 32), at
 # least one, scaled into [min_pixels, max_pixels] (Qwen2.5-VL 56*56 .. 12845056, Qwen3-VL
 # 65536 .. 16777216, their preprocessor_config.json), one token per merged patch; a video merges
-# pairs of frames (temporal_patch_size 2). InternVL (InternVLChatModel, vllm/model_executor/models
-# /internvl.py): 448-px tiles, 1 to max_dynamic_patch 12 of them picked by the closest aspect
-# ratio, plus a thumbnail when more than one, 256 tokens each.
+# pairs of frames (temporal_patch_size 2; an odd count repeats its last frame: "Check that videos
+# have `num_frames` divisible by `temporal_patch_size`" in video_processing_qwen3_vl.py).
+# Qwen3-VL's video processor resizes a whole video at once: ``smart_resize(num_frames, height,
+# width, temporal_factor=2, factor=32, min_pixels=4096, max_pixels=25165824)`` (its
+# video_preprocessor_config.json ``size``), so the frames x pixels of one video are capped.
+# InternVL (InternVLChatModel, vllm/model_executor/models/internvl.py): 448-px tiles, 1 to
+# max_dynamic_patch 12 of them picked by the closest aspect ratio, plus a thumbnail when more
+# than one, 256 tokens each.
+#
+# How a Qwen-VL server reads a video: the loader decodes it (vllm/multimodal/video.py: the
+# dynamic OpenCV backend, ``OpenCVDynamicVideoBackend.load_bytes``: "num_frames: Not used",
+# "fps: Target FPS for sampling (default: 2)"; the plain one, read whole with ``num_frames``
+# -1, marks it ``"do_sample_frames": True``, "used to control hf processor's video sampling
+# behavior"; a server left at its ``num_frames`` 32 would instead hand over 32 frames unsampled,
+# which no request of ours asks for), and the model's video processor samples it again
+# (``sample_frames`` of transformers' Qwen3VLVideoProcessor / Qwen2VLVideoProcessor, the
+# checkpoints' video_preprocessor_config.json: fps 2, min_frames 4, max_frames 768): frames =
+# int(total / video_fps * fps), held within [min_frames, max_frames] and at most the total,
+# spread evenly (Qwen2-VL's processor also floors them to a multiple of temporal_patch_size).
+# ``num_frames`` in ``media_io_kwargs`` does not change it; a request's own
+# ``mm_processor_kwargs: {"fps": F}`` (ChatCompletionRequest.mm_processor_kwargs, handed to the
+# HF processor; Qwen3-VL's model card: "video frame sampling can be configured via extra_body
+# (e.g., by setting fps)") does.
+QWEN_VL_SAMPLING_FPS = 2.0
+QWEN_VL_MIN_FRAMES = 4
+QWEN_VL_MAX_FRAMES = 768
 
 
 @dataclass(frozen=True)
 class VLLMVision:
     """How one model a vLLM server serves counts images and videos, and which it takes."""
 
-    kind: Literal["qwen", "internvl"]
+    kind: Literal["qwen3", "qwen2", "internvl"]
     merged_patch: int = 28
     min_pixels: int = 56 * 56
     max_pixels: int = 12_845_056
     modalities: frozenset[str] = frozenset({"image", "video"})
+    # Qwen3-VL: a video's size limits are over all its frames (None: per frame, as images).
+    video_pixels: tuple[int, int] | None = None
 
     def image_tokens(self, width: int, height: int) -> int:
         """Tokens of one image."""
         if self.kind == "internvl":
             return _internvl_tiles(width, height) * 256
-        w, h = self._resized(width, height)
+        w, h = self._resized(width, height, self.min_pixels, self.max_pixels)
         return (w // self.merged_patch) * (h // self.merged_patch)
 
     def video_tokens(self, frames: int, width: int, height: int) -> int:
-        """Tokens of a video of ``frames`` frames of this size."""
+        """Tokens of a video of ``frames`` frames (as its processor sampled them) of this size."""
         if self.kind == "internvl":
             return frames * 256  # one tile a frame
-        w, h = self._resized(width, height)
+        if self.video_pixels is None:
+            w, h = self._resized(width, height, self.min_pixels, self.max_pixels)
+        else:
+            w, h = self._video_resized(frames, width, height, *self.video_pixels)
         return math.ceil(frames / 2) * (w // self.merged_patch) * (h // self.merged_patch)
 
-    def _resized(self, width: int, height: int) -> tuple[int, int]:
+    def sampled(self, total: int, video_fps: float, fps: float) -> list[int]:
+        """Indices of the frames the video processor keeps of ``total`` decoded at
+        ``video_fps``, sampling at ``fps`` (its ``sample_frames``)."""
+        if self.kind == "qwen3":
+            wanted = int(total / video_fps * fps)
+            wanted = min(min(max(wanted, QWEN_VL_MIN_FRAMES), QWEN_VL_MAX_FRAMES), total)
+            return [int(i) for i in np.linspace(0, total - 1, wanted).round().astype(int)]
+        most = math.floor(min(QWEN_VL_MAX_FRAMES, total) / 2) * 2
+        kept = min(min(max(total / video_fps * fps, QWEN_VL_MIN_FRAMES), most), total)
+        wanted = math.floor(kept / 2) * 2
+        return [int(i) for i in np.arange(0, total, total / wanted).astype(int)] if wanted else []
+
+    def _resized(
+        self, width: int, height: int, min_pixels: int, max_pixels: int
+    ) -> tuple[int, int]:
         factor = self.merged_patch
         h = max(factor, round(height / factor) * factor)
         w = max(factor, round(width / factor) * factor)
-        if h * w > self.max_pixels:
-            beta = math.sqrt(height * width / self.max_pixels)
+        if h * w > max_pixels:
+            beta = math.sqrt(height * width / max_pixels)
             h = max(factor, math.floor(height / beta / factor) * factor)
             w = max(factor, math.floor(width / beta / factor) * factor)
-        elif h * w < self.min_pixels:
-            beta = math.sqrt(self.min_pixels / (height * width))
+        elif h * w < min_pixels:
+            beta = math.sqrt(min_pixels / (height * width))
+            h = math.ceil(height * beta / factor) * factor
+            w = math.ceil(width * beta / factor) * factor
+        return w, h
+
+    def _video_resized(
+        self, frames: int, width: int, height: int, min_pixels: int, max_pixels: int
+    ) -> tuple[int, int]:
+        """Qwen3-VL's video ``smart_resize``: the limits bound frames x pixels."""
+        factor = self.merged_patch
+        h = max(factor, round(height / factor) * factor)
+        w = max(factor, round(width / factor) * factor)
+        t = round(frames / 2) * 2
+        if t * h * w > max_pixels:
+            beta = math.sqrt(frames * height * width / max_pixels)
+            h = max(factor, math.floor(height / beta / factor) * factor)
+            w = max(factor, math.floor(width / beta / factor) * factor)
+        elif t * h * w < min_pixels:
+            beta = math.sqrt(min_pixels / (frames * height * width))
             h = math.ceil(height * beta / factor) * factor
             w = math.ceil(width * beta / factor) * factor
         return w, h
@@ -449,9 +509,13 @@ def _internvl_tiles(width: int, height: int, max_tiles: int = 12) -> int:
 
 VLLM_VISION: dict[str, VLLMVision] = {
     "Qwen/Qwen3-VL-30B-A3B-Instruct": VLLMVision(
-        "qwen", merged_patch=32, min_pixels=65_536, max_pixels=16_777_216
+        "qwen3",
+        merged_patch=32,
+        min_pixels=65_536,
+        max_pixels=16_777_216,
+        video_pixels=(4096, 25_165_824),
     ),
-    "Qwen/Qwen2.5-VL-7B-Instruct": VLLMVision("qwen"),
+    "Qwen/Qwen2.5-VL-7B-Instruct": VLLMVision("qwen2"),
     # vLLM's table gives InternVL video in parentheses (some checkpoints only): served here as
     # one without, so a video for it is refused as vLLM refuses a modality a model lacks.
     "OpenGVLab/InternVL3_5-8B": VLLMVision("internvl", modalities=frozenset({"image"})),
@@ -483,6 +547,9 @@ QUOTA_MESSAGE = (
 )
 
 
+TimedPicture = tuple[float, npt.NDArray[np.uint8]]  # (clip time, picture)
+
+
 def _image(data_url: str) -> Image.Image:
     _, _, encoded = data_url.partition("base64,")
     return Image.open(io.BytesIO(base64.b64decode(encoded))).convert("RGB")
@@ -497,7 +564,7 @@ def _segment_for(segments: Sequence[Any], video_id: str, t: float) -> str | None
 
 
 def _videos(
-    prompt_text: str, items: Sequence[_Item], num_frames: int
+    prompt_text: str, items: Sequence[_Item], read: Callable[[str], list[TimedPicture]]
 ) -> dict[str, list[media.Frame]]:
     """Segment id → the frames the request carried, timed in the source video: each image
     after its ``(video-id @ MM:SS)`` label, each video's frames (as vLLM reads them) after its
@@ -519,7 +586,7 @@ def _videos(
         if item.kind == "video":
             if clip is not None:
                 segment_id, start = clip
-                for t, picture in vllm_video_frames(item.value, num_frames):
+                for t, picture in read(item.value):
                     frame = media.Frame(t=start + t, image=picture)
                     videos.setdefault(segment_id, []).append(frame)
             clip = None
@@ -548,7 +615,7 @@ def _decoded_video(data_url: str) -> tuple[float, tuple[npt.NDArray[np.uint8], .
     return fps, frames
 
 
-def vllm_video_frames(data_url: str, num_frames: int) -> list[tuple[float, npt.NDArray[np.uint8]]]:
+def vllm_video_frames(data_url: str, num_frames: int) -> list[TimedPicture]:
     """(clip time, picture) of the frames vLLM reads of a video: all of them up to
     ``num_frames``, else that many spread uniformly — vllm/multimodal/video.py, the OpenCV
     loader: ``full_read = num_frames == -1 or total_frames_num < num_frames``, else
@@ -559,6 +626,16 @@ def vllm_video_frames(data_url: str, num_frames: int) -> list[tuple[float, npt.N
     if 0 < num_frames < len(frames):
         indices = [int(i) for i in np.linspace(0, len(frames) - 1, num_frames, dtype=int)]
     return [(i / fps, frames[i]) for i in indices]
+
+
+def vllm_qwen_video_frames(
+    data_url: str, vision: VLLMVision, fps: float = QWEN_VL_SAMPLING_FPS
+) -> list[TimedPicture]:
+    """(clip time, picture) of the frames a Qwen-VL model on vLLM reads of a video: every
+    decoded frame, sampled again at ``fps`` by its video processor (:meth:`VLLMVision.sampled`,
+    whatever ``num_frames`` says)."""
+    video_fps, frames = _decoded_video(data_url)
+    return [(i / video_fps, frames[i]) for i in vision.sampled(len(frames), video_fps, fps)]
 
 
 def _text_tokens(text: str) -> int:
@@ -812,6 +889,18 @@ class OpenAIFake:
         asked = ((body.get("media_io_kwargs") or {}).get("video") or {}).get("num_frames")
         return int(asked) if isinstance(asked, int) else self.video_num_frames
 
+    def _read_video(self, model: str, data_url: str, body: dict[str, Any]) -> list[TimedPicture]:
+        """The frames the served model reads of a video: a Qwen-VL model's video processor
+        samples it at 2 fps, or the request's ``mm_processor_kwargs.fps``
+        (:func:`vllm_qwen_video_frames`); any other reads ``num_frames``
+        (:func:`vllm_video_frames`)."""
+        vision = VLLM_VISION.get(model)
+        if vision is None or vision.kind == "internvl":
+            return vllm_video_frames(data_url, self._num_frames(body))
+        asked = (body.get("mm_processor_kwargs") or {}).get("fps")
+        fps = float(asked) if isinstance(asked, int | float) and asked > 0 else None
+        return vllm_qwen_video_frames(data_url, vision, fps or QWEN_VL_SAMPLING_FPS)
+
     def _over_mm_limit(self, model: str, items: Sequence[_Item]) -> Reply | None:
         """vLLM's per-prompt media check (``validate_num_items`` in
         vllm/multimodal/processing.py), a 400 BadRequestError: "At most {limit} {modality}(s)
@@ -853,17 +942,18 @@ class OpenAIFake:
         schema = _schema(self.api, body)
         prompt_text = "\n".join(i.value for i in items if i.kind == "text")
         model = str(body.get("model", ""))
-        num_frames = self._num_frames(body)
         if self.api == "chat":
             read = [
-                len(vllm_video_frames(item.value, num_frames))
+                len(self._read_video(model, item.value, body))
                 for item in items
                 if item.kind == "video"
             ]
             with self._lock:
                 self.videos_read.append(read)
         if prompt_has_context(prompt_text):
-            videos = _videos(prompt_text, items, num_frames)
+            videos = _videos(
+                prompt_text, items, functools.partial(self._read_video, model, body=body)
+            )
             text = offline_answer(prompt_text, model, videos)
         elif schema is not None:
             text = json.dumps({"answer": FREE_TEXT_ANSWER})
@@ -924,7 +1014,7 @@ class OpenAIFake:
         if item.kind == "image":
             image = _image(item.value)
             return vision.image_tokens(image.width, image.height)
-        frames = vllm_video_frames(item.value, self._num_frames(body))
+        frames = self._read_video(model, item.value, body)
         height, width = frames[0][1].shape[:2] if frames else (0, 0)
         return vision.video_tokens(len(frames), width, height) if frames else 0
 

@@ -33,6 +33,7 @@ be a hint. The answer then carries every field, defaults included, which validat
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -105,12 +106,28 @@ OPENAI_MAX_IMAGES = 500
 OPENAI_MAX_IMAGE_BYTES = 50_000_000
 LOWER_QUALITIES = (70, 55, 40, 25)
 
-# vLLM reads ``num_frames`` frames of a video (32 unless the server's --media-io-kwargs says
-# otherwise: VideoMediaIO in vllm/multimodal/video.py), spread over it. A request may set its own
-# (ChatCompletionRequest.media_io_kwargs, merged over the server's: ``request_media_io_kwargs``
-# of parse_chat_messages in vllm/entrypoints/chat_utils.py); -1 reads every frame. Our mp4 holds
-# exactly the planned frames, so every one of them is read.
+# vLLM's OpenCV loader reads ``num_frames`` frames of a video (32 unless the server's
+# --media-io-kwargs says otherwise: VideoMediaIO in vllm/multimodal/video.py), spread over it. A
+# request may set its own (ChatCompletionRequest.media_io_kwargs, merged over the server's:
+# ``request_media_io_kwargs`` of parse_chat_messages in vllm/entrypoints/chat_utils.py); -1 reads
+# every frame. Our mp4 holds exactly the planned frames.
 VLLM_READ_EVERY_FRAME = {"video": {"num_frames": -1}}
+# A Qwen-VL model then samples what was read again, whatever ``num_frames`` said (vLLM's dynamic
+# loader: "num_frames: Not used"; the model's video processor, ``sample_frames`` of transformers'
+# Qwen3VLVideoProcessor and Qwen2VLVideoProcessor, with the checkpoints'
+# video_preprocessor_config.json): int(frames / the video's fps x ``fps``) frames, ``fps`` 2
+# unless the request's ``mm_processor_kwargs`` says otherwise (ChatCompletionRequest
+# .mm_processor_kwargs, handed to the HF processor; Qwen3-VL's model card: "video frame sampling
+# can be configured via extra_body (e.g., by setting fps)"), never above ``max_frames`` 768 (nor
+# above the frames there are). So each request asks for a rate above its fastest clip's, and
+# every planned frame is kept; the family's frame cap holds each request (so each clip) to 768.
+QWEN_VL_SAMPLING_FPS = 2
+QWEN_VL_MAX_FRAMES = 768
+# Qwen2-VL's processor (Qwen2.5-VL's too) also floors the frames it keeps to a multiple of its
+# ``temporal_patch_size`` 2 (``sample_frames`` in transformers' video_processing_qwen2_vl.py), so
+# a clip of an odd count goes with its last frame twice: the pair the model would make of it
+# anyway (an odd count's last frame is repeated to fill its pair), so it costs nothing more.
+PAIRED_PREFIXES = ("qwen2-vl", "qwen2.5-vl")
 
 # The role's JSON schema goes in the request (``json_schema``), not in the prompt.
 _NATIVE_OUTPUT = ModelProfile(
@@ -214,10 +231,24 @@ class OpenAIFramesModel(WrapperModel):
                 else ((wire or {}).get("thinking") if self._reasons() else None),
                 "frame_height": sent_frame_height(messages, self.config.frame_height),
                 "media": _media_counts(framed),
-                **({"media_io_kwargs": VLLM_READ_EVERY_FRAME} if self._sends_video(framed) else {}),
+                **(self._video_reading(framed) if self._sends_video(framed) else {}),
             },
         }
         return response
+
+    def _video_reading(self, framed: Sequence[ModelMessage]) -> dict[str, Any]:
+        """What a request with video parts asks the server to read, and what it reads: each
+        video's frames as its model's video processor keeps them at the asked rate."""
+        fps = _sampling_fps(framed)
+        paired = _pads_pairs(self.config.model_name)
+        return {
+            "media_io_kwargs": VLLM_READ_EVERY_FRAME,
+            "mm_processor_kwargs": {"fps": fps},
+            "videos_read": [
+                _qwen_vl_frames_read(frames, rate, fps, paired=paired)
+                for frames, rate in _videos_sent(framed)
+            ],
+        }
 
     def _reasons(self) -> bool:
         return bool(self.wrapped.profile.get("supports_thinking", False))
@@ -238,6 +269,10 @@ class OpenAIFramesModel(WrapperModel):
                 cast(dict[str, Any], (settings or {}).get("extra_body") or {})
             )
             extra["media_io_kwargs"] = VLLM_READ_EVERY_FRAME
+            extra["mm_processor_kwargs"] = {
+                **cast(dict[str, Any], extra.get("mm_processor_kwargs") or {}),
+                "fps": _sampling_fps(framed),
+            }
             settings = ModelSettings(**{**(settings or {}), "extra_body": extra})
         if settings is None:
             return None
@@ -321,7 +356,7 @@ class OpenAIFramesModel(WrapperModel):
         content = list(part.content)
         fps, height, cap = self.config.video_fps, self.config.frame_height, self.config.max_frames
         framed: list[Any] = (
-            _videos_content(content, fps, height, cap)
+            _videos_content(content, fps, height, cap, pairs=_pads_pairs(self.config.model_name))
             if self.video
             else frames_content(content, fps, height, cap, quality)
         )
@@ -348,6 +383,34 @@ def _media_counts(messages: Sequence[ModelMessage]) -> dict[str, int]:
     }
 
 
+def _videos_sent(messages: Sequence[ModelMessage]) -> list[tuple[int, float]]:
+    """(frames, frames a second) of each mp4 the framed request carries."""
+    found: list[tuple[int, float]] = []
+    for item in _binary_items(messages):
+        if item.media_type.startswith("video/"):
+            meta = item.vendor_metadata or {}
+            found.append((int(meta.get("frames", 0)), float(meta.get("fps", 0.0))))
+    return found
+
+
+def _sampling_fps(messages: Sequence[ModelMessage]) -> int:
+    """The ``mm_processor_kwargs.fps`` that keeps every frame of each video: half as fast again
+    as the fastest clip (so ``int(frames / rate x fps)`` is never short of the frames, whatever
+    rate the decoder reads from the mp4's time base), at least the processor's own 2."""
+    fastest = max((rate for _, rate in _videos_sent(messages)), default=0.0)
+    return max(QWEN_VL_SAMPLING_FPS, math.ceil(fastest * 1.5))
+
+
+def _qwen_vl_frames_read(frames: int, rate: float, fps: float, *, paired: bool = False) -> int:
+    """Frames a Qwen-VL video processor keeps of ``frames`` played at ``rate`` when sampling at
+    ``fps`` (``sample_frames``: int(frames / rate x fps), at most ``max_frames`` and the frames
+    there are; Qwen2-VL's, ``paired``, an even count)."""
+    if frames <= 0 or rate <= 0:
+        return frames
+    kept = min(int(frames / rate * fps), QWEN_VL_MAX_FRAMES, frames)
+    return kept - kept % 2 if paired else kept
+
+
 def _image_payload(messages: Sequence[ModelMessage]) -> int:
     """Bytes the request's pictures take as sent: their base64 data URLs."""
     return sum(
@@ -357,14 +420,26 @@ def _image_payload(messages: Sequence[ModelMessage]) -> int:
     )
 
 
+def _pads_pairs(model_name: str) -> bool:
+    """Whether ``model_name``'s processor drops an odd clip's last frame
+    (:data:`PAIRED_PREFIXES`)."""
+    return model_name.lower().rsplit("/", 1)[-1].startswith(PAIRED_PREFIXES)
+
+
 def _videos_content(
-    parts: Sequence[object], fps: float, max_height: int, max_frames: int
+    parts: Sequence[object],
+    fps: float,
+    max_height: int,
+    max_frames: int,
+    *,
+    pairs: bool = False,
 ) -> list[object]:
     """``parts`` with every clip replaced by its label and an mp4 of its planned frames.
 
     The frames are :func:`~tools.providers.base.frames_content`'s (the same plan, the same
     pictures); the mp4 plays them at the clip's planned rate, so its 00:00 is the clip's start
-    and the label says where that is in the video.
+    and the label says where that is in the video. With ``pairs``, an odd count's last frame
+    goes twice (:data:`PAIRED_PREFIXES`).
     """
     by_part = planned_clips(parts, fps, max_frames)
     out: list[object] = []
@@ -380,6 +455,8 @@ def _videos_content(
         if not frames:  # nothing decodable: the label alone, as the frames path sends it
             continue
         rate = _planned_rate(info, len(frames))
+        if pairs and len(frames) % 2:
+            frames = [*frames, frames[-1]]
         out.append(
             BinaryContent(
                 data=_frames_mp4(frames, rate),
@@ -576,6 +653,7 @@ FAMILIES = (
         keyless=True,
         prefixes=("qwen3-vl", "qwen2.5-vl", "internvl"),
         requires=("base_url",),
+        max_frames=QWEN_VL_MAX_FRAMES,
         list_models=openai_list_models,
         served_windows=openai_served_windows,
     ),
