@@ -98,6 +98,7 @@ def index_config(settings: Settings) -> IndexConfig:
         duplicate_cosine=band.duplicate_cosine,
         seed_min_cosine=band.min_cosine,
         seed_max_cosine=band.max_cosine,
+        seed_candidates_per_segment=settings.seeds.candidates_per_segment,
         batch_chunks=idx.embed_batch_size,
         decode_workers=idx.decode_workers,
         collection_prefix=settings.vectors.collection_prefix,
@@ -463,7 +464,11 @@ def traffic_for(
             token_rule=_token_rule(family, model_id),
             context_window=found.context_window
             or (served_window(settings, model_id) if live and frames else None),
-            max_fixed_frames=min(found.max_frames, family.max_pictures or found.max_frames)
+            # Fixed frames are refused past every count cap a request has: the model's, the
+            # family's frames (OpenAI's 500 images) and its pictures (DashScope's 250 Base64).
+            max_fixed_frames=min(
+                cap for cap in (found.max_frames, family.max_frames, family.max_pictures) if cap
+            )
             if frames
             else None,
         )

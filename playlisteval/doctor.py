@@ -4,11 +4,12 @@ Checks, in the order a user should fix them: a price for every configured model 
 storage price where context caching is on), the key of every provider a live run calls, every
 endpoint reachable (a plain GET that carries no key: any HTTP answer means the network path
 works), every configured model id listed by its provider's model-list call (live runs with the
-key at hand), the local model folders, the device each local model runs on (and a configured
-GPU that is absent), the seeds, the event log. The databases come first
-(:func:`database_checks`): SQLite's integrity check on every workspace file, a connection to a
-PostgreSQL store; they run before anything opens the workspace, so a corrupt file is diagnosed
-rather than failing the doctor itself.
+key at hand), the local model files (a ``.gguf`` checked for GGUF's magic bytes), the device
+each local model runs on (and a configured GPU that is absent), a Qdrant server the index lives
+on, the seeds, the event log and its key (there, and readable by its owner alone). The
+databases come first (:func:`database_checks`): SQLite's integrity check on every workspace
+file, a connection to a PostgreSQL store; they run before anything opens the workspace, so a
+corrupt file is diagnosed rather than failing the doctor itself.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import difflib
 import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +33,13 @@ from store.errors import ConfigError, PlaylistEvalError
 from tools.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
 from tools.gguf_models import PACKAGED_MODELS, local_path_problem
 from tools.providers.base import ProviderConfig
+from tools.providers.dashscope_model import FAMILY as DASHSCOPE_FAMILY
+from tools.providers.dashscope_model import MAX_BASE64_IMAGES, video_route
 from tools.providers.family import ListModels, ProviderFamily, ServedWindows
 from tools.providers.local_llm import is_real_local
 
 PROBE_TIMEOUT_S = 5.0
+DASHSCOPE = DASHSCOPE_FAMILY.name
 CLOSEST_SHOWN = 10  # ids a provider lists shown next to a configured one it does not
 
 Probe = Callable[[str], str | None]
@@ -188,6 +193,9 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
     checks += _provider_checks(app, models, probe)
     checks += _model_list_checks(settings, models)
     checks += device_checks(settings, models)
+    vectors = vector_index_check(settings, probe)
+    if vectors is not None:
+        checks.append(vectors)
     try:
         seeds = len(app.catalog.seeds())
         checks.append(
@@ -200,21 +208,57 @@ def run_checks(app: App, probe: Probe = probe_url) -> list[Check]:
         )
         app.events.last_seq()
         checks.append(Check("event log", True, settings.store.url or str(app.workspace.database)))
-        key = app.log_key_path()
-        checks.append(
-            Check(
-                "log key",
-                key.is_file(),
-                f"{key} (the event log's chain is keyed with it; keep a copy away from the "
-                "database, and publish anchors: README, 'A log whose lies are caught')"
-                if key.is_file()
-                else f"{key} is missing: the log cannot be extended or checked",
-                "" if key.is_file() else "restore the key file the workspace was written with",
-            )
-        )
+        checks.append(log_key_check(app.log_key_path()))
     except PlaylistEvalError as exc:
         checks.append(Check("workspace", False, str(exc), "check --home and store.url"))
     return checks
+
+
+def log_key_check(key: Path) -> Check:
+    """The event log's chain key: there, and readable by its owner alone (whoever reads it can
+    write a log whose chain checks out)."""
+    if not key.is_file():
+        return Check(
+            "log key",
+            False,
+            f"{key} is missing: the log cannot be extended or checked",
+            "restore the key file the workspace was written with",
+        )
+    mode = stat.S_IMODE(key.stat().st_mode)
+    if mode & 0o077:
+        return Check(
+            "log key",
+            False,
+            f"{key} may be read or written by other users (mode {mode:04o}): whoever reads it "
+            "can forge the event log's chain",
+            f"chmod 600 {key}",
+        )
+    return Check(
+        "log key",
+        True,
+        f"{key}, mode {mode:04o} (the event log's chain is keyed with it; keep a copy away from "
+        "the database, and publish anchors: README, 'A log whose lies are caught')",
+    )
+
+
+def vector_index_check(settings: Settings, probe: Probe) -> Check | None:
+    """A Qdrant server the settings index into (``vectors.backend = "qdrant-server"``) answers
+    at its URL; None for the embedded backends, which live in the workspace."""
+    vectors = settings.vectors
+    if vectors.backend != "qdrant-server":
+        return None
+    fix = (
+        "start the Qdrant server, or fix vectors.url in playlisteval.toml "
+        '(vectors.backend = "qdrant-edge" keeps the index in the workspace)'
+    )
+    if not vectors.url:
+        return Check("vector index", False, 'vectors.backend = "qdrant-server" but no url', fix)
+    problem = probe(vectors.url)
+    if problem is None:
+        return Check("vector index", True, f"Qdrant server {vectors.url} reachable")
+    return Check(
+        "vector index", False, f"Qdrant server {vectors.url} is unreachable: {problem}", fix
+    )
 
 
 @dataclass(frozen=True)
@@ -341,6 +385,8 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
             )
             continue
         urls.setdefault(url, []).append(model)
+        if family.name == DASHSCOPE:
+            checks.append(_video_route_check(model, url, found.video_fps, found.max_frames))
     for name, users in sorted(keys.items()):
         present = bool(os.environ.get(name))
         needed = not offline and any(m in curation_models for m in users)
@@ -371,6 +417,23 @@ def _provider_checks(app: App, models: list[str], probe: Probe) -> list[Check]:
             )
         )
     return checks
+
+
+def _video_route_check(model: str, url: str, video_fps: float, max_frames: int) -> Check:
+    """How DashScope's ``model`` is sent video at ``url``: as video files where the endpoint's
+    region has DashScope's temporary storage (China (Beijing) only), else as Base64 frame lists
+    (:func:`tools.providers.dashscope_model.video_route`), at what rate, and, off Beijing, the
+    250 images a request past which a call is refused before it is sent."""
+    route = video_route(url)
+    detail = route.describe(video_fps, max_frames)
+    if route.route == "frame-list" and max_frames > MAX_BASE64_IMAGES:
+        detail += (
+            f"; a request planning more than {MAX_BASE64_IMAGES} frames is refused before it "
+            f"is sent: set providers.models.{model!r}.max_frames to at most "
+            f"{MAX_BASE64_IMAGES}, or base_url to the Beijing endpoint "
+            "https://dashscope.aliyuncs.com/api/v1"
+        )
+    return Check(f"video route of {model}", True, detail)
 
 
 def _names(value: object) -> list[str]:

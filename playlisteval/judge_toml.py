@@ -7,12 +7,18 @@ from __future__ import annotations
 
 def local_judge_path(judge: str) -> str | None:
     """What ``local_path`` a judge id seems to name a model file on this machine by: the id
-    itself when it is a ``.gguf`` file or a packaged model, the packaged model it begins (as
+    itself when it is a ``.gguf`` file (its absolute path when it is there: the setting is read
+    from wherever a command runs) or a packaged model, the packaged model it begins (as
     ``qwen2.5-coder-1.5b`` begins ``qwen2.5-coder-1.5b-instruct``); None otherwise."""
+    from pathlib import Path
+
     from tools.gguf_models import PACKAGED_MODELS
 
-    if judge.endswith(".gguf") or judge in PACKAGED_MODELS:
+    if judge in PACKAGED_MODELS:
         return judge
+    if judge.endswith(".gguf"):
+        found = Path(judge).expanduser()
+        return str(found.resolve()) if found.is_file() else judge
     begun = sorted(name for name in PACKAGED_MODELS if name.startswith(judge))
     return begun[0] if len(begun) == 1 else None
 

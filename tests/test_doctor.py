@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from playlisteval.app import App
 from playlisteval.cli import app as cli_app
-from playlisteval.doctor import run_checks
-from playlisteval.settings import load_settings
+from playlisteval.doctor import probe_url, run_checks
+from playlisteval.settings import SETTINGS_FILE, load_settings
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
@@ -129,3 +129,78 @@ def test_a_real_local_model_that_is_not_there_fails_offline_too(
     assert not check.ok
     assert "neither a .gguf file" in check.detail
     assert "qwen2.5-coder-1.5b-instruct" in check.fix
+
+
+# -- the hostile walk of step 22 (issue 41): what the doctor passed and should not have --------
+
+
+@pytest.fixture
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consoles wide enough that rich never folds a long path inside a word."""
+    from playlisteval import cli
+
+    for console in (cli.console, cli.err_console):
+        monkeypatch.setattr(console, "_width", 1000)
+
+
+def _doctor(workspace: Path, settings: str = "") -> tuple[int, str]:
+    """``playlisteval doctor`` on ``workspace`` with ``settings`` added to its file: (exit code,
+    the output as one line of words)."""
+    if settings:
+        with (workspace / SETTINGS_FILE).open("a", encoding="utf-8") as file:
+            file.write("\n" + settings)
+    result = CliRunner().invoke(cli_app, ["doctor", "--home", str(workspace)])
+    assert "Traceback" not in result.output
+    return result.exit_code, " ".join(result.output.split())
+
+
+@pytest.mark.usefixtures("wide")
+def test_a_log_key_other_users_may_read_fails_saying_how_to_close_it(workspace: Path) -> None:
+    """Whoever reads the chain key can write a log that checks out: a key file of mode 0644
+    fails, naming the file and the chmod that closes it."""
+    with App(load_settings(workspace)) as app:
+        app.events.last_seq()  # the key is there (made on first use)
+        key = app.log_key_path()
+    key.chmod(0o644)
+    code, said = _doctor(workspace)
+    assert code == 1, said
+    assert f"FAIL log key: {key} may be read or written by other users (mode 0644)" in said
+    assert f"→ chmod 600 {key}" in said
+    key.chmod(0o600)
+    code, said = _doctor(workspace)
+    assert code == 0, said
+    assert f"ok log key: {key}, mode 0600" in said
+
+
+@pytest.mark.usefixtures("wide")
+def test_a_text_file_named_gguf_fails_as_no_gguf_file(workspace: Path, tmp_path: Path) -> None:
+    """A real-local judge's ``local_path`` is checked for GGUF's magic bytes, not its name."""
+    fake = tmp_path / "judge.gguf"
+    fake.write_text("a shopping list\n", encoding="utf-8")
+    code, said = _doctor(
+        workspace, f'[providers.models."tiny-real"]\nfamily = "real-local"\nlocal_path = "{fake}"\n'
+    )
+    assert code == 1, said
+    assert (
+        f"FAIL local model of tiny-real: {str(fake)!r} is not a GGUF file (it begins b'a sh', "
+        "not b'GGUF')"
+    ) in said
+
+
+@pytest.mark.usefixtures("wide")
+def test_a_qdrant_server_that_does_not_answer_fails_as_unreachable(workspace: Path) -> None:
+    """The index on a Qdrant server is probed (any HTTP answer is one): a server that is down
+    fails, saying so and what to do; one that answers passes."""
+    from tests.fakes_providers import FakeProviderServer, serve_provider
+
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    code, said = _doctor(workspace, f'[vectors]\nbackend = "qdrant-server"\nurl = "{dead}"\n')
+    assert code == 1, said
+    assert f"FAIL vector index: Qdrant server {dead} is unreachable: ConnectError" in said
+    assert "→ start the Qdrant server, or fix vectors.url in playlisteval.toml" in said
+    with serve_provider(FakeProviderServer()) as server:
+        answering = load_settings(workspace, vectors={"url": server.base_url})
+        with App(answering) as app:
+            checks = {c.name: c for c in run_checks(app, probe=probe_url)}
+    assert checks["vector index"].ok, checks["vector index"]
+    assert checks["vector index"].detail == f"Qdrant server {server.base_url} reachable"

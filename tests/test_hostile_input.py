@@ -178,6 +178,15 @@ VALUES = [
          "--target-hours must be a positive number of hours, got -1.0"),
     Case("a target of hours that is not a number",
          ("add", "{src}", "--domain", "d", "--target-hours", "nan"), "--target-hours"),
+    # The hostile walk of step 22 (issue 41): a model file named as a judge that no setting
+    # serves is told the settings that would, not a price row in the installed package.
+    Case("an unconfigured GGUF judge", ("eval", "--benchmark", "{src}", "--judge", "x.gguf"),
+         "judge 'x.gguf' is not configured (no provider family serves it): add to "),
+    Case("an unconfigured GGUF judge, live",
+         ("eval", "--benchmark", "{src}", "--judge", "x.gguf", "--live"),
+         '[providers.models."x.gguf"] family = "real-local"'),
+    Case("an unconfigured packaged judge", ("eval", "--benchmark", "{src}", "--judge",
+         "qwen2.5-coder-1.5b"), 'local_path = "qwen2.5-coder-1.5b-instruct"'),
 ]  # fmt: skip
 
 CASES = [*SETTINGS, *ENVIRONMENT, *WORKSPACE, *VALUES]
@@ -200,3 +209,27 @@ def test_the_workspace_is_usable_again_once_the_setting_is_fixed(
                  settings_text("[index]\nsegment_min_minutes = 1.0\nsegment_target_minutes = "
                                "1.0\nsegment_max_minutes = 2.0\n"), code=0)  # fmt: skip
     run_cli_case(workspace, fixed, monkeypatch)
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["offline", "live"])
+def test_an_unconfigured_gguf_judge_is_told_the_real_local_table_for_this_workspace(
+    workspace: Path, tmp_path: Path, live: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``eval --judge FILE.gguf`` with no setting that serves it: one error, exit 2, naming the
+    workspace's settings file and the ``real-local`` table to add there (the file's whole
+    path), never a row for the installed package's ``policies/prices.toml``; nothing judged."""
+    model = tmp_path / "judge.gguf"
+    model.write_bytes(b"GGUF")
+    command = ("eval", "--benchmark", "{src}", "--judge", str(model), "--out", str(tmp_path / "e"))
+    case = Case(
+        "unconfigured gguf",
+        (*command, *(["--live"] if live else [])),
+        f"judge {str(model)!r} is not configured (no provider family serves it): add to "
+        f"{workspace / SETTINGS_FILE} the table that runs it on this machine (no endpoint, key "
+        f'or price): [providers.models."{model}"] family = "real-local"',
+    )
+    result = run_cli_case(workspace, case, monkeypatch)
+    said = " ".join(result.output.split())
+    assert f'local_path = "{model}"' in said
+    assert "prices.toml" not in said
+    assert not (tmp_path / "e").exists()

@@ -195,6 +195,15 @@ DROPPED = [
          both(link("a.mp4", "{src}/b.mp4"), link("b.mp4", "{src}/a.mp4")), code=0),
     Case("a link to nothing", ("add", "{src}", "--domain", "d"), "'gone.mp4' cannot be read",
          link("gone.mp4", "{src}/nothing-here.mp4"), code=0),
+    # The hostile walk of step 22 (issue 41): a file of no byte is no video, so it is not
+    # catalogued (it was, as a failed video); its line names it.
+    Case("a zero-byte video", ("add", "{src}", "--domain", "d"),
+         "dropped zero.mp4: 'zero.mp4' is empty (0 bytes)", folder_with("zero.mp4", b""), 0),
+    Case("a zero-byte video listed by a manifest", ADD, "'zero.mp4' is empty (0 bytes)",
+         videos({"path": "zero.mp4"}, extra=folder_with("zero.mp4", b"")), code=0),
+    Case("a file name that is markup", ("add", "{src}", "--domain", "d"),
+         "dropped [bold red]x.mp4: '[bold red]x.mp4' is empty (0 bytes)",
+         folder_with("[bold red]x.mp4", b""), 0),
 ]  # fmt: skip
 
 
@@ -215,7 +224,6 @@ def test_a_careless_manifest_or_source_is_one_line_and_reads_nothing_outside(
 # A media file that cannot be a video: listed, then failed with its reason at `add`, exit 0.
 FOLDER = ("add", "{src}", "--domain", "hostile")
 BROKEN_MEDIA = [
-    Case("a zero-byte video", FOLDER, "is empty (0 bytes)", folder_with("zero.mp4", b""), 0),
     Case("a text file named .mp4", FOLDER, "as media (corrupt, truncated or not a video)",
          folder_with("notes.mp4", b"a shopping list\n" * 50), 0),
     Case("a video cut short before its header", FOLDER,
@@ -229,8 +237,6 @@ BROKEN_MEDIA = [
          folder_with("huge.avi", lambda p: claiming(p, 60_000, 60_000)), 0),
     Case("a picture that claims 16000x16000", FOLDER, "claims 16000x16000 pixels",
          folder_with("big.avi", lambda p: claiming(p, 16_000, 16_000)), 0),
-    Case("a file name that is markup", FOLDER, "[bold red]x.mp4' is empty (0 bytes)",
-         folder_with("[bold red]x.mp4", b""), 0),
 ]  # fmt: skip
 
 
@@ -269,9 +275,27 @@ def test_status_prints_a_recorded_problem_as_written_not_as_markup(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file name that is rich markup is printed as its name by `status` too."""
-    run_cli_case(workspace, BROKEN_MEDIA[-1], monkeypatch)
+    (markup,) = [case for case in DROPPED if case.name == "a file name that is markup"]
+    run_cli_case(workspace, markup, monkeypatch)
     status = Case("status", ("status",), "[bold red]x.mp4' is empty (0 bytes)", code=0)
     run_cli_case(workspace, status, monkeypatch)
+
+
+def test_a_zero_byte_video_is_dropped_naming_it_and_the_rest_is_taken_in(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A video of no byte in a folder is refused at `add` with a line naming it and is not
+    catalogued; the whole video beside it is taken in, and nothing the workspace held is lost."""
+    case = Case("zero beside whole", ("add", "{src}", "--domain", "d"),
+                "dropped ep1.mp4: 'ep1.mp4' is empty (0 bytes), not a video",
+                both(folder_with("ep1.mp4", b""), folder_with("ep2.mp4", tiny_video)),
+                code=0)  # fmt: skip
+    before = holdings(workspace)
+    result = run_cli_case(workspace, case, monkeypatch)
+    added = {k: v for k, v in holdings(workspace).videos.items() if k not in before.videos}
+    assert [Path(path or "").name for _status, path in added.values()] == ["ep2.mp4"]
+    assert [status for status, _path in added.values()] == ["ready"]
+    assert "1 videos listed" in one_line(result.output)
 
 
 # -- subtitles, and a video cut short after its header: what `index` makes of them ------------

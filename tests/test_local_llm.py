@@ -22,7 +22,7 @@ from agents.prompts import render_prompt
 from playlisteval.settings import load_settings
 from policies.prices import PriceTable, Usage
 from store.errors import ConfigError
-from tests.tiny_gguf import tiny_qwen2, write_tiny_gguf
+from tests.tiny_gguf import tiny_qwen2, whole_header_random_body, write_tiny_gguf
 from tools.gguf_models import (
     PACKAGED_MODELS,
     PackagedModel,
@@ -201,6 +201,29 @@ def test_a_packaged_name_and_a_folder_of_one_gguf_resolve_to_files_that_load(
     by_folder = resolve_gguf(str(tiny_gguf.parent))
     assert by_folder.gguf_file == tiny_gguf.name
     assert load_causal_lm(by_name).model.config.hidden_size == 32
+
+
+def test_a_gguf_whose_body_is_not_a_model_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """The gguf reader fails on such a file with a bare IndexError: it is a ConfigError that
+    names the file instead (what the judge's call, and so the command, then says)."""
+    broken = whole_header_random_body(tmp_path / "broken.gguf")
+    assert local_path_problem(str(broken)) is None  # it begins as a GGUF: only a load tells
+    with pytest.raises(ConfigError) as refused:
+        load_causal_lm(resolve_gguf(str(broken)))
+    said = str(refused.value)
+    assert said.startswith(f"not a readable GGUF model: {str(broken)!r} (IndexError: ")
+    assert "\n" not in said
+
+
+def test_a_text_file_named_gguf_is_no_gguf_file(tmp_path: Path) -> None:
+    """``local_path`` is checked by the file's first bytes (GGUF's magic), not by its name."""
+    text = tmp_path / "notes.gguf"
+    text.write_text("a shopping list\n", encoding="utf-8")
+    expected = f"{str(text)!r} is not a GGUF file (it begins b'a sh', not b'GGUF')"
+    assert expected in str(local_path_problem(str(text)))
+    assert expected in str(local_path_problem(str(tmp_path)))  # a folder of that one file
+    with pytest.raises(ConfigError, match=r"not a readable GGUF model: .*GGUF magic invalid"):
+        load_causal_lm(resolve_gguf(str(text)))
 
 
 @pytest.mark.parametrize("local_path", ["/models/nowhere.gguf", "not-a-model"])

@@ -14,18 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from agents.audit import describe_step
-from agents.evaluation import OFFLINE_PROVIDER_LABEL, eval_stream
+from agents.evaluation import OFFLINE_PROVIDER_LABEL, JudgmentRecord, eval_stream
 from playlisteval import runs
 from playlisteval.app import App
+from playlisteval.cli import EXIT_NOTHING_JUDGED
 from playlisteval.cli import app as cli_app
 from playlisteval.cli.status import runs_table
 from playlisteval.overview import list_runs
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.events import pairs_stream
-from tests.tiny_gguf import write_tiny_gguf
+from tests.tiny_gguf import whole_header_random_body, write_tiny_gguf
 from tests.workspaces import copy_workspace
 from tools.providers.local_llm import FAMILY_NAME, REAL_LOCAL_LABEL, TIE_BAND, debiased_choice
 
@@ -205,6 +207,91 @@ def test_the_eval_judges_table_labels_the_real_model_and_never_as_the_harness(
     (harness,) = _table_rows(output, "offline-first")
     assert "offline provider" in harness.split("\n")[1]
     assert "offline provider rows: a harness" in output
+
+
+def _eval_output(
+    benchmark: tuple[Path, Path], tmp_path: Path, gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> Result:
+    """``playlisteval eval`` in the default (offline) mode, the real-local JUDGE served from
+    ``gguf`` and the only judge, one pair, on a copy of the benchmark's workspace; consoles wide
+    enough that no path is folded."""
+    from playlisteval import cli
+
+    for console in (cli.console, cli.err_console):
+        monkeypatch.setattr(console, "_width", 1000)
+    home = copy_workspace(benchmark[0], tmp_path / "ws")
+    with (home / SETTINGS_FILE).open("a") as settings:
+        settings.write(f'\n[providers.models."{JUDGE}"]\nfamily = "{FAMILY_NAME}"\n')
+        settings.write(f'local_path = "{gguf}"\n')
+    return CliRunner().invoke(
+        cli_app,
+        [
+            *("eval", "--benchmark", str(benchmark[1]), "--judge", JUDGE),
+            *("--condition", CONDITION, "--limit", "1", "--out", str(tmp_path / "eval")),
+            *("--home", str(home)),
+        ],
+    )
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_table_of_real_local_judges_alone_is_not_called_the_offline_harness(
+    benchmark: tuple[Path, Path], gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The offline provider is a harness; a real local model is a real model. An offline-mode
+    evaluation of the real-local judge alone is titled as any table of real judges, and its
+    row still says who answered."""
+    result = _eval_output(benchmark, tmp_path, gguf, monkeypatch)
+    assert result.exit_code == 0, result.output
+    (title,) = [line for line in result.output.splitlines() if "Judges by condition" in line]
+    assert title.strip() == "Judges by condition"
+    assert "harness" not in result.output
+    (mine,) = _table_rows(result.output, JUDGE)
+    assert REAL_LOCAL_LABEL in mine
+
+
+def test_the_judges_table_calls_only_the_offline_providers_rows_a_harness(
+    offline_evaluation: tuple[Path, Path, str],
+) -> None:
+    """The title names the harness where the offline provider answered for a judge of the
+    table: all of them, some of them (its rows then say so), or none."""
+    from agents.evaluation import JUDGMENTS_FILE, read_judgments
+    from playlisteval.cli.benchmark import judges_table
+
+    _home, out, _output = offline_evaluation
+    records = read_judgments(out / JUDGMENTS_FILE)
+    real = [r for r in records if r.judge == JUDGE]
+    played = [r for r in records if r.judge != JUDGE]
+    assert real
+    assert played
+
+    def title(chosen: list[JudgmentRecord], offline: bool = True) -> str:
+        return str(judges_table(chosen, offline, [JUDGE]).title)
+
+    assert title(real) == "Judges by condition"
+    assert title(records) == (
+        "Judges by condition (offline provider rows: a harness, not evidence of model quality)"
+    )
+    assert title(played) == (
+        "Judges by condition (offline provider: a harness, not evidence of model quality)"
+    )
+    # Live, an offline judge beside the real one is still the harness's row, and only its.
+    assert title(records, offline=False) == title(records)
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_gguf_whose_body_is_not_a_model_is_one_line_naming_the_file(
+    benchmark: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge's GGUF with a whole header and a random body failed each call with a bare
+    IndexError: the line names the file and says it is not a readable GGUF model (exit 6:
+    nothing could be judged)."""
+    broken = whole_header_random_body(tmp_path / "broken.gguf")
+    result = _eval_output(benchmark, tmp_path, broken, monkeypatch)
+    said = " ".join(result.output.split())
+    assert result.exit_code == EXIT_NOTHING_JUDGED, said
+    assert "Traceback" not in said
+    assert sum(line.startswith("error:") for line in result.stderr.splitlines()) == 1
+    assert f"not a readable GGUF model: {str(broken)!r} (IndexError: " in said
 
 
 def test_the_report_marks_the_real_model_and_never_as_the_harness(

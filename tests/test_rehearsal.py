@@ -197,6 +197,41 @@ def test_a_second_rehearsal_starts_at_index(rehearsed: Path, tmp_path: Path) -> 
         make_campaign(collection, CampaignSpec(domains=1, hours_per_domain=1, video_minutes=6))
 
 
+def test_a_rerun_with_other_episode_lengths_is_one_line_and_changes_nothing(
+    rehearsed: Path,
+) -> None:
+    """The same workspace rehearsed again with another --video-minutes is refused before
+    anything is generated, naming the setting that differs and how to start afresh; the
+    workspace's files are as they were."""
+    before = {p: p.stat().st_mtime_ns for p in rehearsed.rglob("*") if p.is_file()}
+    args = ["demo", "--home", str(rehearsed), "--domains", "2", "--hours-per-domain", "1"]
+    result = CliRunner().invoke(cli_app, [*args, "--video-minutes", "20"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == EXIT_FIX, said
+    assert "Traceback" not in said
+    assert sum(line.startswith("error:") for line in result.stderr.splitlines()) == 1
+    assert (
+        f"{str(rehearsed / 'collection')!r} holds a collection generated with other settings "
+        f"(video_minutes 6.0 there, 20.0 asked): rehearse with another --home, or delete "
+        f"{str(rehearsed)!r} to start this workspace afresh"
+    ) in said
+    assert {p: p.stat().st_mtime_ns for p in rehearsed.rglob("*") if p.is_file()} == before
+
+
+def test_a_torn_campaign_record_is_refused_naming_it(tmp_path: Path) -> None:
+    """A ``campaign.json`` cut short (or edited) leaves what was generated beside it unknown:
+    refused, naming the file, rather than trusted or overwritten."""
+    spec = CampaignSpec(domains=1, hours_per_domain=0.5, video_minutes=10)
+    (tmp_path / "campaign.json").write_text('{"domains": 1, "hours_per', encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        make_campaign(tmp_path, spec)
+    said = str(refused.value)
+    assert f"the campaign record {str(tmp_path / 'campaign.json')!r} cannot be read" in said
+    assert "use another folder (or delete that one)" in said
+    assert (tmp_path / "campaign.json").read_text() == '{"domains": 1, "hours_per'
+    assert not list(tmp_path.rglob("*.mp4"))
+
+
 def test_a_killed_generation_is_finished_not_trusted(tmp_path: Path) -> None:
     """A video without its captions (killed mid-write) is written again; the rest are kept."""
     spec = CampaignSpec(domains=1, hours_per_domain=0.5, video_minutes=10)
@@ -255,6 +290,7 @@ def test_growth_per_stage_is_time_ratio_over_size_ratio() -> None:
         (["--scale", "paper", "--domains", "2"], "one or the other"),
         (["--domains", "9", "--hours-per-domain", "1"], "--domains must be between"),
         (["--domains", "1", "--hours-per-domain", "1", "--haystack-hours", "-1"], "positive"),
+        (["--domains", "1", "--hours-per-domain", "0.0001"], "give --hours-per-domain 0.75 or"),
     ],
 )
 def test_a_rehearsal_asked_wrongly_is_one_line(

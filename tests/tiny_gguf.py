@@ -114,3 +114,13 @@ def write_tiny_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def whole_header_random_body(path: Path, seed: int = 0) -> Path:
+    """A file that begins as a GGUF (its magic and version 3) and goes on with random bytes:
+    what a corrupted model file looks like to anything that reads only its first bytes."""
+    import random
+    import struct
+
+    path.write_bytes(b"GGUF" + struct.pack("<I", 3) + random.Random(seed).randbytes(4096))
+    return path

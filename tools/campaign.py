@@ -38,11 +38,21 @@ from tools.synthetic import (
     write_vtt,
 )
 
-__all__ = ["CAMPAIGN_DOMAINS", "PAPER_SCALE", "CampaignSpec", "campaign_videos", "make_campaign"]
+__all__ = [
+    "CAMPAIGN_DOMAINS",
+    "PAPER_SCALE",
+    "REHEARSAL_EPISODES",
+    "CampaignSpec",
+    "ForeignCollection",
+    "campaign_videos",
+    "check_collection",
+    "make_campaign",
+]
 
 CHUNK_SECONDS = 30.0  # one scene per indexed chunk
 SPEC_FILE = "campaign.json"
 MANIFEST_FILE = "manifest.json"
+REHEARSAL_EPISODES = 2  # seeds pair segments of two different videos of one domain
 
 # Seven domains as the paper has; each episode draws its topic from its domain's terms, so
 # episodes of one domain are related (shared vocabulary) but distinct (their own terms and name).
@@ -143,6 +153,24 @@ class CampaignSpec:
         """Episodes per domain: as many as make the hours asked, at least one."""
         return max(1, round(self.hours_per_domain * 3600 / self.video_seconds))
 
+    def check_rehearsable(self) -> None:
+        """ConfigError unless every domain gets at least :data:`REHEARSAL_EPISODES` episodes:
+        a seed pairs segments of two different videos of one domain, so a domain of one episode
+        has no seed, and a rehearsal of it would stop at curation, after generating and
+        indexing."""
+        if self.videos_per_domain >= REHEARSAL_EPISODES:
+            return
+        # videos_per_domain rounds half to even: 1.5 episodes' worth of hours makes two.
+        least = (REHEARSAL_EPISODES - 0.5) * self.video_seconds / 3600.0
+        shown = math.ceil(round(least * 1000, 6)) / 1000  # up to the next thousandth of an hour
+        raise ConfigError(
+            f"--hours-per-domain {self.hours_per_domain:g} makes {self.videos_per_domain} "
+            f"episode of {self.video_seconds / 60:g} minutes a domain; a seed pairs segments of "
+            f"two different episodes of a domain, so a rehearsal needs at least "
+            f"{REHEARSAL_EPISODES}: give --hours-per-domain {shown:g} or more (or shorter "
+            "episodes with --video-minutes, down to 1)"
+        )
+
 
 PAPER_SCALE = CampaignSpec(domains=7, hours_per_domain=100.0)
 
@@ -205,18 +233,13 @@ def make_campaign(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = out_dir / SPEC_FILE
     manifest = out_dir / MANIFEST_FILE
-    wanted = asdict(spec)
-    if spec_path.exists():
-        found = json.loads(spec_path.read_text(encoding="utf-8"))
-        if found != wanted:
-            raise ConfigError(
-                f"{out_dir} holds a collection generated for {found!r}, not {wanted!r}: "
-                "use another folder (or delete that one)"
-            )
-    else:
-        spec_path.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
+    try:
+        recorded = check_collection(out_dir, spec)
+    except ForeignCollection as exc:
+        raise ConfigError(f"{exc}: use another folder (or delete that one)") from exc
+    if not recorded:
+        _write_whole(out_dir / SPEC_FILE, json.dumps(asdict(spec), indent=2) + "\n")
     videos = [
         _Video(domain, n, spec)
         for domain in spec.domain_names
@@ -233,10 +256,55 @@ def make_campaign(
                 if progress is not None:
                     progress(done, len(videos))
     if not manifest.exists() or todo:
-        manifest.write_text(
-            json.dumps({"playlists": campaign_videos(spec)}, indent=2) + "\n", encoding="utf-8"
-        )
+        _write_whole(manifest, json.dumps({"playlists": campaign_videos(spec)}, indent=2) + "\n")
     return manifest
+
+
+class ForeignCollection(ConfigError):
+    """A folder holds a collection generated for another spec, or a ``campaign.json`` that
+    cannot be read as one. The message names the file and what differs; the caller adds what
+    to do (another folder, or another workspace)."""
+
+
+def check_collection(out_dir: Path, spec: CampaignSpec) -> bool:
+    """Whether ``out_dir`` holds the collection of ``spec`` (False: it records none yet, so
+    nothing was generated there). :class:`ForeignCollection` when its ``campaign.json``
+    records another spec, or is torn, edited or not a file."""
+    path = Path(out_dir) / SPEC_FILE
+    if not path.exists() and not path.is_symlink():
+        return False
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # not a file, UTF-8 or JSON (torn)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ForeignCollection(
+            f"the campaign record {str(path)!r} cannot be read ({reason}), so what was "
+            "generated beside it is unknown"
+        ) from exc
+    wanted = asdict(spec)
+    if found == wanted:
+        return True
+    if not isinstance(found, dict):
+        raise ForeignCollection(
+            f"the campaign record {str(path)!r} holds a {type(found).__name__}, not the "
+            "settings of a generated collection"
+        )
+    differences = [
+        f"{key} {found.get(key)!r} there, {wanted.get(key)!r} asked"
+        for key in sorted(set(found) | set(wanted))
+        if found.get(key) != wanted.get(key)
+    ]
+    raise ForeignCollection(
+        f"{str(out_dir)!r} holds a collection generated with other settings "
+        f"({'; '.join(differences)})"
+    )
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a killed write leaves no torn record)."""
+    partial = path.with_name(f"{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 def _pseudo_word(rng: random.Random, taken: set[str]) -> str:

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import json
 import os
+import struct
 import threading
 import uuid
 from dataclasses import dataclass
@@ -27,10 +28,12 @@ from store.errors import ConfigError
 from tools.whisper_models import model_cache_dir
 
 __all__ = [
+    "GGUF_MAGIC",
     "PACKAGED_MODELS",
     "CausalLM",
     "GGUFSource",
     "PackagedModel",
+    "gguf_magic_problem",
     "load_causal_lm",
     "local_path_problem",
     "packaged_gguf",
@@ -239,17 +242,38 @@ def resolve_gguf(local_path: str) -> GGUFSource:
     )
 
 
+GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
+
+
+def gguf_magic_problem(path: Path) -> str | None:
+    """Why ``path`` is not a GGUF file by its first bytes (a text file named ``.gguf``, a file
+    that cannot be read), or None when it begins as one."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        return f"{str(path)!r} cannot be read: {exc.strerror or exc}"
+    if head != GGUF_MAGIC:
+        return (
+            f"{str(path)!r} is not a GGUF file (it begins {head!r}, not {GGUF_MAGIC!r}); point "
+            "local_path at a real .gguf model file"
+        )
+    return None
+
+
 def local_path_problem(local_path: str) -> str | None:
     """What is wrong with ``local_path`` as :func:`resolve_gguf` would read it, without joining
     or loading anything (for ``playlisteval doctor``); None when it names a model here."""
     text = local_path.strip()
     path = Path(text).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        return None
+        return gguf_magic_problem(path)
     if path.is_dir():
-        ggufs = list(path.glob("*.gguf"))
-        if (path / "config.json").is_file() or len(ggufs) == 1:
+        if (path / "config.json").is_file():
             return None
+        ggufs = list(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return gguf_magic_problem(ggufs[0])
         return f"{text!r} holds no config.json and {len(ggufs)} .gguf files"
     model = PACKAGED_MODELS.get(text)
     if model is not None:
@@ -278,6 +302,37 @@ class CausalLM:
         return str(self.source.gguf_file or named or self.source.folder)
 
 
+# What transformers and the gguf reader raise for model files they cannot read: besides the
+# documented OSError and ValueError, a GGUF whose header is whole and whose body is not fails
+# while its fields are parsed (IndexError, struct.error, a dtype or size that makes no sense).
+_UNREADABLE_MODEL = (
+    OSError,
+    ValueError,
+    ImportError,
+    LookupError,
+    TypeError,
+    ArithmeticError,
+    EOFError,
+    RuntimeError,
+    struct.error,
+)
+
+
+def _not_loadable(source: GGUFSource, exc: BaseException) -> ConfigError:
+    """The one line for a model whose files do not load: which file, what the reader said."""
+    said = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if source.gguf_file:
+        where = os.path.join(source.folder, source.gguf_file)
+        return ConfigError(
+            f"not a readable GGUF model: {where!r} ({said[:300]}); give a whole GGUF file of a "
+            "supported architecture (a download cut short, or another file renamed .gguf, is not)"
+        )
+    return ConfigError(
+        f"cannot load the causal LM {source.folder!r} ({said[:300]}); give a transformers model "
+        "folder or a GGUF file of a supported architecture (nothing is downloaded)"
+    )
+
+
 _LOADED: dict[str, CausalLM] = {}
 _LOAD_LOCK = threading.Lock()
 
@@ -301,11 +356,8 @@ def load_causal_lm(source: GGUFSource, device: str = "cpu") -> CausalLM:
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 source.folder, local_files_only=True, dtype="float32", **extra
             )
-        except (OSError, ValueError, ImportError, KeyError) as exc:
-            raise ConfigError(
-                f"cannot load the causal LM {source.key!r}: {exc}; give a transformers model "
-                "folder or a GGUF file of a supported architecture (nothing is downloaded)"
-            ) from exc
+        except _UNREADABLE_MODEL as exc:
+            raise _not_loadable(source, exc) from exc
         found = CausalLM(tokenizer, model.to(device).eval(), source, threading.Lock())
         _LOADED[key] = found
         return found

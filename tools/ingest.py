@@ -263,6 +263,18 @@ def _sidecar_captions(video: Path, roots: Sequence[Path]) -> tuple[Path, ...]:
     return tuple(found)
 
 
+def _empty_file(given: str, resolved: Path) -> str | None:
+    """Why a local file is no video before anything decodes it: it holds no byte (a copy or
+    download that never started), or it cannot be looked at. None when it has content."""
+    try:
+        size = resolved.stat().st_size
+    except OSError as exc:
+        return f"{given!r} cannot be read: {exc.strerror or exc}"
+    if size == 0:
+        return f"{given!r} is empty (0 bytes), not a video: copy the whole file and add it again"
+    return None
+
+
 def _probe_duration(path: Path) -> float | None:
     """The picture's length in seconds (what :func:`tools.media.probe` finds: sound that runs
     past the last frame does not count), or ``None`` when the file cannot be probed here.
@@ -367,6 +379,10 @@ def _local_entry(
         return
     if not resolved.is_file():
         collector.drop(given, title, f"path {given!r} is not a file")
+        return
+    problem = _empty_file(given, resolved)
+    if problem is not None:
+        collector.drop(given, title, problem)
         return
     if explicit_id is not None and not _SAFE_ID.match(explicit_id):
         collector.drop(
@@ -478,6 +494,10 @@ def _list_folder(
             collector.drop(str(relative), path.stem, _outside_reason(str(relative), roots))
             continue
         if not resolved.is_file():
+            continue
+        problem = _empty_file(str(relative), resolved)
+        if problem is not None:
+            collector.drop(str(relative), path.stem, problem)
             continue
         collector.add(
             VideoEntry(

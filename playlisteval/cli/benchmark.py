@@ -146,24 +146,32 @@ def judges_table(
     records: list[JudgmentRecord], offline: bool, real_local: Collection[str] = ()
 ) -> Table:
     """Accuracy (with its playlist-clustered standard error) and swap consistency of every
-    judge under every condition; the offline provider's runs say they are a harness. Where a
-    judge of ``real_local`` (a real model run on this machine) is among them, every judge's
-    cell says who answered it: ``real local model`` or ``offline provider`` (or ``live``)."""
+    judge under every condition. The title calls the offline provider a harness when it
+    answered for a judge of the table, and only then (a real local model is a real model, so a
+    table of those alone is no harness). Where a judge of ``real_local`` (a real model run on
+    this machine) is among them, or the offline provider answered for some judges and not
+    others, every judge's cell says who answered it: ``real local model`` or ``offline
+    provider`` (or ``live``)."""
     from policies.judging import judge_metrics, split_runs
     from tools.providers.judges import OFFLINE_JUDGES
     from tools.providers.local_llm import REAL_LOCAL_LABEL
 
-    real = {r.judge for r in records} & set(real_local)
-    title = "Judges by condition"
-    if offline and real:
-        title += " (offline provider rows: a harness, not evidence of model quality)"
-    elif offline:
-        title += " (offline provider: a harness, not evidence of model quality)"
+    judges = {r.judge for r in records}
+    real = judges & set(real_local)
 
     def who(judge: str) -> str:
         if judge in real:
             return REAL_LOCAL_LABEL
         return "offline provider" if offline or judge in OFFLINE_JUDGES else "live"
+
+    harness = {j for j in judges if who(j) == "offline provider"}
+    mixed = bool(harness) and harness != judges
+    title = "Judges by condition"
+    if mixed:
+        title += " (offline provider rows: a harness, not evidence of model quality)"
+    elif harness:
+        title += " (offline provider: a harness, not evidence of model quality)"
+    labelled = bool(real) or mixed  # each judge's cell says who answered it
 
     # Fits an 80-column terminal by design: short headers (the caption says what they mean),
     # figures at their own widths, judges whole, and a long condition folded onto more lines of
@@ -177,8 +185,7 @@ def judges_table(
         collapse_padding=True,
         show_edge=False,
     )
-    judges = {r.judge for r in records}
-    names = [*judges, *(who(j) for j in judges if real)]
+    names = [*judges, *(who(j) for j in judges if labelled)]
     table.add_column("judge", no_wrap=True, min_width=max(map(len, names), default=5))
     table.add_column("condition", overflow="fold")
     for name, width in (("pairs", 5), ("acc. ± SE", 13), ("cons.", 5), ("pos.", 5)):
@@ -195,7 +202,7 @@ def judges_table(
         accuracy = value(metrics, "accuracy")
         se = None if accuracy is None else accuracy.micro.clustered_se or accuracy.micro.se
         table.add_row(
-            escape(judge) + (f"\n[dim]{who(judge)}[/]" if real else ""),
+            escape(judge) + (f"\n[dim]{who(judge)}[/]" if labelled else ""),
             escape(condition),
             str(metrics.pairs),
             shown(accuracy) + ("" if se is None else f" ± {se:.3f}"),
@@ -289,6 +296,24 @@ def eval_(
         _print_evaluation(app_, result)
 
 
+def _print_eval_spend(app_: App, evaluation_id: str) -> None:
+    """What the evaluation's calls cost, and what may have been billed (a slow service's
+    timed-out attempts count at their reservations)."""
+    from agents.evaluation import eval_stream
+    from playlisteval.cli.curation_report import uncertain_line
+    from store.ledger import stream_spend
+
+    ledger = stream_spend(app_.events, eval_stream(evaluation_id))
+    if not ledger.has_calls:
+        return
+    console.print(
+        f"the evaluation's calls cost {usd(ledger.spent_micros)} USD "
+        f"(`playlisteval audit --evaluation {evaluation_id}`)"
+    )
+    if ledger.uncertain_attempts:
+        console.print(uncertain_line(ledger.uncertain_micros, ledger.uncertain_attempts))
+
+
 def _print_evaluation(app_: App, result: EvaluationResult) -> None:
     """The judges' table and where the judgments are; exit 6 when nothing could be judged."""
     if result.benchmark_check == "modified":
@@ -316,6 +341,7 @@ def _print_evaluation(app_: App, result: EvaluationResult) -> None:
     )
     for failure in result.failures[:5]:
         err_console.print(f"[yellow]not judged:[/] {escape(str(failure))}")
+    _print_eval_spend(app_, result.evaluation_id)
     console.print(
         f"report: playlisteval report {result.out_dir} --out REPORT_DIR "
         f"--home {app_.workspace.root}",

@@ -25,7 +25,7 @@ from playlisteval.cli.output import (
     step_bars,
 )
 from playlisteval.cli.shell import check_count, fail, open_app
-from store.errors import ConfigError, PlaylistEvalError
+from store.errors import ConfigError, PlaylistEvalError, disk_full
 
 if TYPE_CHECKING:
     from playlisteval.app import App
@@ -216,9 +216,11 @@ def campaign_spec(
         raise ConfigError(
             "a rehearsal needs both --domains N and --hours-per-domain H (or --scale paper)"
         )
-    return CampaignSpec(
+    spec = CampaignSpec(
         domains=domains, hours_per_domain=hours_per_domain, video_minutes=video_minutes
     )
+    spec.check_rehearsable()  # before anything is generated (it failed at curation, after)
+    return spec
 
 
 def rehearse_campaign(
@@ -236,10 +238,11 @@ def rehearse_campaign(
 
     from playlisteval.rehearsal import RehearsalRecord, StageMeter, default_haystacks, save_record
     from playlisteval.settings import SETTINGS_FILE, default_home
-    from tools.campaign import make_campaign
 
     name = f"rehearsal-{spec.domains}x{spec.hours_per_domain:g}h"
     root = (home or default_home() / name).expanduser().resolve()
+    collection = root / "collection"
+    _check_collection(root, collection, spec)
     root.mkdir(parents=True, exist_ok=True)
     if not (root / SETTINGS_FILE).exists():
         (root / SETTINGS_FILE).write_text(REHEARSAL_SETTINGS)
@@ -253,15 +256,7 @@ def rehearse_campaign(
         f"haystacks {', '.join(f'{h:g}' for h in hours)} h; offline provider (a harness, "
         "not evidence of model quality)"
     )
-    collection = root / "collection"
-    with meter.stage("generate") as notes, index_bars() as bars:
-        task = bars.add_task("generating videos", total=None)
-        manifest = make_campaign(
-            collection,
-            spec,
-            progress=lambda done, total: bars.update(task, completed=done, total=total),
-        )
-        notes.append(f"{spec.domains * spec.videos_per_domain} videos")
+    manifest = _generate(meter, collection, spec)
     with open_app(root, create=True) as app_:
         _index_campaign(app_, meter, manifest, collection)
         cap = budget if budget is not None else 3.0 * seeds
@@ -282,6 +277,47 @@ def rehearse_campaign(
         f"workspace: {root}",
     ):
         console.print(line, soft_wrap=True)
+
+
+def _check_collection(root: Path, collection: Path, spec: CampaignSpec) -> None:
+    """Refuse, in one line and before anything is written, a workspace whose collection was
+    generated with other settings (or whose record of them is torn): its catalogue holds those
+    videos, under the ids this spec's would take."""
+    from tools.campaign import ForeignCollection, check_collection
+
+    try:
+        check_collection(collection, spec)
+    except ForeignCollection as exc:
+        raise fail(
+            ConfigError(
+                f"{exc}: rehearse with another --home, or delete {str(root)!r} to start this "
+                "workspace afresh"
+            )
+        ) from exc
+
+
+def _generate(meter: StageMeter, collection: Path, spec: CampaignSpec) -> Path:
+    """The rehearsal's first stage, measured: the collection generated (its manifest's path);
+    a project error, or a disk with no room, is one line."""
+    from tools.campaign import make_campaign
+
+    try:
+        with meter.stage("generate") as notes, index_bars() as bars:
+            task = bars.add_task("generating videos", total=None)
+            manifest = make_campaign(
+                collection,
+                spec,
+                progress=lambda done, total: bars.update(task, completed=done, total=total),
+            )
+            notes.append(f"{spec.domains * spec.videos_per_domain} videos")
+    except PlaylistEvalError as exc:
+        raise fail(exc) from exc
+    except OSError as exc:
+        full = disk_full(exc)
+        if full is None:
+            raise
+        raise fail(full) from exc
+    return manifest
 
 
 def _index_campaign(app_: App, meter: StageMeter, manifest: Path, collection: Path) -> None:
