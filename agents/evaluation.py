@@ -275,6 +275,9 @@ def _clip(catalog: Catalog, clips: ClipFetcher, shown: _Shown, height: int) -> B
             "end_s": shown.end_s,
             "frame_times": list(shown.times),
             "height": height,
+            "width": round(video.width * height / video.height)
+            if video and video.width and video.height
+            else None,
             "audio": False,
             "source": source,
             "video_id": shown.video_id,

@@ -124,6 +124,7 @@ class SeedEvidence:
                         "start_s": row.start_s,
                         "end_s": row.end_s,
                         "height": spec.max_height,
+                        "width": _width_at(video, spec.max_height),
                         "audio": spec.audio,
                         "source": source,
                         "video_id": row.video_id,
@@ -223,3 +224,12 @@ def kept_chunks(segment: SegmentEvidence, citations: Sequence[Citation], size: i
 
 def _joined(texts: Iterable[str]) -> str:
     return " ".join(t for t in texts if t)
+
+
+def _width_at(video: VideoRow | None, height: int) -> int | None:
+    """The width of ``video``'s frames scaled to ``height`` (its aspect ratio kept; None when
+    the catalogue does not know its size): what a frame-based adapter sends."""
+    if video is None or not video.width or not video.height:
+        return None
+    shown = min(height, video.height)
+    return round(video.width * shown / video.height)

@@ -80,13 +80,19 @@ def _part_key(part: object) -> Any:
         return part
     if isinstance(part, BinaryContent):
         # The identifier is the clip's content key (source file, span, fps, height, audio):
-        # stable across processes, unlike re-encoded bytes.
+        # stable across processes, unlike re-encoded bytes. The source's path is the machine's
+        # and the width follows from the source and the height: neither is part of the key.
         return {
             "media": part.media_type,
             "id": part.identifier,
-            "meta": {k: v for k, v in (part.vendor_metadata or {}).items() if k != "path"},
+            "meta": {
+                k: v for k, v in (part.vendor_metadata or {}).items() if k not in _UNKEYED_META
+            },
         }
     return repr(part)
+
+
+_UNKEYED_META = frozenset({"path", "width"})
 
 
 def request_key(
@@ -1048,6 +1054,18 @@ class CallRecorder:
             # A clip whose frames the caller fixed goes at its own height (shown_height).
             height = max(shown_height(c, traffic.frame_height) for c in clips)
             shape = replace(shape, video_height=min(shape.video_height, height))
+        if clips:
+            # The frames' width where every clip has one picture shape (InternVL's tiles follow
+            # the aspect ratio); with none known, or several, the token rule takes its dearest.
+            aspects = {
+                round(c.width / c.height, 3) if c.width and c.height else None for c in clips
+            }
+            aspect = aspects.pop() if len(aspects) == 1 else None
+            shape = replace(
+                shape,
+                video_clips=len(clips),
+                video_width=round(shape.video_height * aspect) if aspect else None,
+            )
         return shape
 
     def _offline_usage(

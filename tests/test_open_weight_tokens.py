@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from pydantic_ai import Agent
-from pydantic_ai.messages import BinaryContent, ModelResponse
+from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
@@ -328,3 +329,45 @@ def test_a_request_never_carries_more_frames_than_the_qwen_vl_processor_keeps(
         sent = [m["frames"] for m in harness.media(request)]
         (read,) = harness.fake.videos_read
     assert sent == [384, 384] == read
+
+
+@pytest.mark.parametrize(("width", "tiles"), [(854, 3), (640, 13), (None, 13)])
+def test_the_reservation_reads_the_clips_width_for_internvls_tiles(
+    width: int | None, tiles: int, tmp_path: Path
+) -> None:
+    """A clip that says its width (its source's aspect ratio at its height, as the evidence and
+    the evaluation's clips do) is reserved at InternVL's tiles for that picture; one that does
+    not is reserved at the dearest grid. The width is no part of the request key."""
+    from agents.recorded import CallContext, call_clips, call_shape, request_key
+
+    _segments, clips = _segments_and_clips(20.0, 0.5, b"clip", 480)
+    if width is not None:
+        clips = [
+            BinaryContent(
+                data=c.data,
+                media_type=c.media_type,
+                identifier=c.identifier,
+                vendor_metadata={**(c.vendor_metadata or {}), "width": width},
+            )
+            for c in clips
+        ]
+    settings = load_settings(
+        tmp_path / "home", providers={"models": {INTERNVL: {"frame_height": 480}}}
+    )
+    recorder = CallRecorder(
+        budget=Budget(None), prices=PriceTable.load(), traffic=traffic_for(settings, live=False)
+    )
+    messages = [ModelRequest(parts=[UserPromptPart(content=["frames", *clips])])]
+    context = CallContext(seed_id="s", role="sufficiency", model=INTERNVL)
+    shape = recorder._effective(context, call_shape(INTERNVL, messages, None), call_clips(messages))
+    assert shape.video_clips == 2
+    assert shape.video_width == width
+    frames = shape.video_frames or 0
+    assert frames > 0
+    assert estimate_input_tokens(shape).input_video_tokens == frames * tiles * 256
+    bare = [ModelRequest(parts=[UserPromptPart(content=["frames", *_segments_and_clips(
+        20.0, 0.5, b"clip", 480)[1]])])]  # fmt: skip
+    params = ModelRequestParameters()
+    assert request_key("sufficiency", INTERNVL, messages, params, None) == request_key(
+        "sufficiency", INTERNVL, bare, params, None
+    )

@@ -80,6 +80,8 @@ class ClipInfo:
     # The instants (seconds into the source video) the caller fixed: exactly these frames are
     # shown, at the clip's height. None: the model's own frame plan decides.
     shown_times: tuple[float, ...] | None = None
+    # The clip's width at ``height`` (its source's aspect ratio), when its maker knew it.
+    width: int | None = None
     # The most frames the request this clip goes in may carry, when the caller fitted the
     # request to the model's context window (``max_frames`` in its metadata): the frame plan
     # takes the smallest of these and the model's own ``max_frames``. None: no such cap.
@@ -122,6 +124,7 @@ def clip_info(part: object) -> ClipInfo | None:
         path=str(meta["path"]) if meta.get("path") else None,
         shown_times=tuple(float(t) for t in fixed) if isinstance(fixed, list | tuple) else None,
         request_max_frames=int(meta["max_frames"]) if meta.get("max_frames") else None,
+        width=int(meta["width"]) if meta.get("width") else None,
     )
 
 
