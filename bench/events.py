@@ -204,6 +204,16 @@ def bench_keyed(total: int, workdir: Path) -> dict[str, float]:
         problems = keyed.verify()
         verify_s = time.perf_counter() - start
         assert problems == [], problems[:3]
+        # The quick check (runs, audit) after 1 % more events: it goes on from the checkpoint
+        # the full check left beside the key.
+        more = batches(max(size // 100, 1))
+        _append_all(keyed, [(f"more-{stream}", events) for stream, events in more])
+        start = time.perf_counter()
+        quick = keyed.check(quick=True)
+        quick_s = time.perf_counter() - start
+        assert quick.problems == [], quick.problems[:3]
+        assert quick.since > 0
+        out[f"keyed_{size}_quick_check_vs_full_time_ratio"] = quick_s / verify_s
         start = time.perf_counter()
         anchor = keyed.anchor(["seed-*"])
         anchor_s = time.perf_counter() - start

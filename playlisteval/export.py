@@ -1167,7 +1167,7 @@ def export_benchmark(
     out_dir = Path(out_dir).absolute()
     check_export_target(out_dir)
     run_ids = sorted({pair.run_id for pair in pairs})
-    untrusted = integrity.log_warning(app, run_ids)
+    untrusted = integrity.log_warning(app, run_ids, quick=False)
     if untrusted:
         raise ConfigError(f"nothing exported: {untrusted}")
     records = build_records(app, pairs, out_dir, with_clips=with_clips, progress=progress)

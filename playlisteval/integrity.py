@@ -11,13 +11,13 @@ for ``export``, refused).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from playlisteval.app import App
-from store.chain import Anchor, ChainProblem
+from store.chain import Anchor
 from store.errors import ConfigError
 from store.events import run_streams
 from store.eventstore import EventStore
@@ -36,21 +36,18 @@ class NamedAnchor:
         return {"label": self.label, **self.anchor.to_json()}
 
 
-def stream_problems(store: EventStore, streams: Sequence[str]) -> list[ChainProblem]:
-    """The chain problems of ``streams`` (names, or prefixes ending in ``*``), and of the log's
-    global chain and head."""
-    return store.check(streams).problems
-
-
-def log_warning(app: App, runs: Iterable[str] | None = None) -> str | None:
+def log_warning(app: App, runs: Iterable[str] | None = None, *, quick: bool = True) -> str | None:
     """The line to put first when the figures about to be shown rest on a log that fails
     verification (``runs``: only those runs' streams; None: the whole log); None when it
-    checks out."""
+    checks out. ``quick``: it goes on from the last checkpoint a check left beside the key
+    (``EventStore.check(quick=True)``), so ``runs`` and ``audit`` answer in the time the
+    events since take; ``export`` (what it publishes rests on it) and ``store verify`` check
+    every event."""
     if runs is None:
-        problems = app.events.verify()
+        problems = app.events.check(quick=quick).problems
     else:
         streams = [name for run in sorted(set(runs)) for name in run_streams(run)]
-        problems = stream_problems(app.events, streams)
+        problems = app.events.check(streams, quick=quick).problems
     if not problems:
         return None
     return (

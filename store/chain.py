@@ -38,7 +38,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,15 +152,26 @@ def head_path(key_path: Path) -> Path:
 @dataclass(frozen=True, slots=True)
 class Head:
     """A log's head as kept beside its key: the chain kind and key it is under, the last seq
-    committed and that event's link."""
+    committed and that event's link; and the checkpoint, the seq (and its link) through which
+    a check last found the whole log as written, from which the next quick check goes on."""
 
     chain: str
     key_id: str
     seq: int
     link: str
+    verified_seq: int = 0
+    verified_link: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"chain": self.chain, "key_id": self.key_id, "seq": self.seq, "link": self.link}
+        out: dict[str, Any] = {
+            "chain": self.chain,
+            "key_id": self.key_id,
+            "seq": self.seq,
+            "link": self.link,
+        }
+        if self.verified_seq:
+            out |= {"verified_seq": self.verified_seq, "verified_link": self.verified_link}
+        return out
 
 
 class HeadFile:
@@ -194,8 +205,16 @@ class HeadFile:
                 seq = head["seq"]
                 if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2**63:
                     raise ValueError(f"seq {seq!r}")
+                verified = head.get("verified_seq", 0)
+                if not isinstance(verified, int) or isinstance(verified, bool) or verified < 0:
+                    raise ValueError(f"verified_seq {verified!r}")
                 out[str(log_id)] = Head(
-                    str(head["chain"]), str(head["key_id"]), seq, str(head["link"])
+                    str(head["chain"]),
+                    str(head["key_id"]),
+                    seq,
+                    str(head["link"]),
+                    verified,
+                    str(head.get("verified_link", "")),
                 )
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
             raise ConfigError(
@@ -243,7 +262,21 @@ class HeadFile:
             current = heads.get(log_id)
             if current is not None and current.seq >= head.seq:
                 return
+            if current is not None:  # the checkpoint stays where a check put it
+                head = replace(
+                    head, verified_seq=current.verified_seq, verified_link=current.verified_link
+                )
             heads[log_id] = head
+            self._write(heads)
+
+    def checkpoint(self, log_id: str, seq: int, link: str) -> None:
+        """Record that the log was found as written through ``seq`` (whose link is ``link``);
+        a checkpoint only moves forward, and only for a log whose head is kept here."""
+        with self._locked() as heads:
+            current = heads.get(log_id)
+            if current is None or seq <= current.verified_seq:
+                return
+            heads[log_id] = replace(current, verified_seq=seq, verified_link=link)
             self._write(heads)
 
     def put(self, log_id: str, head: Head) -> None:

@@ -313,6 +313,7 @@ class Verification:
     events: int
     last_seq: int
     problems: list[ChainProblem]
+    since: int = 0  # a quick check's checkpoint: the events after it were checked
 
 
 @dataclass(frozen=True)
@@ -706,7 +707,7 @@ class EventStore(ABC):
         streams = None if stream_prefix is None else [stream_prefix + "*"]
         return self.check(streams).problems
 
-    def check(self, streams: Sequence[str] | None = None) -> Verification:
+    def check(self, streams: Sequence[str] | None = None, *, quick: bool = False) -> Verification:
         """Check the log against its chains, the streams' heads and the head beside the key.
 
         The whole log is walked in seq order through its global chain (seq 1, 2, 3 …, each link
@@ -715,28 +716,64 @@ class EventStore(ABC):
         (versions 1, 2, 3 … with seq rising, each hash the chain's, each event decoding into its
         class, its last event its stream head). Problems come sorted by seq, so the first one is
         where the log stops being what was written; a problem with the log's chain record as a
-        whole comes last."""
+        whole comes last. A check of the whole log that finds nothing moves the checkpoint kept
+        beside the key to its last event.
+
+        ``quick`` goes on from that checkpoint (``runs``, ``audit``: answers in the time the
+        events since take): the event at the checkpoint must still be the one verified there,
+        and every event after it is checked as above. What it cannot see — an event before the
+        checkpoint edited with its hashes left alone, a stream untouched since cut short — only
+        the full check (``store verify``) finds."""
         if self._needs_key is not None:
             raise ConfigError(
                 f"this log's hash chain is keyed (key {self._needs_key}) and it was opened "
                 "without its key, so it cannot be checked: open it through the workspace (or "
                 "set store.key_file)"
             )
+        head = self._head(self._log_id)
+        since, since_link = 0, ""
+        if quick and head is not None and self._trouble is None:
+            since, since_link = head.verified_seq, head.verified_link
         with self._engine.connect() as conn:
-            problems = self._link_pass(conn)
-            count, stream_problems = self._stream_pass(conn, streams)
+            problems, last_link = self._link_pass(conn, head, since, since_link)
+            count, stream_problems = self._stream_pass(conn, streams, since)
             last = self._last_seq(conn)
         problems += stream_problems
         problems.sort(key=lambda p: (p.seq, p.stream))
         if self._trouble is not None:
             problems.append(ChainProblem(0, LOG_WIDE, 0, self._trouble))
-        return Verification(count, last, problems)
+        whole = streams is None
+        if not problems and whole and last and self._head_file and self._log_id:
+            self._head_file.checkpoint(self._log_id, last, last_link)
+        return Verification(count, last, problems, since)
 
-    def _link_pass(self, conn: Connection) -> list[ChainProblem]:
-        head = self._head(self._log_id)
+    def _link_pass(
+        self, conn: Connection, head: Head | None, since: int = 0, since_link: str = ""
+    ) -> tuple[list[ChainProblem], str]:
+        """The global chain's problems (from the checkpoint ``since``, whose link was
+        ``since_link``, when one is given) and the last event's link."""
         walk = LinkWalk(self._key, head)
-        query = select(_C.seq, _C.stream, _C.version, _C.hash, _C.link).order_by(_C.seq)
         problems: list[ChainProblem] = []
+        if since:
+            stored = conn.execute(select(_C.link).where(_C.seq == since)).scalar_one_or_none()
+            if stored != since_link:
+                problems.append(
+                    ChainProblem(
+                        since,
+                        LOG_WIDE,
+                        0,
+                        "the event at the last verified checkpoint is not the one verified "
+                        "there: the log was rewritten since (`store verify` checks it all)",
+                    )
+                )
+            walk.seq, walk.link = since, since_link
+            if head is not None and head.seq <= since:
+                walk.at_head = head.link  # verified at the checkpoint, at or before it
+        query = (
+            select(_C.seq, _C.stream, _C.version, _C.hash, _C.link)
+            .where(_C.seq > since)
+            .order_by(_C.seq)
+        )
         for seq, stream, version, hash_, link in conn.execution_options(yield_per=5000).execute(
             query
         ):
@@ -744,12 +781,12 @@ class EventStore(ABC):
                 problems += walk.step(seq, stream, version, hash_, link)
             else:
                 walk.seq = seq
-        return problems + walk.finish()
+        return problems + walk.finish(), walk.link
 
     def _stream_pass(
-        self, conn: Connection, streams: Sequence[str] | None
+        self, conn: Connection, streams: Sequence[str] | None, since: int = 0
     ) -> tuple[int, list[ChainProblem]]:
-        query = select(*_COLUMNS).order_by(_C.seq)
+        query = select(*_COLUMNS).where(_C.seq > since).order_by(_C.seq)
         heads_query = select(_H.stream, _H.version, _H.hash, _H.seq)
         if streams is not None:
             query = query.where(self._stream_clause(streams))
@@ -764,6 +801,19 @@ class EventStore(ABC):
             walk = walks.get(stored.stream)
             if walk is None:
                 walk = walks[stored.stream] = StreamWalk(stored.stream, self._key)
+                if since:  # go on from the stream's last event at the checkpoint
+                    before = conn.execute(
+                        select(_C.version, _C.hash, _C.seq)
+                        .where(_C.stream == stored.stream, _C.seq <= since)
+                        .order_by(_C.version.desc())
+                        .limit(1)
+                    ).first()
+                    if before is not None:
+                        walk.version, walk.hash, walk.seq = (
+                            int(before[0]),
+                            str(before[1] or ""),
+                            int(before[2]),
+                        )
             problems += walk.step(
                 stored.seq,
                 stored.version,
@@ -787,7 +837,7 @@ class EventStore(ABC):
         for name, walk in walks.items():
             problems += walk.finish(heads.get(name))
         for stream, (version, _hash, seq) in heads.items():
-            if stream not in walks:
+            if stream not in walks and not since:  # quick: streams untouched since not read
                 problems.append(
                     ChainProblem(
                         seq, stream, version, f"the stream's {version} events are all missing"

@@ -91,3 +91,51 @@ def test_a_plain_log_is_not_rechained_by_opening_it_with_a_key_but_by_rekey(
     assert keyed.read_stream("store")[0].type == "LogRekeyed"
     plain.close()
     keyed.close()
+
+
+def test_a_quick_check_goes_on_from_the_checkpoint_a_full_one_left_beside_the_key(
+    tmp_path: Path,
+) -> None:
+    """``store verify`` (a full check) leaves a checkpoint beside the key; ``runs`` and
+    ``audit`` (a quick check) then read only the events since. An edit after the checkpoint,
+    or of the event at it, still shows quickly; an event before it edited with its hashes left
+    alone only shows in the full check, which is what ``store verify`` is for."""
+    import json
+    import sqlite3
+
+    from store.chain import HeadFile
+    from store.eventstore import SqliteEventStore
+
+    key_file = tmp_path / "log_key"
+    key = read_log_key(key_file, create=True)
+    database = tmp_path / "log.db"
+    store = SqliteEventStore(database, key=key, key_file=key_file)
+    store.append("eval-x", [CapSet(cap_micros=n, command="eval") for n in range(10)])
+    full = store.check()
+    assert (full.events, full.since, full.problems) == (10, 0, [])
+    (head,) = HeadFile(key_file).read().values()
+    assert head.verified_seq == 10
+    store.append("eval-y", [CapSet(cap_micros=n, command="eval") for n in range(3)])
+    quick = store.check(quick=True)
+    assert (quick.events, quick.since, quick.problems) == (3, 10, [])
+    (head,) = HeadFile(key_file).read().values()
+    assert head.verified_seq == 13  # a quick check of the whole log moves it on too
+    store.append("eval-y", [CapSet(cap_micros=99, command="eval")])
+
+    def edit(seq: int) -> None:
+        with sqlite3.connect(database) as conn:
+            (data,) = conn.execute("SELECT data FROM events WHERE seq = ?", (seq,)).fetchone()
+            conn.execute(
+                "UPDATE events SET data = ? WHERE seq = ?",
+                (json.dumps({**json.loads(data), "cap_micros": 7}), seq),
+            )
+
+    edit(14)  # after the checkpoint: the quick check sees it
+    assert [p.seq for p in store.check(quick=True).problems] == [14]
+    edit(5)  # before it, hashes untouched: only the full check sees it
+    assert [p.seq for p in store.check(quick=True).problems] == [14]
+    assert [p.seq for p in store.check().problems][:2] == [5, 14]
+    with sqlite3.connect(database) as conn:  # the event at the checkpoint replaced
+        conn.execute("UPDATE events SET link = ? WHERE seq = 13", ("0" * 64,))
+    assert 13 in [p.seq for p in store.check(quick=True).problems]
+    store.close()
