@@ -22,6 +22,7 @@ no key at all (a scratch log, a test) chains with plain SHA-256 and keeps no hea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import secrets
@@ -744,8 +745,16 @@ class EventStore(ABC):
             problems.append(ChainProblem(0, LOG_WIDE, 0, self._trouble))
         whole = streams is None
         if not problems and whole and last and self._head_file and self._log_id:
-            self._head_file.checkpoint(self._log_id, last, last_link)
+            self._checkpoint(last, last_link)
         return Verification(count, last, problems, since)
+
+    def _checkpoint(self, seq: int, link: str) -> None:
+        """Move the checkpoint beside the key, where this process may: a reading command on an
+        archived workspace (or a key folder it may not write) checks from the old one."""
+        if self.read_only or self._head_file is None or self._log_id is None:
+            return
+        with contextlib.suppress(ConfigError):
+            self._head_file.checkpoint(self._log_id, seq, link)
 
     def _link_pass(
         self, conn: Connection, head: Head | None, since: int = 0, since_link: str = ""

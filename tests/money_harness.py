@@ -337,8 +337,18 @@ def prepare_base(demo_home: Path, base: Path, max_seeds: int) -> Path:
         report = runs.curate(app, budget_usd=None, max_seeds=max_seeds)
         runs.select_pairs(app, report.run_id, per_domain=3)
     with sqlite3.connect(base / "playlisteval.db") as conn:
-        for table in ("events", "stream_heads", "leases", "budget_holds", "budget_accounts"):
+        for table in (
+            "events",
+            "stream_heads",
+            "store_meta",
+            "leases",
+            "budget_holds",
+            "budget_accounts",
+        ):
             conn.execute(f"DELETE FROM {table}")
+    # A new, empty log: its chain record and its head beside the key go with the events (kept,
+    # they would say, rightly, that the log was cut).
+    (base / "log_key.head").unlink()
     return base
 
 

@@ -109,7 +109,7 @@ def test_a_workspace_run_spreads_a_300_segment_catalogue_by_default_and_records_
         k = app.settings.curation.seeds_per_segment
     assert len(chosen) == len({s.id for s in chosen}) == 100
     assert (spread.per_segment, spread.raised) == (k, False)
-    assert recorded == spread.facts()
+    assert recorded == {**spread.facts(), "candidates_per_segment": 16}
     used = uses(chosen)
     assert max(used.values()) <= k
     per_domain = Counter(s.domain for s in chosen)
