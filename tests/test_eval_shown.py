@@ -509,28 +509,29 @@ def test_a_live_eval_against_a_server_slower_than_the_timeout_counts_every_attem
         harness.server.fault_kinds = ("timeout",)
         harness.server.timeout_sleep_s = 1.0
         adapter = harness.model(model_id, frame_height=360, context_cache=False, timeout_s=0.3)
-        reserve = None
 
-        async def main() -> EvaluationResult:
-            return await evaluate(
-                CallDeps(
-                    store=store,
-                    catalog=playlist.catalog,
-                    clips=playlist.clips,
-                    model_for=lambda _m: adapter,
-                    prices=prices,
-                    traffic=traffic,
-                ),
-                benchmark_dir=playlist.bench,
-                judges=[model_id],
-                conditions=[condition],
-                out_dir=tmp_path / "eval",
-                concurrency=1,
-                budget_micros=reserve,
+        def judged(out: str, budget_micros: int | None) -> EvaluationResult:
+            return anyio.run(
+                lambda: evaluate(
+                    CallDeps(
+                        store=store,
+                        catalog=playlist.catalog,
+                        clips=playlist.clips,
+                        model_for=lambda _m: adapter,
+                        prices=prices,
+                        traffic=traffic,
+                    ),
+                    benchmark_dir=playlist.bench,
+                    judges=[model_id],
+                    conditions=[condition],
+                    out_dir=tmp_path / out,
+                    concurrency=1,
+                    budget_micros=budget_micros,
+                )
             )
 
         # First learn one attempt's reservation, from a run with no cap (2 calls × 3 attempts).
-        first = anyio.run(main)
+        first = judged("eval", None)
         sent_first = len(harness.model_requests())
         reserved = [
             e
@@ -542,24 +543,7 @@ def test_a_live_eval_against_a_server_slower_than_the_timeout_counts_every_attem
         assert one > 0
         # Then a fresh evaluation capped at four attempts' worth: it stops at the cap.
         reserve = 4 * one + one // 2
-        capped = anyio.run(
-            lambda: evaluate(
-                CallDeps(
-                    store=store,
-                    catalog=playlist.catalog,
-                    clips=playlist.clips,
-                    model_for=lambda _m: adapter,
-                    prices=prices,
-                    traffic=traffic,
-                ),
-                benchmark_dir=playlist.bench,
-                judges=[model_id],
-                conditions=[condition],
-                out_dir=tmp_path / "eval-capped",
-                concurrency=1,
-                budget_micros=reserve,
-            )
-        )
+        capped = judged("eval-capped", reserve)
         sent_capped = len(harness.model_requests()) - sent_first
     events = [s.event() for s in store.read_stream(eval_stream(capped.evaluation_id))]
     app.close()

@@ -6,10 +6,12 @@ log's counters, the evaluations open in the judgments viewer and the media the U
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from playlisteval.app import App
 from playlisteval.metrics import LogMetrics
@@ -88,4 +90,17 @@ async def ui_state(request: Request) -> UiState:
 
 
 Ui = Annotated[UiState, Depends(ui_state)]
+
+
+def owner_only(why: str) -> Callable[..., Awaitable[None]]:
+    """A route dependency that refuses (403, ``why``) a request without this UI's owner cookie:
+    the pages that show which answer of a pair was intended are the owner's."""
+
+    async def check(request: Request, ui: Ui) -> None:
+        if not ui.is_owner(request):
+            raise StarletteHTTPException(403, why)
+
+    return check
+
+
 """A route's parameter that receives the UI's shared state."""

@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.audit import Audit
 from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.metrics import LogSnapshot
 from playlisteval.ui.pages import error_page, page, usd, usd_exact
-from playlisteval.ui.state import Ui
+from playlisteval.ui.state import Ui, owner_only
 from store.coordination import AccountRow, ItemRow
 from store.errors import ConfigError
 from store.runlog import run_ids, run_started
@@ -122,19 +121,14 @@ def _status_view(
 
 router = APIRouter()
 
-OWNER_ONLY = (
+_OWNER_ONLY = (
     "the audit pages show each seed's gold answer and rated wrong answers, so they are for "
     "whoever runs the UI: open its owner link (`playlisteval ui` prints it) in this browser first"
 )
+_OWNER = [Depends(owner_only(_OWNER_ONLY))]
 
 
-async def owner_only(request: Request, ui: Ui) -> None:
-    """Refuse (403) a request that does not carry this UI's owner cookie."""
-    if not ui.is_owner(request):
-        raise StarletteHTTPException(403, OWNER_ONLY)
-
-
-@router.get("/audit", response_class=HTMLResponse, dependencies=[Depends(owner_only)])
+@router.get("/audit", response_class=HTMLResponse, dependencies=_OWNER)
 def audit_runs(ui: Ui) -> Response:
     """Every curation run of the workspace: spend, seeds' outcomes, gate pass rates."""
     views = []
@@ -156,9 +150,7 @@ def audit_runs(ui: Ui) -> Response:
     return page("audit.html", runs=views, usd=usd, exact=usd_exact)
 
 
-@router.get(
-    "/audit/{run_id}/{seed_id}", response_class=HTMLResponse, dependencies=[Depends(owner_only)]
-)
+@router.get("/audit/{run_id}/{seed_id}", response_class=HTMLResponse, dependencies=_OWNER)
 def audit_seed(ui: Ui, run_id: str, seed_id: str) -> Response:
     """One seed's timeline in one run."""
     try:

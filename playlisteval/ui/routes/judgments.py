@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -25,7 +25,7 @@ from playlisteval.ui.judgments import (
     group_views,
 )
 from playlisteval.ui.pages import clock, error_page, page
-from playlisteval.ui.state import Ui, UiState
+from playlisteval.ui.state import Ui, UiState, owner_only
 from store.errors import ConfigError, MediaError
 
 OWNER_ONLY = (
@@ -34,13 +34,7 @@ OWNER_ONLY = (
 )
 
 
-async def owner_only(request: Request, ui: Ui) -> None:
-    """Refuse (403) a request that does not carry this UI's owner cookie."""
-    if not ui.is_owner(request):
-        raise StarletteHTTPException(403, OWNER_ONLY)
-
-
-router = APIRouter(dependencies=[Depends(owner_only)])
+router = APIRouter(dependencies=[Depends(owner_only(OWNER_ONLY))])
 
 
 def _answered_of(ui: UiState, evaluation: EvaluationFolder) -> AnsweredKeys:
