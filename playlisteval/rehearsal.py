@@ -163,10 +163,14 @@ class StageMeter:
 
 
 def default_haystacks(hours_per_domain: float) -> list[float]:
-    """The paper's haystack lengths (1, 10, 100 h) a domain of ``hours_per_domain`` can build;
-    the whole domain when it holds less than an hour."""
+    """The haystack lengths a rehearsal builds by default: the paper's ladder (1, 10, 100 h) as
+    far as a domain of ``hours_per_domain`` reaches, topped by the whole domain when it holds
+    more than the last rung; so any domain of more than an hour draws the length axis with two
+    lengths or more (3 h gives 1 and 3 h), and one of an hour or less gives the whole domain."""
     fitting = [h for h in PAPER_HAYSTACKS if h <= hours_per_domain + 1e-9]
-    return fitting or [hours_per_domain]
+    if not fitting or hours_per_domain > fitting[-1] + 1e-9:
+        fitting.append(float(hours_per_domain))
+    return fitting
 
 
 def campaign_conditions(haystacks: Sequence[float], n_frames: int) -> list[str]:

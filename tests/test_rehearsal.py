@@ -266,6 +266,12 @@ def test_haystacks_and_conditions_by_scale() -> None:
     assert default_haystacks(100) == [1.0, 10.0, 100.0]
     assert default_haystacks(10) == [1.0, 10.0]
     assert default_haystacks(0.5) == [0.5]
+    assert default_haystacks(1) == [1.0]
+    # A rehearsal of 2 h or more per domain draws the length axis: the ladder, then the whole.
+    assert default_haystacks(2) == [1.0, 2.0]
+    assert default_haystacks(3) == [1.0, 3.0]
+    assert default_haystacks(50) == [1.0, 10.0, 50.0]
+    assert default_haystacks(250) == [1.0, 10.0, 100.0, 250.0]
     conditions = campaign_conditions([1.0, 10.0], 64)
     assert len(conditions) == 10
     assert "uniform::frames+transcript:10h:64" in conditions

@@ -5,7 +5,9 @@ and the groups of commands it is made of, one module each:
 - :mod:`~playlisteval.cli.status`: ``status``, ``runs``
 - :mod:`~playlisteval.cli.demo`: ``demo`` (and the campaign rehearsal)
 - :mod:`~playlisteval.cli.curation`: ``curate``, ``audit``, ``replay``, ``rehearse``
-- :mod:`~playlisteval.cli.benchmark`: ``pairs``, ``export``, ``eval``, ``report``
+- :mod:`~playlisteval.cli.benchmark`: ``pairs``, ``eval``
+- :mod:`~playlisteval.cli.exporting`: ``export``
+- :mod:`~playlisteval.cli.reporting`: ``report``
 - :mod:`~playlisteval.cli.annotation`: ``ui`` and the ``annotations`` group
 - :mod:`~playlisteval.cli.doctor`: ``doctor``; ``smoke`` lives in :mod:`playlisteval.smoke`
 - :mod:`~playlisteval.cli.fleet`: ``worker``, ``serve``, ``enqueue``, ``fleet``
@@ -38,7 +40,9 @@ from playlisteval.cli import (
     demo,
     doctor,
     eventlog,
+    exporting,
     fleet,
+    reporting,
     status,
 )
 from playlisteval.cli.collection import LOCAL_RAY
@@ -121,7 +125,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 #: The modules whose commands make up ``playlisteval``, in the order its help lists them.
-COMMAND_MODULES = (collection, status, demo, curation, benchmark, annotation, doctor, fleet)
+COMMAND_MODULES = (
+    collection,
+    status,
+    demo,
+    curation,
+    benchmark,
+    exporting,
+    reporting,
+    annotation,
+    doctor,
+    fleet,
+)
 for _module in COMMAND_MODULES:
     app.add_typer(_module.commands)  # no name: the commands join the top level
 app.add_typer(annotation.annotations_app, name="annotations")

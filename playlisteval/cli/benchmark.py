@@ -1,4 +1,5 @@
-"""From accepted items to a judged benchmark: ``pairs``, ``export``, ``eval`` and ``report``."""
+"""From accepted items to judged pairs: ``pairs`` and ``eval`` (``export`` and ``report`` live in
+:mod:`~playlisteval.cli.exporting` and :mod:`~playlisteval.cli.reporting`)."""
 
 from __future__ import annotations
 
@@ -21,36 +22,18 @@ from playlisteval.cli.output import (
     usd,
 )
 from playlisteval.cli.shell import (
-    EXIT_FIX,
     EXIT_NOTHING_JUDGED,
     HomeOption,
     check_money,
-    checked,
     open_app,
 )
-from store.errors import PlaylistEvalError
 
 if TYPE_CHECKING:
     from agents.evaluation import EvaluationResult
     from playlisteval.app import App
-    from playlisteval.export import ExportSummary
     from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable
 
 commands = typer.Typer()
-
-
-def print_export(summary: ExportSummary) -> None:
-    """The exported benchmark: pairs per domain and per rating gap, where and its hash."""
-    table = Table(title=f"{summary.pairs} preference pairs")
-    table.add_column("domain")
-    table.add_column("pairs", justify="right")
-    for domain, count in sorted(summary.per_domain.items()):
-        table.add_row(domain, str(count))
-    console.print(table)
-    gaps = ", ".join(f"gap {g}: {n}" for g, n in sorted(summary.per_gap.items()))
-    console.print(f"by rating gap: {gaps}")
-    clips = f", {summary.clips} clips with their frames" if summary.clips else ""
-    console.print(f"written to {summary.path} (sha256 {summary.content_sha256[:12]}…{clips})")
 
 
 @commands.command()
@@ -89,55 +72,6 @@ def pairs(
             + "); by gap: "
             + ", ".join(f"{g}: {n}" for g, n in sorted(by_gap.items()))
             + f"; the difficulty judges' calls cost {usd(spent)} USD in all",
-            soft_wrap=True,
-        )
-
-
-@commands.command()
-def export(
-    directory: Annotated[Path, typer.Argument(help="Where to write the benchmark.")],
-    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
-    per_domain: Annotated[
-        int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
-    ] = None,
-    budget: Annotated[
-        float | None,
-        typer.Option(help="Cap of the difficulty gate when the run has no selection yet (USD)."),
-    ] = None,
-    with_clips: Annotated[
-        bool,
-        typer.Option(
-            "--with-clips",
-            help="Bundle each evidence span's clip (as the generators were sent it) and the "
-            "frames a judge is shown of it into DIRECTORY/clips, so a copy of the folder "
-            "shows them anywhere.",
-        ),
-    ] = False,
-    home: HomeOption = None,
-) -> None:
-    """Export a run's benchmark into the folder DIRECTORY: JSONL and Parquet that `datasets`
-    loads, a manifest of videos and clips, a dataset card with Hugging Face metadata, a license
-    file, a version and a content hash; every path in it relative to the folder."""
-    from playlisteval import runs
-    from playlisteval.export import check_export_target
-
-    check_money(budget)
-    checked(lambda: check_export_target(directory))  # `export x.parquet`: one line, nothing made
-    with open_app(home) as app_:
-        with step_bars() as bars:
-            summary = runs.export(
-                app_,
-                directory,
-                run,
-                per_domain=per_domain,
-                budget_usd=budget,
-                with_clips=with_clips,
-                progress=StepBars(bars),
-            )
-        print_export(summary)
-        console.print(
-            f"validate it: playlisteval ui {summary.path} --home {app_.workspace.root} "
-            "--invite YOUR_NAME",
             soft_wrap=True,
         )
 
@@ -346,61 +280,4 @@ def _print_evaluation(app_: App, result: EvaluationResult) -> None:
         f"report: playlisteval report {result.out_dir} --out REPORT_DIR "
         f"--home {app_.workspace.root}",
         soft_wrap=True,
-    )
-
-
-@commands.command()
-def report(
-    evaluations: Annotated[
-        list[Path], typer.Argument(help="Evaluation folders (each with judgments.jsonl).")
-    ],
-    out: Annotated[
-        Path, typer.Option(help="The report folder (report.md, report.html, figures/, tables/).")
-    ] = Path("report"),
-    merge_duplicates: Annotated[
-        bool,
-        typer.Option(
-            "--merge-duplicates",
-            help="Let two evaluation folders that judged the same judge under the same condition "
-            "share one leaderboard cell (the cell says so); without it that is refused.",
-        ),
-    ] = False,
-    home: HomeOption = None,
-) -> None:
-    """The evaluation report, fit for a paper: report.md and report.html with the provenance
-    (benchmark hash, judges and the provider ids that answered, conditions, dates, code version,
-    offline or live: read from the log of the workspace that evaluated, --home), figures as PNG
-    and PDF with 95 % intervals (accuracy by condition and against the hours built, retrieved
-    against uniform, modality ablation, swap consistency, per domain, recall@k and recall
-    against hours, the difficulty gate's accuracy by rating gap), the paper's Table 1 layout, a
-    leaderboard across the folders given, and every table as CSV and LaTeX."""
-    from playlisteval.report import write_workspace_report
-
-    try:
-        summary = write_workspace_report(evaluations, out, home, merge_duplicates=merge_duplicates)
-    except PlaylistEvalError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(EXIT_FIX) from exc
-    console.print(f"{summary.judgments} judgments in {summary.runs} runs ({summary.source})")
-    if summary.real_local:
-        console.print(
-            f"[green]real models:[/] {escape(', '.join(summary.real_local))} (real local model, "
-            "run on this machine; the report marks them)"
-        )
-    if summary.source in ("offline", "mixed"):
-        console.print(
-            "[yellow]offline judges:[/] the offline provider is a harness, not evidence of "
-            "model quality (the report says which judges)"
-        )
-    elif summary.source == "unknown":
-        console.print(
-            "[yellow]who answered is not known:[/] the evaluation's log was not read; give the "
-            "--home of the workspace that evaluated"
-        )
-    for sentence in summary.omitted:
-        console.print(f"  {sentence}")
-    console.print(
-        f"report: {summary.markdown}\n        {summary.html}\n"
-        f"        {len(summary.figure_files)} figure files in {out / 'figures'}, "
-        f"{len(summary.table_files)} table files in {out / 'tables'}"
     )

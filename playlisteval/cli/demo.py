@@ -12,10 +12,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from playlisteval.cli.benchmark import print_export
 from playlisteval.cli.collection import print_add, print_index, run_index
 from playlisteval.cli.curation import run_curation
 from playlisteval.cli.curation_report import print_audit
+from playlisteval.cli.exporting import print_export
 from playlisteval.cli.output import (
     JudgingProgress,
     RichIndexProgress,
@@ -100,8 +100,9 @@ def demo(
     haystack_hours: Annotated[
         list[float] | None,
         typer.Option(
-            help="Rehearsal: haystack lengths to build (repeatable). Default: those of 1, 10 "
-            "and 100 hours a domain can hold."
+            help="Rehearsal: haystack lengths to build (repeatable). Default: the paper's 1, "
+            "10 and 100 hours as far as a domain reaches, then the whole domain (3 h per "
+            "domain builds 1 and 3 h)."
         ),
     ] = None,
 ) -> None:
