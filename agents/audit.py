@@ -13,11 +13,11 @@ from typing import Any
 from store.answers import answered_by
 from store.errors import ConfigError
 from store.events import (
-    AnyEvent,
     AttemptStarted,
     CallFailed,
     CallRecorded,
     CallRefused,
+    Event,
     GatePassed,
     GateRejected,
     ItemAccepted,
@@ -179,7 +179,7 @@ def describe_step(step: Mapping[str, Any]) -> str:
     return f"{kind}: {rest}" if rest else str(kind)
 
 
-def _step_of(event: AnyEvent, settled: int) -> dict[str, Any] | None:
+def _step_of(event: Event, settled: int) -> dict[str, Any] | None:
     """The step ``event`` makes in its seed's timeline (None: it makes none). A call's cost is
     ``settled``, what the one ledger settled for it (an answer served from the log: 0)."""
     if isinstance(event, AttemptStarted):
@@ -227,10 +227,11 @@ def _step_of(event: AnyEvent, settled: int) -> dict[str, Any] | None:
         return {"step": "discarded", "reasons": list(event.reasons)}
     if isinstance(event, SeedStopped):
         return {"step": "stopped", "reason": event.reason, "detail": event.detail}
-    return None
+    # Any other decision (one declared after this module was written) says what it is.
+    return event.timeline_step()
 
 
-def _status_of(event: AnyEvent) -> str | None:
+def _status_of(event: Event) -> str | None:
     """The seed status ``event`` sets (None: it sets none)."""
     if isinstance(event, ItemAccepted):
         return "accepted"

@@ -42,31 +42,19 @@ from store.catalog import Catalog, SeedRow
 from store.chain import ChainProblem
 from store.errors import ConfigError, RunDefinitionMismatch
 from store.events import (
+    Kind,
     RunFinished,
     RunResumed,
     RunStarted,
     pairs_stream,
     run_stream,
     seed_stream,
+    types_of,
 )
 from store.eventstore import EventStore, StoredEvent, open_event_store
 from store.ledger import LedgerFold
 from tools.clips import ClipFetcher
 
-#: The events of a seed stream that the loop derives from the answers it was given.
-DECISIONS = frozenset(
-    {
-        "AttemptStarted",
-        "QAProposed",
-        "DistractorsProposed",
-        "GateRequested",
-        "GatePassed",
-        "GateRejected",
-        "ItemAccepted",
-        "SeedDiscarded",
-    }
-)
-TERMINAL = frozenset({"ItemAccepted", "SeedDiscarded"})
 _RUN_END_FIELDS = ("outcome", "spent_micros", "accepted", "discarded", "stopped")
 
 
@@ -310,8 +298,11 @@ class Replayer:
         original = _by_stream(seed_log)
         again = _by_stream(scratch_log)
         for stream in sorted(set(original) | set(again)):
-            logged = [e for e in original.get(stream, []) if e.type in DECISIONS]
-            derived = [e for e in again.get(stream, []) if e.type in DECISIONS]
+            # The events the loop derives from the answers it was given: every class that
+            # declares itself a decision (store.events.Kind), known when the replay runs.
+            decisions = types_of(Kind.DECISION)
+            logged = [e for e in original.get(stream, []) if e.type in decisions]
+            derived = [e for e in again.get(stream, []) if e.type in decisions]
             verdict.decisions += len(logged)
             for position, event in enumerate(logged):
                 if position >= len(derived):
@@ -333,7 +324,7 @@ class Replayer:
             else:
                 extra = len(derived) - len(logged)
                 if extra > 0:
-                    if logged and logged[-1].type in TERMINAL:
+                    if logged and logged[-1].type in types_of(Kind.TERMINAL):
                         verdict.differences.append(
                             Difference(
                                 logged[-1].seq,
@@ -353,13 +344,14 @@ def _held_at(
 ) -> Callable[[str], bool]:
     """Whether a seed's stream in the scratch log has made as many decisions as its log had
     made before ``seq`` (the seq from which the next definition was in force)."""
+    decisions = types_of(Kind.DECISION)
     limit: dict[str, int] = {}
     for event in seed_log:
-        if event.seq < seq and event.type in DECISIONS:
+        if event.seq < seq and event.type in decisions:
             limit[event.stream] = limit.get(event.stream, 0) + 1
 
     def held(stream: str) -> bool:
-        made = sum(1 for e in scratch.read_stream(stream) if e.type in DECISIONS)
+        made = sum(1 for e in scratch.read_stream(stream) if e.type in decisions)
         return made >= limit.get(stream, 0)
 
     return held

@@ -167,6 +167,67 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 
+#: The Hub's Video feature as Arrow stores it (``datasets.Video.pa_type``, datasets 4.x
+#: ``features/video.py``): the file's bytes and its path, in this order.
+_VIDEO_FILE = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
+#: A bundled clip in pairs.parquet (``with_clips``): the JSONL's entry plus ``video``, the clip
+#: itself (bytes embedded, ``path`` relative to the folder) as a ``datasets.Video``.
+_CLIP_WITH_VIDEO = pa.struct([*_CLIP, pa.field("video", _VIDEO_FILE)])
+
+
+def _value(dtype: str) -> dict[str, str]:
+    return {"dtype": dtype, "_type": "Value"}
+
+
+#: How ``datasets`` is told that ``clips[].video`` is a Video: the features it reads from the
+#: Parquet schema's ``huggingface`` metadata (``Features.from_arrow_schema``, datasets 4.x
+#: ``features/features.py``; the same place ``push_to_hub`` writes them). Only ``clips`` is
+#: named: every other column's type comes from its Arrow type, as without clips. ``List`` is
+#: datasets 4's name for a list feature.
+CLIPS_FEATURES: dict[str, Any] = {
+    "clips": {
+        "feature": {
+            "video_id": _value("string"),
+            "start_s": _value("float64"),
+            "end_s": _value("float64"),
+            "path": _value("string"),
+            "frames": _value("string"),
+            "video": {"_type": "Video"},
+        },
+        "_type": "List",
+    }
+}
+
+
+def parquet_schema(with_clips: bool) -> pa.Schema:
+    """The schema pairs.parquet is written with: :data:`RECORD_SCHEMA`, or with clips bundled
+    each clip entry holding its ``video`` and the metadata that makes it a ``datasets.Video``.
+    ``clips`` is nullable then, as ``datasets`` uses a column's declared feature only when its
+    Arrow field equals the feature's own, and a feature's field is nullable."""
+    if not with_clips:
+        return RECORD_SCHEMA
+    at = RECORD_SCHEMA.get_field_index("clips")
+    schema = RECORD_SCHEMA.set(at, pa.field("clips", pa.list_(_CLIP_WITH_VIDEO)))
+    metadata = {"info": {"features": CLIPS_FEATURES}}
+    # Not sorted: a struct feature's key order is its Arrow field order, which must match.
+    return schema.with_metadata({"huggingface": json.dumps(metadata)})
+
+
+def parquet_rows(records: Sequence[Mapping[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """The records as pairs.parquet holds them with clips bundled in ``folder``: each clip
+    entry also holds ``video``, the clip file's bytes and its path relative to the folder (the
+    Hub's way for media in Parquet: relative paths do not resolve from a repo, bytes do)."""
+    read: dict[str, bytes] = {}
+
+    def with_video(clip: Mapping[str, Any]) -> dict[str, Any]:
+        path = clip["path"]
+        if path not in read:
+            read[path] = (folder / path).read_bytes()
+        return {**clip, "video": {"bytes": read[path], "path": path}}
+
+    return [{**r, "clips": [with_video(c) for c in r["clips"]]} for r in records]
+
+
 #: Selection settings that only the log can tell truly (who judged, offline or not): an export
 #: names them from the log's events, never from what the settings say at export time.
 LOG_FACTS = frozenset({"offline", "difficulty_judges"})
@@ -934,7 +995,8 @@ _CARD_FIELDS: tuple[tuple[str, str, str], ...] = (
         "clips",
         "list of {video_id, start_s, end_s, path, frames}",
         "each segment's bundled clip and the folder of the frames a judge is shown of it, "
-        "relative to this folder (empty without `--with-clips`)",
+        "relative to this folder (empty without `--with-clips`); with them, pairs.parquet "
+        "adds `video`, the clip as a `datasets` `Video`",
     ),
     (
         "models",
@@ -973,6 +1035,11 @@ def _clips_lines(bundle: Mapping[str, Any] | None) -> list[str]:
         "milliseconds). Each record's `clips` and `manifest.json` point to them by paths "
         "relative to this folder, so a copy of the folder works anywhere.",
         "",
+        "In pairs.parquet (the card's config, and so the Hub) each `clips` entry also has "
+        "`video`: the clip itself, its bytes embedded, as the `datasets` `Video` feature "
+        "(datasets 4 or later; decoding it needs `torchcodec`). pairs.jsonl keeps the paths "
+        "only.",
+        "",
     ]
 
 
@@ -1005,14 +1072,20 @@ _LOADING_LINES = (
     "```python",
     "from datasets import load_dataset",
     "",
-    'pairs = load_dataset("path/to/this/folder", split="test")  # pairs.parquet (the card)',
-    'pairs = load_dataset("json", data_files="pairs.jsonl", split="train")',
-    'pairs = load_dataset("parquet", data_files="pairs.parquet", split="train")',
+    "# this folder, or its Hub repo (OWNER/NAME): pairs.parquet, as the card's configs say",
+    'pairs = load_dataset("path/to/this/folder", split="test")',
+    "# each file on its own, run in this folder: the same one split, `test`",
+    'pairs = load_dataset("json", data_files={"test": "pairs.jsonl"}, split="test")',
+    'pairs = load_dataset("parquet", data_files={"test": "pairs.parquet"}, split="test")',
     "```",
     "",
-    "Paths in the records (`videos[].path`, `clips`) are relative to this folder. A video's "
-    "path leads to the copy in the workspace that made the export; the videos do not travel "
-    "with it (see License).",
+    "A benchmark is for evaluation: every way above gives the one split `test` (a bare "
+    '`data_files="pairs.jsonl"` would name it `train`).',
+    "",
+    "Paths in the records (`videos[].path`, `clips`) are relative to this folder, as strings. "
+    "A video's path leads to the copy in the workspace that made the export; the videos do "
+    "not travel with it (see License). Made with `--with-clips`, pairs.parquet also holds each "
+    "bundled clip itself (see Clips).",
     "",
     "`manifest.json` lists every video once and every pair's clips; `benchmark.json` holds "
     "the version, the content hash, the counts, the gaps through the gate, the provenance, "
@@ -1212,7 +1285,8 @@ def export_benchmark(
         bundle = _bundle_clips(app, records, staged / CLIPS_DIR, progress) if with_clips else None
         manifest = _manifest(records, bundle)
         (staged / "pairs.jsonl").write_bytes(jsonl)
-        table = pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
+        rows = parquet_rows(records, staged) if with_clips else records
+        table = pa.Table.from_pylist(rows, schema=parquet_schema(with_clips))
         pq.write_table(table, staged / "pairs.parquet")
         (staged / "manifest.json").write_text(_pretty(manifest), encoding="utf-8")
         (staged / "README.md").write_text(_card(benchmark, manifest), encoding="utf-8")

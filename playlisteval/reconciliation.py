@@ -18,7 +18,7 @@ from policies.reconcile import Reconciliation, ledger_days, reconcile
 from store.errors import ConfigError
 from store.events import pairs_stream, run_stream, seed_stream
 from store.eventstore import StoredEvent
-from store.ledger import CALL_TYPES
+from store.ledger import ledger_types
 
 
 def read_bill(path: Path, provider: Provider | None = None, zone: str | None = None) -> Bill:
@@ -45,7 +45,7 @@ def read_bill(path: Path, provider: Provider | None = None, zone: str | None = N
 def call_events(app: App, run: str | None = None) -> list[StoredEvent]:
     """The log's call events in seq order: all of them, or (``run``) those of one curation
     run's seeds and pair selection; ConfigError for a run the log does not hold."""
-    events = app.events.read_all(types=sorted(CALL_TYPES))
+    events = app.events.read_all(types=sorted(ledger_types()))
     if run is None:
         return events
     if not app.events.stream_version(run_stream(run)):

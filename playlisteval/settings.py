@@ -126,6 +126,13 @@ class IngestSettings(Section):
     )
 
 
+LocalTranscriber = Literal["faster-whisper", "qwen3-asr", "dashscope", "none"]
+#: What ``index.transcriber = "auto"`` falls back to unless the settings say otherwise: speech
+#: is heard by default. Read when a settings object is made (the test suite sets it to "none"
+#: for tests that do not test transcription, so their synthetic sound is not sent to Whisper).
+DEFAULT_LOCAL_TRANSCRIBER: LocalTranscriber = "faster-whisper"
+
+
 class IndexSettings(Section):
     """Chunks, segments, frames, transcripts and embeddings (paper: Automatic Indexing)."""
 
@@ -152,8 +159,12 @@ class IndexSettings(Section):
     transcriber: Literal["auto", "captions", "faster-whisper", "qwen3-asr", "dashscope", "none"] = (
         Field("auto", description="auto: captions when present, else `local_transcriber`.")
     )
-    local_transcriber: Literal["faster-whisper", "qwen3-asr", "dashscope", "none"] = Field(
-        "none", description="What `auto` transcribes with when a video has no captions."
+    local_transcriber: LocalTranscriber = Field(
+        default_factory=lambda: DEFAULT_LOCAL_TRANSCRIBER,
+        description="What `auto` transcribes with when a video has no captions but has sound. "
+        "`faster-whisper` runs `whisper_model` (`base` ships offline with the `asr` extra); "
+        "where it cannot run (not installed, model parts missing) `add` and `index` say so in "
+        "one line and such videos are indexed by their frames alone. `none`: no speech-to-text.",
     )
     whisper_model: str = Field(
         "base",

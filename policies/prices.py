@@ -64,6 +64,11 @@ class ModelPrice:
     cache_write_per_mtok: Decimal | None = None
     cache_storage_per_mtok_hour: Decimal | None = None
     cached_input_audio_per_mtok: Decimal | None = None  # cached audio, where priced apart
+    # A provider's *explicit* prefix cache, where its hits bill apart from the automatic
+    # (implicit) cache's ``cached_input_per_mtok`` (DashScope: 10 % against 20 %). Only the
+    # rehearsal's what-if scenarios read it (:meth:`PriceTable.repriced_explicit`): no adapter
+    # sends explicit cache markers yet, so no recorded call is priced by it.
+    explicit_cached_input_per_mtok: Decimal | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -279,6 +284,34 @@ class PriceTable:
                 cache_write_audio_tokens=0,
             )
         return self.cost_micros(model, usage, batch=batch)
+
+    def repriced_explicit(
+        self, model: str, counts: Mapping[str, int], *, write: bool
+    ) -> int | None:
+        """A recorded call's cost again as if its video tokens were the prefix of the provider's
+        explicit cache: written by this call (``write``: billed at ``cache_write_per_mtok``
+        instead of the input rate) or read from it (billed at
+        ``explicit_cached_input_per_mtok``); the rest of the call as recorded, at list price.
+        ``None`` when ``model``'s row has no explicit-cache rates."""
+        row = self.price(model)
+        if row.cache_write_per_mtok is None or row.explicit_cached_input_per_mtok is None:
+            return None
+        usage = self.as_usage(counts)
+        prefix = usage.input_video_tokens
+        bare = replace(
+            usage,
+            cached_input_tokens=0,
+            cache_write_tokens=0,
+            cache_storage_token_s=0,
+            cached_audio_tokens=0,
+            cache_write_audio_tokens=0,
+        )
+        if write:
+            usage = replace(bare, input_video_tokens=0, cache_write_tokens=prefix)
+            return self.cost_micros(model, usage)
+        explicit = replace(row, cached_input_per_mtok=row.explicit_cached_input_per_mtok)
+        table = PriceTable({model: explicit}, use_genai_prices=False, as_of=self._as_of)
+        return table.cost_micros(model, replace(bare, cached_input_tokens=prefix))
 
     def snapshot(self, models: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The rows ``models`` are priced by, as plain data (rates as decimal strings) for a

@@ -32,7 +32,7 @@ from policies.bills import Bill
 from store.answers import answered_by
 from store.events import MICROS_PER_USD, micros_to_usd
 from store.eventstore import StoredEvent
-from store.ledger import CALL_TYPES, LedgerFold
+from store.ledger import LedgerFold, ledger_types
 
 Verdict = Literal[
     "match",
@@ -85,7 +85,8 @@ class LedgerDays:
 def ledger_days(events: Iterable[StoredEvent], zone: tzinfo) -> LedgerDays:
     """Fold the log's call events (in seq order) by the ledger's rules, putting what each event
     settled on the day (in ``zone``) it was recorded and the model it was made to."""
-    calls = [e for e in events if e.type in CALL_TYPES]
+    money = ledger_types()
+    calls = [e for e in events if e.type in money]
     # A failure carries no answerer: in a stream the offline harness answered, none of it
     # reached a provider.
     offline = {

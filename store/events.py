@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 MICROS_PER_USD = 1_000_000
 
@@ -56,11 +57,98 @@ class CallId:
         return text.rpartition(":")[0]
 
 
+class Kind(StrEnum):
+    """What an event is, as the readers of the log sort it. An event class declares its kinds
+    (:attr:`Event.kinds`) and every table of types a reader needs is derived from the classes
+    (:func:`types_of`): adding an event type is its class, plus the fold that uses it."""
+
+    RUN = "run"  # a run's life: its start, upgrades, resumes and end
+    DECISION = "decision"  # what the loop decides from the answers it is given (replay redoes it)
+    TERMINAL = "terminal"  # a decision that ends its seed
+    CALL = "call"  # about one model call
+    MONEY = "money"  # moves the one ledger: a reservation, a charge, a release
+    PAIR = "pair"  # the pair selection and its difficulty gate
+    ANNOTATION = "annotation"  # human validation of an exported benchmark
+    CONTROL = "control"  # caps, stops, provider resources, the store's own records
+
+
 class Event(BaseModel):
-    """Base of every event: frozen, no unknown fields."""
+    """Base of every event: frozen, no unknown fields. A concrete event (one with a ``type``
+    literal) is known to the store the moment its class is defined: decoding, verification,
+    replay and the audit find it in the registry (:func:`event_class`), under its kinds."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: int = 1
+    #: What the event is (:class:`Kind`); the readers' tables of types come from these.
+    kinds: ClassVar[frozenset[Kind]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        field = cls.model_fields.get("type")
+        if field is not None and isinstance(field.default, str):
+            _register(field.default, cls)
+
+    def timeline_step(self) -> dict[str, Any] | None:
+        """The step this event makes in its seed's audit timeline (None: none). A decision
+        says its type and fields unless its class words its step itself."""
+        if Kind.DECISION not in self.kinds:
+            return None
+        fields = self.model_dump(mode="json", exclude={"type", "schema_version"})
+        return {"step": event_type(self), **fields}
+
+
+#: Every concrete event class by its ``type`` (filled as the classes are defined).
+_CLASSES: dict[str, type[Event]] = {}
+_KIND_CACHE: dict[tuple[Kind, ...], frozenset[str]] = {}
+
+
+def _schema_of(cls: type[Event]) -> int:
+    return int(cls.model_fields["schema_version"].default)
+
+
+def _register(type_: str, cls: type[Event]) -> None:
+    """Know ``cls`` as the class of ``type_``. A class of an older schema of a known type (a
+    writer of old rows, as a test of the upcasters declares) is not the one rows decode to;
+    two classes of one type and schema are an error."""
+    known = _CLASSES.get(type_)
+    if known is not None and known.__qualname__ != cls.__qualname__:
+        if _schema_of(cls) < _schema_of(known):
+            return
+        if _schema_of(cls) == _schema_of(known):
+            raise TypeError(f"two event classes claim the type {type_!r}: {known} and {cls}")
+    _CLASSES[type_] = cls
+    _KIND_CACHE.clear()
+
+
+def forget_event_type(type_: str) -> None:
+    """Take ``type_`` out of the registry (for a test that declared an event class of its own)."""
+    _CLASSES.pop(type_, None)
+    _KIND_CACHE.clear()
+
+
+def type_name(cls: type[Event]) -> str:
+    """The ``type`` a concrete event class is stored under."""
+    default = cls.model_fields["type"].default
+    if not isinstance(default, str):
+        raise TypeError(f"{cls.__name__} is no concrete event (it has no type literal)")
+    return default
+
+
+def event_class(type_: str) -> type[Event] | None:
+    """The class of stored events of ``type_`` (None: no event this code knows)."""
+    return _CLASSES.get(type_)
+
+
+def types_of(*kinds: Kind) -> frozenset[str]:
+    """The types of every known event class that is each of ``kinds``."""
+    key = tuple(sorted(kinds))
+    found = _KIND_CACHE.get(key)
+    if found is None:
+        wanted = set(kinds)
+        found = frozenset(t for t, c in _CLASSES.items() if wanted <= c.kinds)
+        _KIND_CACHE[key] = found
+    return found
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -76,6 +164,7 @@ class RunStarted(Event):
 
     schema_version: int = 2
     type: Literal["RunStarted"] = "RunStarted"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
     run_id: str
     seeds: tuple[str, ...]
     budget_micros: int | None
@@ -95,6 +184,7 @@ class RunUpgraded(Event):
     names each way it differs from the definition in force before."""
 
     type: Literal["RunUpgraded"] = "RunUpgraded"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
     run_id: str
     spec: dict[str, Any]
     differences: tuple[str, ...]
@@ -109,6 +199,7 @@ class RunResumed(Event):
 
     schema_version: int = 2
     type: Literal["RunResumed"] = "RunResumed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
     run_id: str
     budget_micros: int | None
     orphan_reservations_micros: int = 0
@@ -122,6 +213,7 @@ class RunFinished(Event):
 
     schema_version: int = 2
     type: Literal["RunFinished"] = "RunFinished"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
     run_id: str
     outcome: Literal["completed", "budget", "interrupted"]
     spent_micros: int
@@ -138,6 +230,7 @@ class SeedStarted(Event):
     """A seed enters the loop with its two segments."""
 
     type: Literal["SeedStarted"] = "SeedStarted"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
     run_id: str
     seed_id: str
     domain: str
@@ -149,6 +242,7 @@ class AttemptStarted(Event):
     """A generator attempt begins; ``feedback`` is what it is told of earlier rejections."""
 
     type: Literal["AttemptStarted"] = "AttemptStarted"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     phase: Literal[1, 2]
     attempt: int
     feedback: tuple[str, ...] = ()
@@ -170,6 +264,7 @@ class CallReserved(CallEvent):
     """Budget set aside for one model call before it is made (its worst case)."""
 
     type: Literal["CallReserved"] = "CallReserved"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL, Kind.MONEY})
     reserved_micros: int
 
 
@@ -181,6 +276,7 @@ class CallRecorded(CallEvent):
     """
 
     type: Literal["CallRecorded"] = "CallRecorded"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL, Kind.MONEY})
     response: Any
     input_tokens: int = 0
     output_tokens: int = 0
@@ -207,6 +303,7 @@ class CallFailed(CallEvent):
     been charged)."""
 
     type: Literal["CallFailed"] = "CallFailed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL, Kind.MONEY})
     error: str
     charged_micros: int = 0
     # "error": the provider failed (the seed is parked); "refusal": the model declined to
@@ -222,6 +319,7 @@ class CallRetried(CallEvent):
     reservation when the attempt cost nothing, else (``charged_micros``) under a new one."""
 
     type: Literal["CallRetried"] = "CallRetried"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL, Kind.MONEY})
     attempt: int
     kind: str
     status: int | None = None
@@ -238,6 +336,7 @@ class CallBatched(CallEvent):
     (pydantic-ai's plain-data handle), also after a restart."""
 
     type: Literal["CallBatched"] = "CallBatched"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL})
     custom_id: str
     batch: dict[str, Any]
 
@@ -247,6 +346,7 @@ class ProviderResourceCreated(Event):
     uploaded file or a context cache (stream ``provider-resources``)."""
 
     type: Literal["ProviderResourceCreated"] = "ProviderResourceCreated"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CONTROL})
     provider: str
     kind: Literal["upload", "cache"]
     key: str
@@ -261,6 +361,7 @@ class CallRefused(Event):
 
     schema_version: int = 2
     type: Literal["CallRefused"] = "CallRefused"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CALL})
     key: str
     role: str
     model: str
@@ -273,6 +374,7 @@ class QAProposed(Event):
     """Phase I output: a question and gold answer with citations and verification metadata."""
 
     type: Literal["QAProposed"] = "QAProposed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     attempt: int
     qa: dict[str, Any]
 
@@ -281,6 +383,7 @@ class DistractorsProposed(Event):
     """Phase II output: four graded wrong answers with their causal records."""
 
     type: Literal["DistractorsProposed"] = "DistractorsProposed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     attempt: int
     distractors: dict[str, Any]
 
@@ -289,6 +392,7 @@ class GateRequested(Event):
     """The coordinator asks a verifier for a gate's verdict on the current output."""
 
     type: Literal["GateRequested"] = "GateRequested"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     phase: Literal[1, 2]
     gate: str
     attempt: int
@@ -298,6 +402,7 @@ class GatePassed(Event):
     """A gate let the current output through."""
 
     type: Literal["GatePassed"] = "GatePassed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     phase: Literal[1, 2]
     gate: str
     attempt: int
@@ -308,6 +413,7 @@ class GateRejected(Event):
     """A gate rejected the current output; the reason and output go back to the generator."""
 
     type: Literal["GateRejected"] = "GateRejected"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
     phase: Literal[1, 2]
     gate: str
     attempt: int
@@ -319,6 +425,7 @@ class ItemAccepted(Event):
     """The seed produced a benchmark item: the question, gold (5) and answers rated 4..1."""
 
     type: Literal["ItemAccepted"] = "ItemAccepted"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION, Kind.TERMINAL})
     seed_id: str
     qa: dict[str, Any]
     distractors: dict[str, Any]
@@ -328,6 +435,7 @@ class SeedDiscarded(Event):
     """The seed used up its attempts; the reasons are kept."""
 
     type: Literal["SeedDiscarded"] = "SeedDiscarded"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION, Kind.TERMINAL})
     seed_id: str
     reasons: tuple[str, ...]
 
@@ -338,6 +446,7 @@ class SeedStopped(Event):
     read. It can be finished later (``replay --resume``)."""
 
     type: Literal["SeedStopped"] = "SeedStopped"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CONTROL})
     seed_id: str
     reason: Literal["budget", "provider", "unrecorded", "error", "interrupted"]
     detail: str = ""
@@ -349,6 +458,7 @@ class CapSet(Event):
     (None: no cap); ``command`` says who set it."""
 
     type: Literal["CapSet"] = "CapSet"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CONTROL})
     cap_micros: int | None
     command: str
 
@@ -360,6 +470,7 @@ class LogRekeyed(Event):
     and the command."""
 
     type: Literal["LogRekeyed"] = "LogRekeyed"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.CONTROL})
     was: str
     checked: bool
     events: int
@@ -374,6 +485,7 @@ class PairCandidate(Event):
     """Two answers of an accepted item make a candidate pair, the higher rating preferred."""
 
     type: Literal["PairCandidate"] = "PairCandidate"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
     pair_id: str
     seed_id: str
     domain: str
@@ -387,6 +499,7 @@ class PairJudged(Event):
     preferred answer."""
 
     type: Literal["PairJudged"] = "PairJudged"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
     pair_id: str
     judge: str
     order: Literal["chosen_first", "rejected_first"]
@@ -410,6 +523,7 @@ class PairKept(Event):
 
     schema_version: int = 2
     type: Literal["PairKept"] = "PairKept"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
     pair_id: str
     failed_by: tuple[str, ...]
     rule: str
@@ -420,6 +534,7 @@ class PairDropped(Event):
 
     schema_version: int = 2
     type: Literal["PairDropped"] = "PairDropped"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
     pair_id: str
     reason: str
     rule: str
@@ -431,6 +546,7 @@ class PairsSampled(Event):
 
     schema_version: int = 2
     type: Literal["PairsSampled"] = "PairsSampled"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
     per_domain: int
     seed: int
     pair_ids: tuple[str, ...]
@@ -468,8 +584,6 @@ AnyEvent = Annotated[
     | LogRekeyed,
     Field(discriminator="type"),
 ]
-
-EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 
 def _refused_cap(reason: str) -> str:
@@ -527,11 +641,19 @@ def current_schema(type_: str, schema: int) -> int:
     return schema
 
 
-def decode_event(type_: str, schema: int, data: Mapping[str, Any]) -> AnyEvent:
-    """Stored ``(type, schema, data)`` → the current event class, upcasting old schemas."""
+def decode_event(type_: str, schema: int, data: Mapping[str, Any]) -> Event:
+    """Stored ``(type, schema, data)`` → its registered class, upcasting old schemas;
+    :class:`UnknownEventType` (a ValueError) for a type no class claims."""
+    cls = _CLASSES.get(type_)
+    if cls is None:
+        raise UnknownEventType(f"no event type {type_!r} is known")
     payload = upcast(type_, schema, data)
     current = current_schema(type_, schema)
-    return EVENT_ADAPTER.validate_python({**payload, "type": type_, "schema_version": current})
+    return cls.model_validate({**payload, "type": type_, "schema_version": current})
+
+
+class UnknownEventType(ValueError):
+    """A stored event's type that no event class claims."""
 
 
 def run_stream(run_id: str) -> str:

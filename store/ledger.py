@@ -41,9 +41,11 @@ from store.events import (
     CallId,
     CapSet,
     Event,
+    Kind,
     RunResumed,
     RunStarted,
     event_type,
+    types_of,
     upcast,
 )
 from store.eventstore import EventStore, StoredEvent
@@ -252,9 +254,10 @@ def spend(events: Iterable[StoredEvent | Event]) -> Ledger:
     """Fold a log (stored events, or typed events of one stream) into its :class:`Ledger`."""
     fold = LedgerFold()
     apply = fold.apply
+    money = ledger_types()
     for event in events:
         if isinstance(event, StoredEvent):
-            if event.type in CALL_TYPES:
+            if event.type in money:
                 fold.apply_stored(event)
         else:
             apply("", event_type(event), event.__dict__)
@@ -264,13 +267,15 @@ def spend(events: Iterable[StoredEvent | Event]) -> Ledger:
 def stream_spend(store: EventStore, prefix: str) -> Ledger:
     """The ledger of every stream starting with ``prefix`` (a run's seeds: ``seed-<run>-``)."""
     fold = LedgerFold()
-    for stored in store.read_all(stream_prefix=prefix, types=sorted(CALL_TYPES)):
+    for stored in store.read_all(stream_prefix=prefix, types=sorted(ledger_types())):
         fold.apply_stored(stored)
     return fold.ledger()
 
 
-#: The event types the ledger reads (a reader may fetch only these).
-CALL_TYPES = frozenset({"CallReserved", "CallRecorded", "CallFailed", "CallRetried"})
+def ledger_types() -> frozenset[str]:
+    """The event types the ledger reads (a reader may fetch only these): every class that
+    declares itself money (:class:`store.events.Kind`)."""
+    return types_of(Kind.MONEY)
 
 
 def current_cap(events: Iterable[Event]) -> int | None:

@@ -29,6 +29,35 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+# Test files that check the settings as shipped (the README's reference of defaults).
+SHIPPED_DEFAULTS_FILES = frozenset({"test_settings_doc.py"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "hears_speech: the test runs with the shipped default transcriber (auto falls back to "
+        "faster-whisper base), not the suite's `none`",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _quiet_default_transcriber(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Speech is heard by default (``index.local_transcriber = "faster-whisper"``), but most
+    tests' synthetic videos carry a tone or narration they do not test: Whisper on each would
+    cost the suite minutes. So a test's settings default to ``none`` unless it is marked
+    ``hears_speech`` (or states its transcriber, as the Whisper tests' settings files do)."""
+    import playlisteval.settings
+
+    if request.node.get_closest_marker("hears_speech") is not None:
+        return
+    if request.node.path.name in SHIPPED_DEFAULTS_FILES:
+        return
+    monkeypatch.setattr(playlisteval.settings, "DEFAULT_LOCAL_TRANSCRIBER", "none")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging() -> Iterator[None]:
     """No test inherits another's structlog set-up: a CLI command run at warning level (as
@@ -235,6 +264,7 @@ LONG_FILES = {
     "test_accounts_check.py": 60,
     "test_pairs.py": 60,
     "test_index_pipeline.py": 60,
+    "test_index_follows_settings.py": 60,
     "test_live_curation.py": 50,
     "test_evaluation.py": 45,
     "test_batch_mode.py": 40,

@@ -29,7 +29,8 @@ def _import_everything() -> None:
 def _concrete(cls: type[Event]) -> list[type[Event]]:
     out: list[type[Event]] = []
     for sub in cls.__subclasses__():
-        if "type" in sub.model_fields:
+        # The project's own classes (a test may declare one of its own: test_event_kinds.py).
+        if "type" in sub.model_fields and sub.__module__.split(".")[0] in PACKAGES:
             out.append(sub)
         out += _concrete(sub)
     return out
@@ -54,6 +55,8 @@ def test_every_event_class_in_the_code_is_known_to_the_verifier() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ANNOTATION_TYPES))
-def test_the_annotation_types_are_not_also_curation_types(name: str) -> None:
-    with pytest.raises(ValueError, match="does not match any of the expected tags"):
+def test_the_annotation_types_decode_by_their_registered_class(name: str) -> None:
+    """Every class is in one registry: an annotation row decodes (here, fails on its missing
+    fields, not as an unknown type) like any curation event."""
+    with pytest.raises(ValueError, match="Field required"):
         decode_event(name, 1, {})

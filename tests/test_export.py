@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import yaml
-from datasets import Features, List, Value, load_dataset
+from datasets import Features, List, Value, Video, load_dataset
 from huggingface_hub import DatasetCard
 from PIL import Image
 from typer.testing import CliRunner
@@ -308,8 +308,8 @@ def test_card_and_benchmark_counts_match_the_records(
     hours = sum(videos.values()) / 3600
     assert f"{hours:.2f} hours" in card
     for needed in (
-        'load_dataset("json", data_files="pairs.jsonl"',
-        'load_dataset("parquet", data_files="pairs.parquet"',
+        'load_dataset("json", data_files={"test": "pairs.jsonl"}, split="test")',
+        'load_dataset("parquet", data_files={"test": "pairs.parquet"}, split="test")',
         "own license",
         '"max_attempts"',
         "`meta`",
@@ -591,10 +591,21 @@ def test_an_export_with_clips_loads_from_a_copy_moved_elsewhere(
     cache = str(tmp_path / "hf-cache")
     by_card = load_dataset(str(moved), split="test", cache_dir=cache)
     from_json = load_dataset(
-        "json", data_files=str(moved / "pairs.jsonl"), split="train", cache_dir=cache
+        "json", data_files={"test": str(moved / "pairs.jsonl")}, split="test", cache_dir=cache
     )
-    assert by_card.features == from_json.features == EXPECTED_FEATURES
-    assert by_card.to_list() == from_json.to_list() == records
+    assert from_json.features == EXPECTED_FEATURES
+    # The Parquet (the card's config, and so the Hub) adds each clip itself as a Video.
+    clip_fields = dict(EXPECTED_FEATURES["clips"].feature)
+    with_video = Features({**EXPECTED_FEATURES, "clips": List({**clip_fields, "video": Video()})})
+    assert by_card.features == with_video
+    raw = by_card.cast_column("clips", List({**clip_fields, "video": Video(decode=False)}))
+    rows = raw.to_list()
+    for row in rows:
+        for clip in row["clips"]:
+            video = clip.pop("video")
+            assert video["path"] == clip["path"]
+            assert video["bytes"] == (moved / clip["path"]).read_bytes()
+    assert rows == from_json.to_list() == records
 
 
 @pytest.mark.parametrize(
@@ -626,3 +637,46 @@ def test_a_clip_name_is_safe_for_any_file_system(video_id: str, safe: str) -> No
     assert name.startswith(safe)
     assert name.endswith("_000060000-000090500")
     assert "/" not in name
+
+
+def documented_loads(card: str, folder: Path) -> list[str]:
+    """The card's `load_dataset` lines, with the folder put in for its placeholder."""
+    block = card.split("## Loading", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    return [
+        line.replace("path/to/this/folder", str(folder))
+        for line in block.splitlines()
+        if "load_dataset(" in line and not line.startswith("from ")
+    ]
+
+
+@pytest.mark.parametrize("with_clips", [False, True])
+def test_every_documented_way_of_loading_gives_the_one_test_split(
+    app: App,
+    pairs: list[SelectedPair],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    with_clips: bool,
+) -> None:
+    """Each load line of the card, run as written in the export folder, gives the split
+    `test` and the same pairs; the card's configs declare that split alone."""
+    import datasets
+
+    chosen = [p for p in pairs if p.seed_id == pairs[0].seed_id]
+    out = export_benchmark(
+        app, tmp_path / "bench", chosen, settings=SELECTION, with_clips=with_clips
+    ).path
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert [c["data_files"] for c in card_metadata(card)["configs"]] == [
+        [{"split": "test", "path": "pairs.parquet"}]
+    ]
+    lines = documented_loads(card, out)
+    assert len(lines) == 3
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    monkeypatch.chdir(out)
+    ids = sorted(p.pair_id for p in chosen)
+    for line in lines:
+        scope: dict[str, Any] = {"load_dataset": load_dataset}
+        exec(line.strip(), scope)
+        loaded = scope["pairs"]
+        assert loaded.split == "test", line
+        assert sorted(loaded["id"]) == ids, line

@@ -33,7 +33,6 @@ from typer.testing import CliRunner
 from playlisteval import runs
 from playlisteval.app import App
 from playlisteval.cli import app as cli_app
-from playlisteval.figures import BarFigure, LineFigure, draw, text_overlaps
 from playlisteval.report import (
     OFFLINE_NOTE,
     ReportError,
@@ -43,6 +42,7 @@ from playlisteval.report import (
     load_records,
     write_report,
 )
+from playlisteval.report.drawing import BarFigure, LineFigure, draw, text_overlaps
 from playlisteval.settings import load_settings
 from policies.judging import parse_condition
 from store.events import CallRecorded, PairCandidate, PairJudged, pairs_stream
@@ -70,11 +70,11 @@ NBSP = "\u00a0"
 Picker = Callable[[str, str], str | None]  # (pair id, order) -> picked
 
 
-def _right(pair: str, order: str) -> str | None:
+def pick_right(pair: str, order: str) -> str | None:
     return "first" if order == "chosen_first" else "second"
 
 
-def _first(pair: str, order: str) -> str | None:
+def pick_first(pair: str, order: str) -> str | None:
     return "first"
 
 
@@ -83,10 +83,10 @@ def _tie(pair: str, order: str) -> str | None:
 
 
 def _mixed(pair: str, order: str) -> str | None:
-    return {"p1": _right, "p2": _right, "p3": _first, "p4": _tie}[pair](pair, order)
+    return {"p1": pick_right, "p2": pick_right, "p3": pick_first, "p4": _tie}[pair](pair, order)
 
 
-def _records(
+def judgment_lines(
     judge: str,
     frames: str,
     modality: str,
@@ -137,7 +137,7 @@ def _records(
     return lines
 
 
-def _write_eval(directory: Path, lines: list[str], meta: dict[str, Any] | None = None) -> Path:
+def write_evaluation(directory: Path, lines: list[str], meta: dict[str, Any] | None = None) -> Path:
     directory.mkdir(parents=True)
     (directory / "judgments.jsonl").write_text("\n".join(lines) + "\n")
     (directory / "evaluation.json").write_text(json.dumps(meta or {"judges": []}))
@@ -146,17 +146,20 @@ def _write_eval(directory: Path, lines: list[str], meta: dict[str, Any] | None =
 
 def full_eval_dirs(root: Path) -> list[Path]:
     """Two evaluation directories: the "first" judge in one, the "mixed" judge in the other."""
-    first = _records("first", "uniform", "frames+transcript", 1, _first) + _records(
-        "first", "uniform", "frames+transcript", 10, _first
+    first = judgment_lines("first", "uniform", "frames+transcript", 1, pick_first) + judgment_lines(
+        "first", "uniform", "frames+transcript", 10, pick_first
     )
     mixed = (
-        _records("mixed", "uniform", "frames+transcript", 1, _mixed)
-        + _records("mixed", "uniform", "frames+transcript", 10, _first)
-        + _records("mixed", "retrieved", "frames+transcript", 1, _right)
-        + _records("mixed", "uniform", "frames", 1, _right)
-        + _records("mixed", "uniform", "transcript", 1, _tie)
+        judgment_lines("mixed", "uniform", "frames+transcript", 1, _mixed)
+        + judgment_lines("mixed", "uniform", "frames+transcript", 10, pick_first)
+        + judgment_lines("mixed", "retrieved", "frames+transcript", 1, pick_right)
+        + judgment_lines("mixed", "uniform", "frames", 1, pick_right)
+        + judgment_lines("mixed", "uniform", "transcript", 1, _tie)
     )
-    return [_write_eval(root / "eval-first", first), _write_eval(root / "eval-mixed", mixed)]
+    return [
+        write_evaluation(root / "eval-first", first),
+        write_evaluation(root / "eval-mixed", mixed),
+    ]
 
 
 @pytest.fixture
@@ -378,10 +381,10 @@ def test_no_two_texts_of_any_figure_collide(
 
 def test_a_condition_is_named_by_the_hours_its_haystack_holds(tmp_path: Path) -> None:
     """Asked for 1 h and 10 h over a playlist of 0.1 h: both built 0.1 h, and say so."""
-    lines = _records("first", "uniform", "frames", 1, _right, built=0.1) + _records(
-        "first", "uniform", "frames", 10, _first, built=0.1
+    lines = judgment_lines("first", "uniform", "frames", 1, pick_right, built=0.1) + judgment_lines(
+        "first", "uniform", "frames", 10, pick_first, built=0.1
     )
-    directory = _write_eval(tmp_path / "eval", lines)
+    directory = write_evaluation(tmp_path / "eval", lines)
     summary = write_report([directory], tmp_path / "out")
     table = _section(summary.markdown.read_text(), "Judges by condition")
     assert _row(table, "first", "uniform-frames-1h-32f-448p")[0] == "0.1"
@@ -410,12 +413,12 @@ def _other(pair: str) -> list[dict[str, Any]]:
 
 
 def test_retrievers_with_the_same_spans_for_every_pair_are_named_as_one(tmp_path: Path) -> None:
-    lines = _records("mixed", "uniform", "frames", 1, _first)
+    lines = judgment_lines("mixed", "uniform", "frames", 1, pick_first)
     for retriever, spans in (("text", _twins), ("multimodal", _twins), ("bm25", _other)):
-        lines += _records(
-            "mixed", "retrieved", "frames", 1, _right, retriever=retriever, spans=spans
+        lines += judgment_lines(
+            "mixed", "retrieved", "frames", 1, pick_right, retriever=retriever, spans=spans
         )
-    directory = _write_eval(tmp_path / "eval", lines)
+    directory = write_evaluation(tmp_path / "eval", lines)
     markdown = write_report([directory], tmp_path / "out").markdown.read_text()
     recall = _section(markdown, "Retriever recall of the gold evidence")
     sentence = (
@@ -443,8 +446,8 @@ def test_retrievers_with_the_same_spans_for_every_pair_are_named_as_one(tmp_path
 def test_absent_data_gives_a_sentence_instead_of_a_figure(tmp_path: Path) -> None:
     """One judge at one length, uniform frames only: four figures have nothing to draw."""
     judge = "<img src=x onerror=alert(1)> & co_1 %"
-    directory = _write_eval(
-        tmp_path / "eval", _records(judge, "uniform", "frames+transcript", 1, _mixed)
+    directory = write_evaluation(
+        tmp_path / "eval", judgment_lines(judge, "uniform", "frames+transcript", 1, _mixed)
     )
     summary = write_report([directory], tmp_path / "out")
     assert summary.figures == (
@@ -481,10 +484,10 @@ def test_a_verdict_recorded_twice_counts_once_and_a_clash_raises(
 ) -> None:
     assert len(load_records([*full_eval, full_eval[0]])) == 8 * 7  # the repeat adds nothing
 
-    lines = _records("first", "uniform", "frames+transcript", 1, _first)
+    lines = judgment_lines("first", "uniform", "frames+transcript", 1, pick_first)
     clash = json.loads(lines[0])
     clash["picked"], clash["verdict"] = "second", "B"
-    directory = _write_eval(tmp_path / "clash", [*lines, json.dumps(clash)])
+    directory = write_evaluation(tmp_path / "clash", [*lines, json.dumps(clash)])
     with pytest.raises(ReportError, match=r"judged pair 'p1' .* differently at .*:1"):
         write_report([directory], tmp_path / "out2")
 
@@ -492,16 +495,16 @@ def test_a_verdict_recorded_twice_counts_once_and_a_clash_raises(
 def test_missing_and_malformed_judgments_raise_report_errors(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"has no judgments\.jsonl"):
         write_report([tmp_path / "nowhere"], tmp_path / "out")
-    directory = _write_eval(tmp_path / "bad", ['{"pair_id": "p1"'])
+    directory = write_evaluation(tmp_path / "bad", ['{"pair_id": "p1"'])
     with pytest.raises(ReportError, match=r"judgments.jsonl:1: not JSON"):
         write_report([directory], tmp_path / "out")
-    record = json.loads(_records("first", "uniform", "frames", 1, _first)[0])
+    record = json.loads(judgment_lines("first", "uniform", "frames", 1, pick_first)[0])
     del record["condition_id"]
-    directory = _write_eval(tmp_path / "missing", [json.dumps(record)])
+    directory = write_evaluation(tmp_path / "missing", [json.dumps(record)])
     with pytest.raises(ReportError, match="no 'condition_id' field"):
         write_report([directory], tmp_path / "out")
-    good = _records("first", "uniform", "frames", 1, _first)
-    directory = _write_eval(tmp_path / "torn-meta", good)
+    good = judgment_lines("first", "uniform", "frames", 1, pick_first)
+    directory = write_evaluation(tmp_path / "torn-meta", good)
     (directory / "evaluation.json").write_text('{"evaluation_id": ')
     with pytest.raises(ReportError, match=r"evaluation\.json is not JSON"):
         write_report([directory], tmp_path / "out")
@@ -533,7 +536,7 @@ def test_a_judgments_file_written_before_is_read_and_named_by_the_one_label(
     assert record.condition_id == record.condition.label()
     assert record.ranked == (Span(0.0, 5.0, "v2"), Span(2.0, 12.0, "v1"))  # best score first
     assert record.judgment.correct
-    summary = write_report([_write_eval(tmp_path / "old", [OLD_LINE])], tmp_path / "out")
+    summary = write_report([write_evaluation(tmp_path / "old", [OLD_LINE])], tmp_path / "out")
     markdown = summary.markdown.read_text()
     table = _section(markdown, "Judges by condition")
     row = _row(table, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")
@@ -563,7 +566,7 @@ def test_a_record_that_breaks_the_shape_is_refused_with_its_line_and_field(
     record = json.loads(OLD_LINE)
     for key, value in change.items():
         record[key] = {**record[key], **value} if key == "condition" else value
-    directory = _write_eval(tmp_path / "bad", [json.dumps(record)])
+    directory = write_evaluation(tmp_path / "bad", [json.dumps(record)])
     with pytest.raises(ReportError, match=r"judgments\.jsonl:1: .*" + message):
         write_report([directory], tmp_path / "out")
 
@@ -574,10 +577,10 @@ def test_without_the_log_the_provenance_says_what_it_does_not_know(tmp_path: Pat
         "benchmark_sha256": "ab" * 32,
         "started": "2026-01-02T03:04:05+00:00",
     }
-    lines = _records("offline-first", "uniform", "frames", 1, _first) + _records(
-        "gpt-5.4", "uniform", "frames", 1, _right
+    lines = judgment_lines("offline-first", "uniform", "frames", 1, pick_first) + judgment_lines(
+        "gpt-5.4", "uniform", "frames", 1, pick_right
     )
-    directory = _write_eval(tmp_path / "eval", lines, meta)
+    directory = write_evaluation(tmp_path / "eval", lines, meta)
     summary = write_report([directory], tmp_path / "out")
     assert summary.source == "unknown"  # gpt-5.4 may have been live or the offline provider
     provenance = _section(summary.markdown.read_text(), "Provenance")
@@ -624,8 +627,8 @@ def test_who_answered_is_read_from_the_evaluations_log(
 ) -> None:
     """A live judge's provider id comes from its recorded responses; a judge some of whose
     calls the offline provider answered is called mixed, and the report is labelled."""
-    lines = _records("gpt-5.4", "uniform", "frames", 1, _right)
-    directory = _write_eval(tmp_path / "eval", lines, {"evaluation_id": "e1"})
+    lines = judgment_lines("gpt-5.4", "uniform", "frames", 1, pick_right)
+    directory = write_evaluation(tmp_path / "eval", lines, {"evaluation_id": "e1"})
     events = open_event_store(tmp_path / "events.db")
     try:
         for line in lines:
@@ -894,7 +897,9 @@ def _lines(bench: Path) -> list[str]:
 
 
 def test_the_report_command_writes_the_folder_and_says_where(tmp_path: Path) -> None:
-    run = _write_eval(tmp_path / "eval", _records("first", "uniform", "none", 1.0, _first))
+    run = write_evaluation(
+        tmp_path / "eval", judgment_lines("first", "uniform", "none", 1.0, pick_first)
+    )
     result = CliRunner().invoke(cli_app, ["report", str(run), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "rep" / "report.md").is_file()

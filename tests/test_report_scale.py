@@ -31,7 +31,6 @@ from pathlib import Path
 import pytest
 
 from agents.pairs import decide
-from playlisteval.figures import LineFigure, draw, text_overlaps
 from playlisteval.report import (
     OFFLINE_NOTE,
     ReportError,
@@ -42,6 +41,7 @@ from playlisteval.report import (
     load_records,
     write_report,
 )
+from playlisteval.report.drawing import LineFigure, draw, text_overlaps
 from policies.judging import Condition, JudgmentRecord, Order, Picked, SpanRecord, Verdict
 from policies.pairs import PAPER_GATE, JudgeVerdict, SelectedPair, candidate_pairs, judge_fails
 from store.events import Event, PairCandidate, PairJudged, pairs_stream
@@ -527,21 +527,35 @@ def test_without_gate_verdicts_the_gate_figure_says_why(tmp_path: Path) -> None:
     assert _csv(tmp_path / "out", "gate-accuracy-by-gap") == []
 
 
-def test_the_leaderboard_names_the_evaluation_each_cell_came_from(written: Written) -> None:
+def _label(judge: str) -> str:
+    """How the report names an evaluation of ``judge`` under every condition (_write_eval)."""
+    return f"sha256 {'ab' * 6}…: {judge} × {len(CONDITIONS)} conditions"
+
+
+def test_the_leaderboard_names_each_cell_by_the_evaluation_that_judged_it(
+    written: Written,
+) -> None:
+    """A cell names its evaluation by what it judged (evaluation.json's benchmark, conditions
+    and, as both judged every condition, judges), and the note ties each name to its folder and
+    evaluation id."""
     rows = {r["judge"]: r for r in _csv(written.out, "leaderboard")}
     assert list(rows) == list(JUDGES)
-    for judge, folder in (("judge-a", "eval-a"), ("judge-b", "eval-b")):
+    for judge in ("judge-a", "judge-b"):
         for condition in CONDITIONS:
             name = condition.condition_id
-            assert rows[judge][f"{name} evaluation"] == folder
+            assert rows[judge][f"{name} evaluation"] == _label(judge)
             assert float(rows[judge][name]) == pytest.approx(_accuracy(judge, condition), abs=1e-5)
     section = _section(written.summary.markdown.read_text(), "Leaderboard across evaluations")
-    assert "Evaluations: eval-a: evaluation ev-a; eval-b: evaluation ev-b." in section
+    eval_a, eval_b = written.dirs
+    assert (
+        f"Evaluations: {_label('judge-a')}: folder {eval_a}, evaluation ev-a; "
+        f"{_label('judge-b')}: folder {eval_b}, evaluation ev-b."
+    ) in " ".join(section.split())
     uniform_1h = CONDITIONS[0]
     value = _accuracy("judge-b", uniform_1h)
     cell = _rows(section)["judge-b"][0]
     assert cell.startswith(f"{value:.3f} [")
-    assert cell.endswith("] (eval-b)")
+    assert cell.endswith(f"] ({_label('judge-b')})")
 
 
 def test_the_same_judge_and_condition_in_two_folders_is_refused_unless_merged(
@@ -566,10 +580,14 @@ def test_the_same_judge_and_condition_in_two_folders_is_refused_unless_merged(
     assert summary.judgments == len(PAIRS) * 2
     [row] = _csv(tmp_path / "out", "leaderboard")
     name = uniform_1h.condition_id
-    assert row[f"{name} evaluation"] == "merges eval-first-half and eval-second-half"
+    # Both judged judge-a under every condition: their folders' names tell them apart.
+    label = _label("judge-a")
+    assert row[f"{name} evaluation"] == (
+        f"merges {label} (eval-first-half) and {label} (eval-second-half)"
+    )
     assert float(row[name]) == pytest.approx(_accuracy("judge-a", uniform_1h), abs=1e-5)
     section = _section(summary.markdown.read_text(), "Leaderboard across evaluations")
-    assert "A cell that names two folders merges their judgments" in section
+    assert "A cell that names two evaluations merges their judgments" in section
 
 
 def test_a_verdict_resumed_within_one_evaluation_or_a_folder_given_twice_is_no_duplicate(

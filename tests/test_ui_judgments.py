@@ -498,3 +498,68 @@ def test_every_judgments_route_refuses_anyone_but_the_owner(
         assert "owner link" in refused.text
         assert "Chosen answer" not in refused.text
         assert "Verdict" not in refused.text
+
+
+def _rows_a_page_reads(
+    home: Path, evaluated: Evaluated, record: JudgmentRecord, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str]:
+    """The stored events one judgment page reads from the event store of a UI just started on
+    ``home`` (its startup, which indexes each evaluation's log once, not counted), and the
+    page. The store is the real SQLite one; its two read methods are only counted."""
+    with App(load_settings(home)) as app:
+        web = create_app(
+            app, evaluated.bench, sample_size=3, secret=SECRET, evaluations=[evaluated.out]
+        )
+        client = as_owner(web)
+        store = app.events
+        read = {"rows": 0}
+        real_stream, real_all = store.read_stream, store.read_all
+
+        def read_stream(*args: Any, **kwargs: Any) -> Any:
+            rows = real_stream(*args, **kwargs)
+            read["rows"] += len(rows)
+            return rows
+
+        def read_all(*args: Any, **kwargs: Any) -> Any:
+            rows = real_all(*args, **kwargs)
+            read["rows"] += len(rows)
+            return rows
+
+        monkeypatch.setattr(store, "read_stream", read_stream)
+        monkeypatch.setattr(store, "read_all", read_all)
+        page = _group_page(client, record)
+        monkeypatch.undo()
+        return read["rows"], page
+
+
+def test_a_judgment_page_reads_the_same_rows_however_long_the_evaluations_log(
+    evaluated: Evaluated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: a judgment's page read the whole evaluation log for each order it rebuilt
+    (15 s on a long one). Now it reads the recorded calls of its group by their seqs: a log
+    grown by a thousand calls makes the page read not one row more."""
+    record = next(r for r in evaluated.records if r.judge == "offline-frames")
+    small = copy_workspace(evaluated.home, tmp_path / "small")
+    grown = copy_workspace(evaluated.home, tmp_path / "grown")
+    with App(load_settings(grown)) as app:
+        info = json.loads((evaluated.out / "evaluation.json").read_text())
+        stream = f"eval-{info['evaluation_id']}"
+        calls = [
+            e
+            for e in (s.event() for s in app.events.read_stream(stream))
+            if e.type == "CallRecorded"
+        ]
+        before = app.events.stream_version(stream)
+        more = [
+            c.model_copy(update={"key": f"{c.key}-{i}"})
+            for i in range(1000 // len(calls) + 1)
+            for c in calls
+        ]
+        app.events.append(stream, more, expected_version=before)
+        assert app.events.stream_version(stream) - before >= 1000
+    rows_small, page_small = _rows_a_page_reads(small, evaluated, record, monkeypatch)
+    rows_grown, page_grown = _rows_a_page_reads(grown, evaluated, record, monkeypatch)
+    orders = sum(1 for r in evaluated.records if r.key[:3] == record.key[:3])
+    assert rows_small == rows_grown == orders  # each order's recorded call, by its seq
+    for page in (page_small, page_grown):
+        assert page.count('class="prompt-status matches"') == orders  # still checked by key

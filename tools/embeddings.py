@@ -34,6 +34,7 @@ __all__ = [
     "Embedder",
     "FrameStatsTextEmbedder",
     "Qwen3VLEmbedder",
+    "embedder_label",
     "embedding_model_class",
     "frame_descriptor",
     "make_embedder",
@@ -327,6 +328,7 @@ class Qwen3VLEmbedder:
             raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
         choice = resolve_device(device, "index.device")
         dtype_name = resolve_torch_dtype(dtype, choice, "index.dtype")
+        self.label = f"{self.name} {model}"  # what an index records it was made with
         import torch
 
         transformers: Any = importlib.import_module("transformers")
@@ -505,6 +507,12 @@ _EMBEDDERS: dict[str, type[FrameStatsTextEmbedder] | type[Qwen3VLEmbedder]] = {
     FrameStatsTextEmbedder.name: FrameStatsTextEmbedder,
     Qwen3VLEmbedder.name: Qwen3VLEmbedder,
 }
+
+
+def embedder_label(embedder: Embedder) -> str:
+    """The embedder and its model in words, as an index records them (``qwen3-vl-embedding
+    Qwen/Qwen3-VL-Embedding-8B``; MiniLM's model is the one its package ships)."""
+    return str(getattr(embedder, "label", embedder.name))
 
 
 def make_embedder(name: str, **options: Any) -> Embedder:

@@ -32,6 +32,7 @@ from store.catalog import (
     Catalog,
     ChunkRow,
     DuplicateRow,
+    IndexRecordRow,
     PlaylistRow,
     SeedRow,
     SegmentRow,
@@ -50,7 +51,8 @@ from store.errors import (
 from tools import ingest, media
 from tools.calibration import Calibration, SeedBand, calibrate, pair_cosines
 from tools.devices import device_slot
-from tools.embeddings import ChunkContent, Embedder
+from tools.embeddings import ChunkContent, Embedder, embedder_label
+from tools.index_records import RedoPlan, old_defaults_record, plan_redo
 from tools.ocr import ScreenTextReader, with_screen_text
 from tools.seeding import (
     SegmentRef,
@@ -59,7 +61,16 @@ from tools.seeding import (
     plan_segments,
     segment_vector,
 )
-from tools.transcripts import Transcriber, TranscriptRequest, reads_audio
+from tools.transcripts import (
+    AutoTranscriber,
+    DeferredWhisper,
+    Transcriber,
+    TranscriptPlan,
+    TranscriptRequest,
+    plan_transcript,
+    reads_audio,
+    transcriber_for,
+)
 from tools.vectors import VectorIndex
 
 CHUNK_KEYWORD_FIELDS = ("video_id", "playlist_id", "domain")
@@ -181,6 +192,20 @@ class IndexSummary:
     duplicates: list[DuplicateRow] = field(default_factory=list)
     seeds_per_domain: dict[str, int] = field(default_factory=dict)
     hours_indexed: float = 0.0
+    redo: RedoReport = field(default_factory=lambda: RedoReport())
+
+
+@dataclass
+class RedoReport:
+    """What ``index`` redid because the settings changed (or ``--redo`` asked): the videos per
+    stage redone, the chunks transcribed and embedded again, the videos that had no record."""
+
+    videos: dict[str, list[str]] = field(default_factory=dict)  # kind → video ids
+    changes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # video id → changes
+    chunks_retranscribed: int = 0
+    chunks_reembedded: int = 0
+    unrecorded: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -675,9 +700,14 @@ class IndexStore:
             if self._probe_into_catalog(video):
                 self.catalog.update_video(video.id, status=READY, reason=None)
 
-    def run(self) -> IndexSummary:
-        """Index every ready video, then drop near-duplicates and compute seeds."""
+    def run(self, redo: str | None = None) -> IndexSummary:
+        """Redo what changed settings made stale (``redo``: what ``index --redo`` forces,
+        :func:`tools.index_records.plan_redo`), index every ready video, then drop
+        near-duplicates and compute seeds."""
+        report = self.redo_stale(redo)
         summary = self.index_ready()
+        summary.redo = report
+        summary.videos_failed[:0] = report.failed
         summary.duplicates = self.dedupe()
         summary.seeds_per_domain = self.compute_seeds()
         return self.totals(summary)
@@ -685,6 +715,24 @@ class IndexStore:
     def index_ready(self) -> IndexSummary:
         """Index every ready video (chunks, transcripts, embeddings, segments): the engine's."""
         raise NotImplementedError
+
+    def redo_stale(self, force: str | None = None) -> RedoReport:
+        """Redo what changed settings made stale: an engine that keeps records does
+        (:class:`Indexer`); this one keeps none, so there is nothing to compare."""
+        if force is not None:
+            raise ConfigError(
+                "index --redo runs on this machine's engine (index.engine = 'local'); "
+                "run it without --ray"
+            )
+        return RedoReport()
+
+    def transcript_plan(self, video: VideoRow) -> TranscriptPlan | None:
+        """Where ``video``'s transcripts will come from, where the engine knows (None here)."""
+        return None
+
+    def speech_note(self) -> str | None:
+        """One line when speech-to-text was meant to run and cannot (None here)."""
+        return None
 
     def totals(self, summary: IndexSummary) -> IndexSummary:
         """``summary`` with the catalogue's totals filled in (chunks, segments, hours)."""
@@ -747,10 +795,20 @@ class IndexStore:
                 indices, spans, transcript.texts, vectors, strict=True
             )
         ]
+        self._put_chunks(video, rows, vectors, transcript.source, embedder)
+        self.progress.advance(len(rows), video)
+
+    def _put_chunks(
+        self,
+        video: VideoRow,
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray,
+        transcript_source: str,
+        embedder: str,
+    ) -> None:
         self._upsert_chunks(video, rows, vectors)
         self.catalog.add_chunks(rows)
-        self.catalog.update_video(video.id, transcript_source=transcript.source, embedder=embedder)
-        self.progress.advance(len(rows), video)
+        self.catalog.update_video(video.id, transcript_source=transcript_source, embedder=embedder)
 
     def _upsert_chunks(
         self, video: VideoRow, rows: Sequence[ChunkRow], vectors: np.ndarray | None = None
@@ -964,6 +1022,7 @@ class Indexer(IndexStore):
                         summary.chunks_computed += computed
                         self._build_segments(video, grid)
                         self.catalog.update_video(video.id, status=INDEXED, reason=None)
+                        self.catalog.set_index_record(self.made_with(video))
                         summary.videos_indexed += 1
                     except (MediaError, TranscriptError, EmbeddingError) as exc:
                         feed.cancel(number)
@@ -997,6 +1056,7 @@ class Indexer(IndexStore):
         except (MediaError, TranscriptError, EmbeddingError) as exc:
             return "failed: " + self._fail(video, "index", exc)
         self.catalog.update_video(video.id, status=INDEXED, reason=None)
+        self.catalog.set_index_record(self.made_with(video))
         return f"indexed: {computed} chunks computed"
 
     def _decode_job(
@@ -1004,7 +1064,8 @@ class Indexer(IndexStore):
     ) -> Callable[[], Iterator[DecodedBatch]]:
         """What a decoder thread runs for ``video``: its ``todo`` chunks' frames, batch by
         batch, with each batch's audio when the transcriber will read it."""
-        want_audio = reads_audio(self.transcriber, self.catalog.captions_of(video))
+        captions = self.catalog.captions_of(video)
+        want_audio = reads_audio(self._transcriber_of(video, captions), captions)
         spec = self.decode_spec()
 
         def batches() -> Iterator[DecodedBatch]:
@@ -1038,19 +1099,207 @@ class Indexer(IndexStore):
         audio: Callable[[float, float], np.ndarray],
     ) -> int:
         spans = [grid[idx] for idx, _ in batch]
-        with device_slot(self.transcriber):
+        transcriber = self._transcriber_of(video, captions)
+        with device_slot(transcriber):
             transcript = transcribe_batch(
-                self.transcriber, spans, captions, audio, self.config.audio_rate
+                transcriber, spans, captions, audio, self.config.audio_rate
             )
-        texts = transcript.texts
-        if self.screen_text is not None:
-            reader = self.screen_text
-            shown = [reader.read_chunk(frames) for _, frames in batch]
-            texts = [with_screen_text(t, s) for t, s in zip(texts, shown, strict=True)]
-        with device_slot(self.embedder):
-            vectors = embed_batch(self.embedder, [frames for _, frames in batch], texts)
+        vectors = self._embed(batch, transcript.texts)
         indices = [idx for idx, _ in batch]
         self._write_batch(
             video, indices, spans, transcript, vectors, self.embedder.name, bool(captions)
         )
         return len(batch)
+
+    def _embed(
+        self, batch: Sequence[tuple[int, list[np.ndarray]]], texts: Sequence[str]
+    ) -> np.ndarray:
+        """The vectors of a batch of chunks from their frames and transcripts (with the text on
+        screen beside the transcript when ``index.ocr`` is on)."""
+        texts = list(texts)
+        if self.screen_text is not None:
+            reader = self.screen_text
+            shown = [reader.read_chunk(frames) for _, frames in batch]
+            texts = [with_screen_text(t, s) for t, s in zip(texts, shown, strict=True)]
+        with device_slot(self.embedder):
+            return embed_batch(self.embedder, [frames for _, frames in batch], texts)
+
+    # -- what an index is made with, and redoing what changed settings made stale -------------
+
+    def _transcriber_of(self, video: VideoRow, captions: Sequence[Path]) -> Transcriber:
+        return transcriber_for(self.transcriber, captions, video.has_audio)
+
+    def transcript_plan(self, video: VideoRow) -> TranscriptPlan:
+        """Where ``video``'s transcripts come from under these settings, and why for none."""
+        return plan_transcript(self.transcriber, self.catalog.captions_of(video), video.has_audio)
+
+    def speech_note(self) -> str | None:
+        """One line when ``auto``'s faster-whisper cannot run here: what it lacks and how to
+        turn speech-to-text on; None when it can run (or another backend is configured)."""
+        fallback = self.transcriber
+        if isinstance(fallback, AutoTranscriber):
+            fallback = fallback.fallback
+        if not isinstance(fallback, DeferredWhisper) or not fallback.unavailable:
+            return None
+        return (
+            f"speech-to-text is off: {fallback.model_label} cannot run here "
+            f"({fallback.unavailable}); videos without captions are indexed by their frames "
+            "alone. To hear them, install the `asr` extra (pip install -e '.[asr]') or set "
+            "index.whisper_model to a CTranslate2 Whisper folder; to silence this, set "
+            'index.local_transcriber = "none"'
+        )
+
+    def made_with(self, video: VideoRow) -> IndexRecordRow:
+        """What ``video``'s index is made with under these settings, stage by stage."""
+        spec = self.decode_spec()
+        cfg = self.config
+        return IndexRecordRow(
+            video_id=video.id,
+            chunks=f"{cfg.chunk_s:g} s chunks",
+            transcripts=self.transcript_plan(video).source,
+            embeddings=f"{embedder_label(self.embedder)}; frames {spec.frame_fps:g} fps at "
+            f"{spec.frame_height}p; ocr {'on' if cfg.ocr else 'off'}",
+            segments=f"segments {cfg.segment_min_s / 60:g}-{cfg.segment_target_s / 60:g}-"
+            f"{cfg.segment_max_s / 60:g} min",
+        )
+
+    def redo_plans(
+        self, force: str | None = None, report: RedoReport | None = None
+    ) -> list[tuple[VideoRow, RedoPlan, IndexRecordRow]]:
+        """The indexed videos (near-duplicates too) whose index the settings made stale, or
+        all of them for ``force``, with what each needs; a video with no record is taken as
+        made with the old defaults (:func:`tools.index_records.old_defaults_record`) and noted
+        in ``report``."""
+        records = self.catalog.index_records()
+        found: list[tuple[VideoRow, RedoPlan, IndexRecordRow]] = []
+        for video in self.catalog.videos(statuses=[INDEXED, DUPLICATE]):
+            now = self.made_with(video)
+            recorded = records.get(video.id)
+            if recorded is None:
+                grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+                stored = self.catalog.chunk_transcripts(video.id)
+                fits = len(stored) == len(grid) and (not grid or stored[0][:2] == grid[0])
+                recorded = old_defaults_record(video, now, fits)
+                if report is not None:
+                    report.unrecorded.append(video.id)
+            plan = plan_redo(recorded, now, force)
+            if plan is not None:
+                found.append((video, plan, recorded))
+        return found
+
+    def redo_stale(self, force: str | None = None) -> RedoReport:
+        """Redo, video by video, what the settings made stale since each was indexed (or what
+        ``force`` asks), keeping everything else; each video's redo is recorded before it
+        starts and cleared when it is done, so a run killed midway takes it up again."""
+        report = RedoReport()
+        for video, plan, recorded in self.redo_plans(force, report):
+            report.videos.setdefault(plan.kind, []).append(video.id)
+            report.changes[video.id] = plan.changes
+            try:
+                retranscribed, reembedded = self._redo_video(video, plan, recorded)
+            except (MediaError, TranscriptError, EmbeddingError) as exc:
+                report.failed.append((video.id, self._fail(video, "redo", exc)))
+                continue
+            report.chunks_retranscribed += retranscribed
+            report.chunks_reembedded += reembedded
+        return report
+
+    def _redo_video(
+        self, video: VideoRow, plan: RedoPlan, recorded: IndexRecordRow
+    ) -> tuple[int, int]:
+        """Redo one video's stale stages; (chunks transcribed again, chunks embedded again)."""
+        grid = media.chunk_grid(video.duration_s or 0.0, self.config.chunk_s)
+        stored = self.catalog.chunks(video.id)
+        pending = "all" if plan.reembed_all and plan.kind == "transcripts" else plan.kind
+        self.catalog.set_index_record(IndexRecordRow(**{**recorded.model_dump(), "redo": pending}))
+        if plan.kind == "chunks" or len(stored) != len(grid):
+            self._start_over(video, stored)  # index_ready makes it again, and records it
+            return 0, 0
+        self._ensure_collections(self.embedder.dim)
+        texts = [c.transcript for c in stored]
+        source = video.transcript_source or "none"
+        retranscribed, todo = 0, list(range(len(grid))) if plan.reembed_all else []
+        if plan.kind == "transcripts":
+            new, source = self._retranscribe(video, grid)
+            retranscribed = len(grid)
+            changed = [i for i, (a, b) in enumerate(zip(texts, new, strict=True)) if a != b]
+            todo = todo or changed
+            texts = new
+        elif plan.kind == "embeddings":
+            todo = list(range(len(grid)))
+        reembedded = self._reembed(video, grid, todo, texts, source)
+        self.catalog.update_video(video.id, transcript_source=source)
+        self._build_segments(video, grid)
+        self.catalog.set_index_record(self.made_with(video))
+        return retranscribed, reembedded
+
+    def _start_over(self, video: VideoRow, stored: Sequence[ChunkRow]) -> None:
+        """Forget a video's chunks and segments, here and in the search index, and list it
+        ready again: its chunk grid changed, so every chunk is made anew."""
+        segments = self.catalog.segments(video_ids=[video.id])
+        for name, ids in (
+            (self.config.chunk_collection, [chunk_point_id(video.id, c.idx) for c in stored]),
+            (self.config.segment_collection, [s.id for s in segments]),
+        ):
+            if ids and self.vectors.has_collection(name):
+                self.vectors.delete(name, ids)
+        self.catalog.delete_chunks(video.id)
+        self.catalog.update_video(video.id, status=READY, reason=None, duplicate_of=None)
+
+    def _retranscribe(
+        self, video: VideoRow, grid: Sequence[tuple[float, float]]
+    ) -> tuple[list[str], str]:
+        """Every chunk's transcript again (no frames decoded), and the backend that wrote it."""
+        assert video.path is not None
+        path, rate = Path(video.path), self.config.audio_rate
+        captions = self.catalog.captions_of(video)
+        transcriber = self._transcriber_of(video, captions)
+        want_audio = reads_audio(transcriber, captions)
+        texts: list[str] = []
+        source = transcriber.name
+        step = max(1, self.config.batch_chunks)
+        for first in range(0, len(grid), step):
+            batch: list[tuple[int, list[np.ndarray]]] = [
+                (idx, []) for idx in range(first, min(first + step, len(grid)))
+            ]
+            spans = [grid[idx] for idx, _ in batch]
+            ahead = batch_audio(path, grid, batch, rate) if want_audio else None
+            audio = audio_reader(path, ahead, {grid[idx]: idx for idx, _ in batch}, rate)
+            with device_slot(transcriber):
+                done = transcribe_batch(transcriber, spans, captions, audio, rate)
+            texts.extend(done.texts)
+            source = done.source
+        return texts, source
+
+    def _reembed(
+        self,
+        video: VideoRow,
+        grid: Sequence[tuple[float, float]],
+        todo: Sequence[int],
+        texts: Sequence[str],
+        source: str,
+    ) -> int:
+        """Embed the ``todo`` chunks again from their frames and ``texts`` and store them (the
+        others keep their rows and points as they are); how many were embedded."""
+        if not todo:
+            return 0
+        assert video.path is not None
+        done = 0
+        spec = self.decode_spec()
+        for decoded in decode_batches(Path(video.path), grid, todo, spec, want_audio=False):
+            indices = [idx for idx, _ in decoded.chunks]
+            vectors = self._embed(decoded.chunks, [texts[idx] for idx in indices])
+            rows = [
+                ChunkRow(
+                    video_id=video.id,
+                    idx=idx,
+                    start_s=grid[idx][0],
+                    end_s=grid[idx][1],
+                    transcript=texts[idx],
+                    vector=vector_to_bytes(vector),
+                )
+                for idx, vector in zip(indices, vectors, strict=True)
+            ]
+            self._put_chunks(video, rows, vectors, source, self.embedder.name)
+            done += len(rows)
+        return done

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import threading
 import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,13 +27,18 @@ __all__ = [
     "AutoTranscriber",
     "CaptionsTranscriber",
     "DashScopeTranscriber",
+    "DeferredWhisper",
     "FasterWhisperTranscriber",
     "Qwen3AsrTranscriber",
     "Transcriber",
     "TranscriptOutcome",
+    "TranscriptPlan",
     "TranscriptRequest",
     "make_transcriber",
+    "plan_transcript",
     "reads_audio",
+    "transcriber_for",
+    "transcriber_label",
 ]
 
 # Peak amplitude under which a chunk counts as silent: about -80 dBFS, below any speech.
@@ -82,6 +88,7 @@ class CaptionsTranscriber:
     """Transcripts from sidecar caption files, laid onto the chunk grid by cue midpoint."""
 
     name = "captions"
+    label = "captions"
 
     def transcribe(self, request: TranscriptRequest) -> list[str]:
         """Use the best readable caption file; raise :class:`TranscriptError` if none is."""
@@ -109,6 +116,7 @@ class NoTranscriber:
     """
 
     name = "none"
+    label = "none"
 
     def transcribe(self, request: TranscriptRequest) -> list[str]:
         """One empty string per chunk."""
@@ -201,6 +209,7 @@ class FasterWhisperTranscriber:
         choice = resolve_device(device, "index.device", ctranslate2_cuda_count)
         kind = whisper_compute_type(compute_type, choice, "index.dtype")
         where = resolve_whisper_model(model)
+        self.label = f"{self.name} {str(model).strip()}"
         try:
             self._model = WhisperModel(
                 where,
@@ -328,6 +337,7 @@ class Qwen3AsrTranscriber:
         choice = resolve_device(device, "index.device")
         dtype = resolve_torch_dtype(dtype, choice, "index.dtype")
         device = choice.device
+        self.label = f"{self.name} {model}"
         self.device: str = device
         self.dtype: str = dtype
         try:
@@ -363,6 +373,7 @@ class Qwen3AsrTranscriber:
         backend = cls.__new__(cls)
         backend._model = model
         backend.device = str(model.device)
+        backend.label = f"{cls.name} {getattr(model, 'name_or_path', 'in memory')}"
         backend.dtype = str(model.dtype).removeprefix("torch.")
         return backend
 
@@ -429,6 +440,7 @@ class DashScopeTranscriber:
 
         self._api_key = key
         self.model = model
+        self.label = f"{self.name} {model}"
         self.base_url = base_url or DEFAULT_BASE_URL
 
     def __repr__(self) -> str:
@@ -525,6 +537,115 @@ class AutoTranscriber:
         return self.last_outcome.texts
 
 
+class DeferredWhisper:
+    """faster-whisper as ``auto``'s fallback: checked at once, loaded at its first chunk.
+
+    Building the indexer (``add``, ``seeds`` build one) then costs no model load, and where
+    faster-whisper cannot run (not installed, its model's parts missing, a load that fails)
+    the backend says why in :attr:`unavailable` and transcribes nothing: ``auto`` is the
+    default, and a machine without the `asr` extra still indexes every video by its frames.
+    A bad ``device`` is still refused here, at once, as the eager backend refuses it.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        """Take :class:`FasterWhisperTranscriber`'s options; nothing is loaded yet."""
+        import inspect
+
+        from tools.whisper_models import whisper_unavailable
+
+        inspect.signature(FasterWhisperTranscriber).bind(**options)  # TypeError as the eager one
+        self.options = dict(options)
+        self.model_label = f"{FasterWhisperTranscriber.name} {options.get('model', 'base')!s}"
+        self.unavailable: str | None = None
+        self.name = FasterWhisperTranscriber.name
+        self.label = self.model_label
+        self._loaded: FasterWhisperTranscriber | None = None
+        self._lock = threading.Lock()
+        self._cannot_run(whisper_unavailable(options.get("model", "base")))
+        if self.unavailable is None:
+            from tools.devices import ctranslate2_cuda_count, resolve_device
+
+            resolve_device(options.get("device", "auto"), "index.device", ctranslate2_cuda_count)
+
+    def _cannot_run(self, reason: str | None) -> None:
+        """Why it cannot run (None: it can): then it answers as ``none``."""
+        if reason:
+            self.unavailable = reason
+            self.name = self.label = NoTranscriber.name
+
+    @property
+    def device(self) -> str | None:
+        """Where the loaded model runs (None before it is loaded: no device held yet)."""
+        return None if self._loaded is None else self._loaded.device
+
+    def _model(self) -> FasterWhisperTranscriber | None:
+        with self._lock:
+            if self._loaded is None and self.unavailable is None:
+                try:
+                    self._loaded = FasterWhisperTranscriber(**self.options)
+                except TranscriptError as exc:
+                    self._cannot_run(str(exc))
+            return self._loaded
+
+    def transcribe(self, request: TranscriptRequest) -> list[str]:
+        """Whisper's texts, or one empty text per chunk where it cannot run."""
+        model = self._model()
+        if model is None:
+            return ["" for _ in request.grid]
+        return model.transcribe(request)
+
+
+def transcriber_label(transcriber: Transcriber) -> str:
+    """The backend and its model in words (``faster-whisper base``, ``captions``)."""
+    if isinstance(transcriber, AutoTranscriber):
+        return f"auto (captions, else {transcriber_label(transcriber.fallback)})"
+    return str(getattr(transcriber, "label", transcriber.name))
+
+
+@dataclass(frozen=True)
+class TranscriptPlan:
+    """Where one video's transcripts come from (``source``: what the index records) and, for
+    ``none``, why (no audio stream, speech-to-text off or unable to run)."""
+
+    source: str
+    why: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.source} ({self.why})" if self.why else self.source
+
+
+def plan_transcript(
+    transcriber: Transcriber, caption_paths: Sequence[Path], has_audio: bool | None
+) -> TranscriptPlan:
+    """What ``transcriber`` makes of a video with these caption files and audio (``None``:
+    not probed yet, taken as having sound): captions, a speech-to-text model, or none."""
+    if isinstance(transcriber, AutoTranscriber):
+        if caption_preference(caption_paths):
+            return TranscriptPlan(CaptionsTranscriber.name)
+        return plan_transcript(transcriber.fallback, (), has_audio)
+    if transcriber.name == CaptionsTranscriber.name:
+        return TranscriptPlan(CaptionsTranscriber.name)
+    if has_audio is False:
+        return TranscriptPlan(NoTranscriber.name, "no audio stream")
+    if isinstance(transcriber, DeferredWhisper) and transcriber.unavailable:
+        return TranscriptPlan(
+            NoTranscriber.name, f"{transcriber.model_label} cannot run: {transcriber.unavailable}"
+        )
+    if transcriber.name == NoTranscriber.name:
+        return TranscriptPlan(NoTranscriber.name, "speech-to-text off")
+    return TranscriptPlan(transcriber_label(transcriber))
+
+
+def transcriber_for(
+    transcriber: Transcriber, caption_paths: Sequence[Path], has_audio: bool | None
+) -> Transcriber:
+    """The backend a video's chunks go through: ``transcriber``, or no speech-to-text where
+    its plan is ``none`` (a video without an audio stream is not sent to a model)."""
+    if plan_transcript(transcriber, caption_paths, has_audio).source == NoTranscriber.name:
+        return NoTranscriber()
+    return transcriber
+
+
 def reads_audio(transcriber: Transcriber, caption_paths: Sequence[Path]) -> bool:
     """Whether ``transcriber`` will read a request's audio when the video has these caption
     files: the indexer then extracts it ahead, with the frames, instead of on demand."""
@@ -559,7 +680,11 @@ def make_transcriber(name: str, **options: Any) -> Transcriber:
         if isinstance(fallback, str):
             if fallback in ("auto", "captions"):  # "none" is allowed: frames-only chunks
                 raise ConfigError(f"auto's fallback {fallback!r} must be a speech-to-text backend")
-            fallback = make_transcriber(fallback, **fallback_options)
+            if fallback == FasterWhisperTranscriber.name:
+                # The default: loaded when first needed, and said (not raised) where it cannot.
+                fallback = _deferred_whisper(fallback_options)
+            else:
+                fallback = make_transcriber(fallback, **fallback_options)
         return AutoTranscriber(fallback=fallback)
     try:
         factory = _BACKENDS[name]
@@ -571,3 +696,10 @@ def make_transcriber(name: str, **options: Any) -> Transcriber:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"bad options for transcriber {name!r}: {exc}") from exc
+
+
+def _deferred_whisper(options: dict[str, Any]) -> DeferredWhisper:
+    try:
+        return DeferredWhisper(**options)
+    except TypeError as exc:
+        raise ConfigError(f"bad options for transcriber 'faster-whisper': {exc}") from exc

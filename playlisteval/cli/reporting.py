@@ -9,16 +9,13 @@ import typer
 from rich.markup import escape
 
 from playlisteval.cli.output import console, err_console
-from playlisteval.cli.shell import EXIT_FIX, HomeOption
+from playlisteval.cli.shell import EXIT_FIX, EXIT_MIXED_BENCHMARKS, HomeOption
 from store.errors import PlaylistEvalError
 
 commands = typer.Typer()
 
 # Evaluations of different benchmarks given to one report without --across-benchmarks: a script
 # tells this apart from a folder to fix (EXIT_FIX). The next free code after shell.py's.
-EXIT_MIXED_BENCHMARKS = 10
-
-
 @commands.command()
 def report(
     evaluations: Annotated[

@@ -51,6 +51,9 @@ EXIT_NOTHING_JUDGED = 6  # an evaluation judged no pair at all: the line gives t
 EXIT_DISK = 7  # a write found no room (disk or quota full, file-size limit): what came before stays
 EXIT_DEFINITION = 8  # today's code or settings cannot honour a run's recorded definition
 EXIT_BILL_DIFFERS = 9  # `budget reconcile`: the provider's bill and the ledger differ
+EXIT_MIXED_BENCHMARKS = 10  # `report`: evaluations of different benchmarks, no --across-benchmarks
+# 11-15: `export --push-to-hub` refused (playlisteval.hub: no token, token refused, repo holds
+# something else, Hub unreachable, any other Hub error); the export folder stays.
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 

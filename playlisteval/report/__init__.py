@@ -23,12 +23,21 @@ Computing apart from rendering, one room each:
 * :mod:`~playlisteval.report.write` puts them together (:func:`write_report`).
 
 One judge under one condition judged in two evaluation folders is refused (which of the two
-should a cell show?) unless ``merge_duplicates`` asks for one cell that names both. Every name
-the report module offered before is handed on here.
+should a cell show?) unless ``merge_duplicates`` asks for one cell that names both; evaluations
+of two benchmarks are refused (:class:`MixedBenchmarks`, :mod:`~playlisteval.report.evaluations`)
+unless ``across_benchmarks`` asks for every table and figure once per benchmark. An evaluation
+is named by what it judged (:func:`evaluation_labels`). The pages open with the results and end
+with the provenance. Every name the report module offered before is handed on here.
 """
 
 from playlisteval.report.charts import WHISKERS
 from playlisteval.report.compute import RECALL_THRESHOLD
+from playlisteval.report.evaluations import (
+    BenchmarkGroup,
+    MixedBenchmarks,
+    benchmark_groups,
+    evaluation_labels,
+)
 from playlisteval.report.gate import GATE_SCORING, GateRow, GateVerdict, gate_rows, gate_verdicts
 from playlisteval.report.load import (
     EVALUATION_FILE,
@@ -73,14 +82,18 @@ __all__ = [
     "UNKNOWN_NOTE",
     "WHISKERS",
     "AnsweredCall",
+    "BenchmarkGroup",
     "GateRow",
     "GateVerdict",
     "LoadedJudgments",
+    "MixedBenchmarks",
     "ReportError",
     "ReportSummary",
     "Source",
     "answered_calls",
+    "benchmark_groups",
     "code_version",
+    "evaluation_labels",
     "figure_specs",
     "gate_rows",
     "gate_verdicts",

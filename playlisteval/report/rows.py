@@ -9,7 +9,8 @@ retriever recall (and against the haystack hours built) and the gate's accuracy 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from playlisteval.report.compute import (
     run_order,
     twin_names,
 )
+from playlisteval.report.evaluations import evaluation_labels
 from playlisteval.report.gate import GATE_SCORING, GateRow
 from playlisteval.report.load import (
     EVALUATION_FILE,
@@ -616,17 +618,6 @@ def _paper_tables(
     return tables
 
 
-def _folder_names(folders: Iterable[Path]) -> dict[Path, str]:
-    """How the leaderboard names each evaluation folder: its name, or its path when two
-    folders share a name."""
-    distinct = list(dict.fromkeys(folders))
-    names = [f.name or str(f) for f in distinct]
-    return {
-        f: name if names.count(name) == 1 else str(f)
-        for f, name in zip(distinct, names, strict=True)
-    }
-
-
 def _leaderboard(
     runs: Sequence[Run],
     stats: Mapping[tuple[str, str], RunStats],
@@ -634,10 +625,11 @@ def _leaderboard(
     eval_dirs: Sequence[Path],
     real_local: Collection[str] = (),
 ) -> Table:
-    """Judges × conditions, each cell the accuracy and the evaluation folder it came from (or
-    the folders it merges); a judge in ``real_local`` is named a real local model."""
+    """Judges × conditions, each cell the accuracy and the evaluation it came from (or the
+    evaluations it merges), named by what it judged (:func:`evaluation_labels`); a judge in
+    ``real_local`` is named a real local model."""
     folders = distinct_folders(eval_dirs)
-    names = _folder_names(folders)
+    names = evaluation_labels(folders)
     conditions = list(
         dict.fromkeys(r.condition_id for r in sorted(runs, key=lambda r: run_order(r)[1:]))
     )
@@ -658,7 +650,8 @@ def _leaderboard(
         named = f"{judge} ({REAL_LOCAL_LABEL})" if judge in real_local else judge
         rows.append((named, *cells))
     listed = "; ".join(
-        f"{names[f]}: evaluation {evaluation_json(f).get('evaluation_id') or '—'}" for f in folders
+        f"{names[f]}: folder {f}, evaluation {evaluation_json(f).get('evaluation_id') or '—'}"
+        for f in folders
     )
     return Table(
         "leaderboard",
@@ -667,9 +660,10 @@ def _leaderboard(
         rows,
         note=(
             "Accuracy (a tie or an unparseable verdict counts 0.5) with its 95 % interval, and "
-            f"in parentheses the evaluation folder that judged it. Evaluations: {listed}."
+            "in parentheses the evaluation that judged it, named by what it judged. "
+            f"Evaluations: {listed}."
             + (
-                " A cell that names two folders merges their judgments (asked for with "
+                " A cell that names two evaluations merges their judgments (asked for with "
                 "merge_duplicates)."
                 if merged
                 else ""
@@ -701,32 +695,81 @@ def _gate_table(rows: Sequence[GateRow], runs: Sequence[str], why: str) -> Table
     )
 
 
+@dataclass(frozen=True)
+class ReportTables:
+    """The report's tables in the order its pages show them: the headline results (the paper's
+    Table 1 layouts and the leaderboard), every other table of results, then the provenance."""
+
+    headline: list[Table]
+    details: list[Table]
+    provenance: Table
+
+    @property
+    def every(self) -> list[Table]:
+        """Every table, in page order."""
+        return [*self.headline, *self.details, self.provenance]
+
+
 def all_tables(
     c: Computed,
     eval_dirs: Sequence[Path],
     loaded: LoadedJudgments,
     provenance: Table,
     sources: Mapping[str, JudgeSource],
-) -> list[Table]:
-    """Every table of the report, provenance first."""
+) -> ReportTables:
+    """Every table of the report: results first, provenance last."""
     twins = twin_names(c.coincidences)
-    return [
-        provenance,
-        *_paper_tables(c.runs, c.stats, c.recall_rows, c.k),
-        _leaderboard(
-            c.runs,
-            c.stats,
-            loaded.sources,
-            eval_dirs,
-            {s.judge for s in sources.values() if s.real_local},
-        ),
-        _table1(c.runs, c.stats, sources),
-        _shown_table(c.runs),
-        _strata_table(c.runs, c.stats, "domain", "Accuracy per domain"),
-        _strata_table(c.runs, c.stats, "gap", "Accuracy per rating gap"),
-        _modality_table(modality_groups(c.runs), c.stats),
-        _comparison_table(c.comparisons, twins),
-        _recall_table(c.recall_rows, DEFAULT_KS, c.coincidences),
-        _recall_hours_table(c.recall_rows, DEFAULT_KS, twins),
-        _gate_table(c.gate.rows, c.gate.runs, c.gate.why),
-    ]
+    return ReportTables(
+        headline=[
+            *_paper_tables(c.runs, c.stats, c.recall_rows, c.k),
+            _leaderboard(
+                c.runs,
+                c.stats,
+                loaded.sources,
+                eval_dirs,
+                {s.judge for s in sources.values() if s.real_local},
+            ),
+        ],
+        details=[
+            _table1(c.runs, c.stats, sources),
+            _shown_table(c.runs),
+            _strata_table(c.runs, c.stats, "domain", "Accuracy per domain"),
+            _strata_table(c.runs, c.stats, "gap", "Accuracy per rating gap"),
+            _modality_table(modality_groups(c.runs), c.stats),
+            _comparison_table(c.comparisons, twins),
+            _recall_table(c.recall_rows, DEFAULT_KS, c.coincidences),
+            _recall_hours_table(c.recall_rows, DEFAULT_KS, twins),
+            _gate_table(c.gate.rows, c.gate.runs, c.gate.why),
+        ],
+        provenance=provenance,
+    )
+
+
+_WHO_ANSWERED: dict[Source, str] = {
+    "offline": "the offline harness answered (not evidence of model quality)",
+    "live": "real models answered, live",
+    "mixed": "partly the offline harness (not evidence of model quality), partly real models",
+    "unknown": "not known whether real models or the offline harness answered",
+}
+
+
+def provenance_line(
+    benchmarks: Sequence[tuple[str | None, str]],
+    source: Source,
+    sources: Mapping[str, JudgeSource],
+) -> str:
+    """The one line of provenance a report opens with (the whole table is at its end): who
+    answered, and each benchmark's content hash (``benchmarks``: hash or None, and the
+    benchmark's label for when there are several)."""
+    who = _WHO_ANSWERED[source]
+    real = [s.judge for s in sources.values() if s.real_local]
+    if real:
+        who += f"; real models run on this machine: {', '.join(real)}"
+    if len(benchmarks) == 1:
+        sha = benchmarks[0][0]
+        judged = f"benchmark sha256 {sha}" if sha else "benchmark hash not recorded"
+    else:
+        judged = f"{len(benchmarks)} benchmarks, reported apart: " + ", ".join(
+            label for _, label in benchmarks
+        )
+    return f"Provenance (in full at the end): {who}; {judged}; report code {code_version()}."

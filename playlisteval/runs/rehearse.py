@@ -4,6 +4,7 @@ models would be."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from playlisteval.runs.audit import audit
 from playlisteval.runs.curation import choose_seeds
 from playlisteval.settings import IndexSettings
 from policies.budget import check_concurrency
+from policies.prices import PriceTable
 from store.catalog import SeedRow
 from store.errors import ConfigError
 from store.events import (
@@ -38,7 +40,8 @@ class Rehearsal:
 
     ``scenarios`` prices the same calls again without the savings: ``without caching`` (every
     video call pays full input price, no cache written or kept), ``without batch`` (text-only
-    gates at list price) and ``neither``.
+    gates at list price) and ``neither``; and, where a model has explicit-cache rates, the two
+    bounds of :func:`explicit_cache_scenarios` (what-if figures: no adapter sends the markers).
     """
 
     audit: Audit
@@ -61,6 +64,46 @@ class Rehearsal:
         """Cost per accepted question in one scenario."""
         total = self.scenarios.get(scenario)
         return None if total is None or not self.accepted else total // self.accepted
+
+
+EXPLICIT_BEST = "what if: one explicit-cache video prefix a seed, every read a hit"
+EXPLICIT_WORST = "what if: explicit cache, every read after its 5-minute life"
+
+
+def explicit_cache_scenarios(
+    prices: PriceTable, calls: Sequence[tuple[str, CallRecorded]]
+) -> dict[str, int]:
+    """What the rehearsal's calls would cost if the video calls to models with explicit-cache
+    rates (``cache_write_per_mtok`` and ``explicit_cached_input_per_mtok``: DashScope's Qwen)
+    sent each seed's clips as one explicit-cache prefix shared by every such call of the seed
+    and model (both Qwen video gates), every other call as configured. ``calls`` are
+    ``(seed stream, call)`` in log order. Two bounds, since a block lives 5 minutes from its
+    last hit and a live seed's calls may lie further apart (batched text gates between them):
+    the best case, where the seed's first such call writes the prefix and every later one
+    reads it, and the worst, where every call finds it expired and writes it again. Empty
+    when no call would be priced differently (no such model called with video)."""
+    best = worst = 0
+    written: set[tuple[str, str]] = set()
+    touched = False
+    for stream, call in calls:
+        if call.replayed:
+            continue  # served again from the log: it cost the run nothing
+        if not call.usage.get("video"):
+            best += call.cost_micros
+            worst += call.cost_micros
+            continue
+        as_write = prices.repriced_explicit(call.model, call.usage, write=True)
+        as_hit = prices.repriced_explicit(call.model, call.usage, write=False)
+        if as_write is None or as_hit is None:
+            best += call.cost_micros
+            worst += call.cost_micros
+            continue
+        touched = True
+        first = (stream, call.model) not in written
+        written.add((stream, call.model))
+        best += as_write if first else as_hit
+        worst += as_write
+    return {EXPLICIT_BEST: best, EXPLICIT_WORST: worst} if touched else {}
 
 
 def paper_scale(app: App, seeds: list[SeedRow]) -> tuple[float, float]:
@@ -127,11 +170,12 @@ def rehearse(
             )
             report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
             result = audit(app, "rehearsal", store=store)
-            calls = [
-                e
+            streams = [
+                (s.stream, e)
                 for s in store.read_all(stream_prefix=seed_stream("rehearsal", ""))
                 if isinstance(e := s.event(), CallRecorded)
             ]
+            calls = [e for _, e in streams]
         finally:
             store.close()
     scenarios = {"as configured": result.spent_micros}
@@ -140,10 +184,14 @@ def rehearse(
         ("without batch", True, False),
         ("neither", False, False),
     ):
+        # A call served again from the log (``replayed``) cost the run nothing, as the audit
+        # counts it: only the calls made are priced again.
         scenarios[name] = sum(
             prices.repriced(e.model, e.usage, batch=batch_on and e.batch, cache=cache)
             for e in calls
+            if not e.replayed
         )
+    scenarios.update(explicit_cache_scenarios(prices, streams))
     # The native-video (and image) calls' share, by the one ledger the audit folded.
     video = result.by_media.get("video", 0)
     return Rehearsal(
@@ -154,7 +202,7 @@ def rehearse(
         segment_minutes=minutes,
         batch=use_batch,
         scenarios=scenarios,
-        cached_tokens=sum(e.cached_tokens for e in calls),
-        batch_calls=sum(1 for e in calls if e.batch),
+        cached_tokens=sum(e.cached_tokens for e in calls if not e.replayed),
+        batch_calls=sum(1 for e in calls if e.batch and not e.replayed),
         video_share=video / result.spent_micros if result.spent_micros else 0.0,
     )

@@ -39,6 +39,12 @@ from playlisteval.metrics import LogMetrics
 from playlisteval.ui.annotations import EXPORT_FORMATS, AnnotationLog, label_rows, labels_text
 from playlisteval.ui.benchmark import load_benchmark
 from playlisteval.ui.judgments import PromptRebuilder, Thumbnails, load_evaluations
+from playlisteval.ui.label_formats import (
+    TOOL_FORMATS,
+    companion_name,
+    tool_files,
+    tool_format,
+)
 from playlisteval.ui.media_roots import MediaRoots
 from playlisteval.ui.pages import error_page
 from playlisteval.ui.routes import ROUTERS
@@ -56,26 +62,38 @@ from store.errors import ConfigError
 
 
 def export_labels(app: App, benchmark_dir: Path, out: Path, fmt: str | None = None) -> int:
-    """Write the standing labels of the benchmark's annotations to ``out`` (CSV or JSON Lines:
-    ``fmt``, else ``out``'s suffix), whole or not at all; returns how many labels."""
+    """Write the standing labels of the benchmark's annotations to ``out``, whole or not at all,
+    and return how many labels: CSV or JSON Lines (``fmt``, else ``out``'s suffix), or for a
+    label tool (``label-studio``, ``argilla``: :mod:`playlisteval.ui.label_formats`) its labels
+    in ``out`` and what they answer beside it (:func:`companion_name`). The owner's export: the
+    whole record."""
     suffixes = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
     chosen = fmt or suffixes.get(out.suffix.lower())
-    if chosen not in EXPORT_FORMATS:
+    if chosen not in EXPORT_FORMATS + TOOL_FORMATS:
         raise ConfigError(
             f"cannot tell the label format of {str(out)!r} ({fmt!r}): name it .csv or .jsonl, "
-            f"or give --format {' or '.join(EXPORT_FORMATS)}"
+            f"or give --format {', '.join(EXPORT_FORMATS + TOOL_FORMATS[:-1])} or "
+            f"{TOOL_FORMATS[-1]}"
         )
-    benchmark = load_benchmark(benchmark_dir)
-    rows = label_rows(AnnotationLog(app.events, benchmark).state(), benchmark)
-    text = labels_text(rows, chosen)
     out = out.expanduser()
     if out.is_dir():
-        raise ConfigError(f"{str(out)!r} is a folder; give a file name such as labels.{chosen}")
+        raise ConfigError(f"{str(out)!r} is a folder; give a file name such as labels.json")
     if not out.parent.is_dir():
         raise ConfigError(f"folder {str(out.parent)!r} does not exist; create it first")
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, out)  # a reader never sees half a file
+    benchmark = load_benchmark(benchmark_dir)
+    state = AnnotationLog(app.events, benchmark).state()
+    rows = label_rows(state, benchmark)
+    tool = tool_format(chosen)
+    if tool is not None:
+        labels, answered = tool_files(tool, state, benchmark)
+        files = {out: labels, out.with_name(companion_name(out.name, tool)): answered}
+    else:
+        files = {out: labels_text(rows, chosen)}
+    partials = {path: path.with_name(f".{path.name}.partial") for path in files}
+    for path, text in files.items():
+        partials[path].write_text(text, encoding="utf-8")
+    for path, partial in partials.items():
+        os.replace(partial, path)  # a reader never sees half a file
     return len(rows)
 
 
@@ -146,6 +164,9 @@ def create_app(
     signer = Signer(
         secret if secret is not None else workspace_secret(app.workspace.root), benchmark.stream
     )
+    rebuilder = PromptRebuilder(app)
+    for evaluation in evaluated.values():
+        rebuilder.calls(evaluation)  # each log read once, here: no page reads a whole log
     web = FastAPI(title="PlaylistEval validation", docs_url=None, redoc_url=None, openapi_url=None)
     web.state.ui = UiState(
         app=app,
@@ -163,7 +184,7 @@ def create_app(
         ),
         evaluated=evaluated,
         media_roots=MediaRoots(app, benchmark.path),
-        rebuilder=PromptRebuilder(app),
+        rebuilder=rebuilder,
         thumbnails=Thumbnails(),
     )
     web.state.invite_links = {name: invite_path(signer, name) for name in log.state().invited}

@@ -22,8 +22,9 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -57,6 +58,7 @@ from agents.recorded import (
     CallRecorder,
     ModelRefused,
     NoCallModel,
+    Recorded,
     RecordedCalls,
 )
 from agents.workers import MalformedOutput, ModelRunner, SeedCall
@@ -66,7 +68,7 @@ from policies.budget import Budget
 from policies.judging import ORDERS, Condition, JudgmentRecord, Order
 from store.answers import answered_by
 from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDivergence
-from store.events import CallRecorded, Event
+from store.events import CallFailed, CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
 from tools.retrieval import RetrieverSet
@@ -108,6 +110,22 @@ class EvaluationFolder:
     def conditions(self) -> list[str]:
         """The condition labels its records hold, in first-seen order."""
         return list(dict.fromkeys(r.condition_id for r in self.records))
+
+    @cached_property
+    def groups(self) -> Mapping[tuple[str, str, str], JudgmentGroup]:
+        """Its records as groups by ``(pair id, judge, condition id)``, in that order: made once,
+        so a judgment's page finds its group without going over every record."""
+        return {group.key: group for group in group_records(self.records)}
+
+    @cached_property
+    def shown_frames(self) -> frozenset[tuple[str, float]]:
+        """Every (video id, second) a judge of it was shown: the frames the viewer may serve."""
+        return frozenset(
+            (video, at)
+            for record in self.records
+            if record.shown is not None
+            for video, at in record.shown.frame_times
+        )
 
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
@@ -166,24 +184,82 @@ class AnsweredKeys:
     (a harness's verdicts, not evidence of model quality); ``real_local``, a real model run on
     this machine (:data:`tools.providers.local_llm.REAL_LOCAL_LABEL`, never the harness)."""
 
-    offline: frozenset[str]
-    real_local: frozenset[str]
+    offline: Set[str]
+    real_local: Set[str]
 
 
-def answered_keys(store: EventStore, evaluation: EvaluationFolder) -> AnsweredKeys:
-    """Which of the evaluation's calls the offline provider and a real local model answered,
-    as its log says on each recorded call (its ``offline`` flag; the response's family)."""
-    offline: set[str] = set()
-    real_local: set[str] = set()
-    for stored in store.read_stream(eval_stream(evaluation.evaluation_id)):
-        if stored.type != "CallRecorded":
-            continue
-        key = str(stored.data.get("key", ""))
-        if answered_by(stored.data, original=True) == "real-local":
-            real_local.add(key)
-        elif stored.data.get("offline"):
-            offline.add(key)
-    return AnsweredKeys(frozenset(offline), frozenset(real_local))
+class EvaluationCalls:
+    """One evaluation's log as the viewer reads it: where each recorded answer lies (its seq, by
+    request key) and who answered each call.
+
+    The stream is read once, then only what was appended since (:meth:`catch_up`); a judgment's
+    page fetches the few calls it replays by their seqs (:meth:`hit`), so what a page reads does
+    not grow with the evaluation or its log. ``rows_read`` counts the stored events this index
+    has read, for the bench and the tests that hold the page to that."""
+
+    def __init__(self, store: EventStore, evaluation_id: str) -> None:
+        self._store = store
+        self.stream = eval_stream(evaluation_id)
+        self._version = 0
+        self._seqs: dict[str, list[int]] = {}
+        self._offline: set[str] = set()
+        self._real_local: set[str] = set()
+        self._lock = threading.Lock()
+        self.rows_read = 0
+
+    def catch_up(self) -> None:
+        """Index what the stream holds beyond what was read before."""
+        with self._lock:
+            rows = self._store.read_stream(self.stream, self._version)
+            self.rows_read += len(rows)
+            for stored in rows:
+                self._version = stored.version
+                if stored.type not in ("CallRecorded", "CallFailed"):
+                    continue
+                # What replay serves (a refusal included) is RecordedCalls' rule, applied here.
+                for key, found in RecordedCalls.from_stored([stored]).by_key.items():
+                    self._seqs.setdefault(key, []).extend(seq for _event, seq in found)
+                if stored.type != "CallRecorded":
+                    continue
+                key = str(stored.data.get("key", ""))
+                if answered_by(stored.data, original=True) == "real-local":
+                    self._real_local.add(key)
+                elif stored.data.get("offline"):
+                    self._offline.add(key)
+
+    @property
+    def answered(self) -> AnsweredKeys:
+        """Which calls the offline provider and which a real local model answered, as the log
+        says on each recorded call (its ``offline`` flag; the response's family): live views,
+        not copies, so reading them costs nothing per page."""
+        return AnsweredKeys(offline=self._offline, real_local=self._real_local)
+
+    def hit(self, key: str, occurrence: int) -> tuple[Recorded, int] | None:
+        """The ``occurrence``-th recorded answer to request ``key`` with its seq, fetched from
+        the store by that seq (one row); None when the log holds no such answer."""
+        with self._lock:
+            seqs = self._seqs.get(key, [])
+            if occurrence >= len(seqs):
+                return None
+            seq = seqs[occurrence]
+        rows = self._store.read_all(after_seq=seq - 1, limit=1)
+        self.rows_read += len(rows)
+        event = rows[0].event()
+        assert isinstance(event, CallRecorded | CallFailed)  # indexed as one (catch_up)
+        return event, seq
+
+
+class _IndexedCalls(RecordedCalls):
+    """The recorded answers a strict replay serves, looked up in an :class:`EvaluationCalls`
+    instead of an index of the whole log built for each request."""
+
+    def __init__(self, calls: EvaluationCalls) -> None:
+        super().__init__()
+        self._calls = calls
+
+    def hit(self, key: str, occurrence: int) -> tuple[Recorded, int] | None:
+        """That answer and its seq, from the evaluation's index."""
+        return self._calls.hit(key, occurrence)
 
 
 # -- groups and filters (pure) --------------------------------------------------------------------
@@ -335,16 +411,31 @@ class PromptRebuilder:
     """Rebuilds judgments' requests over one workspace and checks them against the log.
 
     Views (what a pair shows under a condition, the same in both orders) and rebuilt prompts are
-    kept for the last few groups: a page asks for both orders of one group."""
+    kept for the last few groups: a page asks for both orders of one group. Each evaluation's
+    log is indexed once (:class:`EvaluationCalls`), so checking a request reads the calls it
+    names, not the log."""
 
     def __init__(self, app: App) -> None:
         self._app = app
+        self._calls: dict[str, EvaluationCalls] = {}
         self._retriever_set: RetrieverSet | None = None  # made on first use
         self._views: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._prompts: OrderedDict[tuple[str, tuple[str, str, str, str]], RebuiltPrompt] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
+
+    def calls(self, evaluation: EvaluationFolder) -> EvaluationCalls:
+        """The index of ``evaluation``'s log, made on first use and caught up with what was
+        appended since each time it is asked for."""
+        with self._lock:
+            found = self._calls.get(evaluation.evaluation_id)
+            if found is None:
+                found = self._calls[evaluation.evaluation_id] = EvaluationCalls(
+                    self._app.events, evaluation.evaluation_id
+                )
+        found.catch_up()
+        return found
 
     def _retrievers(self) -> RetrieverSet:
         """The retrievers conditions name, from the one registry `playlisteval eval` reads
@@ -375,6 +466,7 @@ class PromptRebuilder:
     ) -> OrderView:
         """What ``record``'s judge was shown and sent, rebuilt; the reason in ``error`` when
         the workspace cannot rebuild it (a video gone, an index not built)."""
+        calls = self.calls(evaluation)
         with self._lock:
             try:
                 view = self._view(pair, record.condition)
@@ -385,7 +477,7 @@ class PromptRebuilder:
             prompt = self._prompts.get(key)
             if prompt is None:
                 try:
-                    prompt = self._prompts[key] = self._request(evaluation, pair, record, view)
+                    prompt = self._prompts[key] = self._request(calls, pair, record, view)
                 except (PlaylistEvalError, OSError) as exc:
                     return OrderView(record, transcript, None, f"the prompt was not rebuilt: {exc}")
                 while len(self._prompts) > _REBUILT_KEPT:
@@ -393,17 +485,16 @@ class PromptRebuilder:
             return OrderView(record, transcript, prompt, "")
 
     def _request(
-        self, evaluation: EvaluationFolder, pair: BenchmarkPair, record: JudgmentRecord, view: Any
+        self, calls: EvaluationCalls, pair: BenchmarkPair, record: JudgmentRecord, view: Any
     ) -> RebuiltPrompt:
         """Rebuild ``record``'s request and ask a strict recorder over the evaluation's log to
-        serve it (it serves only a request whose key the log holds)."""
+        serve it (it serves only a request whose key the log holds, fetched by its seq)."""
         settings = self._app.settings
         prices = self._app.prices()  # the workspace's one table (real local models at zero)
-        history = self._app.events.read_stream(eval_stream(evaluation.evaluation_id))
         recorder = _KeptRequest(
             budget=Budget(None),
             prices=prices,
-            recorded=RecordedCalls.from_stored(history),
+            recorded=_IndexedCalls(calls),
             mode="strict",
             offline=True,
             traffic=traffic_for(settings, live=False),

@@ -7,7 +7,7 @@ log's counters, the evaluations open in the judgments viewer and the media the U
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -17,12 +17,7 @@ from playlisteval.app import App
 from playlisteval.metrics import LogMetrics
 from playlisteval.ui.annotations import AnnotationLog, AnnotationState, LabelsWithheld, not_invited
 from playlisteval.ui.benchmark import Benchmark
-from playlisteval.ui.judgments import (
-    AnsweredKeys,
-    EvaluationFolder,
-    PromptRebuilder,
-    Thumbnails,
-)
+from playlisteval.ui.judgments import EvaluationFolder, PromptRebuilder, Thumbnails
 from playlisteval.ui.media_roots import MediaRoots
 from playlisteval.ui.signing import Signer
 from store.coordination import BudgetAccounts, WorkQueue
@@ -35,8 +30,8 @@ class UiState:
     ``cookie`` and ``owner_cookie`` are the names of this benchmark's annotator and owner
     cookies; ``log_metrics`` is one fold for the server's lifetime (each status page reads only
     what was appended since); ``evaluated`` maps an open evaluation's name to it;
-    ``answered_seen`` remembers, per evaluation, which judgments the offline provider and which
-    a real local model answered (read once, on first view).
+    ``rebuilder`` holds each open evaluation's log index (who answered each call, where each
+    recorded answer lies), read once and then only what was appended since.
     """
 
     app: App
@@ -53,7 +48,6 @@ class UiState:
     media_roots: MediaRoots
     rebuilder: PromptRebuilder
     thumbnails: Thumbnails
-    answered_seen: dict[str, AnsweredKeys] = field(default_factory=dict)
 
     def who(self, request: Request) -> str | None:
         """The signed-in annotator, None when there is no cookie; ForgedAnnotator if forged."""

@@ -19,9 +19,7 @@ from playlisteval.ui.judgments import (
     AnsweredKeys,
     EvaluationFolder,
     answer_name,
-    answered_keys,
     check_filter,
-    group_records,
     group_views,
 )
 from playlisteval.ui.pages import clock, error_page, page
@@ -39,10 +37,8 @@ router = APIRouter(dependencies=[Depends(owner_only(OWNER_ONLY))])
 
 def _answered_of(ui: UiState, evaluation: EvaluationFolder) -> AnsweredKeys:
     """Which judgments of ``evaluation`` the offline provider and which a real local model
-    answered (read once per UI)."""
-    if evaluation.name not in ui.answered_seen:
-        ui.answered_seen[evaluation.name] = answered_keys(ui.app.events, evaluation)
-    return ui.answered_seen[evaluation.name]
+    answered (its log indexed once per UI, then only what was appended since)."""
+    return ui.rebuilder.calls(evaluation).answered
 
 
 def _offline_count(ui: UiState, evaluation: EvaluationFolder) -> int:
@@ -83,7 +79,7 @@ def evaluation_page(
         return error_page(404, str(exc))
     groups = [
         g
-        for g in group_records(evaluation.records)
+        for g in evaluation.groups.values()
         if (not judge or g.judge == judge) and (not condition or g.condition_id == condition)
     ]
     counts = {f: sum(1 for g in groups if g.shows(f)) for f in FILTERS}
@@ -108,9 +104,7 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
     """What one judge was shown and sent of one pair, and what it answered."""
     evaluation = _evaluation_named(ui, name)
     pair = ui.benchmark.pairs.get(pair_id)
-    group = next(
-        (g for g in group_records(evaluation.records) if g.key == (pair_id, judge, condition)), None
-    )
+    group = evaluation.groups.get((pair_id, judge, condition))
     if pair is None or group is None:
         return error_page(
             404,
@@ -139,13 +133,7 @@ def judgment_page(ui: Ui, name: str, pair_id: str, judge: str, condition: str) -
 def frame(ui: Ui, name: str, video_id: str, t: float) -> Response:
     """A frame a judgment of the evaluation was shown, as a JPEG thumbnail."""
     evaluation = _evaluation_named(ui, name)
-    shown = {
-        (video, at)
-        for record in evaluation.records
-        if record.shown is not None
-        for video, at in record.shown.frame_times
-    }
-    if (video_id, t) not in shown:
+    if (video_id, t) not in evaluation.shown_frames:
         return error_page(404, f"no judgment of this evaluation was shown {video_id!r} at {t!r} s")
     video = ui.app.catalog.video(video_id)
     if video is None or not video.path:

@@ -23,6 +23,7 @@ from playlisteval.ui.annotations import (
     readable_by,
 )
 from playlisteval.ui.benchmark import Benchmark
+from playlisteval.ui.label_formats import ToolFormat, tool_files
 from playlisteval.ui.pages import error_page, page
 from playlisteval.ui.state import Ui
 from policies.agreement import (
@@ -32,6 +33,7 @@ from policies.agreement import (
     ValidationItem,
     summary,
 )
+from store.annotation_events import Read
 
 
 def _summary(state: AnnotationState, benchmark: Benchmark) -> AgreementSummary | None:
@@ -148,26 +150,50 @@ def results(request: Request, ui: Ui) -> Response:
     )
 
 
+#: The downloads of the label tool formats: the path's ending → (format, which of its two texts:
+#: 0 the labels, 1 what they answer: the labelling config or the dataset settings).
+TOOL_DOWNLOADS: dict[str, tuple[ToolFormat, int]] = {
+    "label-studio.json": ("label-studio", 0),
+    "label-studio.xml": ("label-studio", 1),
+    "argilla.json": ("argilla", 0),
+    "argilla-settings.json": ("argilla", 1),
+}
+DOWNLOADS = (*EXPORT_FORMATS, *TOOL_DOWNLOADS)
+
+
+def _media_type(ending: str) -> str:
+    if ending == "csv":
+        return "text/csv"
+    if ending == "jsonl":
+        return "application/x-ndjson"
+    return "application/xml" if ending.endswith(".xml") else "application/json"
+
+
 @router.get("/annotations.{fmt}")
 def download(request: Request, ui: Ui, fmt: str) -> Response:
-    """The labels the reader may read, as CSV or JSON Lines: the whole record for the owner, for
-    an annotator without what says which answer was intended (:func:`label_rows`)."""
-    if fmt not in EXPORT_FORMATS:
-        return error_page(404, f"no label format {fmt!r}; use one of {list(EXPORT_FORMATS)!r}")
+    """The labels the reader may read, as CSV, JSON Lines, Label Studio tasks or Argilla records
+    (and the labelling config or dataset settings those answer): the whole record for the owner,
+    for an annotator without what says which answer was intended (:func:`label_rows`). Only a
+    download that holds labels ends an annotator's undo; the config and settings hold none."""
+    if fmt not in DOWNLOADS:
+        return error_page(404, f"no label format {fmt!r}; use one of {list(DOWNLOADS)!r}")
+    tool = TOOL_DOWNLOADS.get(fmt)
     state = ui.log.state()
     try:
         viewer = ui.reader(request, state)
-        if viewer is not None:
-            ui.log.read_labels(viewer, "csv" if fmt == "csv" else "jsonl")
+        if viewer is not None and (tool is None or tool[1] == 0):
+            read: Read = tool[0] if tool is not None else "csv" if fmt == "csv" else "jsonl"
+            ui.log.read_labels(viewer, read)
             state = ui.log.state()
     except AnnotationRefused as exc:
         return error_page(exc.status, str(exc))
-    rows = label_rows(state, ui.benchmark, viewer)
-    text = labels_text(rows, fmt, export_columns(viewer))
-    kind = "text/csv" if fmt == "csv" else "application/x-ndjson"
+    if tool is not None:
+        text = tool_files(tool[0], state, ui.benchmark, viewer)[tool[1]]
+    else:
+        text = labels_text(label_rows(state, ui.benchmark, viewer), fmt, export_columns(viewer))
     filename = f"labels-{ui.benchmark.content_sha256[:12]}.{fmt}"
     return Response(
         text.encode("utf-8"),
-        media_type=f"{kind}; charset=utf-8",
+        media_type=f"{_media_type(fmt)}; charset=utf-8",
         headers={"content-disposition": f'attachment; filename="{filename}"'},
     )
