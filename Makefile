@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint typecheck bench real-judge
+.PHONY: setup demo test lint typecheck docs bench real-judge
 
 $(STAMP): pyproject.toml
 	bash scripts/setup.sh
@@ -26,7 +26,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+# The docs site (mkdocs.yml, docs/), built strictly: a broken link or anchor fails the build.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+test: lint typecheck docs
 	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: $(STAMP)

@@ -237,7 +237,7 @@ def log_key_check(key: Path) -> Check:
         "log key",
         True,
         f"{key}, mode {mode:04o} (the event log's chain is keyed with it; keep a copy away from "
-        "the database, and publish anchors: README, 'A log whose lies are caught')",
+        "the database, and publish anchors: docs/log-integrity.md)",
     )
 
 

@@ -1,7 +1,8 @@
-"""The settings reference in README.md, rendered from :class:`playlisteval.settings.Settings`.
+"""The settings reference of the docs (``docs/settings.md``), rendered from
+:class:`playlisteval.settings.Settings`.
 
 Each section of the settings (a TOML table) gets a heading and a table of its keys, defaults and
-descriptions. ``python -m playlisteval.settings_doc`` rewrites the README's block between
+descriptions. ``python -m playlisteval.settings_doc`` rewrites the page's block between
 :data:`BEGIN` and :data:`END`; ``tests/test_settings_doc.py`` fails while that block and the
 settings disagree, so a new setting arrives with its documentation.
 """
@@ -25,7 +26,8 @@ from store.errors import ConfigError
 
 BEGIN = "<!-- settings-reference:begin -->"
 END = "<!-- settings-reference:end -->"
-README = Path(__file__).resolve().parent.parent / "README.md"
+#: The docs page that holds the reference (``mkdocs.yml`` builds it with the others).
+SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 MODEL_ID = '"MODEL-ID"'
 
 # `home` is where the TOML file lives (--home, $PLAYLISTEVAL_HOME), so it cannot be set in it.
@@ -91,30 +93,30 @@ def settings_reference() -> str:
     return "\n".join(parts)
 
 
-def readme_block(text: str) -> str:
-    """The text between the README's markers, less the line breaks just inside them."""
+def reference_block(text: str) -> str:
+    """The text between the page's markers, less the line breaks just inside them."""
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ConfigError(
-            f"README has no settings reference block: put {BEGIN!r} and then {END!r} on lines "
-            "of their own in its '## Settings' section"
+            f"the settings page has no reference block: put {BEGIN!r} and then {END!r} on "
+            "lines of their own under its '## Reference' heading"
         )
     return text[start + len(BEGIN) : end].removeprefix("\n").removesuffix("\n")
 
 
-def write_reference(readme: Path = README) -> bool:
-    """Replace the block between the markers of ``readme`` with :func:`settings_reference`.
+def write_reference(page: Path = SETTINGS_PAGE) -> bool:
+    """Replace the block between the markers of ``page`` with :func:`settings_reference`.
 
     Returns whether the file changed. Raises :class:`ConfigError` when the markers are missing.
     """
-    text = readme.read_text(encoding="utf-8")
-    current = readme_block(text)
+    text = page.read_text(encoding="utf-8")
+    current = reference_block(text)
     wanted = settings_reference()
     if current == wanted:
         return False
     start = text.index(BEGIN) + len(BEGIN)
     # The blank line before END ends the last table: an HTML line right after one may join it.
-    readme.write_text(f"{text[:start]}\n{wanted}\n{text[text.index(END) :]}", encoding="utf-8")
+    page.write_text(f"{text[:start]}\n{wanted}\n{text[text.index(END) :]}", encoding="utf-8")
     return True
 
 
@@ -205,9 +207,9 @@ def _cell(text: str) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    readme = Path(argv[0]) if argv else README
-    changed = write_reference(readme)
-    print(f"{readme}: settings reference {'rewritten' if changed else 'already up to date'}")
+    page = Path(argv[0]) if argv else SETTINGS_PAGE
+    changed = write_reference(page)
+    print(f"{page}: settings reference {'rewritten' if changed else 'already up to date'}")
     return 0
 
 

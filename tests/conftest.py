@@ -29,7 +29,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-# Test files that check the settings as shipped (the README's reference of defaults).
+# Test files that check the settings as shipped (docs/settings.md, the reference of defaults).
 SHIPPED_DEFAULTS_FILES = frozenset({"test_settings_doc.py"})
 
 
@@ -167,7 +167,7 @@ class TempPeak:
     (``<tmp>/pytest-of-<user>``: this run's folders and the one earlier run pytest keeps) and
     how much more of the temporary folder's file system is in use than at the start (anything a
     test or a subprocess writes anywhere there). The peaks are printed at the end of the run;
-    the suite is meant to stay under 3 GB (README, Development)."""
+    the suite is meant to stay under 3 GB (docs/development.md)."""
 
     def __init__(self, every_s: float = 2.0) -> None:
         import getpass
@@ -265,6 +265,8 @@ LONG_FILES = {
     "test_pairs.py": 60,
     "test_index_pipeline.py": 60,
     "test_index_follows_settings.py": 60,
+    "test_readme_commands.py": 300,
+    "test_hub.py": 120,
     "test_live_curation.py": 50,
     "test_evaluation.py": 45,
     "test_batch_mode.py": 40,

@@ -181,7 +181,8 @@ def test_the_report_has_the_paper_scale_figures(rehearsed: Path) -> None:
     frames = board["offline-frames"]
     # Named by what it judged (evaluation.json's benchmark name and conditions), not its folder.
     label = frames["uniform-frames+transcript-1h-32f evaluation"]
-    assert label != "evaluation" and label.endswith(" conditions"), label
+    assert label != "evaluation"
+    assert label.endswith(" conditions"), label
     assert float(frames["retrieved-bm25-frames+transcript-1h-32f"]) == pytest.approx(
         _accuracy(rehearsed, "offline-frames", "retrieved-bm25-frames+transcript-1h-32f")
     )

@@ -4,7 +4,7 @@ fleet build the run from it, not from the code and settings of the day. Code tha
 a recorded run stops before any call and names the difference; changing a run's definition is an
 explicit, recorded step (``curate --run R --upgrade``).
 
-The gate packages here are the README's extension point (``models.gate_packages``): a module of
+The gate packages here are the documented extension point (``models.gate_packages``): a module of
 a package on the Python path, found through the settings."""
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def test_a_gate_added_after_a_run_neither_breaks_its_replay_nor_slips_into_its_r
     with App(load_settings(home)) as app:
         report = runs.curate(app, budget_usd=None, max_seeds=2)
     run_id = report.run_id
-    # The user adds a gate package to the workspace (the README's extension point).
+    # The user adds a gate package to the workspace (the documented extension point, docs/development.md).
     write_package(packages, "toy_second", {"looks.py": SECOND_LOOK_SOURCE})
     add_settings(home, '[models]\ngate_packages = ["toy_second"]\n')
 

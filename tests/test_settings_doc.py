@@ -1,4 +1,5 @@
-"""The README's settings reference documents every setting and matches the settings model."""
+"""The settings reference (docs/settings.md) documents every setting and matches the settings
+model."""
 
 from __future__ import annotations
 
@@ -17,16 +18,16 @@ from playlisteval.settings import ProviderSettings, Settings, family_tables, loa
 from playlisteval.settings_doc import (
     BEGIN,
     END,
-    README,
+    SETTINGS_PAGE,
     choices,
-    readme_block,
+    reference_block,
     render_default,
     settings_reference,
     write_reference,
 )
 from store.errors import ConfigError
 
-REGENERATE = "run `.venv/bin/python -m playlisteval.settings_doc` and commit README.md"
+REGENERATE = "run `.venv/bin/python -m playlisteval.settings_doc` and commit docs/settings.md"
 
 
 def _model(annotation: Any) -> type[BaseModel] | None:
@@ -94,9 +95,9 @@ def test_every_setting_has_a_description() -> None:
     )
 
 
-def test_readme_block_is_the_generated_reference() -> None:
-    block = readme_block(README.read_text(encoding="utf-8"))
-    assert block == settings_reference(), f"README.md's settings reference is stale: {REGENERATE}"
+def test_the_settings_page_block_is_the_generated_reference() -> None:
+    block = reference_block(SETTINGS_PAGE.read_text(encoding="utf-8"))
+    assert block == settings_reference(), f"docs/settings.md's reference is stale: {REGENERATE}"
 
 
 def test_reference_has_a_row_for_every_setting_and_no_other() -> None:
@@ -173,39 +174,46 @@ def test_choices_of_an_annotation(annotation: Any, allowed: tuple[str, ...]) -> 
 
 
 def _stale_copy(tmp_path: Path) -> tuple[Path, str, str]:
-    text = README.read_text(encoding="utf-8")
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
     before, rest = text.split(BEGIN)
     after = rest.split(END)[1]
-    readme = tmp_path / "README.md"
-    readme.write_text(f"{before}{BEGIN}\nold text\n{END}{after}", encoding="utf-8")
-    return readme, before, after
+    page = tmp_path / "settings.md"
+    page.write_text(f"{before}{BEGIN}\nold text\n{END}{after}", encoding="utf-8")
+    return page, before, after
 
 
 def test_write_reference_fills_the_block_only_and_is_idempotent(tmp_path: Path) -> None:
-    readme, before, after = _stale_copy(tmp_path)
-    assert write_reference(readme) is True
-    written = readme.read_text(encoding="utf-8")
-    assert readme_block(written) == settings_reference()
+    page, before, after = _stale_copy(tmp_path)
+    assert write_reference(page) is True
+    written = page.read_text(encoding="utf-8")
+    assert reference_block(written) == settings_reference()
     assert written.startswith(before + BEGIN)
     assert written.endswith(END + after)
-    assert write_reference(readme) is False
-    assert readme.read_text(encoding="utf-8") == written
+    assert write_reference(page) is False
+    assert page.read_text(encoding="utf-8") == written
 
 
 def test_write_reference_without_markers_says_what_to_add(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("# A README\n\n## Settings\n", encoding="utf-8")
+    page = tmp_path / "settings.md"
+    page.write_text("# Settings\n\n## Reference\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="settings-reference:begin"):
-        write_reference(readme)
-    assert readme.read_text(encoding="utf-8") == "# A README\n\n## Settings\n"
+        write_reference(page)
+    assert page.read_text(encoding="utf-8") == "# Settings\n\n## Reference\n"
 
 
-def test_module_entry_point_rewrites_the_readme_given(tmp_path: Path) -> None:
-    readme, _, _ = _stale_copy(tmp_path)
-    command = [sys.executable, "-m", "playlisteval.settings_doc", str(readme)]
+def test_module_entry_point_rewrites_the_page_given(tmp_path: Path) -> None:
+    page, _, _ = _stale_copy(tmp_path)
+    command = [sys.executable, "-m", "playlisteval.settings_doc", str(page)]
     root = Path(__file__).resolve().parent.parent
     first = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True)
     assert "rewritten" in first.stdout
-    assert readme_block(readme.read_text(encoding="utf-8")) == settings_reference()
+    assert reference_block(page.read_text(encoding="utf-8")) == settings_reference()
     second = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True)
     assert "already up to date" in second.stdout
+
+
+def test_the_default_target_is_the_docs_page_and_the_readme_holds_no_block() -> None:
+    """The reference lives on the docs site; the README no longer carries a copy to go stale."""
+    root = Path(__file__).resolve().parent.parent
+    assert root / "docs" / "settings.md" == SETTINGS_PAGE
+    assert BEGIN not in (root / "README.md").read_text(encoding="utf-8")
