@@ -19,6 +19,11 @@ the audio modality, the sound) is that of a stated window around each shown inst
 (:data:`TRANSCRIPT_WINDOW_S`: the chunk it falls in), never the videos the instants fall in.
 Every record's :class:`policies.judging.Shown` says what its request carried.
 
+A judge the offline provider answers for without being one of the offline judges (an offline
+evaluation of ``gpt-5.4``) is recorded as ``offline-stand-in(gpt-5.4)`` (:func:`recorded_names`)
+in ``judgments.jsonl``, ``evaluation.json`` and everything read from them: its calls are the
+harness's, priced as the model's, and no output may present them as the model's own.
+
 A condition is written compactly as ``frames:retriever:modality:hours:n_frames`` with optional
 ``:think=N`` and ``:res=N`` after it, e.g. ``retrieved:bm25:frames+transcript:1h:32`` or
 ``uniform::none:1h:32`` (see :func:`policies.judging.parse_condition`); a condition's one name
@@ -74,7 +79,7 @@ from store.version import code_version
 from tools import media
 from tools.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
 from tools.clips import ClipFetcher
-from tools.providers.judges import OFFLINE_JUDGES
+from tools.providers.judges import OFFLINE_JUDGES, stand_in_name, stood_in_for
 from tools.providers.local_llm import REAL_LOCAL_LABEL
 from tools.retrieval import RetrievedSpan, build_haystack
 from tools.roles import (
@@ -97,6 +102,7 @@ __all__ = [
     "parse_condition",
     "read_benchmark",
     "read_judgments",
+    "recorded_names",
     "retrieval_cases",
 ]
 
@@ -138,6 +144,21 @@ def answered_by(
         else:
             found[judge] = LIVE_PROVIDER_LABEL
     return found
+
+
+def recorded_names(judges: Iterable[str], answered: Mapping[str, str]) -> dict[str, str]:
+    """Judge → the name its judgments are recorded under: its own, unless the offline provider
+    answers for a model that is not one of the offline judges (``answered``, from
+    :func:`answered_by`): then :func:`tools.providers.judges.stand_in_name`, so no output names
+    the harness as the real model (``offline-stand-in(gpt-5.4)``)."""
+    return {
+        judge: (
+            stand_in_name(judge)
+            if answered.get(judge) == OFFLINE_PROVIDER_LABEL and judge not in OFFLINE_JUDGES
+            else judge
+        )
+        for judge in judges
+    }
 
 
 def eval_stream(evaluation_id: str) -> str:
@@ -647,6 +668,17 @@ def evaluation_id_of(benchmark_dir: Path, out_dir: Path, *, allow_modified: bool
     )
 
 
+def _benchmark_backfill(folder: Path) -> dict[str, Any] | None:
+    """The judged benchmark's record of videos backfilled per domain (``benchmark.json``'s
+    ``backfill``); None when it has none."""
+    try:
+        info = json.loads((folder / "benchmark.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = info.get("backfill") if isinstance(info, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def _evaluation_json(
     out_dir: Path,
     benchmark: BenchmarkFolder,
@@ -662,7 +694,9 @@ def _evaluation_json(
     ``benchmark.json``) for each call that judges into it, so its figures can be traced to the
     code, the mode and the records that made them. ``benchmark_modified``
     stays true once a session judged records changed after their export (allowed on purpose),
-    and ``benchmark_json_sha256`` is the hash ``benchmark.json`` gave last (None without it)."""
+    and ``benchmark_json_sha256`` is the hash ``benchmark.json`` gave last (None without it).
+    ``judges`` are the names the judgments are recorded under (:func:`recorded_names`), and
+    ``stand_ins`` maps each stand-in's name to the model it played."""
     sha = benchmark.content_sha256
     path = out_dir / EVALUATION_FILE
     old: dict[str, Any] = json.loads(path.read_text("utf-8")) if path.exists() else {}
@@ -682,8 +716,19 @@ def _evaluation_json(
         )
     return {
         "evaluation_id": evaluation_id,
+        # What the report names the evaluation by: the folder's name as it was first written
+        # (a default folder is named for the benchmark and judges), and the benchmark's.
+        "name": old.get("name") or out_dir.resolve().name,
+        "benchmark_name": old.get("benchmark_name") or benchmark.path.name,
         "benchmark_sha256": sha,
+        # The judged benchmark's videos backfilled per domain (benchmark.json's `backfill`),
+        # for the report's dataset line.
+        "benchmark_backfill": old.get("benchmark_backfill") or _benchmark_backfill(benchmark.path),
         "judges": list(dict.fromkeys([*old.get("judges", []), *judges])),
+        "stand_ins": {
+            **old.get("stand_ins", {}),
+            **{j: m for j in judges if (m := stood_in_for(j)) is not None},
+        },
         "conditions": list(known.values()),
         "started": old.get("started") or now.isoformat(),
         "benchmark_json_sha256": benchmark.recorded_sha256,
@@ -763,11 +808,20 @@ async def evaluate(
     done = {r.key for r in earlier}
     now = now or datetime.now(tz=UTC)
     answered = answered_by(judges, offline, deps.traffic)
-    meta = _begin_evaluation(out_dir, benchmark, judges, conditions, now, offline, answered)
+    names = recorded_names(judges, answered)
+    meta = _begin_evaluation(
+        out_dir,
+        benchmark,
+        [names[j] for j in judges],
+        conditions,
+        now,
+        offline,
+        {names[j]: who for j, who in answered.items()},
+    )
     evaluation_id = str(meta["evaluation_id"])
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in deps.store.read_stream(stream)]
-    jobs = _jobs(records, conditions, judges, done)
+    jobs = _jobs(records, conditions, names, done)
     views = _Views(deps.catalog, deps.clips, retrievers or {})
     logger.info(
         "evaluation_begin",
@@ -783,7 +837,7 @@ async def evaluate(
     capped = CappedStream(stream, budget_micros, "eval", offline, lease, secrets, concurrency)
     _end_torn_line(judgments_path)
     with judgments_path.open("a", encoding="utf-8") as records_file:
-        judging = _Judging(deps, views, records_file, progress)
+        judging = _Judging(deps, views, records_file, progress, names)
         judged = await judge_under_cap(
             deps, capped, history, jobs, judging.judge, not_judged=judging.not_judged
         )
@@ -812,18 +866,18 @@ async def evaluate(
 def _jobs(
     records: Sequence[Mapping[str, Any]],
     conditions: Sequence[Condition],
-    judges: Sequence[str],
+    names: Mapping[str, str],
     done: Collection[tuple[str, str, str, str]],
 ) -> list[_Job]:
-    """Every judgment of ``records`` not ``done`` yet: pair by pair, condition by condition,
-    judge by judge, in both orders."""
+    """Every judgment of ``records`` not ``done`` yet (by the name each judge of ``names`` is
+    recorded under): pair by pair, condition by condition, judge by judge, in both orders."""
     return [
         (record, judge, condition, order)
         for record in records
         for condition in conditions
-        for judge in judges
+        for judge, name in names.items()
         for order in ORDERS
-        if (str(record["id"]), judge, condition.condition_id, order) not in done
+        if (str(record["id"]), name, condition.condition_id, order) not in done
     ]
 
 
@@ -891,9 +945,10 @@ class _Judging:
         views: _Views,
         records_file: TextIO,
         progress: EvaluationProgress | None,
+        names: Mapping[str, str],
     ) -> None:
         self.catalog, self.clips, self.views = deps.catalog, deps.clips, views
-        self.records_file, self.progress = records_file, progress
+        self.records_file, self.progress, self.names = records_file, progress, names
         self.new: list[JudgmentRecord] = []
 
     async def judge(self, calls: JudgeCalls, job: _Job) -> None:
@@ -902,6 +957,7 @@ class _Judging:
         view = await self.views.get(record, condition)
         unread = SeedEvidence(self.catalog, self.clips, str(record["id"]), "", "")
         out = await _judge_once(calls, unread, record, judge, condition, order, view)
+        out = replace(out, judge=self.names.get(judge, judge))
         # Whole lines, each handed to the OS at once: a crash leaves at most a torn last line,
         # which reading skips (no await between: no other judgment writes in between).
         self.records_file.write(out.to_line() + "\n")

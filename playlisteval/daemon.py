@@ -332,6 +332,7 @@ class Daemon:
         with self._index_lock:
             indexer = self._the_indexer()
             indexer.dedupe()
+            indexer.backfill()  # a domain a duplicate left short takes its next videos
             indexer.compute_seeds()
         self.state.seeded_videos = indexed
         summary.seeds_computed = True

@@ -10,7 +10,8 @@ clips), ``README.md`` (the dataset card: Hugging Face metadata in YAML front mat
 task categories, size, and the ``configs`` that point ``datasets`` and the Hub viewer at the
 Parquet file — then a first line that says so when the offline provider made the benchmark),
 ``LICENSE.md`` and ``benchmark.json`` (version, content hash, counts, the gap distribution
-through the difficulty gate, provenance, settings, cost).
+through the difficulty gate, provenance, settings, cost, and per domain its target hours and
+the videos backfilled from reserve after near-duplicates were dropped).
 
 The export is portable: no record holds an absolute path. A video's ``path`` is relative to the
 export folder (it still points at the workspace's copy, which does not travel: videos keep their
@@ -48,7 +49,7 @@ from agents.pairs import JUDGE_CLIP, JUDGE_ROLE, fold_pairs
 from playlisteval.app import App
 from policies.pairs import GOLD_RATING, SelectedPair
 from store.answers import answered_by
-from store.catalog import ChunkRow, SegmentRow, VideoRow
+from store.catalog import Catalog, ChunkRow, SegmentRow, VideoRow
 from store.errors import ConfigError
 from store.events import (
     CallId,
@@ -731,6 +732,58 @@ def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def dataset_backfill(catalog: Catalog, domains: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Per domain of the benchmark, what the catalogue records of its size: its target hours
+    (None when none was given), its hours in seeding and whether that falls short of the
+    target, and the videos backfilled from reserve after near-duplicates were dropped — how
+    many, their hours, and which dropped video each stood in for (None: none named)."""
+    stands = {row.domain: row for row in catalog.domain_hours()}
+    found: dict[str, dict[str, Any]] = {}
+    for domain in sorted(set(domains)):
+        rows = catalog.backfills(domain)
+        hours = sum(
+            ((video.duration_s or 0.0) if (video := catalog.video(r.video_id)) else 0.0)
+            for r in rows
+        )
+        stand = stands.get(domain)
+        target = stand.hours_target if stand is not None else None
+        in_seeding = stand.hours_in_seeding if stand is not None else 0.0
+        found[domain] = {
+            "target_hours": target,
+            "hours_in_seeding": round(in_seeding, 6),
+            "short": target is not None and in_seeding < target - 1e-9,
+            "backfilled_videos": len(rows),
+            "backfilled_hours": round(hours / 3600.0, 6),
+            "backfilled_for": {r.video_id: r.replaces for r in rows},
+        }
+    return found
+
+
+def _backfill_lines(backfill: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The card's word on the videos behind each domain: near-duplicates dropped, and the
+    newer videos of its playlists that filled the gap up to its target."""
+    if not backfill:
+        return []
+    lines = [
+        "## Videos per domain",
+        "",
+        "Near-duplicate videos were dropped before seeding; a domain left below its target hours "
+        "took the next videos of its playlists, held in reserve, in their place (backfilled).",
+        "",
+        "| domain | target (h) | in seeding (h) | backfilled videos | backfilled hours |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for domain, said in sorted(backfill.items()):
+        target = said["target_hours"]
+        goal = "none" if target is None else f"{target:g}"
+        short = " (short: reserve used up)" if said["short"] else ""
+        lines.append(
+            f"| {domain} | {goal} | {said['hours_in_seeding']:.2f}{short} | "
+            f"{said['backfilled_videos']} | {said['backfilled_hours']:.2f} |"
+        )
+    return [*lines, ""]
+
+
 def _gate_gaps(
     app: App, run_ids: Iterable[str], records: Sequence[Mapping[str, Any]]
 ) -> dict[str, dict[str, int]]:
@@ -1116,6 +1169,7 @@ def _card(benchmark: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "",
         *_domain_gap_lines(benchmark["counts"]),
         "",
+        *_backfill_lines(benchmark.get("backfill") or {}),
         *_gate_lines(benchmark["gate"]),
         *_provenance_lines(provenance),
         *_LOADING_LINES,
@@ -1274,6 +1328,7 @@ def export_benchmark(
         "items_cost_micros": items_cost,
         "selection_cost_micros": selection_cost,
         "hours": round(hours, 6),
+        "backfill": dataset_backfill(app.catalog, counts["per_domain"]),
         # The log the benchmark rests on, as it stood when exported (see playlisteval.integrity).
         "anchors": [integrity.run_anchor(app, run_id).to_json() for run_id in run_ids],
     }

@@ -189,8 +189,8 @@ class PriceTable:
         if found is None:
             raise UnknownPriceError(
                 f"no price known for model {model!r} (not in settings overrides, "
-                f"{PRICES_FILE.name} or genai-prices); add a row to {PRICES_FILE} or a "
-                f"settings override with input_per_mtok and output_per_mtok for {model!r}"
+                f'{PRICES_FILE.name} or genai-prices): add [budget.price_overrides."{model}"] '
+                "with input_per_mtok and output_per_mtok to the workspace's playlisteval.toml"
             )
         return found
 

@@ -165,9 +165,35 @@ class IndexRecordRow(SQLModel, table=True):
     redo: str | None = None
 
 
+class DomainTargetRow(SQLModel, table=True):
+    """The hours a domain is kept at (``add --target-hours``, else ``ingest.target_hours`` when
+    ``add`` applied it): ``index`` backfills a domain that near-duplicates left below it. Its
+    own table: older catalogues gain it empty (no target recorded, nothing backfilled)."""
+
+    __tablename__ = "domain_targets"
+    domain: str = Field(primary_key=True)
+    hours: float
+
+
+class BackfillRow(SQLModel, table=True):
+    """A video taken from reserve because its domain fell below its target after
+    near-duplicates (or failures) were dropped: ``replaces`` names the dropped video whose gap
+    it fills (None when no dropped video was left uncovered), ``reason`` says why in words and
+    ``seq`` orders the backfills as they were made."""
+
+    __tablename__ = "backfills"
+    video_id: str = Field(primary_key=True, foreign_key="videos.id")
+    domain: str = Field(index=True)
+    replaces: str | None = None
+    reason: str
+    hours: float = 0.0
+    seq: int = 0
+
+
 @dataclass(frozen=True)
 class DomainHours:
-    """Hours of video per domain, split by status."""
+    """Hours of video per domain, split by status, with the domain's recorded target (None
+    when none is) and how many videos were backfilled from its reserve."""
 
     domain: str
     videos: int
@@ -176,6 +202,8 @@ class DomainHours:
     hours_duplicate: float
     hours_failed: float
     hours_reserve: float
+    hours_target: float | None = None
+    videos_backfilled: int = 0
 
 
 def vector_to_bytes(vector: np.ndarray) -> bytes:
@@ -629,10 +657,55 @@ class Catalog:
             )
             return list(s.exec(query).all())
 
+    # -- targets and backfills ----------------------------------------------------------------
+
+    def set_domain_target(self, domain: str, hours: float) -> None:
+        """Record (or replace) the hours ``domain`` is kept at."""
+        with self.session() as s:
+            existing = s.get(DomainTargetRow, domain)
+            if existing is None:
+                s.add(DomainTargetRow(domain=domain, hours=hours))
+            else:
+                existing.hours = hours
+                s.add(existing)
+
+    def domain_targets(self) -> dict[str, float]:
+        """Every recorded target, hours by domain."""
+        with self.session() as s:
+            return {r.domain: r.hours for r in s.exec(select(DomainTargetRow)).all()}
+
+    def record_backfill(self, row: BackfillRow) -> BackfillRow:
+        """Take ``row.video_id`` out of reserve (listed again, to be fetched and indexed) and
+        record why, in one transaction: a kill leaves either both or neither. ``seq`` is set
+        to the next number. Returns the row as stored."""
+        with self.session() as s:
+            count = s.exec(select(func.count()).select_from(BackfillRow)).one()
+            stored = BackfillRow(**{**row.model_dump(), "seq": int(count)})
+            s.add(stored)
+            s.exec(
+                update(VideoRow)
+                .where(col(VideoRow.id) == row.video_id)
+                .values(status=LISTED, reason=None)
+            )
+        return stored
+
+    def backfills(self, domain: str | None = None) -> list[BackfillRow]:
+        """Every backfill in the order it was made (of ``domain`` only, when given)."""
+        with self.session() as s:
+            query = select(BackfillRow).order_by(col(BackfillRow.seq))
+            if domain is not None:
+                query = query.where(BackfillRow.domain == domain)
+            return list(s.exec(query).all())
+
     # -- reports ------------------------------------------------------------------------------
 
     def domain_hours(self) -> list[DomainHours]:
-        """Hours per domain and status, for the summaries."""
+        """Hours per domain and status, with each domain's target and backfills, for the
+        summaries."""
+        targets = self.domain_targets()
+        backfilled: dict[str, int] = {}
+        for row in self.backfills():
+            backfilled[row.domain] = backfilled.get(row.domain, 0) + 1
         per: dict[str, dict[str, float]] = {}
         counts: dict[str, int] = {}
         for video in self.videos():
@@ -649,6 +722,8 @@ class Catalog:
                 hours_duplicate=b.get(DUPLICATE, 0.0),
                 hours_failed=b.get(FAILED, 0.0),
                 hours_reserve=b.get(RESERVE, 0.0),
+                hours_target=targets.get(domain),
+                videos_backfilled=backfilled.get(domain, 0),
             )
             for domain, b in sorted(per.items())
         ]

@@ -173,7 +173,7 @@ def test_a_gate_added_after_a_run_neither_breaks_its_replay_nor_slips_into_its_r
     with App(load_settings(home)) as app:
         report = runs.curate(app, budget_usd=None, max_seeds=2)
     run_id = report.run_id
-    # The user adds a gate package to the workspace (the documented extension point, docs/development.md).
+    # The user adds a gate package to the workspace (docs/development.md, extension points).
     write_package(packages, "toy_second", {"looks.py": SECOND_LOOK_SOURCE})
     add_settings(home, '[models]\ngate_packages = ["toy_second"]\n')
 

@@ -44,10 +44,12 @@ from policies.prices import PriceTable
 from store.errors import ConfigError
 from tests.test_ui import CELLS, SECRET, as_owner, join, write_benchmark
 from tests.workspaces import copy_workspace
-from tools.providers.judges import judge_models
+from tools.providers.judges import judge_models, stand_in_name
 from tools.retrieval import BM25Retriever
 
 RAMBLER = "rambler-1"  # a judge that answers in prose, never in the verdict schema
+# Judged in an offline evaluation, a model that is no offline judge is recorded as a stand-in.
+RAMBLER_RECORDED = stand_in_name(RAMBLER)
 RAMBLE = "Both answers look plausible; I would lean towards the first one, I think."
 RETRIEVED = "retrieved:bm25:frames+transcript:1h:8"
 TRANSCRIPT = "uniform::transcript:1h:8"
@@ -183,7 +185,7 @@ def test_each_filter_lists_the_groups_the_records_say(
         }
     if which == "unparseable":
         assert expected
-        assert {k[1] for k in expected} == {RAMBLER}
+        assert {k[1] for k in expected} == {RAMBLER_RECORDED}
 
 
 def test_the_filters_combine_with_a_judge_and_a_condition(
@@ -261,7 +263,7 @@ def test_a_group_shows_each_orders_frames_transcript_raw_output_verdict_and_prom
 def test_an_unparseable_judgment_shows_its_raw_output_and_the_prompt_it_was_sent(
     client: TestClient, evaluated: Evaluated
 ) -> None:
-    record = next(r for r in evaluated.records if r.judge == RAMBLER)
+    record = next(r for r in evaluated.records if r.judge == RAMBLER_RECORDED)
     section = _section(_group_page(client, record), record.order)
     assert record.verdict is None
     assert _raw_output(section) == RAMBLE

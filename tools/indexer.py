@@ -29,6 +29,7 @@ from store.catalog import (
     LISTED,
     READY,
     RESERVE,
+    BackfillRow,
     Catalog,
     ChunkRow,
     DuplicateRow,
@@ -193,6 +194,95 @@ class IndexSummary:
     seeds_per_domain: dict[str, int] = field(default_factory=dict)
     hours_indexed: float = 0.0
     redo: RedoReport = field(default_factory=lambda: RedoReport())
+    backfill: list[DomainBackfill] = field(default_factory=list)
+
+
+# Statuses whose hours count towards a domain's target, and those that leave a gap in it.
+IN_SEEDING = (LISTED, READY, INDEXED)
+DROPPED = (DUPLICATE, FAILED)
+TARGET_SLACK_S = 1e-6  # a domain this close to its target has met it (float sums)
+
+
+@dataclass(frozen=True)
+class DomainBackfill:
+    """Where one domain with a target stands after ``index``: its target and hours in
+    seeding, the videos this run took from its reserve (``brought``, with why), how many were
+    backfilled in all (runs before included) and how many reserve videos are left."""
+
+    domain: str
+    target_hours: float
+    hours_in_seeding: float
+    brought: tuple[BackfillRow, ...]
+    total: int
+    reserve_left: int
+
+    @property
+    def hours_brought(self) -> float:
+        """Hours of the videos this run brought in, as probed."""
+        return sum(row.hours for row in self.brought)
+
+    @property
+    def short(self) -> bool:
+        """The domain is below its target (and, after a backfill, its reserve is used up)."""
+        return self.hours_in_seeding * 3600.0 < self.target_hours * 3600.0 - TARGET_SLACK_S
+
+
+def _gap_reason(dropped: VideoRow | None, domain: str, have_s: float, target: float) -> str:
+    """Why a video is backfilled, in words: the dropped video whose gap it fills and how far
+    the domain stood from its target."""
+    stood = f"{domain!r} had {have_s / 3600.0:.2f} h in seeding of its {target:g} h target"
+    if dropped is None:
+        return stood
+    if dropped.status == DUPLICATE:
+        kept = dropped.duplicate_of
+        return f"for {dropped.id!r}, dropped as a near-duplicate of {kept!r}: {stood}"
+    why = dropped.reason or "no reason recorded"
+    return f"for {dropped.id!r}, which failed ({why}): {stood}"
+
+
+def plan_backfill(
+    domain: str, videos: Sequence[VideoRow], target_hours: float, done: Sequence[BackfillRow]
+) -> list[BackfillRow]:
+    """The reserve videos ``domain`` takes next to get back to ``target_hours`` (pure).
+
+    ``videos`` are the domain's in seeding order (playlists by when they were added, then
+    playlist position), so the reserve is taken in playlist order: the newer videos. Each one
+    taken names the first dropped video (near-duplicate or failed) whose hours earlier
+    backfills (``done``) do not yet cover; none when every gap is covered. A reserve video of
+    unknown duration is taken alone: how long it is is known once it is probed."""
+    limit = target_hours * 3600.0
+    have = sum(v.duration_s or 0.0 for v in videos if v.status in IN_SEEDING)
+    length = {v.id: v.duration_s or 0.0 for v in videos}
+    covered: dict[str, float] = {}
+    for row in done:
+        if row.replaces is not None:
+            covered[row.replaces] = covered.get(row.replaces, 0.0) + length.get(
+                row.video_id, row.hours * 3600.0
+            )
+    gaps = [v for v in videos if v.status in DROPPED]
+    picks: list[BackfillRow] = []
+    for video in (v for v in videos if v.status == RESERVE):
+        if have >= limit - TARGET_SLACK_S:
+            break
+        dropped = next(
+            (g for g in gaps if g.id not in covered or covered[g.id] < length[g.id] - 1e-6),
+            None,
+        )
+        picks.append(
+            BackfillRow(
+                video_id=video.id,
+                domain=domain,
+                replaces=None if dropped is None else dropped.id,
+                reason=_gap_reason(dropped, domain, have, target_hours),
+                hours=(video.duration_s or 0.0) / 3600.0,
+            )
+        )
+        if dropped is not None:
+            covered[dropped.id] = covered.get(dropped.id, 0.0) + (video.duration_s or 0.0)
+        if video.duration_s is None:
+            break
+        have += video.duration_s
+    return picks
 
 
 @dataclass
@@ -591,11 +681,14 @@ class IndexStore:
             self._upsert_segments(video, moved, chunks)
 
     def apply_target_hours(self, domain: str, hours: float) -> list[tuple[str, str]]:
-        """Keep a domain at about ``hours``: videos past the target (in seeding order) go to
-        reserve, reserve videos come back while the domain is short. Durations come from the
-        listing or a probe; a video of unknown duration counts as zero until probed."""
+        """Keep a domain at about ``hours`` (the target is recorded in the catalogue): videos
+        past the target (in seeding order) go to reserve, reserve videos come back while the
+        domain is short. Durations come from the listing or a probe; a video of unknown
+        duration counts as zero until probed."""
         if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
             raise ConfigError(f"target hours must be a positive number, got {hours!r}")
+        # Recorded, so that `index` can backfill the gaps near-duplicates leave (:meth:`backfill`).
+        self.catalog.set_domain_target(domain, float(hours))
         moved: list[tuple[str, str]] = []
         total = 0.0
         limit = hours * 3600.0
@@ -702,15 +795,73 @@ class IndexStore:
 
     def run(self, redo: str | None = None) -> IndexSummary:
         """Redo what changed settings made stale (``redo``: what ``index --redo`` forces,
-        :func:`tools.index_records.plan_redo`), index every ready video, then drop
-        near-duplicates and compute seeds."""
+        :func:`tools.index_records.plan_redo`), index every ready video, drop near-duplicates,
+        backfill the domains they left below their target (:meth:`backfill`), then compute
+        seeds."""
         report = self.redo_stale(redo)
         summary = self.index_ready()
         summary.redo = report
         summary.videos_failed[:0] = report.failed
         summary.duplicates = self.dedupe()
+        summary.backfill = self.backfill(summary)
         summary.seeds_per_domain = self.compute_seeds()
         return self.totals(summary)
+
+    def backfill(self, summary: IndexSummary | None = None) -> list[DomainBackfill]:
+        """Fill the gaps near-duplicates (and failures) left: a domain below its recorded
+        target takes the next videos of its playlists from reserve (:func:`plan_backfill`),
+        each recorded with the dropped video it stands in for and why, then fetches, probes
+        and indexes them and drops near-duplicates again (a newer video may repeat an older
+        one), until every domain meets its target or has no reserve left.
+
+        Resumable: a video taken is recorded and listed again in one transaction, so a run
+        killed at any point leaves it to the next ``index`` to fetch and index (its stored
+        chunks kept), and the next backfill counts it. What this indexes and drops is added
+        to ``summary``. Returns where each domain with a target stands."""
+        targets = self.catalog.domain_targets()
+        brought: dict[str, list[BackfillRow]] = {}
+        while picks := self._take_from_reserve(targets):
+            for row in picks:
+                log.info("backfill", video_id=row.video_id, domain=row.domain, reason=row.reason)
+                brought.setdefault(row.domain, []).append(row)
+            self.prepare_media()
+            more = self.index_ready()
+            duplicates = self.dedupe()
+            if summary is not None:
+                summary.videos_indexed += more.videos_indexed
+                summary.chunks_computed += more.chunks_computed
+                summary.videos_failed.extend(more.videos_failed)
+                summary.duplicates = duplicates
+        return [
+            self._stands(domain, hours, brought.get(domain, []))
+            for domain, hours in sorted(targets.items())
+        ]
+
+    def _take_from_reserve(self, targets: Mapping[str, float]) -> list[BackfillRow]:
+        """Record (and list again) the reserve videos each domain below its target takes."""
+        taken: list[BackfillRow] = []
+        for domain, hours in sorted(targets.items()):
+            videos = self.catalog.videos(domain=domain)
+            for row in plan_backfill(domain, videos, hours, self.catalog.backfills(domain)):
+                taken.append(self.catalog.record_backfill(row))
+        return taken
+
+    def _stands(self, domain: str, target: float, brought: Sequence[BackfillRow]) -> DomainBackfill:
+        """Where ``domain`` stands against its target, with this run's backfills."""
+        videos = self.catalog.videos(domain=domain)
+        durations = {v.id: (v.duration_s or 0.0) / 3600.0 for v in videos}
+        return DomainBackfill(
+            domain=domain,
+            target_hours=target,
+            hours_in_seeding=sum(durations[v.id] for v in videos if v.status in IN_SEEDING),
+            # As probed: a video of unknown duration when taken was probed since.
+            brought=tuple(
+                BackfillRow(**{**r.model_dump(), "hours": durations.get(r.video_id, r.hours)})
+                for r in brought
+            ),
+            total=len(self.catalog.backfills(domain)),
+            reserve_left=sum(1 for v in videos if v.status == RESERVE),
+        )
 
     def index_ready(self) -> IndexSummary:
         """Index every ready video (chunks, transcripts, embeddings, segments): the engine's."""

@@ -405,6 +405,7 @@ def make_demo_playlist(
     scene_seconds: float = 15.0,
     narrate: bool | None = None,
     plant_duplicate: bool = True,
+    newer_episodes: int = 0,
     seed: int = 0,
     width: int = 320,
     height: int = 240,
@@ -415,12 +416,16 @@ def make_demo_playlist(
     One playlist per domain of ``videos_per_domain`` episodes, each ``scenes_per_video`` scenes
     of ``scene_seconds``. ``narrate=None`` narrates with espeak-ng when it is installed and
     otherwise writes a silent audio track with captions only. ``plant_duplicate`` appends to the
-    first playlist a byte copy of one of its earlier episodes under a new title and id. The
-    second playlist (the first if there is only one) lists Episode 2 before Episode 1 in the
+    first playlist a byte copy of one of its earlier episodes under a new title and id;
+    ``newer_episodes`` then appends that many fresh episodes to it (the "newer videos" a
+    domain's target holds in reserve, to backfill the duplicate's gap). The second playlist
+    (the first if there is only one) lists Episode 2 before Episode 1 in the
     manifest. Everything is deterministic given ``seed``; ``ground_truth.json`` records it all.
     """
     _check_demo_args(domains, videos_per_domain, scenes_per_video, scene_seconds)
     _check_frame_size(width, height, fps)
+    if newer_episodes < 0:
+        raise ConfigError(f"newer_episodes must be 0 or more, got {newer_episodes!r}")
     if narrate is None:
         narrate = espeak_available()
     elif narrate and not espeak_available():
@@ -435,18 +440,13 @@ def make_demo_playlist(
 
     playlists: list[dict[str, Any]] = []
     truth_videos: list[dict[str, Any]] = []
+    shape = _EpisodeShape(
+        out_dir, seed, scenes_per_video, scene_len, frames_per_scene, fps, width, height, narrate
+    )
     for domain in domains:
         entries: list[dict[str, Any]] = []
         for number in range(1, videos_per_domain + 1):
-            rng = random.Random(f"{seed}:{domain}:{number}")
-            topic = DOMAINS[domain].topics[(number - 1) % len(DOMAINS[domain].topics)]
-            plans = _plan_video(rng, domain, topic, scenes_per_video, scene_len)
-            video_id = f"{domain}-{number:02d}"
-            entry = _video_entry(domain, number, video_id)
-            truth = _render_video(
-                out_dir, entry, plans, scene_len, frames_per_scene, fps, width, height, narrate
-            )
-            truth.update(domain=domain, topic=topic.name, duplicate_of=None)
+            entry, truth = _render_episode(shape, domain, number)
             truth_videos.append(truth)
             entries.append(entry)
         playlists.append(
@@ -461,6 +461,11 @@ def make_demo_playlist(
     duplicate: dict[str, str] | None = None
     if plant_duplicate:
         duplicate = _plant_duplicate(out_dir, playlists[0], truth_videos, seed)
+    for _ in range(newer_episodes):
+        first = playlists[0]
+        entry, truth = _render_episode(shape, first["domain"], len(first["videos"]) + 1)
+        truth_videos.append(truth)
+        first["videos"].append(entry)
 
     shuffled: dict[str, Any] | None = None
     target = playlists[1] if len(playlists) > 1 else playlists[0]
@@ -493,6 +498,45 @@ def make_demo_playlist(
 
 
 # --- planning (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _EpisodeShape:
+    """How every episode of one demo is made: where, from which seed, how long, how drawn."""
+
+    out_dir: Path
+    seed: int
+    scenes: int
+    scene_len: float
+    frames_per_scene: int
+    fps: int
+    width: int
+    height: int
+    narrate: bool
+
+
+def _render_episode(
+    shape: _EpisodeShape, domain: str, number: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Episode ``number`` of ``domain``: its manifest entry and its ground truth, its files
+    written. Everything follows from the seed, the domain and the number."""
+    rng = random.Random(f"{shape.seed}:{domain}:{number}")
+    topic = DOMAINS[domain].topics[(number - 1) % len(DOMAINS[domain].topics)]
+    plans = _plan_video(rng, domain, topic, shape.scenes, shape.scene_len)
+    entry = _video_entry(domain, number, f"{domain}-{number:02d}")
+    truth = _render_video(
+        shape.out_dir,
+        entry,
+        plans,
+        shape.scene_len,
+        shape.frames_per_scene,
+        shape.fps,
+        shape.width,
+        shape.height,
+        shape.narrate,
+    )
+    truth.update(domain=domain, topic=topic.name, duplicate_of=None)
+    return entry, truth
 
 
 def _check_demo_args(

@@ -6,6 +6,7 @@ and the groups of commands it is made of, one module each:
 - :mod:`~playlisteval.cli.demo`: ``demo`` (and the campaign rehearsal)
 - :mod:`~playlisteval.cli.curation`: ``curate``, ``audit``, ``replay``, ``rehearse``
 - :mod:`~playlisteval.cli.benchmark`: ``pairs``, ``eval``
+- :mod:`~playlisteval.cli.models`: ``models`` (every model id the project knows)
 - :mod:`~playlisteval.cli.exporting`: ``export``
 - :mod:`~playlisteval.cli.reporting`: ``report``
 - :mod:`~playlisteval.cli.annotation`: ``ui`` and the ``annotations`` group
@@ -42,6 +43,7 @@ from playlisteval.cli import (
     eventlog,
     exporting,
     fleet,
+    models,
     reporting,
     status,
 )
@@ -131,6 +133,7 @@ COMMAND_MODULES = (
     demo,
     curation,
     benchmark,
+    models,
     exporting,
     reporting,
     annotation,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich import box
 from rich.markup import escape
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from playlisteval.cli.output import (
@@ -23,6 +24,7 @@ from playlisteval.cli.output import (
 )
 from playlisteval.cli.shell import (
     EXIT_NOTHING_JUDGED,
+    EXIT_UNKNOWN_JUDGE,
     HomeOption,
     check_money,
     open_app,
@@ -81,13 +83,14 @@ def judges_table(
 ) -> Table:
     """Accuracy (with its playlist-clustered standard error) and swap consistency of every
     judge under every condition. The title calls the offline provider a harness when it
-    answered for a judge of the table, and only then (a real local model is a real model, so a
+    answered for a judge of the table (an offline judge, or ``offline-stand-in(ID)``: it
+    played model ID), and only then (a real local model is a real model, so a
     table of those alone is no harness). Where a judge of ``real_local`` (a real model run on
     this machine) is among them, or the offline provider answered for some judges and not
     others, every judge's cell says who answered it: ``real local model`` or ``offline
     provider`` (or ``live``)."""
     from policies.judging import judge_metrics, split_runs
-    from tools.providers.judges import OFFLINE_JUDGES
+    from tools.providers.judges import OFFLINE_JUDGES, is_stand_in
     from tools.providers.local_llm import REAL_LOCAL_LABEL
 
     judges = {r.judge for r in records}
@@ -96,7 +99,8 @@ def judges_table(
     def who(judge: str) -> str:
         if judge in real:
             return REAL_LOCAL_LABEL
-        return "offline provider" if offline or judge in OFFLINE_JUDGES else "live"
+        harness = offline or judge in OFFLINE_JUDGES or is_stand_in(judge)
+        return "offline provider" if harness else "live"
 
     harness = {j for j in judges if who(j) == "offline provider"}
     mixed = bool(harness) and harness != judges
@@ -152,8 +156,10 @@ def eval_(
     judge: Annotated[
         list[str],
         typer.Option(
-            help="A judge model id (repeat); offline-first, offline-transcript and "
-            "offline-frames are offline judges of known behaviour."
+            help="A judge model id (repeat; `playlisteval models` lists the known ones); "
+            "offline-first, offline-transcript and offline-frames are offline judges of known "
+            "behaviour. Offline, any other model is played by the offline provider and "
+            "reported as offline-stand-in(ID), never as the model."
         ),
     ],
     condition: Annotated[
@@ -164,7 +170,14 @@ def eval_(
             "retrieved:hybrid:frames+transcript:1h:32.",
         ),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Evaluation folder (resumable).")] = Path("evaluation"),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Evaluation folder (resumable). Default: the workspace's "
+            "exports/eval-BENCHMARK-JUDGES, named for what it judges (with -Ncond-HASH when "
+            "the conditions are not the defaults); the report names the evaluation by it."
+        ),
+    ] = None,
     budget: Annotated[
         float | None,
         typer.Option(
@@ -210,24 +223,66 @@ def eval_(
     - think=N: a thinking budget; res=N: a frame resolution
 
     For example uniform::frames+transcript:10h:32 or retrieved:bm25:transcript:100h:32."""
-    from playlisteval import runs
-
     check_money(budget)
     overrides: dict[str, Any] = {} if live is None else {"curation": {"offline": not live}}
-    with open_app(home, **overrides) as app_:
-        with step_bars() as bars:
-            result = runs.evaluate(
-                app_,
-                benchmark,
-                judge,
-                out,
-                condition,
-                budget_usd=budget,
-                limit=limit,
-                progress=JudgingProgress(bars),
-                allow_modified=allow_modified_benchmark,
-            )
-        _print_evaluation(app_, result)
+    # Drawn from the start, before the settings and the models load: each step before the
+    # first judgment is a line of its own with its time (the retrievers take the longest).
+    bars = step_bars()
+    shown = PreparedJudging(bars)
+    bars.start()
+    try:
+        shown.preparing("reading the settings and opening the workspace")
+        from playlisteval.model_catalog import UnknownJudge
+        from playlisteval.runs.evaluation import evaluate
+
+        with open_app(home, **overrides) as app_:
+            try:
+                result = evaluate(
+                    app_,
+                    benchmark,
+                    judge,
+                    out,
+                    condition,
+                    budget_usd=budget,
+                    limit=limit,
+                    progress=shown,
+                    allow_modified=allow_modified_benchmark,
+                    preparing=shown.preparing,
+                )
+            except UnknownJudge as exc:
+                bars.stop()
+                err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+                raise typer.Exit(EXIT_UNKNOWN_JUDGE) from exc
+            bars.stop()  # closed before the summary: it is the command's last word
+            _print_evaluation(app_, result)
+    finally:
+        bars.stop()
+
+
+class PreparedJudging(JudgingProgress):
+    """The evaluation's bars with the steps before its first judgment: each step (reading the
+    settings, loading the models and the retrievers, reading the benchmark) a line as it begins,
+    under them a ``preparing`` bar that counts the time, replaced by the judgments' bar
+    (:class:`JudgingProgress`) when judging starts. Where no bar is drawn, nothing is said."""
+
+    def __init__(self, bars: Progress) -> None:
+        super().__init__(bars)
+        self.step: TaskID | None = None
+
+    def preparing(self, what: str) -> None:
+        """A new step before the first judgment."""
+        if self.bars.disable:
+            return
+        self.bars.console.print(f"[dim]{escape(what)} …[/]")
+        if self.step is None:  # one bar for all the steps, its time their total
+            self.step = self.bars.add_task("preparing", total=None)
+
+    def started(self, jobs: int, done: int = 0) -> None:
+        """The judgments' bar, in the place of the preparing one."""
+        if self.step is not None:
+            self.bars.remove_task(self.step)
+            self.step = None
+        super().started(jobs, done)
 
 
 def _print_eval_spend(app_: App, evaluation_id: str) -> None:

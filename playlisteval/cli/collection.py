@@ -21,7 +21,7 @@ from store.errors import ConfigError
 if TYPE_CHECKING:
     from playlisteval.app import App
     from store.catalog import DomainHours, VideoRow
-    from tools.indexer import AddSummary, IndexStore, IndexSummary, RedoReport
+    from tools.indexer import AddSummary, DomainBackfill, IndexStore, IndexSummary, RedoReport
 
 commands = typer.Typer()
 
@@ -52,7 +52,8 @@ def print_transcript_plan(indexer: IndexStore, videos: list[VideoRow]) -> None:
 
 
 def hours_table(rows: list[DomainHours], target: float | None = None) -> Table:
-    """Hours per domain: in seeding (against the target), duplicates, failed, in reserve."""
+    """Hours per domain: in seeding (against the domain's recorded target, else ``target``),
+    duplicates, failed, in reserve."""
     table = Table(title="Hours per domain")
     for name in (
         "domain",
@@ -64,10 +65,11 @@ def hours_table(rows: list[DomainHours], target: float | None = None) -> Table:
     ):
         table.add_column(name, justify="right" if name != "domain" else "left")
     for r in rows:
+        goal = r.hours_target or target
         table.add_row(
             r.domain,
             str(r.videos),
-            f"{r.hours_in_seeding:.2f}" + (f" / {target:g}" if target else ""),
+            f"{r.hours_in_seeding:.2f}" + (f" / {goal:g}" if goal else ""),
             f"{r.hours_duplicate:.2f}",
             f"{r.hours_failed:.2f}",
             f"{r.hours_reserve:.2f}",
@@ -115,6 +117,9 @@ def print_index(app_: App, summary: IndexSummary) -> None:
         table.add_row("chunks transcribed again", str(redo.chunks_retranscribed))
         table.add_row("chunks embedded again", str(redo.chunks_reembedded))
     table.add_row("near-duplicates dropped", str(len(summary.duplicates)))
+    if summary.backfill:
+        brought = sum(len(d.brought) for d in summary.backfill)
+        table.add_row("videos backfilled from reserve (this run)", str(brought))
     for domain, count in summary.seeds_per_domain.items():
         table.add_row(f"seeds: {domain}", str(count))
     print_redo(redo)
@@ -126,7 +131,32 @@ def print_index(app_: App, summary: IndexSummary) -> None:
         )
     for video_id, reason in summary.videos_failed:
         console.print(f"[red]failed[/] {video_id}: {escape(reason)}")
+    print_backfill(summary.backfill)
     console.print(hours_table(app_.catalog.domain_hours(), app_.settings.ingest.target_hours))
+
+
+def print_backfill(domains: list[DomainBackfill]) -> None:
+    """Per domain with a target: the videos taken from reserve this run (each with the
+    dropped video it stands in for), how many in all, and a domain left short, said so."""
+    for d in domains:
+        for row in d.brought:
+            console.print(f"backfill {escape(row.video_id)}: {escape(row.reason)}", soft_wrap=True)
+        videos = f"{len(d.brought)} video{'s' if len(d.brought) != 1 else ''}"
+        console.print(
+            f"backfilled {escape(d.domain)}: {videos}, {d.hours_brought:.2f} h from reserve "
+            f"this run ({d.total} in all); {d.hours_in_seeding:.2f} h in seeding of its "
+            f"{d.target_hours:g} h target",
+            soft_wrap=True,
+        )
+        if d.short:  # the backfill stops short only when the reserve is used up
+            console.print(
+                f"[yellow]short[/] {escape(d.domain)}: {d.hours_in_seeding:.2f} h in seeding, "
+                f"below its {d.target_hours:g} h target, and its reserve is used up: add more "
+                "of its playlists "
+                f"(`playlisteval add SOURCE --domain {escape(d.domain)} --target-hours "
+                f"{d.target_hours:g}`), then `playlisteval index`",
+                soft_wrap=True,
+            )
 
 
 def print_redo(report: RedoReport) -> None:
@@ -320,6 +350,7 @@ def seeds(
     with open_app(home) as app_:
         indexer = app_.indexer()
         duplicates = indexer.dedupe()
+        indexer.backfill()  # a domain a duplicate left under its target takes its next videos
         counts = indexer.compute_seeds()
         console.print(f"near-duplicates dropped: {len(duplicates)}")
         for name, count in counts.items():

@@ -338,6 +338,9 @@ def _index_campaign(app_: App, meter: StageMeter, manifest: Path, collection: Pa
     with meter.stage("near-duplicates") as notes:
         done.duplicates = indexer.dedupe()
         notes.append(f"{len(done.duplicates)} dropped")
+        filled = indexer.backfill(done)  # a domain below a recorded target takes its reserve
+        if filled:
+            notes.append(f"{sum(len(d.brought) for d in filled)} backfilled")
     with meter.stage("seeds") as notes:
         done.seeds_per_domain = indexer.compute_seeds()
         notes.append(f"{sum(done.seeds_per_domain.values())} seeds")

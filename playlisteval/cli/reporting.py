@@ -14,8 +14,7 @@ from store.errors import PlaylistEvalError
 
 commands = typer.Typer()
 
-# Evaluations of different benchmarks given to one report without --across-benchmarks: a script
-# tells this apart from a folder to fix (EXIT_FIX). The next free code after shell.py's.
+
 @commands.command()
 def report(
     evaluations: Annotated[

@@ -54,6 +54,7 @@ EXIT_BILL_DIFFERS = 9  # `budget reconcile`: the provider's bill and the ledger 
 EXIT_MIXED_BENCHMARKS = 10  # `report`: evaluations of different benchmarks, no --across-benchmarks
 # 11-15: `export --push-to-hub` refused (playlisteval.hub: no token, token refused, repo holds
 # something else, Hub unreachable, any other Hub error); the export folder stays.
+EXIT_UNKNOWN_JUDGE = 16  # `eval --judge ID`: no provider can serve ID (the closest ids are named)
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 

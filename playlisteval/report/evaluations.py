@@ -154,7 +154,9 @@ def evaluation_labels(folders: Sequence[Path]) -> dict[Path, str]:
     (:func:`~playlisteval.report.load.distinct_folders` keeps one per real path)."""
     tiers: dict[Path, list[str]] = {}
     for folder in dict.fromkeys(folders):
-        name, path = folder.name or str(folder), str(folder)
+        meta = evaluation_json(folder)
+        recorded = meta.get("name") if isinstance(meta.get("name"), str) else None
+        name, path = recorded or folder.name or str(folder), str(folder)
         said = _described(evaluation_json(folder))
         if said is None:
             tiers[folder] = [name, path]

@@ -99,6 +99,8 @@ def provenance_table(
     if len(hashes) > 1:
         rows.append(("benchmarks", "these evaluations judged different benchmarks"))
     for directory, meta in metas:
+        rows.append((f"dataset of {directory}", backfill_sentence(meta.get("benchmark_backfill"))))
+    for directory, meta in metas:
         rows.append((f"evaluation {directory}", f"id {meta.get('evaluation_id') or '—'}"))
         anchor = meta.get("anchor")
         if isinstance(anchor, dict) and anchor.get("digest"):
@@ -150,6 +152,34 @@ def provenance_table(
         ),
         rows,
     )
+
+
+def backfill_sentence(backfill: object) -> str:
+    """How many videos each domain of the judged benchmark took from reserve after
+    near-duplicates were dropped (its ``benchmark.json``'s ``backfill``, which the evaluation
+    copies into ``evaluation.json`` as ``benchmark_backfill``), and the domains left short."""
+    if not isinstance(backfill, Mapping) or not backfill:
+        return (
+            "videos backfilled per domain: not recorded (the benchmark or its evaluation "
+            "predates the record)"
+        )
+    parts = []
+    for domain, said in sorted(backfill.items()):
+        if not isinstance(said, Mapping):
+            continue
+        count = int(said.get("backfilled_videos") or 0)
+        target = said.get("target_hours")
+        part = (
+            f"{domain} {count} video{'s' if count != 1 else ''} "
+            f"({float(said.get('backfilled_hours') or 0.0):.2f} h)"
+        )
+        if target is None:
+            part += ", no target"
+        elif said.get("short"):
+            part += f", short of its {float(target):g} h target (reserve used up)"
+        parts.append(part)
+    said_all = "; ".join(parts)
+    return f"videos backfilled from reserve after near-duplicates were dropped: {said_all}"
 
 
 def _session_mode(session: Mapping[str, Any]) -> str:

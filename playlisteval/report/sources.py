@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from playlisteval.report.load import evaluation_json
 from policies.judging import JudgmentRecord
 from store.answers import real_local_response
-from tools.providers.judges import OFFLINE_JUDGES
+from tools.providers.judges import OFFLINE_JUDGES, is_stand_in
 from tools.providers.local_llm import REAL_LOCAL_LABEL
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def judge_sources(
         mode: Source
         if len(flags) == 2:
             mode = "mixed"
-        elif judge in OFFLINE_JUDGES:
+        elif judge in OFFLINE_JUDGES or is_stand_in(judge):
             mode = "offline"  # an offline judge exists only in the offline provider
         elif known and len(known) == len(items):
             mode = "offline" if flags == {True} else "live"

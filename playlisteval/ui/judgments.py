@@ -71,6 +71,7 @@ from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDiver
 from store.events import CallFailed, CallRecorded, Event
 from store.eventstore import EventStore
 from tools import media
+from tools.providers.judges import stood_in_for
 from tools.retrieval import RetrieverSet
 from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
@@ -524,7 +525,10 @@ class PromptRebuilder:
             if isinstance(event, CallRecorded):
                 served.append(event)
 
-        owner = f"{record.pair_id}/{record.judge}/{record.condition_id}/{record.order}"
+        # A stand-in's judgments are recorded as offline-stand-in(ID); its calls were made, and
+        # are keyed, under the model id itself.
+        model = stood_in_for(record.judge) or record.judge
+        owner = f"{record.pair_id}/{model}/{record.condition_id}/{record.order}"
         call = SeedCall(
             seed_id=owner,
             evidence=SeedEvidence(self._app.catalog, self._app.clips(), record.pair_id, "", ""),
@@ -536,7 +540,7 @@ class PromptRebuilder:
                 await runner.run(
                     call,
                     JUDGE_ROLE,
-                    record.judge,
+                    model,
                     context,
                     PairVerdict,
                     phase=None,

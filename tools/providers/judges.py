@@ -16,6 +16,11 @@ metrics an evaluation computes for them can be asserted:
   ``vendor_metadata["modality"] == "audio"`` are not looked at.
 
 All three are deterministic: the same prompt and clips always give byte-identical output.
+
+Any other judge id the offline provider answers for (an offline evaluation of ``gpt-5.4``) is a
+*stand-in*: the harness playing that model, priced as it, never the model. Its judgments are
+recorded under :func:`stand_in_name` (``offline-stand-in(gpt-5.4)``), so no output names the
+harness as the real model. :data:`PAPER_JUDGES` are the evaluated judges the paper names.
 """
 
 from __future__ import annotations
@@ -43,9 +48,55 @@ from tools.providers.offline import (
 from tools.roles import PairJudgeContext, PairVerdict, parse_context
 from tools.vision import VisualFact, decode_clip, describe_frames
 
-__all__ = ["OFFLINE_JUDGES", "judge_model", "judge_models", "judge_verdict"]
+__all__ = [
+    "OFFLINE_JUDGES",
+    "PAPER_JUDGES",
+    "PAPER_JUDGE_COUNT",
+    "is_stand_in",
+    "judge_model",
+    "judge_models",
+    "judge_verdict",
+    "stand_in_name",
+    "stood_in_for",
+]
 
 OFFLINE_JUDGES = ("offline-first", "offline-transcript", "offline-frames")
+
+#: The judges the paper evaluates in its Table 1 that its text names (``seed/PlaylistEval-paper
+#: .txt``: the caption names Kimi-K2.6 and Qwen-3.8-Max, the findings Gemma-4-26B-A4B,
+#: Gemini-3.5-Flash-Lite and Gemini-3.7-Flash), as ids in this project's spelling. The paper
+#: evaluates :data:`PAPER_JUDGE_COUNT` judges from eight families; the body of its Table 1, which
+#: would name the others, is not in that text, so they are not listed here rather than guessed.
+#: No price or endpoint is known for them: ``eval`` asks for both before it judges with one.
+PAPER_JUDGES = (
+    "gemini-3.7-flash",
+    "gemini-3.5-flash-lite",
+    "qwen-3.8-max",
+    "kimi-k2.6",
+    "gemma-4-26b-a4b",
+)
+PAPER_JUDGE_COUNT = 17
+
+_STAND_IN_OPEN, _STAND_IN_CLOSE = "offline-stand-in(", ")"
+
+
+def stand_in_name(model_id: str) -> str:
+    """The name the offline provider's answers for judge ``model_id`` are recorded under: it
+    says that they are the harness's, not the model's (``offline-stand-in(gpt-5.4)``)."""
+    return f"{_STAND_IN_OPEN}{model_id}{_STAND_IN_CLOSE}"
+
+
+def stood_in_for(name: str) -> str | None:
+    """The model id a :func:`stand_in_name` name stood in for; None for any other name."""
+    if name.startswith(_STAND_IN_OPEN) and name.endswith(_STAND_IN_CLOSE):
+        return name[len(_STAND_IN_OPEN) : -len(_STAND_IN_CLOSE)] or None
+    return None
+
+
+def is_stand_in(name: str) -> bool:
+    """Whether a recorded judge name is the offline provider standing in for a model."""
+    return stood_in_for(name) is not None
+
 
 Seen = Mapping[str, Sequence[VisualFact]]
 """Video id → the facts of every attached frame of that video, timed in the video."""
