@@ -35,7 +35,6 @@ __all__ = [
 RECORD_FILE = "rehearsal.json"
 _SAMPLE_S = 1.0
 PAPER_HAYSTACKS = (1.0, 10.0, 100.0)
-RETRIEVERS = ("bm25", "text", "multimodal", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -176,6 +175,8 @@ def default_haystacks(hours_per_domain: float) -> list[float]:
 def campaign_conditions(haystacks: Sequence[float], n_frames: int) -> list[str]:
     """Uniform frames against each of the four retrievers, frames and transcript, at each
     haystack length: the conditions of the paper's length and retrieval axes."""
+    from tools.retrieval import RETRIEVERS  # the one table of retriever names
+
     out: list[str] = []
     for hours in haystacks:
         out.append(f"uniform::frames+transcript:{hours:g}h:{n_frames}")

@@ -125,3 +125,16 @@ def test_no_help_line_is_wider_than_the_terminal() -> None:
     for name in SPREAD_OUT:
         for line in _help(name).splitlines():
             assert len(line) <= COLUMNS, line
+
+
+def test_the_eval_help_names_the_retrievers_of_the_one_table() -> None:
+    """The retrievers a condition may name live in one table (tools.retrieval.RETRIEVERS); the
+    help, written as prose so that ``--help`` imports nothing, must name exactly those."""
+    import re
+
+    from playlisteval.cli.benchmark import eval_
+    from tools.retrieval import RETRIEVERS
+
+    line = next(s for s in (eval_.__doc__ or "").splitlines() if "- retriever:" in s)
+    named = re.findall(r"[a-z0-9]+", line.split(":", 1)[1].split("(")[0])
+    assert set(named) - {"or"} == set(RETRIEVERS), line
