@@ -13,7 +13,9 @@ from playlisteval.report.table_format import Stat
 from policies.bootstrap import clustered_interval
 from policies.judging import JudgmentRecord
 from policies.pairs import order_score
+from store.answers import answered_by
 from store.events import pairs_stream
+from tools.providers.judges import stand_in_name
 
 if TYPE_CHECKING:
     from store.eventstore import EventStore
@@ -48,13 +50,22 @@ def gate_verdicts(events: EventStore, pair_ids: Iterable[str]) -> list[GateVerdi
     wanted = set(pair_ids)
     prefix = pairs_stream("")
     streams: dict[str, list[Any]] = {}
-    for stored in events.read_all(stream_prefix=prefix, types=["PairCandidate", "PairJudged"]):
+    # Per stream, the models the offline harness answered for: their verdicts are a stand-in's,
+    # never reported under the model's own name (tools.providers.judges.stand_in_name).
+    harness: dict[str, set[str]] = {}
+    types = ["PairCandidate", "PairJudged", "CallRecorded"]
+    for stored in events.read_all(stream_prefix=prefix, types=types):
+        if stored.type == "CallRecorded":
+            if answered_by(stored.data, original=True) == "offline":
+                harness.setdefault(stored.stream, set()).add(str(stored.data["model"]))
+            continue
         streams.setdefault(stored.stream, []).append(stored.event())
     found: list[GateVerdict] = []
     for stream, stream_events in sorted(streams.items()):
         log = fold_pairs(stream_events)
         if wanted.isdisjoint(log.candidates):
             continue
+        stood_in = harness.get(stream, set())
         for (pair_id, judge, order), judged in log.judged.items():
             candidate = log.candidates.get(pair_id)
             if candidate is None:
@@ -62,7 +73,7 @@ def gate_verdicts(events: EventStore, pair_ids: Iterable[str]) -> list[GateVerdi
             found.append(
                 GateVerdict(
                     run_id=stream.removeprefix(prefix),
-                    judge=judge,
+                    judge=stand_in_name(judge) if judge in stood_in else judge,
                     pair_id=pair_id,
                     item_id=candidate.seed_id,
                     gap=candidate.chosen_rating - candidate.rejected_rating,
