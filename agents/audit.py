@@ -31,7 +31,7 @@ from store.events import (
 from store.eventstore import EventStore
 from store.ledger import LedgerFold
 from store.runlog import run_cap, run_started
-from tools.providers.local_llm import REAL_LOCAL_LABEL
+from tools.providers.specs.local_llm import REAL_LOCAL_LABEL
 
 
 @dataclass

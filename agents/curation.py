@@ -41,20 +41,16 @@ from store.events import (
     GatePassed,
     GateRejected,
     GateRequested,
-    ItemAccepted,
     QAProposed,
-    RunFinished,
     RunResumed,
     RunStarted,
-    SeedDiscarded,
-    SeedStarted,
-    SeedStopped,
     run_stream,
     run_streams,
     seed_stream,
 )
 from store.eventstore import EventStore, StoredEvent
 from store.ledger import spend
+from store.runlog import run_end as run_end  # the fleet and replay fold a run's end with it
 
 # Moved out (the driver's and the writer's), handed on here for their importers.
 __all__ = [
@@ -92,26 +88,6 @@ class RunReport:
     # What the calls served from another run's log cost when they were made (a replay's
     # what-if figure: they cost nothing this time, so they are not in ``spent_micros``).
     replayed_micros: int = 0
-
-
-def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: int) -> RunFinished:
-    """The run's end as its seeds' logs say it: how many were accepted, discarded and stopped
-    (each seed by its last state), ``budget`` when a cap stopped one, and what the ledger says it
-    spent. One rule for the single-process run, the fleet and strict replay."""
-    last: dict[str, AnyEvent] = {}
-    for seed_id, event in events:
-        if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped | SeedStarted):
-            last[seed_id] = event
-    ends = list(last.values())
-    budget = any(isinstance(e, SeedStopped) and e.reason == "budget" for e in ends)
-    return RunFinished(
-        run_id=run_id,
-        outcome="budget" if budget else "completed",
-        spent_micros=spent_micros,
-        accepted=sum(isinstance(e, ItemAccepted) for e in ends),
-        discarded=sum(isinstance(e, SeedDiscarded) for e in ends),
-        stopped=sum(isinstance(e, SeedStopped) for e in ends),
-    )
 
 
 def recorded_prices(run_log: Iterable[StoredEvent]) -> list[tuple[int, dict[str, Any]]]:

@@ -8,8 +8,8 @@ import contextlib
 import json
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, field, make_dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -40,18 +40,13 @@ from store.errors import ConfigError, ProviderError
 from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
 from tools.providers.base import clip_info, frame_times
 from tools.roles import (
-    PARAMETRIC_PAIRS_SLOT,
+    PAPER_SLOTS,
     PHASE1_GENERATOR,
     PHASE1_GENERATOR_SLOT,
     PHASE2_GENERATOR,
     PHASE2_GENERATOR_SLOT,
     QA,
     ROLES,
-    SUFFICIENCY_SLOT,
-    TEXTUAL_UNDETECTABILITY_SLOT,
-    TRANSCRIPT_ANSWERER_SLOT,
-    TRANSCRIPT_MATCHER_SLOT,
-    VISUAL_DETECTABILITY_SLOT,
     Feedback,
     ModelSlot,
     PairJudgeContext,
@@ -95,33 +90,40 @@ class MalformedOutput(Exception):
         self.kind: Unusable = kind
 
 
-@dataclass(frozen=True, eq=False)
 class RoleModels:
     """Which configured model plays each role: one value per curation model slot
     (:func:`tools.roles.curation_slots`), under the slot's ``attribute``; ids are priced by the
     price table.
 
-    The paper's slots are the fields below, their defaults the slots' own. A slot a gate package
-    declared has no field: it is an attribute of each instance all the same (its default until
-    :meth:`of` sets it), so ``vars(models)`` — what a run records in ``RunStarted.models`` — holds
-    every slot, and :meth:`value`, :meth:`model`, :meth:`models_of` and :meth:`all_models` read
-    any of them. (``dataclasses.replace`` sets the fields only: a gate package's slot then takes
-    its default; build with :meth:`of` to carry it.)
+    Its fields are made from the slot declarations (nothing here restates a slot): this class
+    is a frozen dataclass with a field per paper slot, its default the slot's own, and where gate
+    packages declared slots of their own an instance is of a subclass that adds a field for each
+    (made once per set of slots, :func:`_class_for`). So ``vars(models)`` — what a run records in
+    ``RunStarted.models`` — holds every slot, ``dataclasses.replace`` keeps them, and
+    :meth:`value`, :meth:`model`, :meth:`models_of` and :meth:`all_models` read any of them. A
+    slot declared after an instance was made plays its default there.
     """
 
-    phase1_generator: str = PHASE1_GENERATOR_SLOT.default
-    phase2_generator: str = PHASE2_GENERATOR_SLOT.default
-    transcript_answerer: str = TRANSCRIPT_ANSWERER_SLOT.default
-    transcript_matcher: str = TRANSCRIPT_MATCHER_SLOT.default
-    parametric_pairs: tuple[tuple[str, str], ...] = PARAMETRIC_PAIRS_SLOT.default
-    sufficiency: str = SUFFICIENCY_SLOT.default
-    textual_rankers: tuple[str, ...] = TEXTUAL_UNDETECTABILITY_SLOT.default
-    visual_ranker: str = VISUAL_DETECTABILITY_SLOT.default
+    if TYPE_CHECKING:
+        # The fields are made from the slots below the class: to a type checker an instance
+        # takes any slot's value by its attribute, and each reads as Any.
+        def __init__(self, **values: Any) -> None: ...
 
-    def __post_init__(self) -> None:
+    def __new__(cls, **values: Any) -> RoleModels:
+        del values  # the dataclass's __init__ takes them
+        made = _class_for(curation_slots()) if cls is RoleModels else cls
+        return super().__new__(made)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for a name the instance has no field for: a slot declared since.
         for slot in curation_slots():
-            if slot.attribute not in self.__dict__:  # a gate package's slot: its default
-                object.__setattr__(self, slot.attribute, slot.default)
+            if slot.attribute == name:
+                return slot.default
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A subclass made for gate packages' slots is found by its slots, not by its name.
+        return (RoleModels.of, (dict(vars(self)),))
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> RoleModels:
@@ -135,20 +137,14 @@ class RoleModels:
                 f"no model slot {unknown[0]!r}; the slots are {', '.join(slots)} (a gate "
                 "package's slot is known once its package is loaded: models.gate_packages)"
             )
-        given: dict[str, Any] = {n: slots[n].normalise(value) for n, value in values.items()}
-        own = {f.name for f in fields(cls)}
-        models = cls(**{name: value for name, value in given.items() if name in own})
-        for name, value in given.items():
-            if name not in own:
-                object.__setattr__(models, name, value)
-        return models
+        return RoleModels(**{n: slots[n].normalise(value) for n, value in values.items()})
 
     def value(self, slot: str) -> SlotValue:
         """The model(s) of slot ``slot`` (its settings key or its attribute); ``ConfigError``
         naming the slots when it is no curation slot."""
         found = _curation_slot(slot)
         # A slot declared after this instance was made plays its default here too.
-        value: SlotValue = self.__dict__.get(found.attribute, found.default)
+        value: SlotValue = vars(self).get(found.attribute, found.default)
         return value
 
     def model(self, slot: str) -> str:
@@ -186,11 +182,40 @@ class RoleModels:
         known = {slot.attribute for slot in curation_slots()}
         return cls.of({name: value for name, value in facts.items() if name in known})
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RoleModels) and self.__dict__ == other.__dict__
 
-    def __hash__(self) -> int:
-        return hash(tuple(self.__dict__.items()))
+def _slot_fields(slots: Sequence[ModelSlot[Any]]) -> list[tuple[str, Any, Any]]:
+    """A dataclass field per slot: its attribute, its value's type, its default."""
+    return [(slot.attribute, slot.value_type, field(default=slot.default)) for slot in slots]
+
+
+# RoleModels' fields: the paper's curation slots, in their declared order, each defaulting to
+# the slot's own (the dataclass decorator reads the annotations and the class attributes).
+_PAPER_CURATION = [slot for slot in PAPER_SLOTS if slot.curation]
+RoleModels.__annotations__ = {slot.attribute: slot.value_type for slot in _PAPER_CURATION}
+for _slot in _PAPER_CURATION:
+    setattr(RoleModels, _slot.attribute, _slot.default)
+dataclass(frozen=True)(RoleModels)
+
+_MADE: dict[tuple[ModelSlot[Any], ...], type[RoleModels]] = {}
+
+
+def _class_for(slots: Sequence[ModelSlot[Any]]) -> type[RoleModels]:
+    """The class of a ``RoleModels`` for the curation slots ``slots``: :class:`RoleModels`
+    itself while they are the paper's, else its subclass with a field per other slot."""
+    more = tuple(slot for slot in slots if slot not in PAPER_SLOTS)
+    if not more:
+        return RoleModels
+    made = _MADE.get(more)
+    if made is None:
+        made = make_dataclass(
+            "RoleModels",
+            _slot_fields(more),
+            bases=(RoleModels,),
+            frozen=True,
+            namespace={"__module__": __name__, "__doc__": RoleModels.__doc__},
+        )
+        _MADE[more] = made
+    return made
 
 
 def _curation_slot(name: str) -> ModelSlot[Any]:
@@ -720,7 +745,7 @@ class GeneratorAgent(RoleAgent):
                 qa = await self.runner.run(
                     seed,
                     PHASE1_GENERATOR.name,
-                    models.phase1_generator,
+                    models.model(PHASE1_GENERATOR_SLOT.key),
                     Phase1Context(
                         segments=segments,
                         min_paragraphs=limits.min_paragraphs,
@@ -739,7 +764,7 @@ class GeneratorAgent(RoleAgent):
             distractors = await self.runner.run(
                 seed,
                 PHASE2_GENERATOR.name,
-                models.phase2_generator,
+                models.model(PHASE2_GENERATOR_SLOT.key),
                 Phase2Context(
                     question=qa.question,
                     gold_answer=qa.gold_answer,

@@ -16,23 +16,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic_ai.models import Model
 from sqlalchemy import Engine
 
-from agents.batching import Batcher
-from agents.coordinator import LoopPolicy
-from agents.curation import CurationConfig, CurationProgress, Curator
-from agents.deps import CallDeps
-from agents.evidence import ClipSpec
-from agents.fleet import (
-    FleetConfig,
-    FleetWorker,
-    IndexJob,
-    default_worker_name,
-)
-from agents.gates import load_gate_packages, registered_gates
-from agents.ownership import WriterLease
-from agents.workers import GenerationLimits, RoleModels
 from playlisteval.settings import SETTINGS_FILE, ModelEndpoint, Settings, default_endpoints
 from playlisteval.workspace import Workspace
 from policies.budget import TOTAL_ACCOUNT, Campaign, cap_micros, day_account
@@ -47,22 +32,31 @@ from store.events import CapSet, micros_to_usd, usd_to_micros
 from store.eventstore import EventStore, open_event_store
 from store.ledger import current_cap, spend
 from store.projections import Projections
-from tools.calibration import SeedBand, stored_band
-from tools.clips import ClipFetcher
-from tools.embeddings import Embedder, FrameStatsTextEmbedder, make_embedder
-from tools.indexer import IndexConfig, Indexer, IndexProgress
-from tools.providers.base import ProviderConfig
-from tools.providers.family import ProviderFamily
-from tools.providers.local_llm import free_price_rows, is_real_local
-from tools.providers.registry import ProviderRegistry, families, family_named, family_of
-from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
-from tools.search import ChunkSearch
-from tools.transcripts import DashScopeTranscriber, Transcriber, make_transcriber
-from tools.vectors import VectorIndex, open_vector_index
+from tools.providers.family import ProviderFamily, families, family_named, family_of
+from tools.providers.specs.local_llm import free_price_rows, is_real_local
 
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from agents.batching import Batcher
+    from agents.coordinator import LoopPolicy
+    from agents.curation import CurationConfig, CurationProgress, Curator
+    from agents.deps import CallDeps
+    from agents.fleet import FleetConfig, FleetWorker, IndexJob
+    from agents.ownership import WriterLease
     from agents.replay import Replayer
+    from agents.workers import RoleModels
+    from tools.calibration import SeedBand
+    from tools.clips import ClipFetcher
+    from tools.embeddings import Embedder
+    from tools.indexer import IndexConfig, Indexer, IndexProgress
+    from tools.providers.base import ProviderConfig
+    from tools.providers.registry import ProviderRegistry
+    from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
     from tools.retrieval import RetrieverSet
+    from tools.search import ChunkSearch
+    from tools.transcripts import Transcriber
+    from tools.vectors import VectorIndex
 
 log = structlog.get_logger("playlisteval.app")
 
@@ -74,6 +68,8 @@ def _or(value: float | None, stored: float) -> float:
 def seed_band(settings: Settings) -> SeedBand:
     """The seed band in force: the ``seeds`` settings, each unset one from the band stored for
     the configured embedder (:data:`tools.calibration.SEED_BANDS`)."""
+    from tools.calibration import SeedBand, stored_band
+
     seeds, band = settings.seeds, stored_band(settings.index.embedder)
     given = {"seed_min_cosine", "seed_max_cosine", "duplicate_cosine"} & seeds.model_fields_set
     return SeedBand(
@@ -86,6 +82,8 @@ def seed_band(settings: Settings) -> SeedBand:
 
 def index_config(settings: Settings) -> IndexConfig:
     """The pipeline's numbers, from the settings (the seed band: :func:`seed_band`)."""
+    from tools.indexer import IndexConfig
+
     idx, band = settings.index, seed_band(settings)
     return IndexConfig(
         chunk_s=idx.chunk_seconds,
@@ -120,12 +118,18 @@ def embedder_options(settings: Settings) -> dict[str, Any]:
 def build_embedder(settings: Settings) -> Embedder:
     """The configured chunk embedder, on ``index.device`` (a GPU asked for and absent is a
     ConfigError), ``index.embed_batch_size`` chunks per model call."""
+    from tools.embeddings import make_embedder
+
     return make_embedder(settings.index.embedder, **embedder_options(settings))
 
 
 def ray_models(settings: Settings) -> RayModels:
     """The index models the settings name, as factories the Ray actors call, and what decoding
     needs to know of them beforehand (the driver loads neither model)."""
+    from tools.embeddings import FrameStatsTextEmbedder, make_embedder
+    from tools.ray_index import RayModels
+    from tools.transcripts import make_transcriber
+
     idx = settings.index
     frame_height = (
         FrameStatsTextEmbedder.frame_height if idx.embedder == FrameStatsTextEmbedder.name else None
@@ -150,6 +154,8 @@ def ray_models(settings: Settings) -> RayModels:
 def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
     """Where the Ray stages run and what each reserves, from ``[index]``. ``index.device =
     'cpu'`` keeps the models off GPUs even on a GPU cluster."""
+    from tools.ray_index import RayOptions
+
     idx = settings.index
     return RayOptions(
         address=address or idx.ray_address,
@@ -165,6 +171,8 @@ def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
 
 
 def _backend_spec(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
+    from tools.transcripts import DashScopeTranscriber
+
     idx = settings.index
     # Local models run on index.device at index.dtype, index.asr_batch_size chunks a batch.
     on_device = {"device": idx.device, "batch_size": idx.asr_batch_size}
@@ -200,12 +208,16 @@ def transcriber_spec(settings: Settings) -> tuple[str, dict[str, Any]]:
 
 def build_transcriber(settings: Settings) -> Transcriber:
     """The configured transcript backend (``auto``: captions, else the local backend)."""
+    from tools.transcripts import make_transcriber
+
     name, options = transcriber_spec(settings)
     return make_transcriber(name, **options)
 
 
 def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:
     """The configured Qdrant backend."""
+    from tools.vectors import open_vector_index
+
     vec = settings.vectors
     if vec.backend == "qdrant-server":
         if not vec.url:
@@ -217,6 +229,9 @@ def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:
 def loop_policy(settings: Settings) -> LoopPolicy:
     """The loop's numbers and gate order (cheap first) from the settings and the gate table:
     the paper's gates and those of the gate packages the settings name (loaded here)."""
+    from agents.coordinator import LoopPolicy
+    from agents.gates import load_gate_packages, registered_gates
+
     gen = settings.generation
     load_gate_packages(settings.models.gate_packages)
     return LoopPolicy(
@@ -230,12 +245,19 @@ def role_models(settings: Settings) -> RoleModels:
     """Which model plays each role: every curation model slot (``tools.roles``), as the
     settings' ``[models]`` table sets it, else at its default; the gate packages the settings
     name are loaded first, so their slots are among them."""
+    from agents.gates import load_gate_packages
+    from agents.workers import RoleModels
+
     load_gate_packages(settings.models.gate_packages)
     return RoleModels.of(settings.models.slot_values())
 
 
 def curation_config(settings: Settings, concurrency: int | None = None) -> CurationConfig:
     """How runs curate, from the settings."""
+    from agents.curation import CurationConfig
+    from agents.evidence import ClipSpec
+    from agents.workers import GenerationLimits
+
     gen = settings.generation
     return CurationConfig(
         policy=loop_policy(settings),
@@ -285,6 +307,7 @@ def endpoint(settings: Settings, model_id: str) -> tuple[ProviderFamily, ModelEn
 def real_local_models(settings: Settings) -> list[str]:
     """The model ids the settings serve by the ``real-local`` family: real models run on this
     machine, keyless and free, that answer as themselves in offline runs too."""
+
     found = []
     for model_id in sorted(settings.providers.models):
         try:
@@ -300,6 +323,7 @@ def price_overrides(settings: Settings) -> dict[str, dict[str, float]]:
     """The settings' price rows (``[budget.price_overrides]``) over a zero row for every real
     local model (:func:`real_local_models`): such a model costs nothing and is never refused as
     unpriced; a row written for it by hand still wins."""
+
     rows = free_price_rows(real_local_models(settings))
     rows.update(settings.budget.price_overrides)
     return rows
@@ -332,6 +356,8 @@ def provider_config(
     settings: Settings, model_id: str, env: Mapping[str, str] | None = None
 ) -> ProviderConfig:
     """The live adapter configuration of one model id, its key read from the environment."""
+    from tools.providers.base import ProviderConfig
+
     source = os.environ if env is None else env
     family, found = endpoint(settings, model_id)
     limits = settings.providers.family(family.name)
@@ -417,6 +443,7 @@ def traffic_for(
     With the store's ``engine`` the limiter is fleet-wide (:class:`SharedRateLimiter`: every
     process on that database together stays within the family's rpm/tpm, and a Retry-After
     one of them hears holds them all); without it, this process's own."""
+
     limiters: dict[str, Limiter] = {}
     known: dict[str, Traffic | None] = {}
 
@@ -488,6 +515,8 @@ def model_factory(
     both modes: it is local, keyless and free, so an offline run has no reason to play it, and
     what it answers is a real model's (the recorder marks its calls so). Nothing is loaded
     until it is asked."""
+    from tools.providers.registry import ProviderRegistry
+
     if settings.curation.offline:
         played = offline_models(settings.curation.offline_latency_s)
         real = set(real_local_models(settings))
@@ -708,6 +737,8 @@ class App:
         self, name: str | None = None, *, exit_when_idle: bool | None = None
     ) -> FleetConfig:
         """How this process takes part in the fleet, from ``[worker]`` and ``[budget]``."""
+        from agents.fleet import FleetConfig, default_worker_name
+
         worker, budget = self.settings.worker, self.settings.budget
         return FleetConfig(
             owner=name or worker.name or default_worker_name(),
@@ -730,6 +761,8 @@ class App:
         """Take lease ``name`` for this process (``command`` says what it does), renewed until
         released; :class:`~store.coordination.LeaseHeld` when another live process holds it.
         A lease taken over from a dead holder has that holder's campaign holds written off."""
+        from agents.ownership import WriterLease
+
         held = WriterLease.acquire(
             self.leases(), name, command, lease_s=self.settings.worker.lease_s, wait_s=wait_s
         )
@@ -768,6 +801,8 @@ class App:
         progress: CurationProgress | None = None,
     ) -> FleetWorker:
         """A worker of the fleet over this workspace's store, catalogue and providers."""
+        from agents.fleet import FleetWorker
+
         return FleetWorker(
             self.call_deps(),
             config=curation_config(self.settings, concurrency),
@@ -900,6 +935,8 @@ class App:
     ) -> Curator:
         """The curation shell over this workspace (``sleep``: how retries wait; tests pass a
         clock of their own)."""
+        from agents.curation import Curator
+
         deps = self.call_deps()
         return Curator(
             replace(deps, sleep=sleep) if sleep is not None else deps,
@@ -916,6 +953,8 @@ class App:
         clips, the models (default: every curation role's, live or offline as the settings say),
         the prices, how calls travel, the secrets to scrub, the batch collector and the
         campaign's accounts. Built once per command and handed to whatever calls models."""
+        from agents.deps import CallDeps
+
         offline = self.settings.curation.offline
         return CallDeps(
             store=self.events,
@@ -931,6 +970,8 @@ class App:
 
     def batcher(self) -> Batcher | None:
         """The batch-job collector when live calls may go through batch APIs."""
+        from agents.batching import Batcher
+
         if self.settings.curation.offline or not self.settings.providers.batch:
             return None
         return Batcher(
@@ -943,6 +984,8 @@ class App:
     ) -> RayIndexer:
         """The pipeline over this workspace with chunks computed on a Ray cluster (``address``,
         else ``index.ray_address``, else RAY_ADDRESS, else a local cluster started for it)."""
+        from tools.ray_index import RayIndexer
+
         return RayIndexer(
             catalog=self.catalog,
             vectors=self.vectors,
@@ -955,6 +998,8 @@ class App:
 
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:
         """The pipeline over this workspace."""
+        from tools.indexer import Indexer
+
         return Indexer(
             catalog=self.catalog,
             vectors=self.vectors,
@@ -967,12 +1012,16 @@ class App:
 
     def search(self) -> ChunkSearch:
         """The agents' search tool."""
+        from tools.search import ChunkSearch
+
         return ChunkSearch(
             self.vectors, self.embedder, index_config(self.settings).chunk_collection
         )
 
     def clips(self) -> ClipFetcher:
         """The agents' clip tool."""
+        from tools.clips import ClipFetcher
+
         return ClipFetcher(self.catalog, self.workspace.clips)
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from tools.providers.base import ProviderConfig
 from tools.providers.dashscope_model import FAMILY as DASHSCOPE_FAMILY
 from tools.providers.dashscope_model import MAX_BASE64_IMAGES, video_route
 from tools.providers.family import ListModels, ProviderFamily, ServedWindows
-from tools.providers.local_llm import is_real_local
+from tools.providers.specs.local_llm import is_real_local
 
 PROBE_TIMEOUT_S = 5.0
 DASHSCOPE = DASHSCOPE_FAMILY.name

@@ -15,8 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agents.curation import run_end
-from agents.ownership import run_lease
 from playlisteval.app import App
 from store.errors import PlaylistEvalError
 from store.events import (
@@ -28,8 +26,8 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import StoredEvent
-from store.ledger import current_cap, stream_spend
-from store.runlog import run_ids
+from store.ledger import current_cap
+from store.runlog import run_end, run_ids, seeds_spend
 
 #: The seed events that say where a seed ended (the last one of a seed stands).
 SEED_ENDS = ["SeedStarted", "ItemAccepted", "SeedDiscarded", "SeedStopped"]
@@ -138,6 +136,8 @@ def real_local_models_of(started: RunStarted) -> tuple[str, ...]:
 
 def _holder(app: App, run_id: str) -> str | None:
     """Who holds the run's lease now (a live ``curate``), or None."""
+    from agents.ownership import run_lease  # not at import: `status` starts light
+
     found = app.leases().holder(run_lease(run_id))
     return None if found is None else str(found["owner"])
 
@@ -155,7 +155,7 @@ def list_runs(app: App) -> list[RunRow]:
             (s.stream[len(prefix) :], s.event())
             for s in app.events.read_all(stream_prefix=prefix, types=SEED_ENDS)
         ]
-        spent = stream_spend(app.events, prefix).spent_micros
+        spent = seeds_spend(app.events, run_id).spent_micros
         rows.append(
             run_row(run_id, stream, seeds, spent, _holder(app, run_id), queue.open_items(run_id))
         )

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -37,22 +37,8 @@ from pydantic_settings import (
 
 from policies.pairs import GateRule, KeepWhen, Sampling, Ties
 from store.errors import ConfigError
-from tools.providers.family import ProviderFamily
-from tools.providers.registry import families, family_named
-from tools.roles import (
-    DIFFICULTY_JUDGES_SLOT,
-    PAPER_SLOTS,
-    PARAMETRIC_PAIRS_SLOT,
-    PHASE1_GENERATOR_SLOT,
-    PHASE2_GENERATOR_SLOT,
-    SUFFICIENCY_SLOT,
-    TEXTUAL_UNDETECTABILITY_SLOT,
-    TRANSCRIPT_ANSWERER_SLOT,
-    TRANSCRIPT_MATCHER_SLOT,
-    VISUAL_DETECTABILITY_SLOT,
-    ModelSlot,
-    extension_slots,
-)
+from tools.model_slots import PAPER_SLOTS, ModelSlot, extension_slots
+from tools.providers.family import ProviderFamily, families, family_named
 
 SETTINGS_FILE = "playlisteval.toml"
 
@@ -382,43 +368,37 @@ class GenerationSettings(Section):
     )
 
 
-def _slot_field(slot: ModelSlot[Any]) -> Any:
-    """The ``[models]`` key of model slot ``slot``: its default (a list where it holds several,
-    as TOML writes it) and its description, both from the slot's declaration."""
+# How TOML writes each shape of model slot (tools.model_slots): a model id, a list of them, or a
+# list of [answerer, verifier] pairs.
+_SLOT_TOML_TYPES: dict[str, Any] = {
+    "one": str,
+    "list": list[str],
+    "pairs": list[tuple[str, str]],
+}
+
+
+def _slot_field(slot: ModelSlot[Any]) -> tuple[Any, Any]:
+    """The ``[models]`` key of model slot ``slot``: its TOML type, its default (a list where it
+    holds several, as TOML writes it) and its description, all from the slot's declaration."""
     default = slot.default
     if isinstance(default, str):
-        return Field(default, description=slot.description)
-    return Field(default_factory=lambda: list(default), description=slot.description)
+        return str, Field(default, description=slot.description)
+    return _SLOT_TOML_TYPES[slot.shape], Field(
+        default_factory=lambda: list(default), description=slot.description
+    )
 
 
 ModelChoice = str | list[str] | list[tuple[str, str]]
 
 
-class ModelRoles(Section):
-    """Default model per role (DESIGN.md); ids are strings priced by the price table."""
+class ModelSlots(Section):
+    """What the ``[models]`` table does with its keys (:data:`ModelRoles` is the table itself:
+    one key per slot of ``tools.model_slots.PAPER_SLOTS``, made from those declarations)."""
 
-    # One key per model slot of tools.roles (PAPER_SLOTS, in that order): typed here, its
-    # default and description read from the slot (tests/test_role_declarations.py holds them).
-    phase1_generator: str = _slot_field(PHASE1_GENERATOR_SLOT)
-    phase2_generator: str = _slot_field(PHASE2_GENERATOR_SLOT)
-    transcript_answerer: str = _slot_field(TRANSCRIPT_ANSWERER_SLOT)
-    transcript_matcher: str = _slot_field(TRANSCRIPT_MATCHER_SLOT)
-    parametric_pairs: list[tuple[str, str]] = _slot_field(PARAMETRIC_PAIRS_SLOT)
-    sufficiency: str = _slot_field(SUFFICIENCY_SLOT)
-    textual_undetectability: list[str] = _slot_field(TEXTUAL_UNDETECTABILITY_SLOT)
-    visual_detectability: str = _slot_field(VISUAL_DETECTABILITY_SLOT)
-    difficulty_judges: list[str] = _slot_field(DIFFICULTY_JUDGES_SLOT)
-    gate_packages: list[str] = Field(
-        default_factory=list,
-        description="Python packages (or modules) of more gates: every module of each is "
-        "imported when a run's gates are read, and registers its gates with their roles and "
-        "model slots (README: 'Extension points').",
-    )
-    extensions: dict[str, ModelChoice] = Field(
-        default_factory=dict,
-        description="The model(s) of each slot those gate packages declare, by its key "
-        "(default: the slot's own); a key no loaded package declares is an error.",
-    )
+    if TYPE_CHECKING:
+        # The slots' keys are fields made from their declarations (``settings.models.
+        # difficulty_judges``); to a type checker each reads as Any.
+        def __getattr__(self, name: str) -> Any: ...
 
     def slot_values(self) -> dict[str, Any]:
         """The curation slots' values these settings give, by ``RoleModels`` attribute: the
@@ -427,7 +407,8 @@ class ModelRoles(Section):
         chosen = self.model_dump()
         values = {slot.attribute: chosen[slot.key] for slot in PAPER_SLOTS if slot.curation}
         declared = {slot.key: slot for slot in extension_slots()}
-        for key, value in self.extensions.items():
+        extensions: dict[str, ModelChoice] = chosen["extensions"]
+        for key, value in extensions.items():
             slot = declared.get(key)
             if slot is None:
                 known = ", ".join(declared) or "none"
@@ -438,6 +419,42 @@ class ModelRoles(Section):
             if slot.curation:
                 values[slot.attribute] = slot.normalise(value)
         return values
+
+
+def _model_roles() -> type[ModelSlots]:
+    """The ``[models]`` table: a key per paper slot (in the slots' order), then the keys of the
+    gate packages and their slots' models."""
+    fields: dict[str, Any] = {slot.key: _slot_field(slot) for slot in PAPER_SLOTS}
+    fields["gate_packages"] = (
+        list[str],
+        Field(
+            default_factory=list,
+            description="Python packages (or modules) of more gates: every module of each is "
+            "imported when a run's gates are read, and registers its gates with their roles and "
+            "model slots (README: 'Extension points').",
+        ),
+    )
+    fields["extensions"] = (
+        dict[str, ModelChoice],
+        Field(
+            default_factory=dict,
+            description="The model(s) of each slot those gate packages declare, by its key "
+            "(default: the slot's own); a key no loaded package declares is an error.",
+        ),
+    )
+    return create_model(
+        "ModelRoles",
+        __base__=ModelSlots,
+        __doc__="Default model per role (DESIGN.md); ids are strings priced by the price table.",
+        __module__=__name__,
+        **fields,
+    )
+
+
+if TYPE_CHECKING:
+    ModelRoles = ModelSlots
+else:
+    ModelRoles = _model_roles()
 
 
 class PairSettings(Section):
@@ -523,7 +540,7 @@ class BudgetSettings(Section):
 
     @model_validator(mode="after")
     def _caps_are_dollars(self) -> BudgetSettings:
-        from policies.budget import cap_micros
+        from policies.caps import cap_micros
 
         for name in ("cap_usd", "per_day_usd", "per_seed_usd", "pairs_usd", "eval_usd"):
             cap_micros(getattr(self, name), f"budget.{name}")

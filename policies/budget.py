@@ -14,7 +14,6 @@ budget through the event store (a row and a transaction), not through this objec
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from typing import Literal
 
 import structlog
 
+from policies.caps import MAX_CAP_USD as MAX_CAP_USD  # handed on: the CLI, settings
+from policies.caps import cap_micros as cap_micros
 from store.accounts_check import TOTAL_ACCOUNT as TOTAL_ACCOUNT  # handed on: fleet, app
 from store.accounts_check import day_account as store_day_account
 from store.coordination import AccountExhausted, BudgetAccounts
@@ -107,32 +108,6 @@ class BudgetExhausted(PlaylistEvalError):
             f"{left_micros!r} of the {which} cap {cap_micros!r} are left (spent plus reserved); "
             f"raise the {which} cap or stop this {'run' if which == 'run' else 'seed'}"
         )
-
-
-#: A cap above this is refused as a likely typo (the paper's whole benchmark cost 352 USD).
-MAX_CAP_USD = 100_000.0
-
-
-def cap_micros(usd: float | None, what: str) -> int | None:
-    """A cap given in USD, checked, as micro-dollars (``None``: no cap).
-
-    nan, inf, negative and absurd values (above :data:`MAX_CAP_USD`) raise :class:`ConfigError`
-    naming ``what`` (the flag or setting it came from), before anything is written.
-    """
-    if usd is None:
-        return None
-    if isinstance(usd, bool) or not isinstance(usd, int | float):
-        raise ConfigError(f"{what} must be a number of US dollars, got {usd!r}")
-    if not math.isfinite(usd):
-        raise ConfigError(f"{what} must be a finite number of US dollars, got {usd!r}")
-    if usd < 0:
-        raise ConfigError(f"{what} must be 0 or more US dollars, got {usd!r}")
-    if usd > MAX_CAP_USD:
-        raise ConfigError(
-            f"{what}={usd!r} USD is above {MAX_CAP_USD:g} USD, refused as a likely typo "
-            "(a cap is dollars, not micro-dollars or cents)"
-        )
-    return round(usd * 1_000_000)
 
 
 def check_concurrency(

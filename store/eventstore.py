@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import secrets
 import threading
@@ -46,9 +47,11 @@ from sqlalchemy import (
     Engine,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     UniqueConstraint,
+    and_,
     bindparam,
     event,
     func,
@@ -56,9 +59,11 @@ from sqlalchemy import (
     inspect,
     or_,
     select,
+    type_coerce,
     update,
 )
 from sqlalchemy import text as sql_text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
@@ -90,6 +95,7 @@ from store.sqlite import immutable_url, read_only, refuse_writes, writable
 PG_START_HINT = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _READ_CHUNK = 1000  # events per query when following the log
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class EventRow(SQLModel, table=True):
@@ -213,6 +219,17 @@ def decode_known(stored: StoredEvent) -> object:
     return stored.event()
 
 
+def _prefix_end(prefix: str) -> str | None:
+    """The least string after every string that starts with ``prefix`` in code-point order
+    (None when there is none to name: an empty prefix, or one ending in the last code point)."""
+    if not prefix or ord(prefix[-1]) >= 0x10FFFF:
+        return None
+    after = ord(prefix[-1]) + 1
+    if 0xD800 <= after < 0xE000:  # surrogates are no characters UTF-8 can hold: skip them
+        after = 0xE000
+    return prefix[:-1] + chr(after)
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -231,6 +248,39 @@ def _stored(row: Any) -> StoredEvent:
         schema=row[4],
         data=row[5],
         recorded_at=_as_utc(row[6]),
+        hash=row[7],
+        link=row[8],
+    )
+
+
+_SQLITE = sqlite.dialect()
+_SQLITE_WHEN = cast(
+    Callable[[Any], datetime],
+    _C.recorded_at.type.dialect_impl(_SQLITE).result_processor(_SQLITE, None),
+)
+
+
+def _when(text: Any) -> datetime:
+    """A timestamp as SQLite holds it (the text SQLAlchemy wrote), in UTC."""
+    if isinstance(text, str):
+        try:
+            return _as_utc(datetime.fromisoformat(text))
+        except ValueError:
+            pass
+    return _as_utc(_SQLITE_WHEN(text))
+
+
+def _stored_text(row: Any) -> StoredEvent:
+    """A row of :data:`_COLUMNS` as sqlite3 returns it (data as JSON text)."""
+    data = row[5]
+    return StoredEvent(
+        seq=row[0],
+        stream=row[1],
+        version=row[2],
+        type=row[3],
+        schema=row[4],
+        data=json.loads(data) if isinstance(data, str | bytes) else data,
+        recorded_at=_when(row[6]),
         hash=row[7],
         link=row[8],
     )
@@ -976,16 +1026,25 @@ class EventStore(ABC):
                 )
         return out
 
-    @staticmethod
-    def _stream_clause(streams: Sequence[str], column: Any = _C.stream) -> Any:
+    def _stream_clause(self, streams: Sequence[str], column: Any = _C.stream) -> Any:
         return or_(
             *(
-                column.startswith(name[:-1], autoescape=True)
-                if name.endswith("*")
-                else column == name
+                self._prefix_clause(name[:-1], column) if name.endswith("*") else column == name
                 for name in streams
             )
         )
+
+    def _prefix_clause(self, prefix: str, column: Any = _C.stream) -> Any:
+        """``column`` starts with ``prefix``. On SQLite also as a range, which its index on
+        (stream, version) serves: a LIKE cannot use it (SQLite's LIKE ignores case, the index
+        does not), so a run's streams were read by scanning the whole log."""
+        starts = column.startswith(prefix, autoescape=True)
+        upper = _prefix_end(prefix)
+        if self._engine.dialect.name != "sqlite" or upper is None:
+            # PostgreSQL's locale collations do not order strings by code point: a range
+            # there could leave out a stream that starts with the prefix.
+            return starts
+        return and_(column >= prefix, column < upper, starts)
 
     def _later(self, streams: Sequence[str], through_seq: int) -> int:
         query = select(func.count()).where(self._stream_clause(streams), _C.seq > through_seq)
@@ -993,9 +1052,11 @@ class EventStore(ABC):
             return int(conn.execute(query).scalar_one())
 
     def _digest(self, streams: Sequence[str], through_seq: int) -> tuple[int, str]:
+        # On SQLite by the streams' range, not by seq from the log's start (see read_all).
+        seq_column = _C.seq + 0 if self._engine.dialect.name == "sqlite" else _C.seq
         query = (
             select(_C.stream, _C.version, _C.type, _C.schema_no, _C.data)
-            .where(self._stream_clause(streams), _C.seq <= through_seq)
+            .where(self._stream_clause(streams), seq_column <= through_seq)
             .order_by(_C.stream, _C.version)
         )
         digest, count = hashlib.sha256(), 0
@@ -1018,6 +1079,10 @@ class EventStore(ABC):
             .where(_C.stream == stream, _C.version > after_version)
             .order_by(_C.version)
         )
+        return self._fetch(query)
+
+    def _fetch(self, query: Select[Any]) -> list[StoredEvent]:
+        """The events a query of :data:`_COLUMNS` reads (a backend may read them faster)."""
         with self._engine.connect() as conn:
             return [_stored(row) for row in conn.execute(query)]
 
@@ -1028,18 +1093,45 @@ class EventStore(ABC):
         *,
         stream_prefix: str | None = None,
         types: Sequence[str] | None = None,
+        omit: Sequence[str] = (),
     ) -> list[StoredEvent]:
-        """Events after ``after_seq`` in seq order, optionally of some streams or types."""
-        query = select(*_COLUMNS).where(_C.seq > after_seq)
+        """Events after ``after_seq`` in seq order, optionally of some streams or types.
+
+        ``omit`` names top-level keys of each event's data left out by the database (a fold
+        that reads only some fields, such as the ledger's, need not read every model response):
+        such an event no longer decodes into its class, and its ``hash`` is not its data's."""
+        seq_column: Any = _C.seq
+        type_column: Any = _C.type
+        if stream_prefix and self._engine.dialect.name == "sqlite":
+            # SQLite keeps no statistics: it would walk the whole log by seq, or every call of
+            # the log by the type index, over the streams' range of (stream, version). An
+            # expression is no indexed column, so it reads the range and sorts what it found.
+            seq_column, type_column = _C.seq + 0, _C.type.concat("")
+        query = select(*self._columns(omit)).where(seq_column > after_seq)
         if stream_prefix:
-            query = query.where(_C.stream.startswith(stream_prefix, autoescape=True))
+            query = query.where(self._prefix_clause(stream_prefix))
         if types is not None:
-            query = query.where(_C.type.in_(list(types)))
+            query = query.where(type_column.in_(list(types)))
         query = query.order_by(_C.seq)
         if limit is not None:
             query = query.limit(limit)
-        with self._engine.connect() as conn:
-            return [_stored(row) for row in conn.execute(query)]
+        return self._fetch(query)
+
+    def _columns(self, omit: Sequence[str]) -> tuple[Any, ...]:
+        """The columns of a read, the data without the keys ``omit`` names."""
+        if not omit:
+            return _COLUMNS
+        for key in omit:
+            if not _KEY_NAME.match(key):
+                raise ValueError(f"omit names data keys (letters, digits, _), not {key!r}")
+        if self._engine.dialect.name == "sqlite":
+            data: Any = func.json_remove(_C.data, *(f"$.{key}" for key in omit))
+        else:  # PostgreSQL's JSONB: ``data - key``
+            data = _C.data
+            for key in omit:
+                data = data.op("-")(key)
+        data = type_coerce(data, _C.data.type).label("data")
+        return (*_COLUMNS[:5], data, *_COLUMNS[6:])
 
     def stream_version(self, stream: str) -> int:
         """The stream's last version; 0 when it has no events."""
@@ -1051,7 +1143,7 @@ class EventStore(ABC):
         """Names of the streams that start with ``prefix``, sorted."""
         query = select(_C.stream).distinct()
         if prefix:
-            query = query.where(_C.stream.startswith(prefix, autoescape=True))
+            query = query.where(self._prefix_clause(prefix))
         # Sorted here: PostgreSQL's locale collation would not sort like SQLite.
         with self._engine.connect() as conn:
             return sorted(str(name) for name in conn.execute(query).scalars())
@@ -1166,6 +1258,19 @@ class SqliteEventStore(EventStore):
         except DatabaseError as exc:  # a corrupt or truncated file, or not SQLite at all
             self.close()
             raise unreadable_database(file, exc.orig) from exc
+
+    def _fetch(self, query: Select[Any]) -> list[StoredEvent]:
+        # Reads too go to sqlite3 directly: SQLAlchemy's result processing (a regex per
+        # timestamp, a row object per event) cost more than SQLite's reading the rows. The
+        # parameters of these reads are strings and integers, which sqlite3 takes as they are.
+        compiled = query.compile(
+            dialect=self._engine.dialect, compile_kwargs={"render_postcompile": True}
+        )
+        params = compiled.params
+        args = [params[name] for name in compiled.positiontup or ()]
+        with self._engine.connect() as conn:
+            rows = self._raw(conn).execute(str(compiled), args).fetchall()
+        return [_stored_text(row) for row in rows]
 
     # Appends talk to sqlite3 directly, inside the transaction SQLAlchemy opened: each
     # statement through SQLAlchemy's execution context costs more than the statement itself,

@@ -3,10 +3,26 @@ and which seeds runs have taken."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from store.errors import ConfigError
-from store.events import RunStarted, run_stream
+from store.events import (
+    AnyEvent,
+    ItemAccepted,
+    RunFinished,
+    RunStarted,
+    SeedDiscarded,
+    SeedStarted,
+    SeedStopped,
+    run_stream,
+    seed_stream,
+)
 from store.eventstore import EventStore
-from store.ledger import current_cap
+from store.ledger import Ledger, LedgerFold, current_cap, ledger_types
+
+#: What the ledger's fold never reads of an event (:meth:`store.ledger.LedgerFold.apply`): a
+#: call's response, most of a log's bytes.
+LEDGER_OMITS = ("response",)
 
 
 def run_ids(store: EventStore) -> list[str]:
@@ -41,3 +57,36 @@ def seeds_in_runs(store: EventStore) -> set[str]:
     for stored in store.read_all(types=["RunStarted"]):
         taken.update(stored.data.get("seeds", ()))
     return taken
+
+
+def seeds_spend(store: EventStore, run_id: str) -> Ledger:
+    """The one ledger's fold over the run's seed streams (what ``runs`` shows it spent), as
+    :func:`store.ledger.stream_spend` folds them, read without the calls' responses (which the
+    fold does not read) through the streams' index: what ``runs`` and ``status`` pay per run
+    stays the run's calls, not the log's."""
+    fold = LedgerFold()
+    for stored in store.read_all(
+        stream_prefix=seed_stream(run_id, ""), types=sorted(ledger_types()), omit=LEDGER_OMITS
+    ):
+        fold.apply_stored(stored)
+    return fold.ledger()
+
+
+def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: int) -> RunFinished:
+    """The run's end as its seeds' logs say it: how many were accepted, discarded and stopped
+    (each seed by its last state), ``budget`` when a cap stopped one, and what the ledger says it
+    spent. One rule for the single-process run, the fleet and strict replay."""
+    last: dict[str, AnyEvent] = {}
+    for seed_id, event in events:
+        if isinstance(event, ItemAccepted | SeedDiscarded | SeedStopped | SeedStarted):
+            last[seed_id] = event
+    ends = list(last.values())
+    budget = any(isinstance(e, SeedStopped) and e.reason == "budget" for e in ends)
+    return RunFinished(
+        run_id=run_id,
+        outcome="budget" if budget else "completed",
+        spent_micros=spent_micros,
+        accepted=sum(isinstance(e, ItemAccepted) for e in ends),
+        discarded=sum(isinstance(e, SeedDiscarded) for e in ends),
+        stopped=sum(isinstance(e, SeedStopped) for e in ends),
+    )

@@ -290,19 +290,6 @@ class PairVerdict(Frozen):
     reason: str
 
 
-RoleName = Literal[
-    "phase1_generator",
-    "phase2_generator",
-    "transcript_answerer",
-    "transcript_matcher",
-    "parametric_answerer",
-    "parametric_verifier",
-    "sufficiency",
-    "textual_ranker",
-    "visual_ranker",
-    "pair_judge",
-]
-
 AnyContext = (
     Phase1Context
     | Phase2Context

@@ -49,7 +49,7 @@ from playlisteval.report.table_format import Cell, Column, Sourced, Stat, Table,
 from policies.bootstrap import BOOTSTRAP_DRAWS, Interval
 from policies.judging import DEFAULT_KS, IOU_THRESHOLDS, JudgmentRecord
 from store.version import code_version
-from tools.providers.local_llm import REAL_LOCAL_LABEL
+from tools.providers.specs.local_llm import REAL_LOCAL_LABEL
 
 INTERVALS = (
     f"95 % intervals are percentile bootstraps over {BOOTSTRAP_DRAWS} resamples (seeded) of "

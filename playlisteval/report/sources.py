@@ -17,7 +17,7 @@ from playlisteval.report.load import evaluation_json
 from policies.judging import JudgmentRecord
 from store.answers import real_local_response
 from tools.providers.judges import OFFLINE_JUDGES, is_stand_in
-from tools.providers.local_llm import REAL_LOCAL_LABEL
+from tools.providers.specs.local_llm import REAL_LOCAL_LABEL
 
 if TYPE_CHECKING:
     from store.eventstore import EventStore

@@ -11,23 +11,71 @@ composition root (``playlisteval.app.App``) hands it.
 - :mod:`~playlisteval.runs.evaluation`: judge evaluation.
 """
 
-from playlisteval.runs.advice import StopKind, resume_advice, resume_lines, stop_kinds
-from playlisteval.runs.audit import audit, latest_run
-from playlisteval.runs.benchmark import export, select_pairs
-from playlisteval.runs.curation import (
-    check_prices,
-    check_resumable,
-    choose_seeds,
-    curate,
-    new_run_id,
-    queue_fresh_seeds,
-    resume,
-    run_settings,
-)
-from playlisteval.runs.evaluation import DEFAULT_CONDITIONS, DEMO_CONDITIONS, evaluate
-from playlisteval.runs.rehearse import Rehearsal, paper_scale, rehearse
-from playlisteval.runs.release import then_release
-from playlisteval.runs.replay import ReplayReport, replay_strict, replayer, verify_store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playlisteval.runs.advice import StopKind, resume_advice, resume_lines, stop_kinds
+    from playlisteval.runs.audit import audit, latest_run
+    from playlisteval.runs.benchmark import export, select_pairs
+    from playlisteval.runs.curation import (
+        check_prices,
+        check_resumable,
+        choose_seeds,
+        curate,
+        new_run_id,
+        queue_fresh_seeds,
+        resume,
+        run_settings,
+    )
+    from playlisteval.runs.evaluation import DEFAULT_CONDITIONS, DEMO_CONDITIONS, evaluate
+    from playlisteval.runs.rehearse import Rehearsal, paper_scale, rehearse
+    from playlisteval.runs.release import then_release
+    from playlisteval.runs.replay import ReplayReport, replay_strict, replayer, verify_store
+
+#: Each name of the package, by the module it lives in: imported when first used, so a command
+#: that needs one use case (``status``, ``runs``) does not pay for the others' imports.
+_LAZY: dict[str, str] = {
+    "DEFAULT_CONDITIONS": "playlisteval.runs.evaluation",
+    "DEMO_CONDITIONS": "playlisteval.runs.evaluation",
+    "Rehearsal": "playlisteval.runs.rehearse",
+    "ReplayReport": "playlisteval.runs.replay",
+    "StopKind": "playlisteval.runs.advice",
+    "audit": "playlisteval.runs.audit",
+    "check_prices": "playlisteval.runs.curation",
+    "check_resumable": "playlisteval.runs.curation",
+    "choose_seeds": "playlisteval.runs.curation",
+    "curate": "playlisteval.runs.curation",
+    "evaluate": "playlisteval.runs.evaluation",
+    "export": "playlisteval.runs.benchmark",
+    "latest_run": "playlisteval.runs.audit",
+    "new_run_id": "playlisteval.runs.curation",
+    "paper_scale": "playlisteval.runs.rehearse",
+    "queue_fresh_seeds": "playlisteval.runs.curation",
+    "rehearse": "playlisteval.runs.rehearse",
+    "replay_strict": "playlisteval.runs.replay",
+    "replayer": "playlisteval.runs.replay",
+    "resume": "playlisteval.runs.curation",
+    "resume_advice": "playlisteval.runs.advice",
+    "resume_lines": "playlisteval.runs.advice",
+    "run_settings": "playlisteval.runs.curation",
+    "select_pairs": "playlisteval.runs.benchmark",
+    "stop_kinds": "playlisteval.runs.advice",
+    "then_release": "playlisteval.runs.release",
+    "verify_store": "playlisteval.runs.replay",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_CONDITIONS",

@@ -3,13 +3,30 @@
 ``OfflineProvider`` answers every role deterministically with no key and no network (for the demo,
 the tests and cost rehearsals); it is labelled ``offline:<model id>`` everywhere.
 
-Each live adapter module declares its provider family as a module-level ``FAMILY`` (or
-``FAMILIES``), a :class:`tools.providers.family.ProviderFamily`; a module added to this package
-is a new family (:func:`tools.providers.registry.families` finds it).
+Each provider family is one :class:`tools.providers.family.ProviderFamily` spec, declared in its
+own light module of :mod:`tools.providers.specs` (the family's adapter module hands it on as
+``FAMILY``): :func:`tools.providers.family.families` knows every family from those specs without
+importing an SDK, and a family's adapter module (and its SDK) is imported when its first model
+is built. A module of this package that declares ``FAMILY`` (or ``FAMILIES``) itself is a family
+too (imported when the families are read).
+
+Importing this package imports nothing heavy: the offline provider's names below are imported
+from :mod:`tools.providers.offline` (pydantic-ai and all) on first use.
 """
 
 from __future__ import annotations
 
-from tools.providers.offline import Fallibility, LatencyModel, OfflineProvider, answer
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tools.providers.offline import Fallibility, LatencyModel, OfflineProvider, answer
 
 __all__ = ["Fallibility", "LatencyModel", "OfflineProvider", "answer"]
+
+
+def __getattr__(name: str) -> Any:
+    """The offline provider's names, imported on first use (PEP 562)."""
+    if name in __all__:
+        return getattr(importlib.import_module("tools.providers.offline"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -178,12 +178,18 @@ from tools.providers.base import (
 from tools.providers.base import (
     encode_mp4 as base_encode_mp4,
 )
-from tools.providers.family import ProviderFamily
+from tools.providers.specs.dashscope import (
+    DEFAULT_BASE_URL,
+    FAMILY,
+    MAX_BASE64_IMAGES,
+    MIN_VIDEO_FRAMES,
+)
 from tools.vision import decode_clip
 
 __all__ = [
     "BEIJING",
     "DEFAULT_BASE_URL",
+    "FAMILY",
     "MAX_BASE64_IMAGES",
     "MAX_FILE_FRAMES",
     "MIN_VIDEO_FRAMES",
@@ -205,13 +211,8 @@ __all__ = [
 ]
 
 SYSTEM = "dashscope"
-DEFAULT_BASE_URL = "https://dashscope-intl.aliyuncs.com/api/v1"
-MIN_VIDEO_FRAMES = 4  # the API refuses a frame list shorter than this
-# Alibaba Cloud Model Studio, "Image and video understanding"
-# (https://www.alibabacloud.com/help/en/model-studio/vision), "Image limits": one request takes
-# at most 250 images passed as Base64 (public URLs and local file paths allow more). Every frame
-# of a frame list counts as one image; ours all travel as Base64 data URIs.
-MAX_BASE64_IMAGES = 250
+# MIN_VIDEO_FRAMES and MAX_BASE64_IMAGES (Base64 images a request takes) are the spec's
+# (tools.providers.specs.dashscope), with the sources they are from.
 # A video's declared rate, a file's or a frame list's: ``fps`` in [0.1, 10], "1 frame every
 # 1/fps seconds", default 2.0 (QwenCloud's vision guide, QwenCloud/qwencloud-ai
 # skills/vision/qwencloud-vision/references/api-guide.md, "Key Parameters"; the same range in
@@ -1233,26 +1234,6 @@ async def dashscope_list_models(config: ProviderConfig) -> list[str]:
         if not models or len(ids) >= total:
             return ids
         page += 1
-
-
-FAMILY = ProviderFamily(
-    name="dashscope",
-    factory=dashscope_model,
-    about="DashScope (Qwen, native multimodal API).",
-    key_env="DASHSCOPE_API_KEY",
-    token_rule="qwen",
-    prefixes=("qwen-", "qwen3.", "qvq", "qwen-vl"),
-    min_frames_per_clip=MIN_VIDEO_FRAMES,
-    # No cap of the family's own: in Beijing clips go as video files, which DashScope's 250
-    # Base64 images a request do not hold (fixed frames, and elsewhere frame lists, still meet
-    # that limit, in _map_messages).
-    max_frames=None,
-    max_pictures=MAX_BASE64_IMAGES,
-    base_url=DEFAULT_BASE_URL,
-    rpm=600,
-    notes={"base_url": "Endpoint (default: the international region; a proxy or a fake)."},
-    list_models=dashscope_list_models,
-)
 
 
 def _items_of(wire_messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

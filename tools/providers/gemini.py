@@ -70,11 +70,12 @@ from tools.providers.base import (
     clip_info,
     clip_label,
 )
-from tools.providers.family import ProviderFamily
 from tools.providers.gemini_errors import map_google_error
+from tools.providers.specs.gemini import FAMILY
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "FAMILY",
     "FILES_API_MAX_BYTES",
     "FRAME_TOKENS",
     "INLINE_REQUEST_MAX_BYTES",
@@ -817,19 +818,3 @@ async def gemini_list_models(config: ProviderConfig) -> list[str]:
             async for model in await client.aio.models.list()
             if model.name
         ]
-
-
-FAMILY = ProviderFamily(
-    name="gemini",
-    factory=gemini_model,
-    about="Gemini (google-genai).",
-    key_env="GEMINI_API_KEY",
-    token_rule="gemini",
-    video="native",
-    batchable=True,
-    context_cache=True,
-    prefixes=("gemini",),
-    default_endpoint="https://generativelanguage.googleapis.com",
-    rpm=1000,
-    list_models=gemini_list_models,
-)

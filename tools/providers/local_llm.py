@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations, permutations
 from typing import Any, ClassVar, Literal
@@ -55,12 +55,19 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from store.answers import REAL_LOCAL_PROVIDER, real_local_response
+from store.answers import real_local_response
 from store.errors import ConfigError
 from tools.devices import resolve_device
 from tools.gguf_models import CausalLM, load_causal_lm, resolve_gguf
 from tools.providers.base import ProviderConfig, ResourceLedger
-from tools.providers.family import ProviderFamily
+from tools.providers.specs.local_llm import (
+    FAMILY,
+    FAMILY_NAME,
+    FREE_PRICE,
+    REAL_LOCAL_LABEL,
+    free_price_rows,
+    is_real_local,
+)
 from tools.roles import (
     CONTEXT_CLOSE,
     CONTEXT_OPEN,
@@ -96,10 +103,6 @@ __all__ = [
     "swapped",
 ]
 
-FAMILY_NAME = REAL_LOCAL_PROVIDER
-REAL_LOCAL_LABEL = "real local model"
-"""How a call of this family is labelled where outputs say who answered (never "offline")."""
-FREE_PRICE: Mapping[str, float] = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
 LABELS: tuple[str, str] = ("A", "B")
 TIE_BAND = 1e-3
 """A debiased margin (logits) this close to zero is a tie: well above the float32 noise of two
@@ -133,18 +136,6 @@ LOCAL_LLM_PROFILE = ModelProfile(
     supports_audio_file_input=False,
     supports_document_input=False,
 )
-
-
-def is_real_local(family: str | None) -> bool:
-    """Whether a model of provider family ``family`` is a real model run on this machine by
-    this module (what an output labels :data:`REAL_LOCAL_LABEL`)."""
-    return family == FAMILY_NAME
-
-
-def free_price_rows(model_ids: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Zero price rows for ``model_ids`` (settings overrides, ``[budget.price_overrides]``): a
-    model run here costs no money, and the recorder refuses a model it cannot price."""
-    return {model_id: dict(FREE_PRICE) for model_id in model_ids}
 
 
 @dataclass(frozen=True)
@@ -567,24 +558,3 @@ def local_llm_model(
     """
     del resources
     return LocalTextJudge(model_id, config)
-
-
-FAMILY = ProviderFamily(
-    name=FAMILY_NAME,
-    factory=local_llm_model,
-    about=(
-        "A real text model run on this machine (a GGUF file, a model folder or a packaged "
-        "model such as `qwen2.5-coder-1.5b-instruct`): judges pairs and ranks answers from "
-        "text by the scores of the answer labels in both orders. Served in offline runs too "
-        "(it is a real model, not the offline harness) and priced at zero."
-    ),
-    key_env="HF_TOKEN",
-    token_rule="qwen",
-    keyless=True,
-    requires=("local_path",),
-    max_concurrency=1,
-    notes={
-        "api_key_env": "Unused: a local model needs no key (nothing is downloaded).",
-        "max_concurrency": "Forward passes at once (one model in memory serves them in turn).",
-    },
-)

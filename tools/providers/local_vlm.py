@@ -45,9 +45,9 @@ from pydantic_ai.usage import RequestUsage
 from store.errors import ConfigError
 from tools.devices import resolve_device
 from tools.providers.base import ProviderConfig, ResourceLedger, frames_content
-from tools.providers.family import ProviderFamily
+from tools.providers.specs.local_vlm import FAMILY
 
-__all__ = ["LocalVLMModel", "transformers_model"]
+__all__ = ["FAMILY", "LocalVLMModel", "transformers_model"]
 
 DEFAULT_MAX_NEW_TOKENS = 2048
 _THINK_END = "</think>"
@@ -342,19 +342,3 @@ def transformers_model(
     """
     del resources
     return LocalVLMModel(model_id, config)
-
-
-FAMILY = ProviderFamily(
-    name="transformers",
-    factory=transformers_model,
-    about="Local transformers on this machine's GPU.",
-    key_env="HF_TOKEN",
-    token_rule="qwen",
-    keyless=True,
-    requires=("local_path",),
-    max_concurrency=1,
-    notes={
-        "api_key_env": "Environment variable holding the hub token.",
-        "max_concurrency": "Calls on the GPU at once.",
-    },
-)

@@ -83,9 +83,15 @@ from tools.providers.base import (
     sent_frame_height,
     shown_height,
 )
-from tools.providers.family import ProviderFamily
+from tools.providers.specs.openai import FAMILIES, OPENAI_MAX_IMAGES, QWEN_VL_MAX_FRAMES
 
-__all__ = ["OpenAIFramesModel", "openai_compatible_model", "openai_model"]
+__all__ = [
+    "FAMILIES",
+    "OPENAI_MAX_IMAGES",
+    "OpenAIFramesModel",
+    "openai_compatible_model",
+    "openai_model",
+]
 
 # What an OpenAI-compatible server that does not need a key is sent (vLLM ignores it, the SDK
 # refuses to build a client without one).
@@ -102,7 +108,7 @@ VIDEO_MODEL_PREFIXES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 # The count is the family's ``max_frames`` (so the frame plan, the budget and the prompt hold
 # it); the bytes are counted here as they travel, base64 data URLs, and the frames re-encoded
 # at a lower JPEG quality (the same frames, so the rate the prompt states holds) until they fit.
-OPENAI_MAX_IMAGES = 500
+# (OPENAI_MAX_IMAGES, 500, is the spec's: tools.providers.specs.openai.)
 OPENAI_MAX_IMAGE_BYTES = 50_000_000
 LOWER_QUALITIES = (70, 55, 40, 25)
 
@@ -122,7 +128,7 @@ VLLM_READ_EVERY_FRAME = {"video": {"num_frames": -1}}
 # above the frames there are). So each request asks for a rate above its fastest clip's, and
 # every planned frame is kept; the family's frame cap holds each request (so each clip) to 768.
 QWEN_VL_SAMPLING_FPS = 2
-QWEN_VL_MAX_FRAMES = 768
+# (QWEN_VL_MAX_FRAMES, 768, is the spec's: tools.providers.specs.openai.)
 # Qwen2-VL's processor (Qwen2.5-VL's too) also floors the frames it keeps to a multiple of its
 # ``temporal_patch_size`` 2 (``sample_frames`` in transformers' video_processing_qwen2_vl.py), so
 # a clip of an odd count goes with its last frame twice: the pair the model would make of it
@@ -628,33 +634,3 @@ async def openai_served_windows(config: ProviderConfig) -> dict[str, int]:
             if isinstance(window, int) and not isinstance(window, bool) and window > 0:
                 found[model.id] = window
         return found
-
-
-FAMILIES = (
-    ProviderFamily(
-        name="openai",
-        factory=openai_model,
-        about="OpenAI (Responses API).",
-        key_env="OPENAI_API_KEY",
-        token_rule="openai",
-        batchable=True,
-        prefixes=("gpt-", "o1", "o3", "o4", "chatgpt"),
-        max_frames=OPENAI_MAX_IMAGES,
-        default_endpoint="https://api.openai.com/v1",
-        rpm=500,
-        list_models=openai_list_models,
-    ),
-    ProviderFamily(
-        name="openai-compatible",
-        factory=openai_compatible_model,
-        about="Any OpenAI-compatible endpoint (vLLM serving the open-weight judges).",
-        key_env="OPENWEIGHT_API_KEY",
-        token_rule="qwen",
-        keyless=True,
-        prefixes=("qwen3-vl", "qwen2.5-vl", "internvl"),
-        requires=("base_url",),
-        max_frames=QWEN_VL_MAX_FRAMES,
-        list_models=openai_list_models,
-        served_windows=openai_served_windows,
-    ),
-)
