@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tools.roles import SegmentEvidence, cite, format_timestamp
+from tools.contracts.roles import SegmentEvidence, cite, format_timestamp
 
 __all__ = [
     "COVER_TOLERANCE_S",

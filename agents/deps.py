@@ -23,7 +23,7 @@ from policies.prices import PriceTable
 from policies.ratelimits import Sleep, Traffic
 from store.catalog import Catalog
 from store.eventstore import EventStore
-from tools.clips import ClipFetcher
+from tools.evidence.clips import ClipFetcher
 
 
 @dataclass(frozen=True)

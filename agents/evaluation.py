@@ -1,7 +1,8 @@
 """Judge evaluation: run pairwise judges on an exported benchmark under chosen conditions.
 
 For every pair × judge × condition × both answer orders, :func:`evaluate` builds what the judge
-sees — a haystack of videos around the pair's evidence (:func:`tools.retrieval.build_haystack`),
+sees — a haystack of videos around the pair's evidence
+(:func:`tools.evidence.retrieval.build_haystack`),
 frames sampled uniformly over it or inside the spans a retriever finds, and the modalities the
 condition names — asks the judge through the recorded-call path (:class:`ModelRunner` and
 :class:`CallRecorder`, events in the store stream ``eval-<evaluation id>``), and appends one
@@ -76,13 +77,7 @@ from store.errors import ConfigError, MediaError
 from store.events import AnyEvent
 from store.eventstore import EventStore
 from store.version import code_version
-from tools import media
-from tools.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
-from tools.clips import ClipFetcher
-from tools.providers.judges import OFFLINE_JUDGES, stand_in_name, stood_in_for
-from tools.providers.local_llm import REAL_LOCAL_LABEL
-from tools.retrieval import RetrievedSpan, build_haystack
-from tools.roles import (
+from tools.contracts.roles import (
     ChunkText,
     JudgeEvidence,
     PairJudgeContext,
@@ -90,6 +85,12 @@ from tools.roles import (
     SegmentEvidence,
     role_spec,
 )
+from tools.evidence.benchmark_folder import BenchmarkFolder, HashCheck, read_benchmark_folder
+from tools.evidence.clips import ClipFetcher
+from tools.evidence.retrieval import RetrievedSpan, build_haystack
+from tools.index import media
+from tools.providers.judges import OFFLINE_JUDGES, stand_in_name, stood_in_for
+from tools.providers.local_llm import REAL_LOCAL_LABEL
 
 __all__ = [
     "OFFLINE_JUDGE_PRICES",
@@ -184,7 +185,7 @@ has no chunk there. Never more: under uniform sampling of 100 hours, 32 frames b
 
 
 class SpanSource(Protocol):
-    """What a retrieved condition asks for spans (a :class:`tools.retrieval.Retriever`)."""
+    """What a retrieved condition asks for spans (a :class:`tools.evidence.retrieval.Retriever`)."""
 
     def retrieve(self, question: str, haystack: Collection[str], k: int = 5) -> list[RetrievedSpan]:
         """The ``k`` best spans for ``question`` inside the videos ``haystack``, best first."""
@@ -645,7 +646,8 @@ class EvaluationResult:
 
 def read_benchmark(benchmark_dir: Path, *, allow_modified: bool = False) -> BenchmarkFolder:
     """The benchmark folder, read and checked whole before anything is judged
-    (:func:`tools.benchmark_folder.read_benchmark_folder`; a judgment record needs each pair's
+    (:func:`tools.evidence.benchmark_folder.read_benchmark_folder`; a judgment record needs each
+    pair's
     ``playlist_id`` too): :class:`ConfigError` names the first bad record's file and line, or
     records changed after the export unless ``allow_modified``."""
     return read_benchmark_folder(

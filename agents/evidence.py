@@ -15,8 +15,8 @@ from pydantic_ai.messages import BinaryContent
 from agents.citations import Citation, chunks_covered, parse_citations
 from store.catalog import Catalog, SegmentRow, VideoRow
 from store.errors import MediaError
-from tools.clips import ClipFetcher
-from tools.roles import ChunkText, SegmentEvidence, TranscriptWindow
+from tools.contracts.roles import ChunkText, SegmentEvidence, TranscriptWindow
+from tools.evidence.clips import ClipFetcher
 
 # The transcript test's windows are at most 10 minutes of 30-second chunks: the paper's shortest
 # segment, so paper-length segments all give windows of one length, and the most chunks a gold

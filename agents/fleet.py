@@ -117,7 +117,7 @@ class FleetConfig:
     shutdown_grace_s: float = 30.0
     exit_when_idle: bool = False
     # Index jobs at once: one per device the index models use (their model calls also take the
-    # device in turn, tools.devices.device_slot); they leave the other slots to seeds.
+    # device in turn, tools.runtime.devices.device_slot); they leave the other slots to seeds.
     index_jobs: int = 1
     per_seed_micros: int | None = None
     # Caps of the shared accounts this worker creates when they do not exist yet (a new day

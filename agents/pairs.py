@@ -60,7 +60,7 @@ from store.events import (
 )
 from store.eventstore import EventStore
 from store.redact import secret_values
-from tools.roles import QA, DistractorSet, PairJudgeContext, PairVerdict
+from tools.contracts.roles import QA, DistractorSet, PairJudgeContext, PairVerdict
 
 Order = Literal["chosen_first", "rejected_first"]
 ORDERS: tuple[Order, Order] = ("chosen_first", "rejected_first")

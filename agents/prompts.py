@@ -4,7 +4,8 @@ A prompt is the role's instructions (``prompts/<role>.md`` beside this module fo
 roles, the file a gate package's ``RoleSpec.prompt`` names for its own; filled from the context
 where the context has values for it), the feedback section when there is feedback, the context as
 readable text, and the same context as JSON between ``<context>`` tags. The JSON
-(``tools.roles.embed_context``) makes the contract exact: every model, the offline provider
+(``tools.contracts.roles.embed_context``) makes the contract exact: every model, the offline
+provider
 included, reads the same facts.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from agents.citations import format_timestamp
 from store.errors import ConfigError
-from tools.roles import (
+from tools.contracts.roles import (
     Feedback,
     MatchContext,
     PairJudgeContext,

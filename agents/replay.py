@@ -53,7 +53,7 @@ from store.events import (
 )
 from store.eventstore import EventStore, StoredEvent, open_event_store
 from store.ledger import LedgerFold
-from tools.clips import ClipFetcher
+from tools.evidence.clips import ClipFetcher
 
 _RUN_END_FIELDS = ("outcome", "spent_micros", "accepted", "discarded", "stopped")
 

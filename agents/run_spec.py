@@ -41,7 +41,7 @@ from store.errors import ConfigError
 from store.events import RunStarted, RunUpgraded, seed_stream
 from store.eventstore import EventStore, StoredEvent
 from store.version import code_version
-from tools.roles import MODEL_SLOTS, ROLES, curation_slots
+from tools.contracts.roles import MODEL_SLOTS, ROLES, curation_slots
 
 SPEC_VERSION = 1
 

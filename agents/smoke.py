@@ -32,7 +32,7 @@ from store.errors import MediaError, PlaylistEvalError, ProviderError
 from store.events import Event
 from store.ledger import spend
 from store.redact import scrub, secret_values
-from tools.roles import (
+from tools.contracts.roles import (
     ROLES,
     ChunkText,
     Degradation,
@@ -111,7 +111,8 @@ class SmokeReport:
 def smoke_targets(
     models: RoleModels, judges: Sequence[str], roles: Collection[str] | None = None
 ) -> list[SmokeTarget]:
-    """Every (role, model) pair the settings configure, in :data:`~tools.roles.ROLES` order:
+    """Every (role, model) pair the settings configure, in :data:`~tools.contracts.roles.ROLES`
+    order:
     each model of the list roles (parametric pairs, textual rankers), the difficulty judges as
     ``pair_judge``; ``roles`` keeps only those roles (``ValueError`` for one that is no role)."""
     if roles is not None:

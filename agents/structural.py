@@ -20,7 +20,7 @@ from agents.citations import (
     malformed_citations,
     parse_citations,
 )
-from tools.roles import QA, VISUAL_KINDS, DistractorSet, GradedAnswer, SegmentEvidence
+from tools.contracts.roles import QA, VISUAL_KINDS, DistractorSet, GradedAnswer, SegmentEvidence
 
 __all__ = ["GateResult", "phase1_structural", "phase2_structural"]
 

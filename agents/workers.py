@@ -38,8 +38,7 @@ from agents.recorded import CallContext, CallRecorder, ModelRefused, RecordedMod
 from policies.ratelimits import Traffic
 from store.errors import ConfigError, ProviderError
 from store.events import AttemptStarted, DistractorsProposed, Event, GateRejected, QAProposed
-from tools.providers.base import clip_info, frame_times
-from tools.roles import (
+from tools.contracts.roles import (
     PAPER_SLOTS,
     PHASE1_GENERATOR,
     PHASE1_GENERATOR_SLOT,
@@ -58,6 +57,7 @@ from tools.roles import (
     curation_slots,
     role_spec,
 )
+from tools.providers.base import clip_info, frame_times
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -92,7 +92,8 @@ class MalformedOutput(Exception):
 
 class RoleModels:
     """Which configured model plays each role: one value per curation model slot
-    (:func:`tools.roles.curation_slots`), under the slot's ``attribute``; ids are priced by the
+    (:func:`tools.contracts.roles.curation_slots`), under the slot's ``attribute``; ids are priced
+    by the
     price table.
 
     Its fields are made from the slot declarations (nothing here restates a slot): this class
@@ -163,7 +164,7 @@ class RoleModels:
         return {m for slot in curation_slots() for m in slot.models(self.value(slot.key))}
 
     def playing(self) -> dict[str, tuple[str, ...]]:
-        """Role → the models that play it, in :data:`tools.roles.ROLES` order (a role two
+        """Role → the models that play it, in :data:`tools.contracts.roles.ROLES` order (a role two
         slots cast lists both's; a model twice, once)."""
         cast: dict[str, list[str]] = {}
         for slot in curation_slots():
@@ -296,7 +297,8 @@ class ModelRunner:
         extra_settings: ModelSettings | None = None,
         note: str = "",
     ) -> T:
-        """One structured call of ``role`` (its row in ``tools.roles.ROLES`` gives the output type
+        """One structured call of ``role`` (its row in ``tools.contracts.roles.ROLES`` gives the
+        output type
         ``output_type`` must be, whether it may take clips, and its output-token cap); malformed
         output raises :class:`MalformedOutput`. ``extra_settings`` join the role's (e.g. a
         thinking budget); ``note`` ends the prompt (a retry's word on what was wrong before).

@@ -13,7 +13,7 @@ def demo_benchmark(workdir: Path, max_seeds: int = 6) -> tuple[Path, Path]:
     from playlisteval import runs
     from playlisteval.app import App
     from playlisteval.settings import SETTINGS_FILE, load_settings
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     home, bench = workdir / "home", workdir / "bench"
     if (bench / "pairs.jsonl").exists():

@@ -3,7 +3,8 @@
 The five LibriVox recordings of *Sense and Sensibility* (public domain, 25 s in all, 71 reference
 words) go through ``make_transcriber("faster-whisper", model=...)``, each recording as one chunk
 (the index's own backend and chunking), and are scored against the package's reference
-transcripts with :func:`tools.asr_wer.word_error_rate` (lower case, no punctuation, ``Mr.`` read
+transcripts with :func:`tools.index.asr_wer.word_error_rate` (lower case, no punctuation, ``Mr.``
+read
 as ``mister``). Beside it, on the same references: pocketsphinx's own hypotheses with its test
 language model, which the package ships (``test-lm.match``).
 
@@ -27,14 +28,14 @@ from bench._machine import machine
 
 def main() -> None:
     """Print each recording's WER and the totals, Whisper beside pocketsphinx."""
-    from tools.asr_wer import (
+    from tools.index.asr_wer import (
         WerScore,
         librivox_items,
         pocketsphinx_hypotheses,
         transcribe_items,
         word_error_rate,
     )
-    from tools.transcripts import make_transcriber
+    from tools.index.transcripts import make_transcriber
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="base", help="index.whisper_model (default base)")

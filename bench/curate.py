@@ -66,7 +66,7 @@ from policies.budget import Budget
 from store.catalog import SeedRow, SegmentRow
 from store.events import CallRecorded, Event, seed_stream
 from store.eventstore import SqliteEventStore
-from tools.roles import QA, Phase1Context
+from tools.contracts.roles import QA, Phase1Context
 
 # The demo's index settings (playlisteval/cli/demo.py): short segments for short synthetic videos.
 BENCH_SETTINGS = """\
@@ -84,7 +84,7 @@ OVERHEAD_MODEL = "gemini-3-flash"
 
 def open_workspace(root: Path) -> App:
     """The bench workspace, with the synthetic demo playlist indexed (once; later runs reuse it)."""
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     root = root.expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from tools.embeddings import ChunkContent, FrameStatsTextEmbedder
+from tools.index.embeddings import ChunkContent, FrameStatsTextEmbedder
 
 _WORDS = [
     "the",

@@ -18,7 +18,7 @@
    vectors of 384 dimensions (what the text-embedding retriever ranks on a haystack). Prints
    p50 / p99 per query and the ratio BM25 / vector scan. And the check that let bm25s replace
    our own BM25 (issue 13): on every query of this haystack, bm25s's top 10 against the former
-   implementation's (restored here from git, ``5172a74^:tools/retrieval.py``), in order.
+   implementation's (restored here from git, ``5172a74^:tools/evidence/retrieval.py``), in order.
 
 Run: ``.venv/bin/python bench/eval.py [--latency 0.2] [--workdir DIR]
 [--only throughput|retrieval]``.
@@ -95,8 +95,8 @@ def _evaluate(
     from playlisteval.app import App, offline_models
     from playlisteval.settings import load_settings
     from policies.prices import PriceTable
+    from tools.evidence.retrieval import BM25Retriever
     from tools.providers.judges import judge_models
-    from tools.retrieval import BM25Retriever
 
     class Held(WrapperModel):
         async def request(
@@ -162,7 +162,7 @@ def throughput(workdir: Path, latency: float) -> None:
 
 def retrieval(seed: int = 0, queries: int = 200) -> None:
     """Per-query latency of BM25 and an exact vector scan over a 100-hour haystack."""
-    from tools.retrieval import BM25Index, ChunkHit, spans_from_hits, tokenize
+    from tools.evidence.retrieval import BM25Index, ChunkHit, spans_from_hits, tokenize
 
     rng = np.random.default_rng(seed)
     n_videos, per_video = 100, 120  # 100 h of 30-second chunks
@@ -233,7 +233,7 @@ def top10(scores: np.ndarray) -> list[int]:
 
 class FormerBM25:
     """The BM25 we kept before bm25s (Okapi, Lucene's idf, k1 = 1.5, b = 0.75), verbatim in
-    substance from ``git show 5172a74^:tools/retrieval.py``: the reference bm25s is checked
+    substance from ``git show 5172a74^:tools/evidence/retrieval.py``: the reference bm25s is checked
     against on this haystack."""
 
     def __init__(self, documents: list[list[str]], k1: float = 1.5, b: float = 0.75) -> None:

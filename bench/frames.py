@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.media import probe, sample_frames
+from tools.index.media import probe, sample_frames
 
 VIDEO_NAME = "long_gop_720p_10min.mp4"
 DEFAULT_WORKDIR = Path(__file__).resolve().parent.parent / ".bench-cache"

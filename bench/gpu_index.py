@@ -7,7 +7,7 @@ published configurations (written out below; nothing is downloaded), with random
 weights cost what trained ones cost per token; the ASR writes ``--asr-tokens`` tokens per chunk
 (what 30 s of speech takes, about 75 words) since random weights never stop on their own. A
 generated playlist of narrated 720p video without captions (``bench/throughput.py``) then goes
-through the real pipeline (``tools.indexer.Indexer``: frames and audio decoded in CPU threads
+through the real pipeline (``tools.index.indexer.Indexer``: frames and audio decoded in CPU threads
 ahead of the models, batched embedding and ASR, Qdrant, SQLite), printing as it goes: each
 video's chunks/s, the GPU's memory, and at the end chunks/s and hours of video indexed per hour.
 
@@ -16,7 +16,7 @@ on one H100/H200-class GPU for the default hour of video). ``--dry-run`` runs th
 the CPU with tiny configurations and a one-minute playlist (the test suite does), so a GPU run
 does not fail on a typo; without ``--dry-run`` and without a CUDA device it stops at once.
 
-``--ray [ADDRESS]`` runs the same models as Ray Data actors instead (``tools.ray_index``): one
+``--ray [ADDRESS]`` runs the same models as Ray Data actors instead (``tools.index.ray_index``): one
 ASR and one embedding replica per GPU of the cluster (each takes half a GPU), built inside the
 actors, with decode tasks feeding them; a local cluster is started when no address is given.
 With ``--dry-run`` the actors run the tiny models on CPUs.
@@ -186,7 +186,7 @@ def tokenizer(vocab_size: int) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    from tools.synthetic import DOMAINS
+    from tools.offline.synthetic import DOMAINS
 
     corpus = " ".join(s for d in DOMAINS.values() for s in d.general) + " system user assistant"
     bpe = Tokenizer(models.BPE())
@@ -222,7 +222,7 @@ def build_embedder(
     import torch
     from transformers import Qwen2VLImageProcessor, Qwen3VLConfig
 
-    from tools.embeddings import Qwen3VLEmbedder, embedding_model_class, make_embedder
+    from tools.index.embeddings import Qwen3VLEmbedder, embedding_model_class, make_embedder
 
     if folder:
         return make_embedder(
@@ -257,7 +257,7 @@ def build_transcriber(
     )
     from transformers import WhisperFeatureExtractor
 
-    from tools.transcripts import Qwen3AsrTranscriber, make_transcriber
+    from tools.index.transcripts import Qwen3AsrTranscriber, make_transcriber
 
     torch.set_flush_denormal(False)  # qwen-asr's nagisa turns flush-to-zero on when imported
     if folder:
@@ -357,7 +357,7 @@ def playlist(workdir: Path, minutes: float, dry_run: bool) -> Path:
     """A folder of narrated videos without captions: 720p (bench/throughput.py), or for a dry
     run one small demo episode."""
     if dry_run:
-        from tools.synthetic import make_demo_playlist
+        from tools.offline.synthetic import make_demo_playlist
 
         folder = workdir / "dry-run"
         make_demo_playlist(
@@ -399,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
 
     from store.errors import ConfigError
-    from tools.devices import resolve_device
+    from tools.runtime.devices import resolve_device
 
     if args.dry_run:
         device, dtype, vl, asr = "cpu", "float32", TINY_VL, TINY_ASR
@@ -447,7 +447,7 @@ def index_on_ray(
 
     from ray import cloudpickle  # Ray's own copy: what serialises the actors' arguments
 
-    from tools.ray_index import RayModels, RayOptions
+    from tools.index.ray_index import RayModels, RayOptions
 
     module = sys.modules[__name__]
     if __name__ != "__main__":  # imported by path (the tests): workers cannot import it by name
@@ -484,8 +484,8 @@ def index(
     import shutil
 
     from store.catalog import Catalog
-    from tools.indexer import IndexConfig, Indexer
-    from tools.vectors import open_vector_index
+    from tools.index.indexer import IndexConfig, Indexer
+    from tools.index.vectors import open_vector_index
 
     home = args.workdir / "home"
     shutil.rmtree(home, ignore_errors=True)
@@ -498,7 +498,7 @@ def index(
     if on_ray is None:
         indexer = Indexer(catalog, vectors, embedder, transcriber, config, home / "media", progress)
     else:
-        from tools.ray_index import RayIndexer
+        from tools.index.ray_index import RayIndexer
 
         models, options = on_ray
         indexer = RayIndexer(catalog, vectors, models, config, home / "media", options, progress)

@@ -27,7 +27,7 @@ def _demo_home(folder: Path) -> Path:
     """The demo playlist, indexed (as the tests' ``demo_home``)."""
     from playlisteval.app import App
     from playlisteval.settings import SETTINGS_FILE, load_settings
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     playlist = make_demo_playlist(folder / "playlist")
     home = folder / "demo-home"

@@ -37,7 +37,7 @@ def index(home: Path, playlist: Path, ocr: bool) -> float:
     """Index ``playlist`` into a fresh workspace at ``home``; the seconds it took."""
     from playlisteval.app import App, build_transcriber, index_config
     from playlisteval.settings import load_settings
-    from tools.indexer import Indexer
+    from tools.index.indexer import Indexer
 
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
@@ -92,8 +92,8 @@ def recall(home: Path, shown: list[dict[str, Any]]) -> tuple[float, float]:
 def read_labels(folder: Path, shown: list[dict[str, Any]]) -> tuple[int, float]:
     """Labels OCR reads exactly (spaces aside) from each scene's middle frame, decoded at the
     offline embedder's 180p as the indexer decodes them; and the seconds a frame took."""
-    from tools import media
-    from tools.ocr import ScreenTextReader
+    from tools.index import media
+    from tools.index.ocr import ScreenTextReader
 
     reader = ScreenTextReader()
     exact = 0
@@ -115,7 +115,7 @@ def _videos(folder: Path) -> list[dict[str, Any]]:
 
 def main() -> None:
     """Index twice, search every label, print the figures."""
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", type=Path, default=CACHE)

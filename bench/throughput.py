@@ -26,7 +26,7 @@ import wave
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools.synthetic import DOMAINS, espeak_available, narrate_to_wav
+from tools.offline.synthetic import DOMAINS, espeak_available, narrate_to_wav
 
 SOURCE_MINUTES = 2
 VIDEO_MINUTES = 30

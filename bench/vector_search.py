@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.vectors import QdrantClientIndex, QdrantEdgeIndex, VectorIndex
+from tools.index.vectors import QdrantClientIndex, QdrantEdgeIndex, VectorIndex
 
 DOMAINS = ("education", "gaming", "news", "cooking", "sports", "music", "tech")
 # Each domain's words; snippets draw from one domain so MiniLM places them in distinct regions.

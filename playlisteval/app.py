@@ -46,17 +46,17 @@ if TYPE_CHECKING:
     from agents.ownership import WriterLease
     from agents.replay import Replayer
     from agents.workers import RoleModels
-    from tools.calibration import SeedBand
-    from tools.clips import ClipFetcher
-    from tools.embeddings import Embedder
-    from tools.indexer import IndexConfig, Indexer, IndexProgress
+    from tools.evidence.clips import ClipFetcher
+    from tools.evidence.retrieval import RetrieverSet
+    from tools.evidence.search import ChunkSearch
+    from tools.index.calibration import SeedBand
+    from tools.index.embeddings import Embedder
+    from tools.index.indexer import IndexConfig, Indexer, IndexProgress
+    from tools.index.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
+    from tools.index.transcripts import Transcriber
+    from tools.index.vectors import VectorIndex
     from tools.providers.base import ProviderConfig
     from tools.providers.registry import ProviderRegistry
-    from tools.ray_index import AudioNeed, RayIndexer, RayModels, RayOptions
-    from tools.retrieval import RetrieverSet
-    from tools.search import ChunkSearch
-    from tools.transcripts import Transcriber
-    from tools.vectors import VectorIndex
 
 log = structlog.get_logger("playlisteval.app")
 
@@ -67,8 +67,8 @@ def _or(value: float | None, stored: float) -> float:
 
 def seed_band(settings: Settings) -> SeedBand:
     """The seed band in force: the ``seeds`` settings, each unset one from the band stored for
-    the configured embedder (:data:`tools.calibration.SEED_BANDS`)."""
-    from tools.calibration import SeedBand, stored_band
+    the configured embedder (:data:`tools.index.calibration.SEED_BANDS`)."""
+    from tools.index.calibration import SeedBand, stored_band
 
     seeds, band = settings.seeds, stored_band(settings.index.embedder)
     given = {"seed_min_cosine", "seed_max_cosine", "duplicate_cosine"} & seeds.model_fields_set
@@ -82,7 +82,7 @@ def seed_band(settings: Settings) -> SeedBand:
 
 def index_config(settings: Settings) -> IndexConfig:
     """The pipeline's numbers, from the settings (the seed band: :func:`seed_band`)."""
-    from tools.indexer import IndexConfig
+    from tools.index.indexer import IndexConfig
 
     idx, band = settings.index, seed_band(settings)
     return IndexConfig(
@@ -107,7 +107,7 @@ def index_config(settings: Settings) -> IndexConfig:
 
 
 def embedder_options(settings: Settings) -> dict[str, Any]:
-    """What :func:`tools.embeddings.make_embedder` takes for the configured embedder."""
+    """What :func:`tools.index.embeddings.make_embedder` takes for the configured embedder."""
     idx = settings.index
     options: dict[str, Any] = {"device": idx.device, "batch_size": idx.embed_batch_size}
     if idx.embedder == "qwen3-vl-embedding":
@@ -118,7 +118,7 @@ def embedder_options(settings: Settings) -> dict[str, Any]:
 def build_embedder(settings: Settings) -> Embedder:
     """The configured chunk embedder, on ``index.device`` (a GPU asked for and absent is a
     ConfigError), ``index.embed_batch_size`` chunks per model call."""
-    from tools.embeddings import make_embedder
+    from tools.index.embeddings import make_embedder
 
     return make_embedder(settings.index.embedder, **embedder_options(settings))
 
@@ -126,9 +126,9 @@ def build_embedder(settings: Settings) -> Embedder:
 def ray_models(settings: Settings) -> RayModels:
     """The index models the settings name, as factories the Ray actors call, and what decoding
     needs to know of them beforehand (the driver loads neither model)."""
-    from tools.embeddings import FrameStatsTextEmbedder, make_embedder
-    from tools.ray_index import RayModels
-    from tools.transcripts import make_transcriber
+    from tools.index.embeddings import FrameStatsTextEmbedder, make_embedder
+    from tools.index.ray_index import RayModels
+    from tools.index.transcripts import make_transcriber
 
     idx = settings.index
     frame_height = (
@@ -154,7 +154,7 @@ def ray_models(settings: Settings) -> RayModels:
 def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
     """Where the Ray stages run and what each reserves, from ``[index]``. ``index.device =
     'cpu'`` keeps the models off GPUs even on a GPU cluster."""
-    from tools.ray_index import RayOptions
+    from tools.index.ray_index import RayOptions
 
     idx = settings.index
     return RayOptions(
@@ -171,7 +171,7 @@ def ray_options(settings: Settings, address: str | None = None) -> RayOptions:
 
 
 def _backend_spec(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
-    from tools.transcripts import DashScopeTranscriber
+    from tools.index.transcripts import DashScopeTranscriber
 
     idx = settings.index
     # Local models run on index.device at index.dtype, index.asr_batch_size chunks a batch.
@@ -197,7 +197,8 @@ def _backend_spec(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
 
 
 def transcriber_spec(settings: Settings) -> tuple[str, dict[str, Any]]:
-    """The configured transcript backend as :func:`tools.transcripts.make_transcriber` takes it
+    """The configured transcript backend as :func:`tools.index.transcripts.make_transcriber` takes
+    it
     (``auto``: captions, else the local backend, with its options)."""
     idx = settings.index
     if idx.transcriber == "auto":
@@ -208,7 +209,7 @@ def transcriber_spec(settings: Settings) -> tuple[str, dict[str, Any]]:
 
 def build_transcriber(settings: Settings) -> Transcriber:
     """The configured transcript backend (``auto``: captions, else the local backend)."""
-    from tools.transcripts import make_transcriber
+    from tools.index.transcripts import make_transcriber
 
     name, options = transcriber_spec(settings)
     return make_transcriber(name, **options)
@@ -216,7 +217,7 @@ def build_transcriber(settings: Settings) -> Transcriber:
 
 def open_vectors(settings: Settings, workspace: Workspace) -> VectorIndex:
     """The configured Qdrant backend."""
-    from tools.vectors import open_vector_index
+    from tools.index.vectors import open_vector_index
 
     vec = settings.vectors
     if vec.backend == "qdrant-server":
@@ -242,7 +243,7 @@ def loop_policy(settings: Settings) -> LoopPolicy:
 
 
 def role_models(settings: Settings) -> RoleModels:
-    """Which model plays each role: every curation model slot (``tools.roles``), as the
+    """Which model plays each role: every curation model slot (``tools.contracts.roles``), as the
     settings' ``[models]`` table sets it, else at its default; the gate packages the settings
     name are loaded first, so their slots are among them."""
     from agents.gates import load_gate_packages
@@ -868,8 +869,8 @@ class App:
         judge checked configured (an endpoint and a price: the TOML to add otherwise) before
         anything is written, the judges' models, the one price table, retrievers over the
         index (opened now: a missing index stops here), and how its cap is read."""
+        from tools.evidence.retrieval import RetrieverSet
         from tools.providers.judges import OFFLINE_JUDGES, judge_models
-        from tools.retrieval import RetrieverSet
 
         if not judges:
             raise ConfigError("name at least one judge: --judge offline-frames, --judge gpt-5.4, …")
@@ -984,7 +985,7 @@ class App:
     ) -> RayIndexer:
         """The pipeline over this workspace with chunks computed on a Ray cluster (``address``,
         else ``index.ray_address``, else RAY_ADDRESS, else a local cluster started for it)."""
-        from tools.ray_index import RayIndexer
+        from tools.index.ray_index import RayIndexer
 
         return RayIndexer(
             catalog=self.catalog,
@@ -998,7 +999,7 @@ class App:
 
     def indexer(self, progress: IndexProgress | None = None) -> Indexer:
         """The pipeline over this workspace."""
-        from tools.indexer import Indexer
+        from tools.index.indexer import Indexer
 
         return Indexer(
             catalog=self.catalog,
@@ -1012,7 +1013,7 @@ class App:
 
     def search(self) -> ChunkSearch:
         """The agents' search tool."""
-        from tools.search import ChunkSearch
+        from tools.evidence.search import ChunkSearch
 
         return ChunkSearch(
             self.vectors, self.embedder, index_config(self.settings).chunk_collection
@@ -1020,7 +1021,7 @@ class App:
 
     def clips(self) -> ClipFetcher:
         """The agents' clip tool."""
-        from tools.clips import ClipFetcher
+        from tools.evidence.clips import ClipFetcher
 
         return ClipFetcher(self.catalog, self.workspace.clips)
 

@@ -51,7 +51,7 @@ from store.catalog import INDEXED, READY
 from store.coordination import LeaseHeld
 from store.errors import PlaylistEvalError
 from store.events import RunFinished, run_stream
-from tools.indexer import Indexer
+from tools.index.indexer import Indexer
 
 logger = structlog.get_logger("playlisteval.daemon")
 

@@ -30,13 +30,13 @@ from playlisteval.settings import Settings
 from playlisteval.workspace import Workspace
 from policies.prices import UnknownPriceError
 from store.errors import ConfigError, PlaylistEvalError
-from tools.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
-from tools.gguf_models import PACKAGED_MODELS, local_path_problem
 from tools.providers.base import ProviderConfig
 from tools.providers.dashscope_model import FAMILY as DASHSCOPE_FAMILY
 from tools.providers.dashscope_model import MAX_BASE64_IMAGES, video_route
 from tools.providers.family import ListModels, ProviderFamily, ServedWindows
 from tools.providers.specs.local_llm import is_real_local
+from tools.runtime.devices import ctranslate2_cuda_count, resolve_device, torch_cuda_count
+from tools.runtime.gguf_models import PACKAGED_MODELS, local_path_problem
 
 PROBE_TIMEOUT_S = 5.0
 DASHSCOPE = DASHSCOPE_FAMILY.name

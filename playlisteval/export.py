@@ -62,7 +62,7 @@ from store.events import (
 from store.eventstore import StoredEvent
 from store.ledger import spend, stream_spend
 from store.runlog import run_started
-from tools import benchmark_folder
+from tools.evidence import benchmark_folder
 from tools.providers.specs.local_llm import FAMILY_NAME as REAL_LOCAL_FAMILY
 
 BENCHMARK_VERSION = "1"

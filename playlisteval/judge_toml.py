@@ -12,7 +12,7 @@ def local_judge_path(judge: str) -> str | None:
     ``qwen2.5-coder-1.5b`` begins ``qwen2.5-coder-1.5b-instruct``); None otherwise."""
     from pathlib import Path
 
-    from tools.gguf_models import PACKAGED_MODELS
+    from tools.runtime.gguf_models import PACKAGED_MODELS
 
     if judge in PACKAGED_MODELS:
         return judge

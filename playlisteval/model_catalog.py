@@ -1,5 +1,6 @@
 """The models this project knows, read from the declarations that already hold them: the model
-slots of :mod:`tools.roles` (each slot's default, and what the settings put in it now), the
+slots of :mod:`tools.contracts.roles` (each slot's default, and what the settings put in it now),
+the
 price rows (``policies/prices.toml`` and ``[budget.price_overrides]``), the endpoints (the
 settings' ``[providers.models]`` and :func:`playlisteval.settings.default_endpoints`), the
 offline judges and the paper's evaluated judges (:mod:`tools.providers.judges`).
@@ -91,7 +92,7 @@ class KnownModel:
 def slot_defaults(settings: Settings) -> list[SlotDefault]:
     """Every declared model slot (the paper's, then those gate packages declared) with its
     default and what the settings put in it now."""
-    from tools.roles import MODEL_SLOTS, PAPER_SLOTS
+    from tools.contracts.roles import MODEL_SLOTS, PAPER_SLOTS
 
     chosen = settings.models.model_dump()
     out = []

@@ -1,7 +1,8 @@
 """The campaign rehearsal's instruments: each stage's wall time, peak memory and disk.
 
 ``playlisteval demo --domains N --hours-per-domain H`` runs every stage of a campaign on a
-generated collection (:mod:`tools.campaign`) and measures each with a :class:`StageMeter`: wall
+generated collection (:mod:`tools.offline.campaign`) and measures each with a :class:`StageMeter`:
+wall
 time, the peak resident memory of this process and its children while the stage ran (sampled),
 and the workspace's size on disk after it. The figures are printed and written to
 ``rehearsal.json`` in the workspace, one record a run, so two sizes can be compared stage by stage
@@ -175,7 +176,7 @@ def default_haystacks(hours_per_domain: float) -> list[float]:
 def campaign_conditions(haystacks: Sequence[float], n_frames: int) -> list[str]:
     """Uniform frames against each of the four retrievers, frames and transcript, at each
     haystack length: the conditions of the paper's length and retrieval axes."""
-    from tools.retrieval import RETRIEVERS  # the one table of retriever names
+    from tools.evidence.retrieval import RETRIEVERS  # the one table of retriever names
 
     out: list[str] = []
     for hours in haystacks:

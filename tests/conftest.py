@@ -127,7 +127,7 @@ DEMO_INDEX = {
 @pytest.fixture(scope="session")
 def demo_playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic demo playlist (with its planted duplicate), made once per session."""
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     return make_demo_playlist(tmp_path_factory.mktemp("demo-playlist"))
 

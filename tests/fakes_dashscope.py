@@ -65,7 +65,7 @@ from tests.fakes_providers import (
     prompt_has_context,
     serve_provider,
 )
-from tools import media
+from tools.index import media
 from tools.providers.base import ProviderConfig
 from tools.providers.dashscope_model import dashscope_model
 

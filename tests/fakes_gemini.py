@@ -50,10 +50,10 @@ from tests.fakes_providers import (
     prompt_has_context,
     serve_provider,
 )
-from tools import media
+from tools.contracts.roles import parse_context
+from tools.index import media
 from tools.providers.base import MemoryResourceLedger, ProviderConfig, ResourceLedger
 from tools.providers.gemini import GeminiModel, gemini_model
-from tools.roles import parse_context
 
 API = "/v1beta"
 PUBLIC_FILES = "https://generativelanguage.googleapis.com/v1beta/"  # what real file uris start with

@@ -58,10 +58,10 @@ from tests.fakes_providers import (
     prompt_has_context,
     serve_provider,
 )
-from tools import media
+from tools.contracts.roles import parse_context
+from tools.index import media
 from tools.providers.base import ProviderConfig
 from tools.providers.openai_models import openai_compatible_model, openai_model
-from tools.roles import parse_context
 
 Api = Literal["responses", "chat"]
 

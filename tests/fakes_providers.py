@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tools import media
+from tools.contracts.roles import parse_context
+from tools.index import media
 from tools.providers.offline import Fallibility, answer
-from tools.roles import parse_context
 
 Fault = Literal["429", "500", "timeout", "malformed", "truncated", "refusal"]
 FAULTS: tuple[Fault, ...] = ("429", "500", "timeout", "malformed", "truncated", "refusal")

@@ -100,7 +100,7 @@ def main() -> None:
     from playlisteval import runs
     from playlisteval.app import App
     from playlisteval.settings import SETTINGS_FILE, load_settings
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
         folder = Path(tmp)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic_ai.messages import BinaryContent
 
-from tools import media
-from tools.roles import ChunkText, SegmentEvidence
-from tools.synthetic import make_demo_playlist
+from tools.contracts.roles import ChunkText, SegmentEvidence
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
 
 CLIP_FPS = 0.5
 

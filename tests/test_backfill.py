@@ -27,7 +27,7 @@ from playlisteval.settings import SETTINGS_FILE, load_settings
 from policies.pairs import SelectedPair
 from store.catalog import DUPLICATE, FAILED, INDEXED, LISTED, RESERVE, BackfillRow, VideoRow
 from tests.workspaces import copy_workspace
-from tools.indexer import plan_backfill
+from tools.index.indexer import plan_backfill
 
 # Each demo episode is 4 scenes of 15 s: one minute. Episodes 1-3, the planted copy (4) and one
 # newer episode (5): a 3.5-minute target keeps 1-4 and holds 5 in reserve.
@@ -45,7 +45,7 @@ SETTINGS = (
 @pytest.fixture(scope="module")
 def playlist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One domain (cooking) of three episodes, the planted copy and one newer episode."""
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     return make_demo_playlist(
         tmp_path_factory.mktemp("backfill-playlist"),
@@ -194,7 +194,7 @@ from playlisteval.app import App
 from playlisteval.export import export_benchmark
 from playlisteval.report.rows import backfill_sentence
 from playlisteval.settings import load_settings
-from tools.indexer import SilentProgress
+from tools.index.indexer import SilentProgress
 home, manifest, target, newer = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 
 class KillOnBackfill(SilentProgress):

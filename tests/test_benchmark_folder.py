@@ -43,7 +43,7 @@ from store.events import CapSet
 from tests.test_evaluation import counting_deps
 from tests.test_ui import CELLS, write_benchmark
 from tests.workspaces import copy_workspace
-from tools.benchmark_folder import content_sha256, read_benchmark_folder
+from tools.evidence.benchmark_folder import content_sha256, read_benchmark_folder
 
 BLIND = "uniform::none:1h:32"  # shows the judge nothing: the cheapest condition to judge
 JUDGE = "offline-first"

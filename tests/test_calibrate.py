@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from playlisteval.app import App, index_config, seed_band
 from playlisteval.cli import app as cli_app
 from playlisteval.settings import load_settings
-from tools.calibration import PAPER_BAND, PairCosines, SeedBand, calibrate, pair_cosines
-from tools.seeding import SegmentRef
+from tools.index.calibration import PAPER_BAND, PairCosines, SeedBand, calibrate, pair_cosines
+from tools.index.seeding import SegmentRef
 
 
 def test_pairs_are_split_by_domain_and_pairs_within_one_video_left_out() -> None:

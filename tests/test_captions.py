@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from store.errors import TranscriptError
-from tools.captions import Cue, align_to_chunks, parse_captions
+from tools.index.captions import Cue, align_to_chunks, parse_captions
 
 VTT = b"""WEBVTT
 Kind: captions

@@ -13,7 +13,7 @@ from agents.citations import (
     malformed_citations,
     parse_citations,
 )
-from tools.roles import ChunkText, SegmentEvidence
+from tools.contracts.roles import ChunkText, SegmentEvidence
 
 
 @pytest.mark.parametrize(
@@ -171,8 +171,8 @@ def test_chunks_covered_cuts_a_chunkless_segment_into_steps() -> None:
 @pytest.mark.parametrize("seconds", [0.0, 29.4, 59.5, 59.6, 61.0, 3599.6, 5400.2])
 def test_frame_labels_and_citations_write_a_time_alike(seconds: float) -> None:
     """One MM:SS formatter: a frame labelled at 59.6 s and a citation of it say the same."""
+    from tools.contracts.roles import format_timestamp
     from tools.providers.base import TimedFrame, timestamp
-    from tools.roles import format_timestamp
 
     assert timestamp(seconds) == format_timestamp(seconds)
     assert TimedFrame("v", seconds, b"").label() == f"(v @ {format_timestamp(seconds)})"

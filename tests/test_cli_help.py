@@ -128,12 +128,13 @@ def test_no_help_line_is_wider_than_the_terminal() -> None:
 
 
 def test_the_eval_help_names_the_retrievers_of_the_one_table() -> None:
-    """The retrievers a condition may name live in one table (tools.retrieval.RETRIEVERS); the
+    """The retrievers a condition may name live in one table (tools.evidence.retrieval.RETRIEVERS);
+    the
     help, written as prose so that ``--help`` imports nothing, must name exactly those."""
     import re
 
     from playlisteval.cli.benchmark import eval_
-    from tools.retrieval import RETRIEVERS
+    from tools.evidence.retrieval import RETRIEVERS
 
     line = next(s for s in (eval_.__doc__ or "").splitlines() if "- retriever:" in s)
     named = re.findall(r"[a-z0-9]+", line.split(":", 1)[1].split("(")[0])

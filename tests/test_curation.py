@@ -31,7 +31,7 @@ from store.events import (
 )
 from store.ledger import Ledger, spend
 from tests.workspaces import copy_workspace
-from tools.roles import parse_context
+from tools.contracts.roles import parse_context
 
 DEMO_SEEDS = 18
 DEMO_BUDGET = 5.0

@@ -66,15 +66,7 @@ from tests.fakes_dashscope import (
     video_tokens,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
-from tools import media
-from tools.providers.base import ClipInfo, ProviderConfig, frame_times
-from tools.providers.dashscope_model import (
-    MAX_BASE64_IMAGES,
-    dashscope_model,
-    frame_time_text,
-)
-from tools.providers.offline import OfflineProvider
-from tools.roles import (
+from tools.contracts.roles import (
     ChunkText,
     FreeAnswer,
     ParametricContext,
@@ -82,7 +74,15 @@ from tools.roles import (
     SufficiencyContext,
     SufficiencyVerdict,
 )
-from tools.synthetic import make_demo_playlist
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
+from tools.providers.base import ClipInfo, ProviderConfig, frame_times
+from tools.providers.dashscope_model import (
+    MAX_BASE64_IMAGES,
+    dashscope_model,
+    frame_time_text,
+)
+from tools.providers.offline import OfflineProvider
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")

@@ -44,9 +44,9 @@ from tests.fakes_dashscope import (
     DashScopeHarness,
     dashscope_harness,
 )
+from tools.contracts.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 from tools.providers import dashscope_model as adapter
 from tools.providers.base import clip_info, frame_times
-from tools.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
 

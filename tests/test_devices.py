@@ -18,11 +18,16 @@ from playlisteval.doctor import device_checks
 from playlisteval.settings import load_settings
 from store.errors import ConfigError
 from tests.tiny_models import save_tiny_qwen3_vl
-from tools.devices import DeviceChoice, resolve_device, resolve_torch_dtype, whisper_compute_type
-from tools.embeddings import make_embedder
+from tools.index.embeddings import make_embedder
+from tools.index.transcripts import make_transcriber
 from tools.providers.base import ProviderConfig
 from tools.providers.local_vlm import transformers_model
-from tools.transcripts import make_transcriber
+from tools.runtime.devices import (
+    DeviceChoice,
+    resolve_device,
+    resolve_torch_dtype,
+    whisper_compute_type,
+)
 
 
 @pytest.fixture(autouse=True)

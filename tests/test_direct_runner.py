@@ -48,7 +48,7 @@ from tests.fakes_gemini import gemini_harness
 from tests.fakes_openai import openai_compatible_harness, openai_harness
 from tests.local_harness import offline_harness, transformers_harness
 from tests.provider_clips import DemoClips
-from tools.roles import (
+from tools.contracts.roles import (
     AnyContext,
     ChunkText,
     Feedback,

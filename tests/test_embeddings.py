@@ -9,7 +9,7 @@ import pytest
 
 from store.errors import ConfigError, EmbeddingError
 from tests.tiny_models import save_tiny_qwen3_vl
-from tools.embeddings import (
+from tools.index.embeddings import (
     ChunkContent,
     Embedder,
     FrameStatsTextEmbedder,

@@ -56,9 +56,9 @@ from tests.fakes_openai import (
     vllm_video_frames,
 )
 from tests.fakes_providers import Harness, SeenRequest
-from tools.benchmark_folder import content_sha256
-from tools.clips import ClipFetcher
-from tools.synthetic import make_demo_playlist
+from tools.evidence.benchmark_folder import content_sha256
+from tools.evidence.clips import ClipFetcher
+from tools.offline.synthetic import make_demo_playlist
 
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
 

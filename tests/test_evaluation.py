@@ -50,8 +50,8 @@ from policies.prices import PriceTable
 from store.errors import ConfigError
 from store.version import code_version
 from tests.workspaces import copy_workspace
+from tools.evidence.retrieval import BM25Retriever
 from tools.providers.judges import OFFLINE_JUDGES, judge_models
-from tools.retrieval import BM25Retriever
 
 RETRIEVED = "retrieved:bm25:frames+transcript:1h:32"
 BLIND = "uniform::none:1h:32"
@@ -587,7 +587,7 @@ def test_a_thinking_budget_reaches_the_model_as_settings(tmp_path: Path) -> None
     from policies.prices import PriceTable
     from store.events import CallRecorded
     from store.eventstore import open_event_store
-    from tools.roles import PairJudgeContext, PairVerdict
+    from tools.contracts.roles import PairJudgeContext, PairVerdict
 
     assert thinking_settings(None) is None
     assert thinking_settings(0) == {"thinking": False}

@@ -37,7 +37,7 @@ from policies.pairs import JudgeVerdict, SelectedPair
 from store.errors import ConfigError
 from store.events import CallRecorded, ItemAccepted, pairs_stream, seed_stream
 from tests.workspaces import copy_workspace
-from tools import media
+from tools.index import media
 
 JUDGES = ("qwen3-vl-30b-a3b", "internvl3.5-8b")
 SELECTION = {"difficulty_judges": list(JUDGES), "pairs_per_domain": 90, "seed": 7}

@@ -25,7 +25,7 @@ from playlisteval.app import App, model_factory
 from playlisteval.settings import load_settings
 from policies.attempts import default_gate
 from store.events import AttemptStarted, GateRejected, seed_stream
-from tools.roles import CONTEXT_OPEN, Phase2Context, RankingContext, parse_context
+from tools.contracts.roles import CONTEXT_OPEN, Phase2Context, RankingContext, parse_context
 
 MODELS = RoleModels()
 COLOURS = {4: "grey", 3: "green", 2: "orange", 1: "purple"}

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import agents.gates
 import agents.gates.table
-import tools.roles
+import tools.contracts.roles
 from agents.fleet import TOTAL_ACCOUNT, start_run
 from agents.gates import load_gate_packages
 from playlisteval import runs
@@ -27,7 +27,7 @@ from playlisteval.settings import load_settings
 from store.events import GateRequested, seed_stream, usd_to_micros
 from store.ledger import spend
 from tests.test_fleet import fleet_home, many_seeds
-from tools.roles import ROLES
+from tools.contracts.roles import ROLES
 
 pytestmark = pytest.mark.postgres
 
@@ -61,7 +61,7 @@ def package_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     roles = set(ROLES)
     yield root
     for name in set(ROLES) - roles:
-        tools.roles.unregister_role(name)
+        tools.contracts.roles.unregister_role(name)
     agents.gates.table._LOADED.intersection_update(loaded)
     for module in [m for m in sys.modules if m.startswith(PACKAGE)]:
         sys.modules.pop(module)

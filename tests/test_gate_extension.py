@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import agents.gates
 import agents.gates.table
-import tools.roles
+import tools.contracts.roles
 from agents.gates import load_gate_packages, registered_gates
 from agents.prompts import role_template
 from playlisteval import runs
@@ -41,7 +41,7 @@ from store.events import (
     run_stream,
     seed_stream,
 )
-from tools.roles import ROLES, Phase1Context, parse_context
+from tools.contracts.roles import ROLES, Phase1Context, parse_context
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY_MODULE = "toy_gate_extension"
@@ -78,7 +78,7 @@ def scratch_tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     roles = set(ROLES)
     yield
     for name in set(ROLES) - roles:
-        tools.roles.unregister_role(name)  # and the slots that cast it
+        tools.contracts.roles.unregister_role(name)  # and the slots that cast it
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ from typing import Literal
 from agents.gates import GateCall, Verdict, register_gate
 from agents.workers import qa_text
 from policies.attempts import GateSpec
-from tools.roles import (
+from tools.contracts.roles import (
     Frozen, ModelSlot, OfflineCall, RoleContext, RoleSpec, register_role, register_slot,
 )
 

@@ -24,8 +24,8 @@ from playlisteval.app import App, model_factory, provider_config, traffic_for
 from playlisteval.settings import load_settings
 from policies.attempts import default_gate
 from tests.fakes_dashscope import API_KEY, DashScopeHarness, dashscope_harness, request_videos
+from tools.contracts.roles import ChunkText, SegmentEvidence, SufficiencyContext, parse_context
 from tools.providers.dashscope_model import FAMILY
-from tools.roles import ChunkText, SegmentEvidence, SufficiencyContext, parse_context
 
 MODEL = "qwen-3.7-plus"  # plays sufficiency by default
 STATED = re.compile(r"full video at (?P<rates>[^()]*?fps)(?: \((?P<note>thinned[^)]*)\))? with")

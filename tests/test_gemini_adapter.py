@@ -50,11 +50,7 @@ from tests.fakes_gemini import (
     gemini_harness,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
-from tools import media
-from tools.providers.base import MemoryResourceLedger, clip_info
-from tools.providers.gemini import estimate_video_tokens
-from tools.providers.registry import ProviderRegistry, release_models
-from tools.roles import (
+from tools.contracts.roles import (
     PARAMETRIC_VERIFIER,
     PHASE1_GENERATOR,
     QA,
@@ -65,10 +61,14 @@ from tools.roles import (
     Phase1Context,
     SegmentEvidence,
 )
-from tools.synthetic import make_demo_playlist
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
+from tools.providers.base import MemoryResourceLedger, clip_info
+from tools.providers.gemini import estimate_video_tokens
+from tools.providers.registry import ProviderRegistry, release_models
 
 MODEL = "gemini-3-flash-preview"
-# What the Phase I generator is sent (its row of tools.roles.ROLES).
+# What the Phase I generator is sent (its row of tools.contracts.roles.ROLES).
 SETTINGS = ModelSettings(
     max_tokens=PHASE1_GENERATOR.max_output_tokens,
     temperature=0.0,

@@ -22,10 +22,10 @@ from agents.prompts import render_prompt
 from agents.recorded import classify_failure
 from tests.fakes_gemini import SERVED_MODELS, GeminiHarness, camel_keys, gemini_harness
 from tests.provider_clips import DemoClips
+from tools.contracts.roles import QA, Phase1Context
 from tools.providers import gemini
 from tools.providers.base import MemoryResourceLedger, clip_info
 from tools.providers.gemini import estimate_video_tokens
-from tools.roles import QA, Phase1Context
 
 MODEL = "gemini-3-flash-preview"
 

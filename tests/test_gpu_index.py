@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from tools.synthetic import espeak_available
+from tools.offline.synthetic import espeak_available
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "gpu_index.py"
 
@@ -52,7 +52,7 @@ def test_the_full_size_configurations_build_the_published_architectures() -> Non
     )
     from transformers import Qwen3VLConfig
 
-    from tools.embeddings import embedding_model_class
+    from tools.index.embeddings import embedding_model_class
 
     module = gpu_index()
     with torch.device("meta"):

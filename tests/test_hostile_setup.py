@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile_table import Case, Spoil, ids, run_cli_case
-from tools.campaign import SPEC_FILE, CampaignSpec
+from tools.offline.campaign import SPEC_FILE, CampaignSpec
 
 
 def campaign_record(data: str | bytes) -> Spoil:

@@ -27,8 +27,14 @@ from playlisteval.cli import app as cli_app
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.catalog import DUPLICATE, INDEXED, IndexRecordRow
 from tests.workspaces import copy_workspace
-from tools.index_records import old_defaults_record, plan_redo
-from tools.synthetic import Shape, draw_scene, espeak_available, make_narrated_clip, write_mp4
+from tools.index.index_records import old_defaults_record, plan_redo
+from tools.offline.synthetic import (
+    Shape,
+    draw_scene,
+    espeak_available,
+    make_narrated_clip,
+    write_mp4,
+)
 
 pytestmark = [
     pytest.mark.hears_speech,  # the shipped default: auto falls back to faster-whisper base
@@ -60,7 +66,7 @@ def _folder(root: Path) -> Path:
 
 
 def _duration(path: Path) -> float:
-    from tools.media import probe
+    from tools.index.media import probe
 
     return probe(path).duration_s
 

@@ -25,9 +25,9 @@ from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, FAILED, INDEXED, vectors_from_bytes
 from store.errors import ConfigError, MediaError
 from tests.fakes_http import Route, rss, serve
-from tools import media
-from tools.indexer import DecodeAhead, DecodedBatch
-from tools.synthetic import espeak_available, make_narrated_clip
+from tools.index import media
+from tools.index.indexer import DecodeAhead, DecodedBatch
+from tools.offline.synthetic import espeak_available, make_narrated_clip
 
 DEMO_INDEX = {
     "segment_min_minutes": 1.0,
@@ -250,7 +250,7 @@ def test_a_cancelled_or_closed_decoder_stops_and_its_thread_ends() -> None:
 
 
 def test_a_batchs_audio_is_read_in_one_pass_and_cut_at_the_chunk_bounds(tmp_path: Path) -> None:
-    from tools.indexer import batch_audio
+    from tools.index.indexer import batch_audio
 
     video = tmp_path / "tone.mp4"
     _tone_video(video, seconds=70)

@@ -15,7 +15,7 @@ import skvideo
 
 from store.errors import IngestError, UnsafeSourceError
 from tests.fakes_http import FakeHttpServer, Route, rss, serve
-from tools.ingest import (
+from tools.index.ingest import (
     DroppedEntry,
     VideoEntry,
     download_video,

@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 
 from agents.prompts import render_prompt
-from tools.roles import (
+from tools.contracts.roles import (
     ChunkText,
     JudgeEvidence,
     PairJudgeContext,

@@ -42,7 +42,7 @@ from store.events import (
 from store.ledger import spend
 from tests.test_ui import CELLS, write_benchmark
 from tests.workspaces import copy_workspace
-from tools.roles import QA, DistractorSet, GradedAnswer
+from tools.contracts.roles import QA, DistractorSet, GradedAnswer
 
 RUN = "r-shell"
 JUDGE = "qwen3-vl-30b-a3b"  # priced by the default table, played by the offline provider

@@ -43,6 +43,58 @@ def _imports() -> dict[str, set[str]]:
 GRAPH = _imports()
 
 
+#: The rooms of ``tools`` (its sub-packages, each saying in its docstring what it holds) and what
+#: each may import of the other rooms, a prefix naming a room, a sub-package or one module;
+#: every room may import ``store`` (the layer rule above).
+TOOLS_ROOMS: dict[str, set[str]] = {
+    "tools.index": {"tools.runtime", "tools.providers.specs"},
+    "tools.runtime": set(),
+    "tools.evidence": {"tools.index", "tools.contracts"},
+    "tools.offline": {"tools.index", "tools.contracts.role_types"},
+    "tools.contracts": {"tools.offline.offline_answers"},
+    "tools.providers": {"tools.contracts", "tools.offline", "tools.runtime", "tools.index"},
+}
+
+
+def _room(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_every_module_of_tools_lives_in_a_room() -> None:
+    loose = [m for m in GRAPH if m.startswith("tools.") and _room(m) not in TOOLS_ROOMS]
+    assert not loose, f"modules of tools outside its rooms {sorted(TOOLS_ROOMS)}: {loose}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _room(m) in TOOLS_ROOMS))
+def test_each_room_of_tools_imports_only_what_its_rule_allows(module: str) -> None:
+    room = _room(module)
+    allowed = TOOLS_ROOMS[room]
+    crossing = {
+        m
+        for m in GRAPH[module]
+        if m.startswith("tools")
+        and not _within(m, room)
+        and m != "tools"
+        and not any(_within(m, prefix) for prefix in allowed)
+    }
+    assert not crossing, f"{module} ({room}) imports {sorted(crossing)}"
+
+
+def test_the_room_rules_are_the_rooms_own_words() -> None:
+    """Each room's docstring names what it may import, as the rule above has it."""
+    import importlib
+
+    for room, allowed in TOOLS_ROOMS.items():
+        doc = importlib.import_module(room).__doc__ or ""
+        assert "May import" in doc, f"{room} does not say what it may import"
+        for prefix in allowed:
+            assert prefix in doc, f"{room}'s docstring omits {prefix}"
+
+
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_module_imports_a_layer_above_its_own(module: str) -> None:
     layer = module.split(".")[0]

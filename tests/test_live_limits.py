@@ -44,7 +44,7 @@ from tests.fakes_openai import (
     openai_compatible_harness,
     openai_harness,
 )
-from tools.roles import (
+from tools.contracts.roles import (
     ChunkText,
     PairJudgeContext,
     PairVerdict,

@@ -23,13 +23,14 @@ from playlisteval.settings import load_settings
 from policies.prices import PriceTable, Usage
 from store.errors import ConfigError
 from tests.tiny_gguf import tiny_qwen2, whole_header_random_body, write_tiny_gguf
-from tools.gguf_models import (
-    PACKAGED_MODELS,
-    PackagedModel,
-    load_causal_lm,
-    local_path_problem,
-    packaged_gguf,
-    resolve_gguf,
+from tools.contracts.roles import (
+    ChunkText,
+    LabelledAnswer,
+    PairJudgeContext,
+    PairVerdict,
+    Ranking,
+    RankingContext,
+    SegmentEvidence,
 )
 from tools.providers.base import ProviderConfig
 from tools.providers.local_llm import (
@@ -48,14 +49,13 @@ from tools.providers.local_llm import (
     swapped,
 )
 from tools.providers.registry import families
-from tools.roles import (
-    ChunkText,
-    LabelledAnswer,
-    PairJudgeContext,
-    PairVerdict,
-    Ranking,
-    RankingContext,
-    SegmentEvidence,
+from tools.runtime.gguf_models import (
+    PACKAGED_MODELS,
+    PackagedModel,
+    load_causal_lm,
+    local_path_problem,
+    packaged_gguf,
+    resolve_gguf,
 )
 
 PARTS = 3

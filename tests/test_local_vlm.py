@@ -31,10 +31,10 @@ from pydantic_ai.settings import ModelSettings
 from agents.prompts import render_prompt
 from store.errors import ConfigError
 from tests.tiny_models import QWEN3_VL_CHAT_TEMPLATE, save_tiny_qwen3_vl, tiny_qwen_tokenizer
-from tools.media import export_clip
+from tools.contracts.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
+from tools.index.media import export_clip
 from tools.providers.base import ProviderConfig
 from tools.providers.local_vlm import LocalVLMModel, transformers_model
-from tools.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")

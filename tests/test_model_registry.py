@@ -20,6 +20,7 @@ from playlisteval.model_catalog import closest_ids
 from playlisteval.runs.evaluation import DEFAULT_CONDITIONS, default_out_dir
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from tests.workspaces import copy_workspace
+from tools.contracts.roles import MODEL_SLOTS
 from tools.providers.judges import (
     OFFLINE_JUDGES,
     PAPER_JUDGE_COUNT,
@@ -27,7 +28,6 @@ from tools.providers.judges import (
     stand_in_name,
     stood_in_for,
 )
-from tools.roles import MODEL_SLOTS
 
 STAND_IN = "gpt-5.4-mini"  # priced (policies/prices.toml), played by the offline provider here
 CONDITION = "uniform::none:1h:32"  # no clip to cut: the judgments are cheap

@@ -15,9 +15,9 @@ import pytest
 
 from playlisteval.app import App, build_transcriber, index_config
 from playlisteval.settings import load_settings
-from tools import media
-from tools.indexer import Indexer
-from tools.ocr import ScreenTextReader, distinct_frames, with_screen_text
+from tools.index import media
+from tools.index.indexer import Indexer
+from tools.index.ocr import ScreenTextReader, distinct_frames, with_screen_text
 
 
 def _truth(playlist: Path) -> list[dict[str, Any]]:
@@ -139,8 +139,8 @@ def test_the_ray_embedding_stage_with_ocr_embeds_the_shown_label_beside_the_tran
 ) -> None:
     import pickle
 
-    from tools.indexer import BatchTranscript
-    from tools.ray_index import BATCH, ChunkBatch, EmbedStage, RayModels
+    from tools.index.indexer import BatchTranscript
+    from tools.index.ray_index import BATCH, ChunkBatch, EmbedStage, RayModels
 
     video = _truth(demo_playlist)[0]
     scene = video["scenes"][0]

@@ -13,9 +13,7 @@ from pydantic_ai.messages import BinaryContent, ModelResponse
 
 from agents.prompts import render_prompt
 from store.errors import ConfigError, MediaError
-from tools import media
-from tools.providers import Fallibility, OfflineProvider, answer
-from tools.roles import (
+from tools.contracts.roles import (
     QA,
     ROLES,
     AnyContext,
@@ -40,7 +38,9 @@ from tools.roles import (
     TranscriptTestContext,
     TranscriptWindow,
 )
-from tools.synthetic import make_demo_playlist
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
+from tools.providers import Fallibility, OfflineProvider, answer
 
 CLEAN = Fallibility(narration_leaning=0, citation_slip=0, textual_tell=0, blind_spot=0)
 CITE = re.compile(r"\((\S+) @ (\d+):(\d\d)–(\d+):(\d\d)\)")

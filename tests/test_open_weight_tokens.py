@@ -47,7 +47,7 @@ from policies.tokens import (
 )
 from store.events import Event
 from tests.fakes_openai import OpenAIHarness, openai_compatible_harness
-from tools.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
+from tools.contracts.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
 

@@ -58,9 +58,7 @@ from tests.fakes_openai import (
     strict_schema_violation,
 )
 from tests.fakes_providers import RETRY_AFTER_S, Fault
-from tools import media
-from tools.providers.base import clip_info, frame_times
-from tools.roles import (
+from tools.contracts.roles import (
     QA,
     ROLES,
     AnyContext,
@@ -77,8 +75,10 @@ from tools.roles import (
     cite,
     format_timestamp,
 )
-from tools.synthetic import make_demo_playlist
-from tools.vision import COLOURS, decode_clip, describe_frames
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
+from tools.offline.vision import COLOURS, decode_clip, describe_frames
+from tools.providers.base import clip_info, frame_times
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")

@@ -20,7 +20,7 @@ from playlisteval.settings import load_settings
 from store.catalog import ChunkRow
 from store.events import GateRejected, SeedStopped
 from tests import test_provider_contract as contract
-from tools.roles import (
+from tools.contracts.roles import (
     CONTEXT_OPEN,
     AnyContext,
     ChunkText,

@@ -54,9 +54,7 @@ from tests.local_harness import (
     transformers_harness,
 )
 from tests.provider_clips import DemoClips
-from tools.providers.base import frame_times
-from tools.providers.resources import EventResourceLedger
-from tools.roles import (
+from tools.contracts.roles import (
     AnyContext,
     FreeAnswer,
     ParametricContext,
@@ -64,7 +62,9 @@ from tools.roles import (
     SufficiencyVerdict,
     cite,
 )
-from tools.vision import COLOURS, decode_clip, describe_frames
+from tools.offline.vision import COLOURS, decode_clip, describe_frames
+from tools.providers.base import frame_times
+from tools.providers.resources import EventResourceLedger
 
 # These tests drive the adapters against local fake servers (see conftest).
 pytestmark = pytest.mark.usefixtures("allow_model_requests")

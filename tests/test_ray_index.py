@@ -26,9 +26,9 @@ from playlisteval.cli import with_optional_values
 from playlisteval.settings import SETTINGS_FILE, load_settings
 from store.catalog import DUPLICATE, FAILED, INDEXED, VideoRow, vectors_from_bytes
 from tests.conftest import DEMO_INDEX
-from tools import media
-from tools.indexer import IndexSummary, SilentProgress
-from tools.synthetic import espeak_available, make_demo_playlist
+from tools.index import media
+from tools.index.indexer import IndexSummary, SilentProgress
+from tools.offline.synthetic import espeak_available, make_demo_playlist
 
 ray = pytest.importorskip("ray", reason="ray[data] is an extra (scripts/setup.sh installs it)")
 
@@ -322,7 +322,7 @@ def test_an_unreachable_cluster_address_gives_up_within_its_timeout_in_one_line(
     session open in this process, which ``connect`` would use as it is.)"""
     from playlisteval.app import ray_options
     from playlisteval.settings import load_settings
-    from tools.ray_index import RayIndexError, reachable
+    from tools.index.ray_index import RayIndexError, reachable
 
     settings = load_settings(tmp_path, index={"ray_connect_timeout_s": 2.0})
     options = ray_options(settings, address)
@@ -335,7 +335,7 @@ def test_an_unreachable_cluster_address_gives_up_within_its_timeout_in_one_line(
 def test_ray_that_does_not_import_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from tools.ray_index import RayIndexError, RayOptions, connect
+    from tools.index.ray_index import RayIndexError, RayOptions, connect
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(RayIndexError, match="Ray does not import here"):

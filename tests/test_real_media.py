@@ -18,7 +18,7 @@ from playlisteval.app import App
 from store.catalog import INDEXED
 from tests.debian_media import LIBRIVOX, TREE, VTEST, debian_file
 from tests.workspaces import whisper_indexed
-from tools.asr_wer import librivox_items, word_error_rate
+from tools.index.asr_wer import librivox_items, word_error_rate
 
 pytestmark = pytest.mark.slow
 

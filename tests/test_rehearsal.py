@@ -22,7 +22,7 @@ from playlisteval.rehearsal import (
 )
 from policies.judging import accuracy
 from store.errors import ConfigError
-from tools.campaign import CampaignSpec, campaign_videos, make_campaign
+from tools.offline.campaign import CampaignSpec, campaign_videos, make_campaign
 
 STAGES = [
     "generate",

@@ -17,7 +17,7 @@ from playlisteval.settings import load_settings
 from store.catalog import DUPLICATE, INDEXED, Catalog, ChunkRow, PlaylistRow, VideoRow
 from store.errors import ConfigError
 from tests.workspaces import copy_workspace
-from tools.retrieval import (
+from tools.evidence.retrieval import (
     BM25Index,
     BM25Retriever,
     ChunkHit,

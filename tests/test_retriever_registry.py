@@ -1,4 +1,5 @@
-"""One retriever registry (``tools.retrieval.RETRIEVERS``): a name a condition gives is built
+"""One retriever registry (``tools.evidence.retrieval.RETRIEVERS``): a name a condition gives is
+built
 from it alike by ``playlisteval eval`` and by the judgments viewer's rebuilt prompts; an unknown
 name is refused with the known ones; each retriever is built once, the hybrid from the set's
 own BM25 and text retrievers, and the index's search only opened for an embedding one."""
@@ -17,7 +18,7 @@ from playlisteval.ui.benchmark import load_benchmark
 from playlisteval.ui.judgments import PromptRebuilder, load_evaluations
 from store.errors import ConfigError
 from tests.test_ui import CELLS, write_benchmark
-from tools.retrieval import (
+from tools.evidence.retrieval import (
     RETRIEVERS,
     BM25Retriever,
     ChunkHit,
@@ -28,7 +29,7 @@ from tools.retrieval import (
     TextEmbeddingRetriever,
     chunk_id,
 )
-from tools.search import ChunkSearch
+from tools.evidence.search import ChunkSearch
 
 
 def test_the_registry_names_the_four_retrievers_conditions_use() -> None:

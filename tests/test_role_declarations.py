@@ -11,14 +11,13 @@ from typing import Literal
 
 import pytest
 
-import tools.roles
+import tools.contracts.roles
 from agents.prompts import render_prompt
 from agents.workers import RoleModels
 from playlisteval.app import role_models
 from playlisteval.settings import ModelRoles, Settings
 from store.errors import ConfigError
-from tools.providers import Fallibility, answer
-from tools.roles import (
+from tools.contracts.roles import (
     MODEL_SLOTS,
     PAPER_SLOTS,
     ROLES,
@@ -32,6 +31,7 @@ from tools.roles import (
     register_role,
     register_slot,
 )
+from tools.providers import Fallibility, answer
 
 
 class EchoContext(RoleContext):
@@ -53,7 +53,7 @@ def toy_roles() -> Iterator[None]:
     before = set(ROLES)
     yield
     for name in set(ROLES) - before:
-        tools.roles.unregister_role(name)
+        tools.contracts.roles.unregister_role(name)
 
 
 def test_the_models_table_has_one_key_per_paper_slot_with_its_default_and_description() -> None:
@@ -153,11 +153,11 @@ def test_a_role_without_an_offline_answerer_or_a_template_is_refused(toy_roles: 
             lambda: RoleSpec("toy_other", EchoContext, Echo, video=False, max_output_tokens=1),
             "takes only",
         ),
-        (lambda: register_role(tools.roles.SUFFICIENCY), "declared twice"),
+        (lambda: register_role(tools.contracts.roles.SUFFICIENCY), "declared twice"),
         (lambda: register_slot(ModelSlot("toy_x", ("no_such_role",), "m", "")), "undeclared"),
-        (lambda: register_slot(tools.roles.SUFFICIENCY_SLOT), "declared twice"),
+        (lambda: register_slot(tools.contracts.roles.SUFFICIENCY_SLOT), "declared twice"),
         (lambda: ModelSlot("toy_p", ("parametric_answerer",), (("a", "b"),), ""), "2 role"),
-        (lambda: tools.roles.unregister_role("sufficiency"), "the paper's"),
+        (lambda: tools.contracts.roles.unregister_role("sufficiency"), "the paper's"),
     ],
     ids=["context-role", "role-twice", "slot-role", "slot-twice", "pairs-one-role", "paper"],
 )

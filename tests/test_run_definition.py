@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import agents.gates
 import agents.gates.table
 import agents.prompts
-import tools.roles
+import tools.contracts.roles
 from agents.gates import load_gate_packages
 from agents.run_spec import RunSpec, recorded_spec, unhonoured
 from playlisteval import runs
@@ -37,7 +37,7 @@ from store.events import (
     run_stream,
     seed_stream,
 )
-from tools.roles import ROLES
+from tools.contracts.roles import ROLES
 
 SECOND_LOOK = "second_look"
 # A rule gate in a package of its own: it passes every QA (its verdict is in the log), so a run
@@ -62,7 +62,7 @@ from typing import Literal
 from agents.gates import GateCall, Verdict, register_gate
 from agents.workers import qa_text
 from policies.attempts import GateSpec
-from tools.roles import (
+from tools.contracts.roles import (
     Frozen, ModelSlot, OfflineCall, RoleContext, RoleSpec, register_role, register_slot,
 )
 
@@ -121,7 +121,7 @@ def scratch_tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     loaded = set(agents.gates.table._LOADED)
     yield
     for name in set(ROLES) - roles:
-        tools.roles.unregister_role(name)
+        tools.contracts.roles.unregister_role(name)
     agents.gates.table._LOADED.intersection_update(loaded)
 
 
@@ -316,7 +316,7 @@ def test_a_renamed_role_stops_replay_and_resume_before_any_call(
 ) -> None:
     home, run_id = judged_run
     # The package's next version calls its role otherwise; its gate and slot keep their names.
-    tools.roles.unregister_role("clarity_judge")
+    tools.contracts.roles.unregister_role("clarity_judge")
     agents.gates.table.GATES.pop(("clarity", 1))
     agents.gates.table._LOADED.clear()
     write_package(packages, "toy_judging", judge_modules(role="clarity_checker"))
@@ -329,7 +329,7 @@ def test_a_gate_gone_stops_replay_and_resume_before_any_call(
     judged_run: tuple[Path, str],
 ) -> None:
     home, run_id = judged_run
-    tools.roles.unregister_role("clarity_judge")
+    tools.contracts.roles.unregister_role("clarity_judge")
     agents.gates.table.GATES.pop(("clarity", 1))
     settings = home / SETTINGS_FILE
     settings.write_text(settings.read_text().replace('"toy_judging"', ""))

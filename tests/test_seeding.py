@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.seeding import (
+from tools.index.seeding import (
     SegmentRef,
     find_near_duplicates,
     find_seeds,

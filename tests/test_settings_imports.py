@@ -1,5 +1,6 @@
 """Reading the settings imports no model SDK: the provider families are known from their specs
-(``tools.providers.specs``) and the model slots from ``tools.model_slots``; an SDK is imported
+(``tools.providers.specs``) and the model slots from ``tools.contracts.model_slots``; an SDK is
+imported
 when a model of its family is first built."""
 
 from __future__ import annotations

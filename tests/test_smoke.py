@@ -21,7 +21,7 @@ from store.events import CallFailed, CallRecorded, CallRefused, CallReserved, us
 from tests.fakes_openai import openai_compatible_harness
 from tests.fakes_providers import Harness
 from tests.live_fakes import Fakes, running_fakes
-from tools.roles import ROLES
+from tools.contracts.roles import ROLES
 
 KEYS = {
     "GEMINI_API_KEY": "gem-SECRET-7c1e9a3f5b2d",

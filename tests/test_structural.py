@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agents.structural import GateResult, phase1_structural, phase2_structural
-from tools.roles import QA, ChunkText, Degradation, DistractorSet, GradedAnswer, SegmentEvidence
+from tools.contracts.roles import (
+    QA,
+    ChunkText,
+    Degradation,
+    DistractorSet,
+    GradedAnswer,
+    SegmentEvidence,
+)
 
 
 def _segment(segment_id: str, video_id: str, start_s: float, n_chunks: int) -> SegmentEvidence:

@@ -16,8 +16,8 @@ import pytest
 import webvtt
 
 from store.errors import ConfigError
-from tools import synthetic
-from tools.synthetic import (
+from tools.offline import synthetic
+from tools.offline.synthetic import (
     DOMAINS,
     espeak_available,
     make_demo_playlist,

@@ -17,7 +17,12 @@ from agents.prompts import render_prompt, template
 from playlisteval.app import App
 from playlisteval.settings import load_settings
 from store.catalog import Catalog, SeedRow
-from tools.roles import ChunkText, SegmentEvidence, TranscriptTestContext, TranscriptWindow
+from tools.contracts.roles import (
+    ChunkText,
+    SegmentEvidence,
+    TranscriptTestContext,
+    TranscriptWindow,
+)
 
 
 @pytest.fixture

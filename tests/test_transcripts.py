@@ -19,14 +19,14 @@ from store.errors import ConfigError, TranscriptError
 from tests.fakes_dashscope import API_KEY as DASHSCOPE_KEY
 from tests.fakes_dashscope import dashscope_harness
 from tests.tiny_models import tiny_qwen_tokenizer
-from tools.providers.dashscope_model import DEFAULT_BASE_URL
-from tools.transcripts import (
+from tools.index.transcripts import (
     AutoTranscriber,
     CaptionsTranscriber,
     DashScopeTranscriber,
     TranscriptRequest,
     make_transcriber,
 )
+from tools.providers.dashscope_model import DEFAULT_BASE_URL
 
 GRID = [(0.0, 30.0), (30.0, 60.0), (60.0, 90.0)]
 
@@ -599,7 +599,7 @@ def test_faster_whisper_on_tiny_random_model_returns_one_text_per_chunk(
     language: str | None,
     batch_size: int,
 ) -> None:
-    from tools.transcripts import FasterWhisperTranscriber
+    from tools.index.transcripts import FasterWhisperTranscriber
 
     backend = FasterWhisperTranscriber(
         model=tiny_whisper[kind],
@@ -636,7 +636,7 @@ def test_faster_whisper_with_broken_model_folder_is_a_transcript_error(tmp_path:
     [("en", "en"), ("EN", "en"), ("en-US", "en"), ("pt_BR", "pt"), ("", None), (None, None)],
 )
 def test_whisper_gets_the_primary_language_subtag(code: str | None, expected: str | None) -> None:
-    from tools.transcripts import whisper_language
+    from tools.index.transcripts import whisper_language
 
     assert whisper_language(code) == expected
 
@@ -650,7 +650,7 @@ def test_a_missing_optional_package_names_the_extra_to_install(
 ) -> None:
     """Without the package, the error says to install the `asr` extra, not that the model
     folder is in the wrong format."""
-    import tools.transcripts as transcripts
+    import tools.index.transcripts as transcripts
 
     monkeypatch.setitem(sys.modules, module, None)  # what an uninstalled package imports as
     with pytest.raises(TranscriptError, match=r"not installed.*\[asr\]") as caught:

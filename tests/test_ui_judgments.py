@@ -44,8 +44,8 @@ from policies.prices import PriceTable
 from store.errors import ConfigError
 from tests.test_ui import CELLS, SECRET, as_owner, join, write_benchmark
 from tests.workspaces import copy_workspace
+from tools.evidence.retrieval import BM25Retriever
 from tools.providers.judges import judge_models, stand_in_name
-from tools.retrieval import BM25Retriever
 
 RAMBLER = "rambler-1"  # a judge that answers in prose, never in the verdict schema
 # Judged in an offline evaluation, a model that is no offline judge is recorded as a stand-in.

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from store.errors import ConfigError, IndexBackendError
-from tools.vectors import (
+from tools.index.vectors import (
     Hit,
     QdrantEdgeIndex,
     VectorIndex,
@@ -222,7 +222,7 @@ class VectorIndexContract:
             f"""
             import os, signal
             import numpy as np
-            from tools.vectors import open_vector_index
+            from tools.index.vectors import open_vector_index
             index = open_vector_index(
                 {self.backend!r}, path={str(store_path)!r}, url={SERVER_URL!r} or None
             )

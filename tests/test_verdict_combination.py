@@ -33,7 +33,7 @@ from store.events import (
     ItemAccepted,
     seed_stream,
 )
-from tools.roles import Phase2Context, RankingContext, parse_context
+from tools.contracts.roles import Phase2Context, RankingContext, parse_context
 
 MODELS = RoleModels()
 # The first parametric pair's verifier and the first text-only ranker: the ones that write garbage.

@@ -16,10 +16,10 @@ from pydantic_ai.output import OutputObjectDefinition
 from pydantic_ai.settings import ModelSettings
 
 from tests.fakes_gemini import PUBLIC_FILES, GeminiHarness, camel_keys, gemini_harness
-from tools import media
+from tools.contracts.roles import PHASE1_GENERATOR, QA
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
 from tools.providers.base import MemoryResourceLedger
-from tools.roles import PHASE1_GENERATOR, QA
-from tools.synthetic import make_demo_playlist
 
 MODEL = "gemini-3-flash-preview"
 SETTINGS = ModelSettings(

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from store.errors import MediaError
-from tools import media
-from tools.synthetic import make_demo_playlist
-from tools.vision import VisualFact, decode_clip, describe_frames, describe_image
+from tools.index import media
+from tools.offline.synthetic import make_demo_playlist
+from tools.offline.vision import VisualFact, decode_clip, describe_frames, describe_image
 
 
 @pytest.fixture(scope="module")

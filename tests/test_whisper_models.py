@@ -12,7 +12,7 @@ import structlog
 from playlisteval.app import build_transcriber
 from playlisteval.settings import load_settings
 from store.errors import ConfigError, TranscriptError
-from tools.whisper_models import BUNDLED_WHISPER, bundle_parts, resolve_whisper_model
+from tools.runtime.whisper_models import BUNDLED_WHISPER, bundle_parts, resolve_whisper_model
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ import pytest
 from agents.evidence import SeedEvidence
 from playlisteval.app import App
 from tests.workspaces import whisper_indexed
-from tools.media import extract_audio
-from tools.synthetic import espeak_available, make_narrated_clip
-from tools.transcripts import TranscriptRequest, make_transcriber
+from tools.index.media import extract_audio
+from tools.index.transcripts import TranscriptRequest, make_transcriber
+from tools.offline.synthetic import espeak_available, make_narrated_clip
 
 pytestmark = [
     pytest.mark.slow,

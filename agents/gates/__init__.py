@@ -14,7 +14,8 @@ of this package (the paper's gates: :mod:`agents.gates.phase1`, :mod:`agents.gat
 ``models.gate_packages``. A new gate is one module of such a package: its spec and check under
 ``@register_gate(spec)``, and when it calls a model of its own, that role's ``RoleSpec`` (context,
 output, prompt template, offline answer) and ``ModelSlot`` (settings key, default model) declared
-with ``tools.roles.register_role`` / ``register_slot``; its prompt template sits beside it.
+with ``tools.contracts.roles.register_role`` / ``register_slot``; its prompt template sits beside
+it.
 
 Verdicts are combined as the paper has it: a role call whose answer is unusable (malformed, cut
 off, refused) is made again (:data:`VERIFIER_RETRIES`), then its model gives no verdict

@@ -24,7 +24,7 @@ from agents.workers import (
     qa_text,
 )
 from store.events import GateRequested
-from tools.roles import QA, DistractorSet, Frozen, RoleContext, RoleSpec
+from tools.contracts.roles import QA, DistractorSet, Frozen, RoleContext, RoleSpec
 
 ContextT = TypeVar("ContextT", bound=RoleContext)
 OutputT = TypeVar("OutputT", bound=Frozen)

@@ -9,7 +9,7 @@ from agents.gates.table import register_gate
 from agents.structural import phase1_structural
 from agents.workers import qa_text
 from policies.attempts import default_gate
-from tools.roles import (
+from tools.contracts.roles import (
     PARAMETRIC_ANSWERER,
     PARAMETRIC_VERIFIER,
     SUFFICIENCY,

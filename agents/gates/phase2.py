@@ -19,7 +19,7 @@ from agents.gates.call import (
 from agents.gates.table import register_gate
 from agents.structural import phase2_structural
 from policies.attempts import default_gate
-from tools.roles import TEXTUAL_RANKER, VISUAL_RANKER, LabelledAnswer, RankingContext
+from tools.contracts.roles import TEXTUAL_RANKER, VISUAL_RANKER, LabelledAnswer, RankingContext
 
 
 def _shuffled(labelled: list[tuple[str, str]], salt: str) -> list[tuple[str, str]]:

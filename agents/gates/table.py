@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agents.gates.call import GateCall, Verdict
 from policies.attempts import GateSpec
 from store.errors import ConfigError
-from tools.roles import MODEL_SLOTS
+from tools.contracts.roles import MODEL_SLOTS
 
 GateCheck = Callable[[GateCall], Awaitable[Verdict]]
 
@@ -44,7 +44,7 @@ _LOADING = threading.RLock()
 def register_gate(spec: GateSpec) -> Callable[[GateCheck], Gate]:
     """Decorator: register ``check`` as the check of gate ``spec`` (one per name and phase).
     ``ConfigError`` when the gate is registered twice, or its spec names a model slot
-    (``spec.roles``) that is not declared (``tools.roles.register_slot`` first)."""
+    (``spec.roles``) that is not declared (``tools.contracts.roles.register_slot`` first)."""
 
     def register(check: GateCheck) -> Gate:
         key = (spec.name, spec.phase)

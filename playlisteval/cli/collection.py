@@ -21,12 +21,12 @@ from store.errors import ConfigError
 if TYPE_CHECKING:
     from playlisteval.app import App
     from store.catalog import DomainHours, VideoRow
-    from tools.indexer import AddSummary, DomainBackfill, IndexStore, IndexSummary, RedoReport
+    from tools.index.indexer import AddSummary, DomainBackfill, IndexStore, IndexSummary, RedoReport
 
 commands = typer.Typer()
 
 LOCAL_RAY = "local"  # `index --ray` with no address: RAY_ADDRESS, else a local cluster
-REDO_ONLY = ("transcripts", "embeddings")  # tools.index_records.REDO_ONLY, without its import
+REDO_ONLY = ("transcripts", "embeddings")  # tools.index.index_records.REDO_ONLY, without its import
 SHOWN_IDS = 8  # video ids named per line before "and N more"
 
 
@@ -365,7 +365,7 @@ def seeds(
 def print_calibration(app_: App) -> None:
     """``seeds --calibrate``: the distribution, the shares, the suggested band, the warnings."""
     from playlisteval.app import seed_band
-    from tools.indexer import seed_calibration
+    from tools.index.indexer import seed_calibration
 
     found = seed_calibration(app_.catalog, seed_band(app_.settings))
     embedder = app_.settings.index.embedder

@@ -30,7 +30,7 @@ from store.errors import ConfigError, PlaylistEvalError, disk_full
 if TYPE_CHECKING:
     from playlisteval.app import App
     from playlisteval.rehearsal import RehearsalRecord, StageMeter
-    from tools.campaign import CampaignSpec
+    from tools.offline.campaign import CampaignSpec
 
 commands = typer.Typer()
 
@@ -145,7 +145,7 @@ def run_demo(
     from playlisteval import runs
     from playlisteval.report import write_report
     from playlisteval.settings import SETTINGS_FILE, default_home
-    from tools.synthetic import make_demo_playlist
+    from tools.offline.synthetic import make_demo_playlist
 
     root = (home or default_home() / "demo").expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -200,7 +200,7 @@ def campaign_spec(
     video_minutes: float = 30.0,
 ) -> CampaignSpec:
     """The rehearsal's collection from the options, or ConfigError saying which is missing."""
-    from tools.campaign import PAPER_SCALE, CampaignSpec
+    from tools.offline.campaign import PAPER_SCALE, CampaignSpec
 
     for hours in haystacks or []:
         if not (math.isfinite(hours) and hours > 0):
@@ -284,7 +284,7 @@ def _check_collection(root: Path, collection: Path, spec: CampaignSpec) -> None:
     """Refuse, in one line and before anything is written, a workspace whose collection was
     generated with other settings (or whose record of them is torn): its catalogue holds those
     videos, under the ids this spec's would take."""
-    from tools.campaign import ForeignCollection, check_collection
+    from tools.offline.campaign import ForeignCollection, check_collection
 
     try:
         check_collection(collection, spec)
@@ -300,7 +300,7 @@ def _check_collection(root: Path, collection: Path, spec: CampaignSpec) -> None:
 def _generate(meter: StageMeter, collection: Path, spec: CampaignSpec) -> Path:
     """The rehearsal's first stage, measured: the collection generated (its manifest's path);
     a project error, or a disk with no room, is one line."""
-    from tools.campaign import make_campaign
+    from tools.offline.campaign import make_campaign
 
     try:
         with meter.stage("generate") as notes, index_bars() as bars:

@@ -2,7 +2,7 @@
 
 The export directory holds ``pairs.jsonl`` (one record per pair), ``manifest.json`` (the videos
 and clips) and ``benchmark.json`` (version and content hash). The records are read and checked
-as an evaluation reads them (:mod:`tools.benchmark_folder`); of each, the UI keeps what it
+as an evaluation reads them (:mod:`tools.evidence.benchmark_folder`); of each, the UI keeps what it
 shows, so a new export field never breaks the UI.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import ConfigError
-from tools.benchmark_folder import read_benchmark_folder
+from tools.evidence.benchmark_folder import read_benchmark_folder
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def _read_json(path: Path) -> Any:
 
 
 def _pair(record: Mapping[str, Any]) -> BenchmarkPair:
-    """A record :func:`tools.benchmark_folder.read_benchmark_folder` checked, as the UI shows it."""
+    """A record :func:`tools.evidence.benchmark_folder.read_benchmark_folder` checked, as the UI
+    shows it."""
     return BenchmarkPair(
         id=str(record["id"]),
         prompt=str(record["prompt"]),
@@ -89,7 +90,7 @@ def load_benchmark(path: Path, *, allow_modified: bool = False) -> Benchmark:
     """Read an export directory; :class:`ConfigError` says what is missing or malformed.
 
     The records are read and checked whole, as an evaluation reads them
-    (:func:`tools.benchmark_folder.read_benchmark_folder`): a bad record is named with its
+    (:func:`tools.evidence.benchmark_folder.read_benchmark_folder`): a bad record is named with its
     file and line, and records changed after the export are refused unless ``allow_modified``.
     Labels are filed under the hash of the records as found, so an edited ``pairs.jsonl`` never
     counts labels given to other records."""

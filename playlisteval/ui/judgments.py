@@ -70,10 +70,10 @@ from store.answers import answered_by
 from store.errors import ConfigError, MediaError, PlaylistEvalError, ReplayDivergence
 from store.events import CallFailed, CallRecorded, Event
 from store.eventstore import EventStore
-from tools import media
+from tools.contracts.roles import PairJudgeContext, PairVerdict, SegmentEvidence
+from tools.evidence.retrieval import RetrieverSet
+from tools.index import media
 from tools.providers.judges import stood_in_for
-from tools.retrieval import RetrieverSet
-from tools.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 
 Filter = Literal["all", "wrong", "inconsistent", "unparseable"]
 FILTERS: tuple[Filter, ...] = get_args(Filter)
@@ -440,7 +440,7 @@ class PromptRebuilder:
 
     def _retrievers(self) -> RetrieverSet:
         """The retrievers conditions name, from the one registry `playlisteval eval` reads
-        (:class:`tools.retrieval.RetrieverSet`); each is built only when a view asks for it
+        (:class:`tools.evidence.retrieval.RetrieverSet`); each is built only when a view asks for it
         (the embedding ones load the embedder)."""
         if self._retriever_set is None:
             self._retriever_set = RetrieverSet(self._app.catalog, self._app.search)

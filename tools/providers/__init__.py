@@ -1,4 +1,5 @@
-"""Model providers for the curation roles: models that answer the prompts of ``tools.roles``.
+"""Model providers for the curation roles: models that answer the prompts of
+``tools.contracts.roles``.
 
 ``OfflineProvider`` answers every role deterministically with no key and no network (for the demo,
 the tests and cost rehearsals); it is labelled ``offline:<model id>`` everywhere.
@@ -12,6 +13,10 @@ too (imported when the families are read).
 
 Importing this package imports nothing heavy: the offline provider's names below are imported
 from :mod:`tools.providers.offline` (pydantic-ai and all) on first use.
+
+May import: :mod:`tools.contracts` (the prompts it answers), :mod:`tools.offline` (the offline
+provider's answers and frame reading), :mod:`tools.runtime` (local models' devices and files)
+and :mod:`tools.index` (media), besides :mod:`store`.
 """
 
 from __future__ import annotations

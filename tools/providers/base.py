@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
 
-from tools.roles import format_timestamp
+from tools.contracts.roles import format_timestamp
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,8 @@ def sent_frame_height(messages: Sequence[ModelMessage], configured: int) -> int:
 
 def timestamp(seconds: float) -> str:
     """``MM:SS`` (minutes may pass 59), the citation format of the prompts: the one formatter
-    (:func:`tools.roles.format_timestamp`), so a frame's label and a citation of it agree."""
+    (:func:`tools.contracts.roles.format_timestamp`), so a frame's label and a citation of it
+    agree."""
     return format_timestamp(max(seconds, 0.0))
 
 
@@ -279,7 +280,7 @@ def clip_frames(
     """JPEG frames of a clip at the clip-relative ``times`` (nearest decoded frame)."""
     from PIL import Image
 
-    from tools.vision import decode_clip
+    from tools.offline.vision import decode_clip
 
     decoded = decode_clip(part.data, max(info.fps, 0.01))
     frames: list[TimedFrame] = []

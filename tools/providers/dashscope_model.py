@@ -159,6 +159,7 @@ from pydantic_ai.profiles.qwen import qwen_model_profile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from tools.offline.vision import decode_clip
 from tools.providers.base import (
     ClipInfo,
     MemoryResourceLedger,
@@ -184,7 +185,6 @@ from tools.providers.specs.dashscope import (
     MAX_BASE64_IMAGES,
     MIN_VIDEO_FRAMES,
 )
-from tools.vision import decode_clip
 
 __all__ = [
     "BEIJING",

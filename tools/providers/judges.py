@@ -1,8 +1,10 @@
 """Offline pairwise judges of known behaviour, for testing the judge-evaluation harness.
 
 Each is a pydantic-ai :class:`FunctionModel` that reads the ``pair_judge`` prompt every model
-reads (the :class:`tools.roles.PairJudgeContext` between ``<context>`` tags, plus any attached
-clips) and answers a :class:`tools.roles.PairVerdict`. Their behaviour is known in advance, so the
+reads (the :class:`tools.contracts.roles.PairJudgeContext` between ``<context>`` tags, plus any
+attached
+clips) and answers a :class:`tools.contracts.roles.PairVerdict`. Their behaviour is known in
+advance, so the
 metrics an evaluation computes for them can be asserted:
 
 * ``offline-first`` always picks the first answer (accuracy 0.5, position consistency 0, position
@@ -10,7 +12,8 @@ metrics an evaluation computes for them can be asserted:
 * ``offline-transcript`` reads only the transcript text: it prefers the answer with more content
   words found in the transcripts, and says tie when they have as many. The demo's visual facts
   (colours, shapes, positions) are never spoken, so it is near chance there.
-* ``offline-frames`` decodes the attached clips with :mod:`tools.vision` and prefers the answer
+* ``offline-frames`` decodes the attached clips with :mod:`tools.offline.vision` and prefers the
+  answer
   whose claims the frames contradict less often; a claim whose cited span shows no frame is not
   checked. It says tie when the frames do not separate the answers. It cannot hear: clips marked
   ``vendor_metadata["modality"] == "audio"`` are not looked at.
@@ -36,6 +39,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
+from tools.contracts.roles import PairJudgeContext, PairVerdict, parse_context
+from tools.offline.vision import VisualFact, decode_clip, describe_frames
 from tools.providers.offline import (
     DEFAULT_CLIP_FPS,
     TOKENS_PER_FRAME,
@@ -45,8 +50,6 @@ from tools.providers.offline import (
     shown,
     visual_words,
 )
-from tools.roles import PairJudgeContext, PairVerdict, parse_context
-from tools.vision import VisualFact, decode_clip, describe_frames
 
 __all__ = [
     "OFFLINE_JUDGES",

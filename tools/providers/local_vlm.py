@@ -43,9 +43,9 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
-from tools.devices import resolve_device
 from tools.providers.base import ProviderConfig, ResourceLedger, frames_content
 from tools.providers.specs.local_vlm import FAMILY
+from tools.runtime.devices import resolve_device
 
 __all__ = ["FAMILY", "LocalVLMModel", "transformers_model"]
 

@@ -1,9 +1,11 @@
 """The offline provider: a deterministic pydantic-ai model that answers every declared role.
 
 It needs no key and no network. It reads the same prompt every model reads (the ``<context>`` JSON
-from :mod:`tools.roles`) and, for video roles, decodes the attached clips and describes their
-frames with :mod:`tools.vision`. It answers each role with the offline answerer that role's
-``RoleSpec`` declares (the paper's are in :mod:`tools.offline_answers`; a gate package's role
+from :mod:`tools.contracts.roles`) and, for video roles, decodes the attached clips and describes
+their
+frames with :mod:`tools.offline.vision`. It answers each role with the offline answerer that role's
+``RoleSpec`` declares (the paper's are in :mod:`tools.offline.offline_answers`; a gate package's
+role
 brings its own), so the same call always gives byte-identical output. It is a stand-in for the
 pipeline's plumbing, never a measure of model quality.
 """
@@ -31,17 +33,17 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
-from tools import media
-from tools.offline_answers import (
+from tools.contracts.roles import Frozen, RoleContext, parse_context, role_spec
+from tools.index import media
+from tools.offline.offline_answers import (
     Fallibility,
     OfflineCall,
     cited_claims,
     content_words,
     visual_words,
 )
+from tools.offline.vision import VisualFact, decode_clip, describe_frames
 from tools.providers.base import clip_info, nearest_frames
-from tools.roles import Frozen, RoleContext, parse_context, role_spec
-from tools.vision import VisualFact, decode_clip, describe_frames
 
 __all__ = [
     "DEFAULT_CLIP_FPS",
@@ -79,7 +81,8 @@ def answer(
     """The offline answer to one call, by the answerer its role declares: ``videos`` maps
     segment id → frames timed in its video.
 
-    ``described`` may hold those frames' facts (``tools.vision.describe_frames``) by segment id,
+    ``described`` may hold those frames' facts (``tools.offline.vision.describe_frames``) by
+    segment id,
     already computed: it spares describing the same clip again on every call, nothing else.
     Deterministic in all its arguments. Raises MediaError when a video role lacks a segment's
     frames, ConfigError when the role declares no offline answerer.
@@ -88,7 +91,7 @@ def answer(
     if spec.offline is None:
         raise ConfigError(
             f"the offline provider has no answer for role {context.role!r}: give its RoleSpec "
-            "an offline= answerer (see tools/offline_answers.py)"
+            "an offline= answerer (see tools/offline/offline_answers.py)"
         )
     call = OfflineCall(
         context,

@@ -5,9 +5,11 @@ the role(s) its models play, its default and its description. The settings' ``[m
 (``playlisteval.settings``), the workers' ``RoleModels`` (``agents.workers``) and what a run
 records are all built from this table (:data:`MODEL_SLOTS`); nothing restates a slot.
 
-It is apart from :mod:`tools.roles` (which hands every name here on) so that reading the settings
+It is apart from :mod:`tools.contracts.roles` (which hands every name here on) so that reading the
+settings
 imports no role's offline answerer, prompt or SDK: this module needs nothing but the standard
-library. :func:`tools.roles.register_slot` is how a gate package declares a slot (it checks the
+library. :func:`tools.contracts.roles.register_slot` is how a gate package declares a slot (it
+checks the
 roles the slot casts are declared, then calls :func:`add_slot`).
 """
 
@@ -190,7 +192,7 @@ MODEL_SLOTS: Mapping[str, ModelSlot[Any]] = MappingProxyType(_SLOTS)
 
 def add_slot(slot: ModelSlot[ValueT]) -> ModelSlot[ValueT]:
     """Put ``slot`` in the table; ``ConfigError`` when its key or its ``RoleModels`` name is
-    taken. Whether the roles it casts are declared is :func:`tools.roles.register_slot`'s
+    taken. Whether the roles it casts are declared is :func:`tools.contracts.roles.register_slot`'s
     check (the paper's are, ``tests/test_role_declarations.py``)."""
     taken = {s.attribute for s in _SLOTS.values()} | set(_SLOTS)
     if slot.key in taken or slot.attribute in taken:

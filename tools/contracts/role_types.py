@@ -5,7 +5,7 @@ Every model call carries one ``*Context`` (a :class:`RoleContext`, rendered into
 offline provider included — reads exactly the same facts) plus, for video roles, one clip per
 segment. Every role answers with one of the structured output types below (pydantic-ai
 ``output_type``). Which context and output belong to which role is declared in
-:mod:`tools.roles` (one ``RoleSpec`` per role), which hands these names on too.
+:mod:`tools.contracts.roles` (one ``RoleSpec`` per role), which hands these names on too.
 
 It lives in ``tools`` because both sides of a call need it: the agents that ask and the providers
 (``tools.providers``) that answer.
@@ -42,7 +42,7 @@ class Frozen(BaseModel):
 
 class RoleContext(Frozen):
     """What one call of a role is given: every context names its role first (the JSON block a
-    prompt ends with is read back by that name, :func:`tools.roles.parse_context`)."""
+    prompt ends with is read back by that name, :func:`tools.contracts.roles.parse_context`)."""
 
     role: str
 

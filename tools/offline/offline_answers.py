@@ -1,6 +1,6 @@
 """How the offline provider answers each role: deterministic answers from what a call is given.
 
-Each role's :class:`tools.roles.RoleSpec` names its offline answerer, a function of one
+Each role's :class:`tools.contracts.roles.RoleSpec` names its offline answerer, a function of one
 :class:`OfflineCall` (the context, the frames of its clips, the model asked, how the generator
 errs); :mod:`tools.providers.offline` finds it there. The answers are honest about what they are
 given: visually grounded gold answers from what the frames show, claims checked against the frames
@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from store.errors import ConfigError, MediaError
-from tools import media
-from tools.role_types import (
+from tools.contracts.role_types import (
     QA,
     Degradation,
     DegradationKind,
@@ -49,7 +48,8 @@ from tools.role_types import (
     VerificationMeta,
     cite,
 )
-from tools.vision import COLOURS, POSITIONS, SHAPE_KINDS, VisualFact, describe_frames
+from tools.index import media
+from tools.offline.vision import COLOURS, POSITIONS, SHAPE_KINDS, VisualFact, describe_frames
 
 MATCH_THRESHOLD = 0.5  # share of the gold's content words a candidate must recover to match
 HEDGES = ("possibly", "it seems", "perhaps", "might", "probably", "apparently")

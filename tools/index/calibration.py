@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tools.seeding import SegmentRef, normalise_rows
+from tools.index.seeding import SegmentRef, normalise_rows
 
 __all__ = [
     "SEED_BANDS",

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from store.errors import ConfigError, EmbeddingError
-from tools.devices import resolve_device, resolve_torch_dtype
+from tools.runtime.devices import resolve_device, resolve_torch_dtype
 
 __all__ = [
     "ChunkContent",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from store.catalog import Catalog
 from store.errors import MediaError
-from tools import media
+from tools.index import media
 
 
 @dataclass(frozen=True)

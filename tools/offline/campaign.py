@@ -1,6 +1,7 @@
 """A generated campaign collection: N domains × H hours of playlists, cheap to make and to index.
 
-The demo playlist (:mod:`tools.synthetic`) is a tenth of an hour; the paper's collection is seven
+The demo playlist (:mod:`tools.offline.synthetic`) is a tenth of an hour; the paper's collection is
+seven
 domains of about 100 hours each. :func:`make_campaign` writes a collection of any size in the
 paper's shape — one playlist per domain of ``video_minutes`` episodes — made to be cheap on two
 cores: small frames (128×96) at one frame a second, no audio track, WebVTT captions instead of
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import ConfigError
-from tools.synthetic import (
+from tools.offline.synthetic import (
     LABEL_WORDS,
     PALETTE,
     POSITIONS,

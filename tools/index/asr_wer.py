@@ -5,7 +5,7 @@ Debian's ``pocketsphinx-testdata`` ships five LibriVox recordings of *Sense and 
 hypotheses of pocketsphinx's own test language model (``test-lm.match``).
 :func:`librivox_items` reads them in place (they are never copied into the repository),
 :func:`transcribe_items` puts them through a project transcriber (the Whisper path of
-:mod:`tools.transcripts`, one 30 s chunk per recording) and :func:`word_error_rate` scores
+:mod:`tools.index.transcripts`, one 30 s chunk per recording) and :func:`word_error_rate` scores
 hypotheses against references after one normalisation applied to both (lower case, no
 punctuation, a few spoken forms of abbreviations).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from store.errors import ConfigError
-from tools.transcripts import Transcriber, TranscriptRequest
+from tools.index.transcripts import Transcriber, TranscriptRequest
 
 __all__ = [
     "LIBRIVOX_DIR",

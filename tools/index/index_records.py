@@ -12,7 +12,7 @@ what to redo, the least that brings the video up to date:
 - ``segments``: only the segment lengths changed: segments again from the stored vectors.
 
 Near-duplicates and seeds follow every ``index`` run anyway. Pure functions over rows: the
-indexer does the work (:meth:`tools.indexer.Indexer.redo_stale`).
+indexer does the work (:meth:`tools.index.indexer.Indexer.redo_stale`).
 """
 
 from __future__ import annotations

@@ -276,13 +276,13 @@ def _empty_file(given: str, resolved: Path) -> str | None:
 
 
 def _probe_duration(path: Path) -> float | None:
-    """The picture's length in seconds (what :func:`tools.media.probe` finds: sound that runs
+    """The picture's length in seconds (what :func:`tools.index.media.probe` finds: sound that runs
     past the last frame does not count), or ``None`` when the file cannot be probed here.
 
     A file that cannot be read as a video is still listed: the media stage refuses it with its
     reason (a MediaError recorded against the video).
     """
-    from tools import media
+    from tools.index import media
 
     try:
         return media.probe(path).duration_s

@@ -9,8 +9,9 @@ video merged into one span that keeps its best chunk's score.
 
 * :class:`BM25Retriever`: Okapi BM25 (k1 1.5, b 0.75) over the chunk transcripts of the catalogue.
 * :class:`TextEmbeddingRetriever`: the question through the embedder's text side
-  (:meth:`tools.embeddings.Embedder.embed_query`) against the chunk vectors of the index, through
-  :class:`tools.search.ChunkSearch`.
+  (:meth:`tools.index.embeddings.Embedder.embed_query`) against the chunk vectors of the index,
+  through
+  :class:`tools.evidence.search.ChunkSearch`.
 * :class:`MultimodalRetriever`: the question against the multimodal chunk vectors (frames and
   transcript fused). With the offline embedder it coincides with the text retriever; see there.
 * :class:`HybridRetriever`: reciprocal-rank fusion (k 60) of BM25 and an embedding retriever.
@@ -39,8 +40,8 @@ import numpy.typing as npt
 
 from store.catalog import DUPLICATE, INDEXED, Catalog, VideoRow
 from store.errors import ConfigError
-from tools.roles import cite
-from tools.search import ChunkSearch
+from tools.contracts.roles import cite
+from tools.evidence.search import ChunkSearch
 
 __all__ = [
     "RETRIEVERS",
@@ -102,7 +103,7 @@ class RetrievedSpan:
 
 
 def chunk_id(video_id: str, idx: int) -> str:
-    """A chunk's id as the index stores it (``tools.indexer.chunk_point_id``)."""
+    """A chunk's id as the index stores it (``tools.index.indexer.chunk_point_id``)."""
     return f"{video_id}-c{idx:05d}"
 
 
@@ -377,7 +378,8 @@ class BM25Retriever(Retriever):
 class TextEmbeddingRetriever(Retriever):
     """The question embedded with the embedder's text side, against the index's chunk vectors.
 
-    ``search`` is :class:`tools.search.ChunkSearch` over the chunk collection; the haystack is a
+    ``search`` is :class:`tools.evidence.search.ChunkSearch` over the chunk collection; the
+    haystack is a
     ``video_id`` filter on it. Scores are cosines. With the offline ``minilm-text+frame-stats``
     embedder a query is ``(MiniLM text vector, zeros)``, so its cosine with a chunk is
     ``w_text`` × the transcript cosine: a pure transcript ranking for every chunk with frames.

@@ -49,20 +49,19 @@ from store.errors import (
     PlaylistEvalError,
     TranscriptError,
 )
-from tools import ingest, media
-from tools.calibration import Calibration, SeedBand, calibrate, pair_cosines
-from tools.devices import device_slot
-from tools.embeddings import ChunkContent, Embedder, embedder_label
-from tools.index_records import RedoPlan, old_defaults_record, plan_redo
-from tools.ocr import ScreenTextReader, with_screen_text
-from tools.seeding import (
+from tools.index import ingest, media
+from tools.index.calibration import Calibration, SeedBand, calibrate, pair_cosines
+from tools.index.embeddings import ChunkContent, Embedder, embedder_label
+from tools.index.index_records import RedoPlan, old_defaults_record, plan_redo
+from tools.index.ocr import ScreenTextReader, with_screen_text
+from tools.index.seeding import (
     SegmentRef,
     find_near_duplicates,
     find_seeds,
     plan_segments,
     segment_vector,
 )
-from tools.transcripts import (
+from tools.index.transcripts import (
     AutoTranscriber,
     DeferredWhisper,
     Transcriber,
@@ -72,7 +71,8 @@ from tools.transcripts import (
     reads_audio,
     transcriber_for,
 )
-from tools.vectors import VectorIndex
+from tools.index.vectors import VectorIndex
+from tools.runtime.devices import device_slot
 
 CHUNK_KEYWORD_FIELDS = ("video_id", "playlist_id", "domain")
 log = structlog.get_logger("playlisteval.index")
@@ -101,7 +101,7 @@ class IndexConfig:
     max_download_height: int = 720
     subtitle_langs: tuple[str, ...] = ("en",)
     # Read on-screen text from each chunk's frames and embed it beside the transcript
-    # (``index.ocr``; tools/ocr.py). The stored transcript stays what was said.
+    # (``index.ocr``; tools/index/ocr.py). The stored transcript stays what was said.
     ocr: bool = False
 
     @property
@@ -544,7 +544,7 @@ def segments_in_seeding(catalog: Catalog) -> tuple[list[str], list[SegmentRef], 
 
 def seed_calibration(catalog: Catalog, current: SeedBand) -> Calibration:
     """How the catalogue's same-domain segment pairs fall under the band ``current``, and the
-    band :func:`tools.calibration.calibrate` suggests (``seeds --calibrate``)."""
+    band :func:`tools.index.calibration.calibrate` suggests (``seeds --calibrate``)."""
     _order, refs, vectors = segments_in_seeding(catalog)
     return calibrate(pair_cosines(refs, vectors), current)
 
@@ -553,7 +553,7 @@ class IndexStore:
     """The indexing work that needs no model: listing and media into the catalogue, storing
     what the models computed (Qdrant first, then the catalogue), segments, near-duplicates and
     seeds. Two engines compute the chunks: :class:`Indexer` on this machine, and
-    :class:`tools.ray_index.RayIndexer` on a Ray cluster; both store them through here."""
+    :class:`tools.index.ray_index.RayIndexer` on a Ray cluster; both store them through here."""
 
     def __init__(
         self,
@@ -795,7 +795,7 @@ class IndexStore:
 
     def run(self, redo: str | None = None) -> IndexSummary:
         """Redo what changed settings made stale (``redo``: what ``index --redo`` forces,
-        :func:`tools.index_records.plan_redo`), index every ready video, drop near-duplicates,
+        :func:`tools.index.index_records.plan_redo`), index every ready video, drop near-duplicates,
         backfill the domains they left below their target (:meth:`backfill`), then compute
         seeds."""
         report = self.redo_stale(redo)
@@ -1319,7 +1319,7 @@ class Indexer(IndexStore):
     ) -> list[tuple[VideoRow, RedoPlan, IndexRecordRow]]:
         """The indexed videos (near-duplicates too) whose index the settings made stale, or
         all of them for ``force``, with what each needs; a video with no record is taken as
-        made with the old defaults (:func:`tools.index_records.old_defaults_record`) and noted
+        made with the old defaults (:func:`tools.index.index_records.old_defaults_record`) and noted
         in ``report``."""
         records = self.catalog.index_records()
         found: list[tuple[VideoRow, RedoPlan, IndexRecordRow]] = []

@@ -3,7 +3,8 @@
 Pure numpy on purpose (no scipy, no model): the offline provider must answer from what a call
 carries, deterministically and fast. It reads scenes made of flat colour regions — the synthetic
 demo playlist, and any footage simple enough — as a background plus the blobs in front of it,
-each named by the nearest colour of :data:`tools.synthetic.PALETTE`, its 3×3 grid cell and the
+each named by the nearest colour of :data:`tools.offline.synthetic.PALETTE`, its 3×3 grid cell and
+the
 shape its fill ratio suggests.
 """
 
@@ -19,8 +20,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from store.errors import MediaError
-from tools import media
-from tools.synthetic import PALETTE, POSITIONS, SHAPE_KINDS
+from tools.index import media
+from tools.offline.synthetic import PALETTE, POSITIONS, SHAPE_KINDS
 
 __all__ = [
     "COLOURS",

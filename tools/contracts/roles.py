@@ -1,7 +1,8 @@
 """The roles of the wire contract and the model slots that cast them: one declaration each.
 
 A role is one :class:`RoleSpec`: the context it is given and the output type it answers with
-(:mod:`tools.role_types`, whose names this module hands on), whether the segments' clips go with
+(:mod:`tools.contracts.role_types`, whose names this module hands on), whether the segments' clips
+go with
 its prompt, its output-token cap and thinking level, its prompt template, and the offline
 provider's answerer for it. Who plays it is one :class:`ModelSlot`: the settings key under
 ``[models]``, the role(s) it casts, its default model(s) and its description. The settings'
@@ -27,7 +28,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args, get_origin
 
 from store.errors import ConfigError
-from tools.model_slots import (
+from tools.contracts.model_slots import (
     DIFFICULTY_JUDGES_SLOT,
     MODEL_SLOTS,
     PAPER_SLOTS,
@@ -48,19 +49,7 @@ from tools.model_slots import (
     extension_slots,
     unregister_slot,
 )
-from tools.offline_answers import (
-    OfflineCall,
-    match_answer,
-    pair_judge_answer,
-    parametric_answer,
-    phase1_answer,
-    phase2_answer,
-    sufficiency_answer,
-    textual_rank_answer,
-    transcript_answer,
-    visual_rank_answer,
-)
-from tools.role_types import (
+from tools.contracts.role_types import (
     CONTEXT_CLOSE,
     CONTEXT_OPEN,
     QA,
@@ -98,6 +87,18 @@ from tools.role_types import (
     embed_context,
     format_timestamp,
     neutralise_tags,
+)
+from tools.offline.offline_answers import (
+    OfflineCall,
+    match_answer,
+    pair_judge_answer,
+    parametric_answer,
+    phase1_answer,
+    phase2_answer,
+    sufficiency_answer,
+    textual_rank_answer,
+    transcript_answer,
+    visual_rank_answer,
 )
 
 if TYPE_CHECKING:  # a Literal of level names: importing pydantic-ai costs a second
@@ -379,7 +380,8 @@ def register_slot(slot: ModelSlot[ValueT]) -> ModelSlot[ValueT]:
 
 for _role in _PAPER_ROLES:
     register_role(_role)
-for _slot in PAPER_SLOTS:  # the table holds them already (tools.model_slots): their roles exist
+# The table holds them already (tools.contracts.model_slots): their roles must exist.
+for _slot in PAPER_SLOTS:
     if _missing := [role for role in _slot.roles if role not in _ROLES]:
         raise ConfigError(f"model slot {_slot.key!r} casts undeclared role(s) {_missing!r}")
 

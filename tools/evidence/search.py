@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.embeddings import Embedder
-from tools.roles import cite
-from tools.vectors import VectorIndex
+from tools.contracts.roles import cite
+from tools.index.embeddings import Embedder
+from tools.index.vectors import VectorIndex
 
 
 @dataclass(frozen=True)
