@@ -277,6 +277,7 @@ def test_eval_with_an_unknown_judge_prints_the_toml_to_add(tmp_path: Path) -> No
 
     from playlisteval.app import App
     from playlisteval.cli import app as cli_app
+    from playlisteval.cli.shell import EXIT_UNKNOWN_JUDGE
 
     with App(load_settings(tmp_path / "home")) as app:
         assert app.catalog.videos() == []  # a started, empty workspace
@@ -293,9 +294,10 @@ def test_eval_with_an_unknown_judge_prints_the_toml_to_add(tmp_path: Path) -> No
             str(tmp_path / "home"),
         ],
     )
-    assert result.exit_code != 0
+    assert result.exit_code == EXIT_UNKNOWN_JUDGE, result.output
     said = result.output
-    assert "judge 'mystery-vl-9000' is not configured" in said
+    assert "judge 'mystery-vl-9000' is no model this project knows" in said
+    assert "/playlisteval.toml" in said  # the workspace's own file, never the installed package
     assert '[providers.models."mystery-vl-9000"]' in said
     assert 'family = "openai-compatible"' in said
     assert '[budget.price_overrides."mystery-vl-9000"]' in said

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from playlisteval.runs.rehearse import (
+from playlisteval.runs.rehearsing import (
     EXPLICIT_BEST,
     EXPLICIT_WORST,
     explicit_cache_scenarios,

@@ -5,8 +5,8 @@ composition root (``playlisteval.app.App``) hands it.
   one under its recorded definition (``--upgrade`` to change it), queue one for the fleet;
 - :mod:`~playlisteval.runs.advice`: why a run's seeds stopped and what takes them further;
 - :mod:`~playlisteval.runs.replay`: strict and counterfactual replay, the chain check;
-- :mod:`~playlisteval.runs.rehearse`: a priced rehearsal in a scratch log;
-- :mod:`~playlisteval.runs.audit`: a run's audit;
+- :mod:`~playlisteval.runs.rehearsing`: a priced rehearsal in a scratch log;
+- :mod:`~playlisteval.runs.auditing`: a run's audit;
 - :mod:`~playlisteval.runs.benchmark`: pair selection and export;
 - :mod:`~playlisteval.runs.evaluation`: judge evaluation.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from playlisteval.runs.advice import StopKind, resume_advice, resume_lines, stop_kinds
-    from playlisteval.runs.audit import audit, latest_run
+    from playlisteval.runs.auditing import audit, latest_run
     from playlisteval.runs.benchmark import export, select_pairs
     from playlisteval.runs.curation import (
         check_prices,
@@ -31,30 +31,32 @@ if TYPE_CHECKING:
         run_settings,
     )
     from playlisteval.runs.evaluation import DEFAULT_CONDITIONS, DEMO_CONDITIONS, evaluate
-    from playlisteval.runs.rehearse import Rehearsal, paper_scale, rehearse
+    from playlisteval.runs.rehearsing import Rehearsal, paper_scale, rehearse
     from playlisteval.runs.release import then_release
     from playlisteval.runs.replay import ReplayReport, replay_strict, replayer, verify_store
 
 #: Each name of the package, by the module it lives in: imported when first used, so a command
-#: that needs one use case (``status``, ``runs``) does not pay for the others' imports.
+#: that needs one use case (``status``, ``runs``) does not pay for the others' imports. No module
+#: of the package is named as one of these (importing ``runs.audit`` would otherwise put the
+#: module where the function ``runs.audit`` is looked for).
 _LAZY: dict[str, str] = {
     "DEFAULT_CONDITIONS": "playlisteval.runs.evaluation",
     "DEMO_CONDITIONS": "playlisteval.runs.evaluation",
-    "Rehearsal": "playlisteval.runs.rehearse",
+    "Rehearsal": "playlisteval.runs.rehearsing",
     "ReplayReport": "playlisteval.runs.replay",
     "StopKind": "playlisteval.runs.advice",
-    "audit": "playlisteval.runs.audit",
+    "audit": "playlisteval.runs.auditing",
     "check_prices": "playlisteval.runs.curation",
     "check_resumable": "playlisteval.runs.curation",
     "choose_seeds": "playlisteval.runs.curation",
     "curate": "playlisteval.runs.curation",
     "evaluate": "playlisteval.runs.evaluation",
     "export": "playlisteval.runs.benchmark",
-    "latest_run": "playlisteval.runs.audit",
+    "latest_run": "playlisteval.runs.auditing",
     "new_run_id": "playlisteval.runs.curation",
-    "paper_scale": "playlisteval.runs.rehearse",
+    "paper_scale": "playlisteval.runs.rehearsing",
     "queue_fresh_seeds": "playlisteval.runs.curation",
-    "rehearse": "playlisteval.runs.rehearse",
+    "rehearse": "playlisteval.runs.rehearsing",
     "replay_strict": "playlisteval.runs.replay",
     "replayer": "playlisteval.runs.replay",
     "resume": "playlisteval.runs.curation",

@@ -13,7 +13,7 @@ from playlisteval.app import (
     model_factory,
 )
 from playlisteval.export import ExportSummary, export_benchmark
-from playlisteval.runs.audit import latest_run
+from playlisteval.runs.auditing import latest_run
 from playlisteval.runs.release import then_release
 from policies.pairs import SelectedPair
 from store.errors import ConfigError

@@ -20,7 +20,7 @@ from playlisteval.app import (
     offline_models,
     traffic_for,
 )
-from playlisteval.runs.audit import audit
+from playlisteval.runs.auditing import audit
 from playlisteval.runs.curation import choose_seeds
 from playlisteval.settings import IndexSettings
 from policies.budget import check_concurrency
