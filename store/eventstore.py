@@ -788,9 +788,11 @@ class EventStore(ABC):
         if quick and head is not None and self._trouble is None:
             since, since_link = head.verified_seq, head.verified_link
         with self._engine.connect() as conn:
-            problems, last_link = self._link_pass(conn, head, since, since_link)
-            count, stream_problems = self._stream_pass(conn, streams, since)
-            last = self._last_seq(conn)
+            # Everything is judged up to the last event the global chain was walked to: a
+            # writer appending meanwhile adds events past it, which the next check takes up
+            # (the checkpoint is that event's, never a later seq's with this one's link).
+            problems, last, last_link = self._link_pass(conn, head, since, since_link)
+            count, stream_problems = self._stream_pass(conn, streams, since, last)
         problems += stream_problems
         problems.sort(key=lambda p: (p.seq, p.stream))
         if self._trouble is not None:
@@ -799,6 +801,14 @@ class EventStore(ABC):
         if not problems and whole and last and self._head_file and self._log_id:
             self._checkpoint(last, last_link)
         return Verification(count, last, problems, since)
+
+    @staticmethod
+    def _head_moved_on(conn: Connection, stream: str, upto: int) -> bool:
+        """Whether ``stream`` has a head row past ``upto`` (a writer appended after the walk)."""
+        found = conn.execute(
+            select(_H.seq).where(_H.stream == stream, _H.seq > upto)
+        ).scalar_one_or_none()
+        return found is not None
 
     def _checkpoint(self, seq: int, link: str) -> None:
         """Move the checkpoint beside the key, where this process may: a reading command on an
@@ -810,9 +820,9 @@ class EventStore(ABC):
 
     def _link_pass(
         self, conn: Connection, head: Head | None, since: int = 0, since_link: str = ""
-    ) -> tuple[list[ChainProblem], str]:
+    ) -> tuple[list[ChainProblem], int, str]:
         """The global chain's problems (from the checkpoint ``since``, whose link was
-        ``since_link``, when one is given) and the last event's link."""
+        ``since_link``, when one is given), and the seq and link of the last event walked."""
         walk = LinkWalk(self._key, head)
         problems: list[ChainProblem] = []
         if since:
@@ -842,17 +852,19 @@ class EventStore(ABC):
                 problems += walk.step(seq, stream, version, hash_, link)
             else:
                 walk.seq = seq
-        return problems + walk.finish(), walk.link
+        return problems + walk.finish(), walk.seq, walk.link
 
     def _stream_pass(
-        self, conn: Connection, streams: Sequence[str] | None, since: int = 0
+        self, conn: Connection, streams: Sequence[str] | None, since: int, upto: int
     ) -> tuple[int, list[ChainProblem]]:
-        query = select(*_COLUMNS).where(_C.seq > since).order_by(_C.seq)
+        """Each stream's chain over the events after ``since`` up to ``upto`` (the last one the
+        global chain was walked to), each stream's end against its head where that head is
+        not past ``upto`` (one that is moved on after the walk: its events come next time)."""
+        query = select(*_COLUMNS).where(_C.seq > since, _C.seq <= upto).order_by(_C.seq)
         heads_query = select(_H.stream, _H.version, _H.hash, _H.seq)
         if streams is not None:
             query = query.where(self._stream_clause(streams))
             heads_query = heads_query.where(self._stream_clause(streams, _H.stream))
-        heads = {str(r[0]): (int(r[1]), str(r[2]), int(r[3])) for r in conn.execute(heads_query)}
         walks: dict[str, StreamWalk] = {}
         problems: list[ChainProblem] = []
         count = 0
@@ -895,8 +907,16 @@ class EventStore(ABC):
                         f"it does not decode as a {stored.type!r} event: {first}",
                     )
                 )
+        # Read after the rows: a head is never behind the events walked, and one past ``upto``
+        # belongs to a stream a writer has moved on since (not judged now).
+        heads = {
+            str(r[0]): (int(r[1]), str(r[2]), int(r[3]))
+            for r in conn.execute(heads_query)
+            if int(r[3]) <= upto
+        }
         for name, walk in walks.items():
-            problems += walk.finish(heads.get(name))
+            if name in heads or not self._head_moved_on(conn, name, upto):
+                problems += walk.finish(heads.get(name))
         for stream, (version, _hash, seq) in heads.items():
             if stream not in walks and not since:  # quick: streams untouched since not read
                 problems.append(
