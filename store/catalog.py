@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Engine, event, func, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -36,6 +35,9 @@ from sqlmodel import Field, Session, SQLModel, col, create_engine, delete, selec
 
 from store.errors import ConfigError, unreadable_database
 from store.sqlite import immutable_url, read_only, refuse_writes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Video status values. "listed": known, media not on disk yet; "ready": media on disk;
 # "indexed": every chunk and segment stored; "failed": a recorded error stopped it; "duplicate":
@@ -208,11 +210,15 @@ class DomainHours:
 
 def vector_to_bytes(vector: np.ndarray) -> bytes:
     """float32 little-endian bytes of a 1-d vector."""
+    import numpy as np  # not at import: `status` and `runs` read the catalogue without it
+
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
 def vectors_from_bytes(blobs: Sequence[bytes]) -> np.ndarray:
     """Stack stored vectors into an (n, dim) float32 matrix."""
+    import numpy as np
+
     if not blobs:
         return np.zeros((0, 0), dtype=np.float32)
     return np.stack([np.frombuffer(b, dtype="<f4") for b in blobs]).astype(np.float32)
