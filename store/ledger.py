@@ -267,12 +267,16 @@ def spend(events: Iterable[StoredEvent | Event]) -> Ledger:
 def stream_spend(store: EventStore, prefix: str) -> Ledger:
     """The ledger of every stream starting with ``prefix`` (a run's seeds: ``seed-<run>-``)."""
     fold = LedgerFold()
-    # The fold never reads a call's response (most of the log's bytes): left in the database.
     for stored in store.read_all(
-        stream_prefix=prefix, types=sorted(ledger_types()), omit=("response",)
+        stream_prefix=prefix, types=sorted(ledger_types()), omit=LEDGER_OMITS
     ):
         fold.apply_stored(stored)
     return fold.ledger()
+
+
+#: What the fold never reads of a call (its response: most of the log's bytes), left in the
+#: database when a ledger is read.
+LEDGER_OMITS = ("response",)
 
 
 def ledger_types() -> frozenset[str]:

@@ -18,11 +18,8 @@ from store.events import (
     seed_stream,
 )
 from store.eventstore import EventStore
-from store.ledger import Ledger, LedgerFold, current_cap, ledger_types
-
-#: What the ledger's fold never reads of an event (:meth:`store.ledger.LedgerFold.apply`): a
-#: call's response, most of a log's bytes.
-LEDGER_OMITS = ("response",)
+from store.ledger import LEDGER_OMITS as LEDGER_OMITS  # handed on: the omit tests read it
+from store.ledger import Ledger, current_cap, stream_spend
 
 
 def run_ids(store: EventStore) -> list[str]:
@@ -60,16 +57,11 @@ def seeds_in_runs(store: EventStore) -> set[str]:
 
 
 def seeds_spend(store: EventStore, run_id: str) -> Ledger:
-    """The one ledger's fold over the run's seed streams (what ``runs`` shows it spent), as
-    :func:`store.ledger.stream_spend` folds them, read without the calls' responses (which the
-    fold does not read) through the streams' index: what ``runs`` and ``status`` pay per run
-    stays the run's calls, not the log's."""
-    fold = LedgerFold()
-    for stored in store.read_all(
-        stream_prefix=seed_stream(run_id, ""), types=sorted(ledger_types()), omit=LEDGER_OMITS
-    ):
-        fold.apply_stored(stored)
-    return fold.ledger()
+    """The one ledger over the run's seed streams (what ``runs`` shows it spent):
+    :func:`store.ledger.stream_spend` of their prefix, read without the calls' responses
+    through the streams' index, so what ``runs`` and ``status`` pay per run stays the run's
+    calls, not the log's."""
+    return stream_spend(store, seed_stream(run_id, ""))
 
 
 def run_end(run_id: str, events: Iterable[tuple[str, AnyEvent]], spent_micros: int) -> RunFinished:

@@ -9,7 +9,6 @@ or suggestion of it)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,12 @@ from typer.testing import CliRunner
 
 from playlisteval.app import App
 from playlisteval.cli import app as cli_app
-from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
 from playlisteval.ui.annotations import AnnotationLog, AnnotationState, in_letters_of
 from playlisteval.ui.benchmark import load_benchmark
 from playlisteval.ui.label_formats import LS_CHOICES, argilla_user_id, owner_letter
 from store.annotation_events import AnnotatorReadLabels, decode_annotation
 from tests.test_ui import (
-    CELLS,
     SECRET,
     answer_text,
     as_owner,
@@ -36,8 +33,12 @@ from tests.test_ui import (
     join,
     label_next,
     stream_of,
-    write_benchmark,
 )
+
+# The small benchmark of tests/test_ui.py, its records and the open workspace: its fixtures.
+from tests.test_ui import bench as bench
+from tests.test_ui import opened as opened
+from tests.test_ui import records as records
 
 ls_interface = pytest.importorskip("label_studio_sdk.label_interface")
 ls_types = pytest.importorskip("label_studio_sdk.types")
@@ -45,23 +46,6 @@ rg = pytest.importorskip("argilla")
 
 SAMPLE = 6
 LABELS = ("intended", "other", "cant_tell")
-
-
-@pytest.fixture
-def bench(tmp_path: Path, demo_playlist: Path) -> Path:
-    return write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
-
-
-@pytest.fixture
-def records(bench: Path) -> dict[str, dict[str, Any]]:
-    lines = (bench / "pairs.jsonl").read_text().splitlines()
-    return {r["id"]: r for r in map(json.loads, lines)}
-
-
-@pytest.fixture
-def opened(workspace: Path) -> Iterator[App]:
-    with App(load_settings(workspace)) as app:
-        yield app
 
 
 @pytest.fixture

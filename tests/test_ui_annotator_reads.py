@@ -14,7 +14,6 @@ import html
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +23,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from playlisteval.app import App
-from playlisteval.settings import load_settings
 from playlisteval.ui import create_app
 from playlisteval.ui.annotations import (
     BLIND_COLUMNS,
@@ -45,34 +43,18 @@ from tests.test_ui import (
     signer_of,
     stream_of,
     undo_fields,
-    write_benchmark,
 )
+
+# The small benchmark of tests/test_ui.py, its records and the open workspace: its fixtures.
+from tests.test_ui import bench as bench
+from tests.test_ui import opened as opened
+from tests.test_ui import records as records
 
 SAMPLE = 6
 # Two annotators, every pair to both: each reads the other's answers once they gave their own.
 BOTH: dict[str, Any] = {"invites": ["ann", "bob"], "overlap": 2, "overlap_share": 1.0}
 INTENDED_VALUES = {"intended", "other"}
 REFUSED = "undo is allowed only until you open the results or download the labels"
-
-
-@pytest.fixture
-def bench(tmp_path: Path, demo_playlist: Path) -> Path:
-    """The small benchmark of ``tests/test_ui.py``."""
-    return write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
-
-
-@pytest.fixture
-def records(bench: Path) -> dict[str, dict[str, Any]]:
-    """The benchmark's records by pair id."""
-    lines = (bench / "pairs.jsonl").read_text().splitlines()
-    return {r["id"]: r for r in map(json.loads, lines)}
-
-
-@pytest.fixture
-def opened(workspace: Path) -> Iterator[App]:
-    """The workspace, open."""
-    with App(load_settings(workspace)) as app:
-        yield app
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,7 +34,6 @@ from playlisteval.ui.annotations import (
 from playlisteval.ui.app import Signer, owner_cookie_name
 from playlisteval.ui.benchmark import load_benchmark
 from tests.test_ui import (
-    CELLS,
     SECRET,
     as_owner,
     cookie_of,
@@ -45,32 +43,16 @@ from tests.test_ui import (
     signer_of,
     stream_of,
     undo_fields,
-    write_benchmark,
 )
+
+# The small benchmark of tests/test_ui.py, its records and the open workspace: its fixtures.
+from tests.test_ui import bench as bench
+from tests.test_ui import opened as opened
+from tests.test_ui import records as records
 
 SAMPLE = 6
 # Three annotators, half of the sample to two of them, the other half to one: shares differ.
 SHARED: dict[str, Any] = {"invites": ["ann", "bob", "cy"], "overlap": 2, "overlap_share": 0.5}
-
-
-@pytest.fixture
-def bench(tmp_path: Path, demo_playlist: Path) -> Path:
-    """The small benchmark of ``tests/test_ui.py``."""
-    return write_benchmark(tmp_path / "bench", demo_playlist, CELLS)
-
-
-@pytest.fixture
-def records(bench: Path) -> dict[str, dict[str, Any]]:
-    """The benchmark's records by pair id."""
-    lines = (bench / "pairs.jsonl").read_text().splitlines()
-    return {r["id"]: r for r in map(json.loads, lines)}
-
-
-@pytest.fixture
-def opened(workspace: Path) -> Iterator[App]:
-    """The workspace, open."""
-    with App(load_settings(workspace)) as app:
-        yield app
 
 
 @pytest.fixture
