@@ -16,11 +16,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 import structlog
 
+from store.closing import ClosesOnExit
 from store.coordination import LeaseHeld, Leases, NamedLease
 
 logger = structlog.get_logger("playlisteval.ownership")
@@ -53,7 +53,7 @@ def owner_name(command: str) -> str:
 
 
 @dataclass
-class WriterLease:
+class WriterLease(ClosesOnExit):
     """A held lease, renewed from a thread until :meth:`release` (a context manager)."""
 
     leases: Leases
@@ -127,13 +127,6 @@ class WriterLease:
         except Exception as exc:  # it lapses by itself
             logger.warning("lease_release_failed", lease=self.lease.name, error=str(exc))
 
-    def __enter__(self) -> WriterLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """The same as :meth:`release` (what ``with`` calls at the end of the block)."""
         self.release()

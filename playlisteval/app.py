@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -26,6 +25,7 @@ from policies.ratelimits import Limiter, RateLimiter, RetryPolicy, SharedRateLim
 from policies.tokens import provider_family
 from store.catalog import Catalog
 from store.chain import LOG_KEY_FILE, read_log_key
+from store.closing import ClosesOnExit
 from store.coordination import BudgetAccounts, Leases, WorkQueue
 from store.errors import ConfigError, disk_full
 from store.events import CapSet, micros_to_usd, usd_to_micros
@@ -635,7 +635,7 @@ class EvaluationParts:
 
 
 @dataclass
-class App:
+class App(ClosesOnExit):
     """The parts of one workspace, opened lazily and closed together."""
 
     settings: Settings
@@ -1036,14 +1036,3 @@ class App:
         if self._catalog is not None:
             self._catalog.close()
             self._catalog = None
-
-    def __enter__(self) -> App:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

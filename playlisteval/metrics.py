@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from store.closing import ClosesOnExit
 from store.coordination import STATES, BudgetAccounts, WorkQueue
 from store.events import MICROS_PER_USD, UPCASTERS, upcast
 from store.eventstore import EventStore, StoredEvent
@@ -385,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("metrics_http", client=self.address_string(), line=format % args)
 
 
-class MetricsServer:
+class MetricsServer(ClosesOnExit):
     """``/metrics`` and ``/healthz`` over HTTP, served from a daemon thread until closed.
 
     ``health`` returns a JSON-able dict; ``{"status": "ok", …}`` answers 200, anything else 503.
@@ -424,17 +424,6 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = [

@@ -41,6 +41,7 @@ from store.catalog import (
     vector_to_bytes,
     vectors_from_bytes,
 )
+from store.closing import ClosesOnExit
 from store.errors import (
     ConfigError,
     EmbeddingError,
@@ -310,7 +311,7 @@ class DecodedBatch:
 _QUEUE_POLL_S = 0.2  # how often a decoder blocked on a full queue checks whether to stop
 
 
-class DecodeAhead:
+class DecodeAhead(ClosesOnExit):
     """Decodes videos' batches in worker threads while the caller runs the models.
 
     Videos are decoded in the order given, up to ``workers`` at a time, each at most
@@ -382,12 +383,6 @@ class DecodeAhead:
         self._stop.set()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> DecodeAhead:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def frame_height_for(preferred: int | None, configured: int) -> int:

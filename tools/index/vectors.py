@@ -32,8 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import qdrant_edge as qe
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from qdrant_client import QdrantClient
     from qdrant_client import models as qm
 
+from store.closing import ClosesOnExit
 from store.errors import ConfigError, IndexBackendError, PlaylistEvalError
 
 __all__ = [
@@ -311,25 +311,6 @@ def _engine_errors(name: str, what: str) -> Iterator[None]:
         raise IndexBackendError(f"collection {name!r}: {what} failed: {exc}") from exc
 
 
-class _Closable:
-    """Context-manager support shared by the backends."""
-
-    def close(self) -> None:
-        """Release files and locks."""
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
 # --------------------------------------------------------------------------------------------
 # qdrant_client: local mode and server
 # --------------------------------------------------------------------------------------------
@@ -353,7 +334,7 @@ def _client_filter(conds: list[_Cond]) -> qm.Filter | None:
     return qm.Filter(must=must)
 
 
-class QdrantClientIndex(_Closable):
+class QdrantClientIndex(ClosesOnExit):
     """A :class:`VectorIndex` over ``qdrant_client``: local mode or a server.
 
     Build it with :meth:`local` (backend ``"qdrant-local"``) or :meth:`server` (backend
@@ -547,7 +528,7 @@ def _edge_filter(conds: list[_Cond]) -> qe.Filter | None:
     return qe.Filter(must=must)
 
 
-class QdrantEdgeIndex(_Closable):
+class QdrantEdgeIndex(ClosesOnExit):
     """A :class:`VectorIndex` over qdrant-edge: one ``EdgeShard`` directory per collection.
 
     New points land in an appendable segment that is searched exactly. :meth:`optimize`, run
