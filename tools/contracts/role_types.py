@@ -171,14 +171,20 @@ class VideoRate(Frozen):
     max_frames: int | None = None
 
 
-class SufficiencyContext(RoleContext):
+class _FixedQAContext(RoleContext):
+    """What the roles that work on an accepted QA are given: the question, its gold answer and
+    the seed's two segments (the sufficiency check and the distractor generator)."""
+
+    question: str
+    gold_answer: str
+    segments: tuple[SegmentEvidence, SegmentEvidence]
+
+
+class SufficiencyContext(_FixedQAContext):
     """A third model family checks the QA against each segment's video and transcript;
     ``video_rates`` (filled by the model runner) say at what rate each segment's video is sent."""
 
     role: Literal["sufficiency"] = "sufficiency"
-    question: str
-    gold_answer: str
-    segments: tuple[SegmentEvidence, SegmentEvidence]
     video_rates: tuple[VideoRate, ...] = ()
 
 
@@ -222,13 +228,10 @@ class DistractorSet(Frozen):
     answers: tuple[GradedAnswer, ...]
 
 
-class Phase2Context(RoleContext):
+class Phase2Context(_FixedQAContext):
     """The distractor generator sees the segments (as video), the fixed QA and its feedback."""
 
     role: Literal["phase2_generator"] = "phase2_generator"
-    question: str
-    gold_answer: str
-    segments: tuple[SegmentEvidence, SegmentEvidence]
     feedback: tuple[Feedback, ...] = ()
 
 

@@ -28,11 +28,12 @@ import math
 import re
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import qdrant_edge as qe
@@ -76,64 +77,6 @@ class Hit:
     id: str
     score: float
     payload: dict[str, Any]
-
-
-@runtime_checkable
-class VectorIndex(Protocol):
-    """What every vector index backend offers; all distances are cosine.
-
-    Filters map a payload field to a condition, all conditions must hold (AND):
-    ``{"domain": "education"}`` equality (str or int), ``{"video_id": ["a", "b"]}`` match
-    any, ``{"start_s": {"gte": 10, "lt": 60}}`` numeric range.
-    """
-
-    backend: str
-
-    def ensure_collection(
-        self,
-        name: str,
-        dim: int,
-        keyword_fields: Sequence[str] = (),
-        float_fields: Sequence[str] = (),
-    ) -> None:
-        """Create the collection if missing (idempotent) and index the given payload fields."""
-        ...
-
-    def upsert(
-        self,
-        name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Mapping[str, Any]],
-    ) -> None:
-        """Insert or replace points by id; durable once it returns."""
-        ...
-
-    def search(
-        self,
-        name: str,
-        vector: np.ndarray,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Return up to ``k`` hits, best cosine similarity first."""
-        ...
-
-    def count(self, name: str) -> int:
-        """Return the exact number of points in the collection."""
-        ...
-
-    def delete(self, name: str, ids: Sequence[str]) -> None:
-        """Delete points by id; unknown ids are ignored."""
-        ...
-
-    def has_collection(self, name: str) -> bool:
-        """Say whether the collection exists."""
-        ...
-
-    def close(self) -> None:
-        """Release files and locks; idempotent."""
-        ...
 
 
 def point_uuid(key: str) -> str:
@@ -311,6 +254,128 @@ def _engine_errors(name: str, what: str) -> Iterator[None]:
         raise IndexBackendError(f"collection {name!r}: {what} failed: {exc}") from exc
 
 
+class VectorIndex(ClosesOnExit, ABC):
+    """What every vector index backend offers; all distances are cosine.
+
+    Filters map a payload field to a condition, all conditions must hold (AND):
+    ``{"domain": "education"}`` equality (str or int), ``{"video_id": ["a", "b"]}`` match
+    any, ``{"start_s": {"gte": 10, "lt": 60}}`` numeric range.
+
+    The public methods check names, dims, vectors, payloads and filters here, the same for
+    every backend, and re-raise engine errors as :class:`IndexBackendError`; a backend only
+    speaks to its engine, through the ``_``-prefixed hooks.
+    """
+
+    backend: str
+
+    def ensure_collection(
+        self,
+        name: str,
+        dim: int,
+        keyword_fields: Sequence[str] = (),
+        float_fields: Sequence[str] = (),
+    ) -> None:
+        """Create the collection if missing (idempotent), refuse an existing one of another
+        dim, and index the given payload fields."""
+        _check_name(name)
+        if dim <= 0:
+            raise IndexBackendError(f"collection {name!r}: dim {dim!r} must be positive")
+        have = self._create(name, dim)
+        if have != dim:
+            raise IndexBackendError(
+                f"collection {name!r} exists with {have}-d vectors, asked for {dim}-d: use "
+                "another collection name for a different embedder"
+            )
+        with _engine_errors(name, "payload index"):
+            self._index_fields(name, keyword_fields, float_fields)
+
+    def upsert(
+        self,
+        name: str,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        payloads: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Insert or replace points by id; durable once it returns."""
+        arr, bodies = _prepare_points(name, ids, vectors, payloads, self._dim(name))
+        if not ids:
+            return
+        with _engine_errors(name, "upsert"):
+            self._write(name, ids, arr, bodies)
+
+    def search(
+        self,
+        name: str,
+        vector: np.ndarray,
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Return up to ``k`` hits, best cosine similarity first."""
+        query = _query_vector(name, vector, self._dim(name))
+        conds = _parse_filters(name, filters)
+        if k <= 0 or any(c.any_of == () for c in conds):
+            return []
+        with _engine_errors(name, "search"):
+            return self._nearest(name, query, k, conds)
+
+    def count(self, name: str) -> int:
+        """Return the exact number of points in the collection."""
+        self._dim(name)
+        with _engine_errors(name, "count"):
+            return self._count(name)
+
+    def delete(self, name: str, ids: Sequence[str]) -> None:
+        """Delete points by id; unknown ids are ignored."""
+        self._dim(name)
+        if not ids:
+            return
+        with _engine_errors(name, "delete"):
+            self._remove(name, [point_uuid(key) for key in ids])
+
+    @abstractmethod
+    def has_collection(self, name: str) -> bool:
+        """Say whether the collection exists."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release files and locks; idempotent."""
+
+    # -- what a backend says to its engine (names are checked before these are called) --------
+
+    @abstractmethod
+    def _dim(self, name: str) -> int:
+        """The dimension of an existing collection; ``IndexBackendError`` when there is none
+        or the index is closed."""
+
+    @abstractmethod
+    def _create(self, name: str, dim: int) -> int:
+        """Create the collection at ``dim`` unless it exists; return its stored dimension."""
+
+    @abstractmethod
+    def _index_fields(
+        self, name: str, keyword_fields: Sequence[str], float_fields: Sequence[str]
+    ) -> None:
+        """Add the payload indexes the collection lacks (a backend may have none)."""
+
+    @abstractmethod
+    def _write(
+        self, name: str, ids: Sequence[str], arr: np.ndarray, bodies: list[dict[str, Any]]
+    ) -> None:
+        """Store checked points (one float32 row and one payload per id)."""
+
+    @abstractmethod
+    def _nearest(self, name: str, query: list[float], k: int, conds: list[_Cond]) -> list[Hit]:
+        """The ``k`` nearest points that meet every condition, best first."""
+
+    @abstractmethod
+    def _count(self, name: str) -> int:
+        """The exact number of points."""
+
+    @abstractmethod
+    def _remove(self, name: str, point_ids: list[str]) -> None:
+        """Delete points by their Qdrant ids."""
+
+
 # --------------------------------------------------------------------------------------------
 # qdrant_client: local mode and server
 # --------------------------------------------------------------------------------------------
@@ -334,7 +399,7 @@ def _client_filter(conds: list[_Cond]) -> qm.Filter | None:
     return qm.Filter(must=must)
 
 
-class QdrantClientIndex(ClosesOnExit):
+class QdrantClientIndex(VectorIndex):
     """A :class:`VectorIndex` over ``qdrant_client``: local mode or a server.
 
     Build it with :meth:`local` (backend ``"qdrant-local"``) or :meth:`server` (backend
@@ -407,94 +472,64 @@ class QdrantClientIndex(ClosesOnExit):
         self._dims[name] = size
         return size
 
-    def ensure_collection(
-        self,
-        name: str,
-        dim: int,
-        keyword_fields: Sequence[str] = (),
-        float_fields: Sequence[str] = (),
-    ) -> None:
-        """Create the cosine collection if missing; refuse an existing one of another dim."""
+    def _create(self, name: str, dim: int) -> int:
+        """Create the cosine collection if missing; return its dimension."""
         from qdrant_client import models as qm
 
-        _check_name(name)
-        if dim <= 0:
-            raise IndexBackendError(f"collection {name!r}: dim {dim!r} must be positive")
         client = self._open()
         with _engine_errors(name, "create"):
             if not client.collection_exists(name):
                 client.create_collection(
                     name, vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
                 )
-        have = self._dim(name)
-        if have != dim:
-            raise IndexBackendError(
-                f"collection {name!r} exists with {have}-d vectors, asked for {dim}-d: use "
-                "another collection name for a different embedder"
-            )
-        # Local mode ignores payload indexes (and warns about them), so only a server gets them.
-        if self.backend == "qdrant-server":
-            fields = [(f, qm.PayloadSchemaType.KEYWORD) for f in keyword_fields]
-            fields += [(f, qm.PayloadSchemaType.FLOAT) for f in float_fields]
-            with _engine_errors(name, "payload index"):
-                for field, schema in fields:
-                    client.create_payload_index(name, field, field_schema=schema, wait=True)
+        return self._dim(name)
 
-    def upsert(
-        self,
-        name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Mapping[str, Any]],
+    def _index_fields(
+        self, name: str, keyword_fields: Sequence[str], float_fields: Sequence[str]
     ) -> None:
-        """Insert or replace points; waits for the server so the write is applied on return."""
+        """Index payload fields on a server; local mode ignores payload indexes (and warns)."""
         from qdrant_client import models as qm
 
-        arr, bodies = _prepare_points(name, ids, vectors, payloads, self._dim(name))
+        if self.backend != "qdrant-server":
+            return
+        client = self._open()
+        fields = [(f, qm.PayloadSchemaType.KEYWORD) for f in keyword_fields]
+        fields += [(f, qm.PayloadSchemaType.FLOAT) for f in float_fields]
+        for field, schema in fields:
+            client.create_payload_index(name, field, field_schema=schema, wait=True)
+
+    def _write(
+        self, name: str, ids: Sequence[str], arr: np.ndarray, bodies: list[dict[str, Any]]
+    ) -> None:
+        """Upsert in batches, waiting for the server so the write is applied on return."""
+        from qdrant_client import models as qm
+
         client = self._open()
         points = [
             qm.PointStruct(id=point_uuid(key), vector=row.tolist(), payload=body)
             for key, row, body in zip(ids, arr, bodies, strict=True)
         ]
-        with _engine_errors(name, "upsert"):
-            for start in range(0, len(points), _SERVER_BATCH):
-                client.upsert(name, points=points[start : start + _SERVER_BATCH], wait=True)
+        for start in range(0, len(points), _SERVER_BATCH):
+            client.upsert(name, points=points[start : start + _SERVER_BATCH], wait=True)
 
-    def search(
-        self,
-        name: str,
-        vector: np.ndarray,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Return up to ``k`` hits by cosine similarity, best first."""
-        query = _query_vector(name, vector, self._dim(name))
-        conds = _parse_filters(name, filters)
-        if k <= 0 or any(c.any_of == () for c in conds):
-            return []
-        client = self._open()
-        with _engine_errors(name, "search"):
-            points = client.query_points(
+    def _nearest(self, name: str, query: list[float], k: int, conds: list[_Cond]) -> list[Hit]:
+        points = (
+            self._open()
+            .query_points(
                 name, query=query, limit=k, query_filter=_client_filter(conds), with_payload=True
-            ).points
+            )
+            .points
+        )
         return [_to_hit(p.payload, p.score, p.id) for p in points]
 
-    def count(self, name: str) -> int:
-        """Return the exact number of points."""
-        self._dim(name)
-        with _engine_errors(name, "count"):
-            return int(self._open().count(name, exact=True).count)
+    def _count(self, name: str) -> int:
+        return int(self._open().count(name, exact=True).count)
 
-    def delete(self, name: str, ids: Sequence[str]) -> None:
-        """Delete points by id; unknown ids are ignored."""
+    def _remove(self, name: str, point_ids: list[str]) -> None:
         from qdrant_client import models as qm
 
-        self._dim(name)
-        if not ids:
-            return
-        selector = qm.PointIdsList(points=[point_uuid(key) for key in ids])
-        with _engine_errors(name, "delete"):
-            self._open().delete(name, points_selector=selector, wait=True)
+        selector = qm.PointIdsList(points=list(point_ids))
+        self._open().delete(name, points_selector=selector, wait=True)
 
     def has_collection(self, name: str) -> bool:
         """Say whether the collection exists."""
@@ -528,7 +563,7 @@ def _edge_filter(conds: list[_Cond]) -> qe.Filter | None:
     return qe.Filter(must=must)
 
 
-class QdrantEdgeIndex(ClosesOnExit):
+class QdrantEdgeIndex(VectorIndex):
     """A :class:`VectorIndex` over qdrant-edge: one ``EdgeShard`` directory per collection.
 
     New points land in an appendable segment that is searched exactly. :meth:`optimize`, run
@@ -632,17 +667,13 @@ class QdrantEdgeIndex(ClosesOnExit):
                 f"collection {name!r}: unreadable edge_config.json under {str(path)!r}: {exc}"
             ) from exc
 
-    def ensure_collection(
-        self,
-        name: str,
-        dim: int,
-        keyword_fields: Sequence[str] = (),
-        float_fields: Sequence[str] = (),
-    ) -> None:
-        """Create the shard if missing, refuse another dim, add missing payload indexes."""
+    def _dim(self, name: str) -> int:
+        self._shard(name)
+        return self._dims[name]
+
+    def _create(self, name: str, dim: int) -> int:
+        """Create the shard if missing; return its dimension."""
         path = self._dir(name)
-        if dim <= 0:
-            raise IndexBackendError(f"collection {name!r}: dim {dim!r} must be positive")
         if self._closed:
             raise IndexBackendError("qdrant-edge index is closed: open a new one")
         with self._opening:
@@ -655,45 +686,36 @@ class QdrantEdgeIndex(ClosesOnExit):
                 with _engine_errors(name, "create"):
                     self._shards[name] = qe.EdgeShard.create(str(path), config)
                 self._dims[name] = dim
-            shard = self._shard(name)
-        if self._dims[name] != dim:
-            raise IndexBackendError(
-                f"collection {name!r} exists with {self._dims[name]}-d vectors, asked for "
-                f"{dim}-d: use another collection name for a different embedder"
-            )
-        with _engine_errors(name, "payload index"):
-            have = set(shard.info().payload_schema)
-            for field in keyword_fields:
-                if field not in have:
-                    shard.update(
-                        qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
-                    )
-            for field in float_fields:
-                if field not in have:
-                    shard.update(
-                        qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float)
-                    )
+            return self._dim(name)
 
-    def upsert(
-        self,
-        name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Mapping[str, Any]],
+    def _index_fields(
+        self, name: str, keyword_fields: Sequence[str], float_fields: Sequence[str]
     ) -> None:
-        """Insert or replace points; written to the WAL (and flushed if configured) on return."""
         shard = self._shard(name)
-        arr, bodies = _prepare_points(name, ids, vectors, payloads, self._dims[name])
-        if not ids:
-            return
+        have = set(shard.info().payload_schema)
+        for field in keyword_fields:
+            if field not in have:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
+                )
+        for field in float_fields:
+            if field not in have:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float)
+                )
+
+    def _write(
+        self, name: str, ids: Sequence[str], arr: np.ndarray, bodies: list[dict[str, Any]]
+    ) -> None:
+        """Write to the WAL (and flush if configured); optimize once enough points waited."""
+        shard = self._shard(name)
         points = [
             qe.Point(point_uuid(key), row.tolist(), body)
             for key, row, body in zip(ids, arr, bodies, strict=True)
         ]
-        with _engine_errors(name, "upsert"):
-            shard.update(qe.UpdateOperation.upsert_points(points))
-            if self._flush_on_upsert:
-                shard.flush()
+        shard.update(qe.UpdateOperation.upsert_points(points))
+        if self._flush_on_upsert:
+            shard.flush()
         pending = self._unoptimized.get(name, 0) + len(points)
         self._unoptimized[name] = pending
         if self._optimize_every is not None and pending >= self._optimize_every:
@@ -714,19 +736,7 @@ class QdrantEdgeIndex(ClosesOnExit):
         with _engine_errors(name, "info"):
             return int(shard.info().indexed_vectors_count)
 
-    def search(
-        self,
-        name: str,
-        vector: np.ndarray,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Return up to ``k`` hits by cosine similarity, best first."""
-        shard = self._shard(name)
-        query = _query_vector(name, vector, self._dims[name])
-        conds = _parse_filters(name, filters)
-        if k <= 0 or any(c.any_of == () for c in conds):
-            return []
+    def _nearest(self, name: str, query: list[float], k: int, conds: list[_Cond]) -> list[Hit]:
         request = qe.QueryRequest(
             query=qe.Query.Nearest(query),
             limit=k,
@@ -734,25 +744,17 @@ class QdrantEdgeIndex(ClosesOnExit):
             params=self._params,
             with_payload=True,
         )
-        with _engine_errors(name, "search"):
-            points = shard.query(request)
+        points = self._shard(name).query(request)
         return [_to_hit(p.payload, p.score, p.id) for p in points]
 
-    def count(self, name: str) -> int:
-        """Return the exact number of points."""
-        shard = self._shard(name)
-        with _engine_errors(name, "count"):
-            return int(shard.count(qe.CountRequest(exact=True)))
+    def _count(self, name: str) -> int:
+        return int(self._shard(name).count(qe.CountRequest(exact=True)))
 
-    def delete(self, name: str, ids: Sequence[str]) -> None:
-        """Delete points by id; unknown ids are ignored."""
+    def _remove(self, name: str, point_ids: list[str]) -> None:
         shard = self._shard(name)
-        if not ids:
-            return
-        with _engine_errors(name, "delete"):
-            shard.update(qe.UpdateOperation.delete_points([point_uuid(key) for key in ids]))
-            if self._flush_on_upsert:
-                shard.flush()
+        shard.update(qe.UpdateOperation.delete_points(list(point_ids)))
+        if self._flush_on_upsert:
+            shard.flush()
 
     def has_collection(self, name: str) -> bool:
         """Say whether the collection's shard exists under the root."""
