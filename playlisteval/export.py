@@ -88,6 +88,7 @@ _VIDEO = pa.struct(
         pa.field("duration_s", pa.float64()),
     ]
 )
+#: A span of a video; a bundled clip and a transcript window are each a span and more.
 _SPAN = pa.struct(
     [
         pa.field("video_id", pa.string()),
@@ -95,23 +96,8 @@ _SPAN = pa.struct(
         pa.field("end_s", pa.float64()),
     ]
 )
-_CLIP = pa.struct(
-    [
-        pa.field("video_id", pa.string()),
-        pa.field("start_s", pa.float64()),
-        pa.field("end_s", pa.float64()),
-        pa.field("path", pa.string()),
-        pa.field("frames", pa.string()),
-    ]
-)
-_TRANSCRIPT = pa.struct(
-    [
-        pa.field("video_id", pa.string()),
-        pa.field("start_s", pa.float64()),
-        pa.field("end_s", pa.float64()),
-        pa.field("text", pa.string()),
-    ]
-)
+_CLIP = pa.struct([*_SPAN, pa.field("path", pa.string()), pa.field("frames", pa.string())])
+_TRANSCRIPT = pa.struct([*_SPAN, pa.field("text", pa.string())])
 _JUDGE = pa.struct(
     [
         pa.field("judge", pa.string()),

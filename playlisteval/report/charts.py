@@ -7,7 +7,7 @@ each with its 95 % interval; a figure whose data is absent is a sentence that sa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,17 +71,28 @@ class PlannedFigures:
 WHISKERS = "Whiskers: 95 % intervals (see Provenance)."
 
 
-def _accuracy_figure(runs: Sequence[Run], stats: Mapping[tuple[str, str], RunStats]) -> BarFigure:
+def _judge_bars(
+    runs: Sequence[Run],
+    stats: Mapping[tuple[str, str], RunStats],
+    metric: str,
+    interval: Callable[[RunStats], Interval | None],
+) -> tuple[BarGroup, ...]:
+    """A group per run name (in run order) of a bar per judge: its ``metric`` and that
+    metric's ``interval``; a judge without the metric has no bar, a name without bars no group."""
     groups: dict[str, list[Bar]] = {}
     for run in sorted(runs, key=lambda r: (run_order(r)[1:], r.judge)):
         s = stats[(run.judge, run.condition_id)]
-        bar = _bar(run.judge, metric_value(s.metrics, "accuracy"), s.accuracy)
+        bar = _bar(run.judge, metric_value(s.metrics, metric), interval(s))
         if bar is not None:
             groups.setdefault(run.name(), []).append(bar)
+    return tuple(BarGroup(label, tuple(bars)) for label, bars in groups.items())
+
+
+def _accuracy_figure(runs: Sequence[Run], stats: Mapping[tuple[str, str], RunStats]) -> BarFigure:
     return BarFigure(
         "accuracy-by-condition",
         "Accuracy by condition",
-        tuple(BarGroup(label, tuple(bars)) for label, bars in groups.items()),
+        _judge_bars(runs, stats, "accuracy", lambda s: s.accuracy),
         "accuracy",
         reference=0.5,
     )
@@ -191,18 +202,13 @@ def _modality_figure(
 def _consistency_figure(
     runs: Sequence[Run], stats: Mapping[tuple[str, str], RunStats]
 ) -> BarFigure | None:
-    groups: dict[str, list[Bar]] = {}
-    for run in sorted(runs, key=lambda r: (run_order(r)[1:], r.judge)):
-        s = stats[(run.judge, run.condition_id)]
-        bar = _bar(run.judge, metric_value(s.metrics, "position_consistency"), s.consistency)
-        if bar is not None:
-            groups.setdefault(run.name(), []).append(bar)
+    groups = _judge_bars(runs, stats, "position_consistency", lambda s: s.consistency)
     if not groups:
         return None
     return BarFigure(
         "position-consistency",
         "Position consistency across the answer swap",
-        tuple(BarGroup(label, tuple(bars)) for label, bars in groups.items()),
+        groups,
         "share of pairs",
     )
 

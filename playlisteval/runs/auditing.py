@@ -21,17 +21,16 @@ def audit(
     """Run ``run_id``'s audit (the newest run's when None) from the workspace's log, unless
     ``store`` is given (a rehearsal's scratch log)."""
     store = store or app.events
-    if run_id is None:
-        found = run_ids(store)
-        if not found:
-            raise ConfigError("no run in the log yet: run `playlisteval curate` first")
-        run_id = found[-1]
-    return audit_run(store, run_id, seed_id)
+    return audit_run(store, _newest_run(store) if run_id is None else run_id, seed_id)
 
 
 def latest_run(app: App) -> str:
     """The newest run in the log; ConfigError when there is none."""
-    found = run_ids(app.events)
+    return _newest_run(app.events)
+
+
+def _newest_run(store: EventStore) -> str:
+    found = run_ids(store)
     if not found:
         raise ConfigError("no run in the log yet: run `playlisteval curate` first")
     return found[-1]
