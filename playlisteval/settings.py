@@ -8,12 +8,13 @@ environment variables (nested fields with ``__``: ``PLAYLISTEVAL_INDEX__CHUNK_SE
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -26,14 +27,6 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-    TomlConfigSettingsSource,
-)
 
 from policies.pairs import GateRule, KeepWhen, Sampling, Ties
 from store.errors import ConfigError
@@ -918,14 +911,11 @@ class CurationSettings(Section):
         return self
 
 
-class Settings(BaseSettings):
-    """Everything configurable. Build with :func:`load_settings`."""
+class Settings(BaseModel):
+    """Everything configurable. Build with :func:`load_settings`, which reads the workspace's
+    ``playlisteval.toml`` and the ``PLAYLISTEVAL_*`` variables (``Settings()`` is the defaults)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="PLAYLISTEVAL_",
-        env_nested_delimiter="__",
-        extra="forbid",
-    )
+    model_config = ConfigDict(extra="forbid")
 
     home: Path = Field(default_factory=default_home)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
@@ -942,41 +932,27 @@ class Settings(BaseSettings):
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = _TOML_FILE.get()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, _Environment(settings_cls)]
-        if toml_file is not None and toml_file.is_file():
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
-
 
 # Top-level settings that are no [section] (the workspace is where the file lives).
 _NOT_SECTIONS = frozenset({"home"})
-
-
-class _Environment(EnvSettingsSource):
-    """The ``PLAYLISTEVAL_*`` variables, where one whose section the settings lack is refused
-    as the file's unknown section is: pydantic-settings skips a variable it cannot place, so a
-    misspelt ``PLAYLISTEVAL_INDX__CHUNK_SECONDS`` would leave ``index.chunk_seconds`` at its
-    default without a word."""
-
-    def __call__(self) -> dict[str, Any]:
-        unknown_env_section(os.environ, self.env_prefix, self.env_nested_delimiter or "__")
-        return super().__call__()
+#: The variables that hold settings: ``PLAYLISTEVAL_<SECTION>__<KEY>[__<KEY>…]`` (any case), or
+#: ``PLAYLISTEVAL_<SECTION>`` holding the whole section as JSON. Read here rather than by
+#: pydantic-settings, whose import (asyncio, argparse, dotenv, its CLI) cost every command
+#: ~0.1 s of start-up for these few rules.
+ENV_PREFIX = "PLAYLISTEVAL_"
+ENV_DELIMITER = "__"
+_JSON_HINT = (
+    "a PLAYLISTEVAL_* variable for a table or a list takes JSON, e.g. "
+    """PLAYLISTEVAL_BUDGET__PRICE_OVERRIDES='{"my-model": {"input_per_mtok": 1}}'"""
+)
 
 
 def unknown_env_section(environ: Mapping[str, str], prefix: str, delimiter: str) -> None:
     """Raise :class:`ConfigError` for the first ``<prefix><SECTION><delimiter>…`` variable
     whose section is no settings section, naming the variable, the sections, and the closest
-    one. Variables without ``delimiter`` (``PLAYLISTEVAL_LOG_LEVEL``) are not settings."""
+    one (a misspelt ``PLAYLISTEVAL_INDX__CHUNK_SECONDS`` must not leave ``index.chunk_seconds``
+    at its default without a word). Variables without ``delimiter`` (``PLAYLISTEVAL_LOG_LEVEL``)
+    are not settings."""
     known = list(Settings.model_fields)
     for name in sorted(environ):
         if not name.upper().startswith(prefix.upper()) or delimiter not in name[len(prefix) :]:
@@ -993,8 +969,90 @@ def unknown_env_section(environ: Mapping[str, str], prefix: str, delimiter: str)
         )
 
 
-# The TOML file depends on --home, which is itself a setting: load_settings passes it through here.
-_TOML_FILE: ContextVar[Path | None] = ContextVar("playlisteval_toml_file", default=None)
+def _takes_json(annotation: Any) -> tuple[bool, bool]:
+    """Whether a variable for a setting of this type holds JSON (a section, a table, a list),
+    and whether a value that is no JSON may stand as plain text (a union with ``str``, as a
+    model slot's ``str | list[str]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True, False
+    if get_origin(annotation) in (list, tuple, set, frozenset, dict):
+        return True, False
+    if get_origin(annotation) in (Union, UnionType):
+        members = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if any(_takes_json(arg)[0] for arg in members):
+            return True, any(not _takes_json(arg)[0] for arg in members)
+    return False, False
+
+
+def _inner(annotation: Any, key: str) -> Any:
+    """The type of ``key`` inside a setting of type ``annotation`` (a section's field, a
+    table's values), or None where the type does not say (a key the section does not know
+    is left for validation to refuse, by name)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(key)
+        return field.annotation if field is not None else None
+    if get_origin(annotation) is dict:
+        return get_args(annotation)[1]
+    return None
+
+
+def _decode(name: str, value: str, annotation: Any) -> Any:
+    """A variable's value as its setting takes it: JSON for a section, a table or a list;
+    text for the rest (validation converts it, and refuses what is no number or boolean)."""
+    wants_json, may_be_text = _takes_json(annotation)
+    if not wants_json or not value:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        if may_be_text:
+            return value
+        raise ConfigError(f"{name}: {value!r} is not valid JSON ({exc}): {_JSON_HINT}") from exc
+
+
+def environment_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the ``PLAYLISTEVAL_*`` variables give, as nested tables: names are read in
+    any case, each ``__`` goes one table down, a section, table or list variable holds JSON,
+    and the ``__`` variables win over a whole-section one. A variable of an unknown section
+    is an error (:func:`unknown_env_section`)."""
+    unknown_env_section(environ, ENV_PREFIX, ENV_DELIMITER)
+    whole: dict[str, Any] = {}
+    parts: dict[str, Any] = {}
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        first, *rest = name[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER)
+        field = Settings.model_fields.get(first)
+        if field is None:
+            continue  # PLAYLISTEVAL_LOG_LEVEL, PLAYLISTEVAL_TEST_…: not settings
+        if not rest:
+            whole[first] = _decode(name, environ[name], field.annotation)
+            continue
+        table = parts.setdefault(first, {})
+        annotation = field.annotation
+        for key in rest[:-1]:
+            annotation = _inner(annotation, key)
+            table = table.setdefault(key, {})
+        table[rest[-1]] = _decode(name, environ[name], _inner(annotation, rest[-1]))
+    return _merged(whole, parts)
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on it, table into table (``over`` wins)."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            value = _merged(below, value)
+        merged[key] = value
+    return merged
+
+
+def _file_settings(file: Path) -> dict[str, Any]:
+    """The workspace's settings file as tables ({} where there is none)."""
+    if not file.is_file():
+        return {}
+    return tomllib.loads(file.read_bytes().decode("utf-8"))
 
 
 def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
@@ -1008,22 +1066,15 @@ def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
         # A folder (or a pipe) under the settings file's name would be skipped silently, and
         # every setting in it with it.
         raise ConfigError(f"{file} is not a file; the settings file must be a TOML file")
-    token = _TOML_FILE.set(file)
     try:
-        return Settings(home=resolved, **overrides)
+        tables = _merged(_file_settings(file), environment_settings(os.environ))
+        return Settings.model_validate(_merged(tables, {**overrides, "home": resolved}))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file} is not valid TOML: {exc}; fix that line") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{file} is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    except SettingsError as exc:
-        # pydantic-settings: a PLAYLISTEVAL_* variable holding a table that is not valid JSON.
-        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-        raise ConfigError(
-            f"{exc}{cause}: a PLAYLISTEVAL_* variable for a table takes JSON, e.g. "
-            """PLAYLISTEVAL_BUDGET__PRICE_OVERRIDES='{"my-model": {"input_per_mtok": 1}}'"""
-        ) from exc
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: "
@@ -1038,5 +1089,3 @@ def load_settings(home: Path | str | None = None, **overrides: Any) -> Settings:
             f"bad settings in {resolved / SETTINGS_FILE} or PLAYLISTEVAL_* variables: {problems}; "
             "README.md's settings reference lists every setting"
         ) from exc
-    finally:
-        _TOML_FILE.reset(token)

@@ -16,8 +16,20 @@ from store.errors import ConfigError
 from tools.providers.family import Deferred, families
 
 ROOT = Path(__file__).resolve().parent.parent
-# The SDKs (and the frameworks under them) a settings read must not import.
-HEAVY = ("pydantic_ai", "openai", "google.genai", "dashscope", "torch", "transformers")
+# The SDKs (and the frameworks under them) a settings read must not import; nor the store's
+# database layer, the event loop or pydantic-settings (whose import alone, asyncio and its CLI
+# with it, cost every command ~0.1 s: the variables are read by playlisteval.settings itself).
+HEAVY = (
+    "pydantic_ai",
+    "openai",
+    "google.genai",
+    "dashscope",
+    "torch",
+    "transformers",
+    "pydantic_settings",
+    "asyncio",
+    "sqlalchemy",
+)
 
 READ_SETTINGS = """
 import json, sys

@@ -108,3 +108,19 @@ def test_booleans_and_numbers_in_their_own_places_still_load(tmp_path: Path) -> 
     assert settings.index.chunk_seconds == 20.0
     assert settings.index.audio_rate == 8000
     assert settings.curation.offline is False
+
+
+def test_a_whole_section_variable_and_a_key_variable_meet_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A section given as JSON, a key of it given on its own, and the file: the key variable wins
+    over the section's JSON, which wins over the file; keys no variable names keep the file's."""
+    home = write(tmp_path / "h", "[index]\nchunk_seconds = 20\naudio_rate = 8000\n")
+    monkeypatch.setenv("PLAYLISTEVAL_INDEX", '{"chunk_seconds": 25, "frame_max_height": 360}')
+    monkeypatch.setenv("playlisteval_index__chunk_seconds", "40")
+    monkeypatch.setenv("PLAYLISTEVAL_MODELS__SUFFICIENCY", "qwen-3.7-plus")  # text, not JSON
+    settings = load_settings(home)
+    assert settings.index.chunk_seconds == 40.0
+    assert settings.index.frame_max_height == 360
+    assert settings.index.audio_rate == 8000
+    assert settings.models.sufficiency == "qwen-3.7-plus"
