@@ -97,9 +97,6 @@ EXPECTED: Mapping[Provider, str] = {
 NO_LINE_ITEM = "(no line item)"
 # How many lines may come before a CSV's header (an export's title or account lines).
 _PREAMBLE_ROWS = 20
-_GEMINI_SERVICES = ("gemini", "generative language", "vertex ai")
-_DASHSCOPE_PRODUCTS = ("model studio", "dashscope", "bailian")
-_DESCRIBED = ("productdetail", "commodityname", "billableitem")
 
 
 @dataclass(frozen=True)
@@ -247,37 +244,68 @@ def _unix(value: Any, source: str) -> datetime:
     return datetime.fromtimestamp(value, UTC)
 
 
+# -- the CSV bills ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CsvExport:
+    """Where a provider's CSV bill says what: the day, the item charged and the amount (each
+    a column by the label its errors name it by and the spellings it is read under); the column
+    of the service or product (``scope``, its spellings) and the words that make a row one of
+    ours (other rows are skipped); and the columns whose words name a row's item when its own
+    column is empty (``described``)."""
+
+    provider: Provider
+    day: tuple[str, tuple[str, ...]]
+    item: tuple[str, tuple[str, ...]]
+    cost: tuple[str, tuple[str, ...]]
+    scope: tuple[str, ...]
+    ours: tuple[str, ...]
+    described: tuple[str, ...] = ()
+
+
+def _parse_csv(export: _CsvExport, text: str, source: str, zone: tzinfo) -> Bill:
+    """``text`` read as the CSV bill ``export`` describes, its days in ``zone``."""
+    required = dict((export.day, export.item, export.cost))
+    header, rows = _table(text, source, export.provider, required)
+    day, item, cost = (header[label] for label in required)
+    scope = _first(header, export.scope)
+    currency = _first(header, ("currency",))
+    described = [c for c in (_first(header, (n,)) for n in export.described) if c is not None]
+    lines: list[BillLine] = []
+    days: list[date] = []
+    skipped = 0
+    for row in rows:
+        when = _day(row[day], zone, source)
+        days.append(when)
+        if scope is not None and not _mentions(row[scope], export.ours):
+            skipped += 1
+            continue
+        if currency is not None:
+            _check_currency(row[currency], source)
+        name = row[item].strip() or " ".join(row[c].strip() for c in described if row[c].strip())
+        lines.append(BillLine(when, name, _money(row[cost], source, name)))
+    if not days:
+        raise _shape(source, export.provider, "it holds no row under its header")
+    return Bill(export.provider, source, zone, min(days), max(days), tuple(lines), skipped)
+
+
 # -- Google Cloud Billing (Gemini) ------------------------------------------------------------
 
 
 def parse_gemini_billing(text: str, source: str, zone: tzinfo) -> Bill:
     """A Cloud Billing cost CSV: the Gemini API's rows, per SKU and day (in ``zone``)."""
-    header, rows = _table(
-        text,
-        source,
-        "gemini",
-        required={
-            "Usage start date": ("usagestartdate", "usagestarttime", "usagedate"),
-            "SKU description": ("skudescription",),
-            "Cost": ("unroundedcost", "cost"),
-        },
-    )
-    service = _first(header, ("servicedescription", "service"))
-    currency = _first(header, ("currency",))
-    lines: list[BillLine] = []
-    days: list[date] = []
-    skipped = 0
-    for row in rows:
-        day = _day(row[header["Usage start date"]], zone, source)
-        days.append(day)
-        if service is not None and not _mentions(row[service], _GEMINI_SERVICES):
-            skipped += 1
-            continue
-        if currency is not None:
-            _check_currency(row[currency], source)
-        sku = row[header["SKU description"]].strip()
-        lines.append(BillLine(day, sku, _money(row[header["Cost"]], source, sku)))
-    return _dated("gemini", source, zone, days, lines, skipped)
+    return _parse_csv(_GEMINI_CSV, text, source, zone)
+
+
+_GEMINI_CSV = _CsvExport(
+    provider="gemini",
+    day=("Usage start date", ("usagestartdate", "usagestarttime", "usagedate")),
+    item=("SKU description", ("skudescription",)),
+    cost=("Cost", ("unroundedcost", "cost")),
+    scope=("servicedescription", "service"),
+    ours=("gemini", "generative language", "vertex ai"),
+)
 
 
 # -- Alibaba Cloud (DashScope) ----------------------------------------------------------------
@@ -285,36 +313,18 @@ def parse_gemini_billing(text: str, source: str, zone: tzinfo) -> Bill:
 
 def parse_dashscope_bill(text: str, source: str, zone: tzinfo) -> Bill:
     """An Alibaba Cloud Bill Details CSV: Model Studio's rows, per model and billing date."""
-    header, rows = _table(
-        text,
-        source,
-        "dashscope",
-        required={
-            "Billing Date": ("billingdate",),
-            "Instance ID": ("model", "modelname", "instanceid"),
-            "Pretax Amount": ("pretaxamount", "amountafterreduction", "payableamount"),
-        },
-    )
-    product = _first(header, ("productname", "product"))
-    currency = _first(header, ("currency",))
-    described = [c for c in (_first(header, (n,)) for n in _DESCRIBED) if c is not None]
-    lines: list[BillLine] = []
-    days: list[date] = []
-    skipped = 0
-    for row in rows:
-        day = _day(row[header["Billing Date"]], zone, source)
-        days.append(day)
-        if product is not None and not _mentions(row[product], _DASHSCOPE_PRODUCTS):
-            skipped += 1
-            continue
-        if currency is not None:
-            _check_currency(row[currency], source)
-        # A row with no instance is named by what else it says it charged for.
-        model = row[header["Instance ID"]].strip() or " ".join(
-            row[c].strip() for c in described if row[c].strip()
-        )
-        lines.append(BillLine(day, model, _money(row[header["Pretax Amount"]], source, model)))
-    return _dated("dashscope", source, zone, days, lines, skipped)
+    return _parse_csv(_DASHSCOPE_CSV, text, source, zone)
+
+
+_DASHSCOPE_CSV = _CsvExport(
+    provider="dashscope",
+    day=("Billing Date", ("billingdate",)),
+    item=("Instance ID", ("model", "modelname", "instanceid")),
+    cost=("Pretax Amount", ("pretaxamount", "amountafterreduction", "payableamount")),
+    scope=("productname", "product"),
+    ours=("model studio", "dashscope", "bailian"),
+    described=("productdetail", "commodityname", "billableitem"),
+)
 
 
 # -- shared ---------------------------------------------------------------------------------------
@@ -408,19 +418,6 @@ def _check_currency(value: Any, source: str) -> None:
             f"{source}: an amount is in {value!r}, and the ledger is in USD; export the bill in "
             "USD (or convert it) first"
         )
-
-
-def _dated(
-    provider: Provider,
-    source: str,
-    zone: tzinfo,
-    days: list[date],
-    lines: list[BillLine],
-    skipped: int,
-) -> Bill:
-    if not days:
-        raise _shape(source, provider, "it holds no row under its header")
-    return Bill(provider, source, zone, min(days), max(days), tuple(lines), skipped)
 
 
 def _shape(source: str, provider: Provider, why: str) -> ConfigError:

@@ -236,27 +236,9 @@ class Budget:
                     f"reservation id {reservation_id!r} is already outstanding; "
                     "use a fresh call id per reservation"
                 )
-            left = self._left_run()
-            if left is not None and micros > left:
-                assert self._cap is not None
-                raise BudgetExhausted(
-                    seed_id=seed_id,
-                    needed_micros=micros,
-                    left_micros=left,
-                    cap_micros=self._cap,
-                    which="run",
-                    cap_of=self._cap_of,
-                )
-            seed_left = self._left_seed(seed_id)
-            if seed_left is not None and micros > seed_left:
-                assert self._per_seed is not None
-                raise BudgetExhausted(
-                    seed_id=seed_id,
-                    needed_micros=micros,
-                    left_micros=seed_left,
-                    cap_micros=self._per_seed,
-                    which="seed",
-                )
+            refusal = self._refusal(seed_id, micros)
+            if refusal is not None:
+                raise refusal
             reservation = Reservation(reservation_id, seed_id, micros)
             self._open[reservation_id] = reservation
             self._outstanding += micros
@@ -308,6 +290,25 @@ class Budget:
             return None
         used = self._seed_spent.get(seed_id, 0) + self._seed_outstanding.get(seed_id, 0)
         return max(0, self._per_seed - used)
+
+    def _refusal(self, seed_id: str, micros: int) -> BudgetExhausted | None:
+        """Why ``micros`` more for ``seed_id`` would pass a cap, the run's checked first (None:
+        neither cap stands in the way)."""
+        caps: tuple[tuple[Literal["run", "seed"], int | None, int | None, CapOwner], ...] = (
+            ("run", self._cap, self._left_run(), self._cap_of),
+            ("seed", self._per_seed, self._left_seed(seed_id), "run"),
+        )
+        for which, cap, left, cap_of in caps:
+            if cap is not None and left is not None and micros > left:
+                return BudgetExhausted(
+                    seed_id=seed_id,
+                    needed_micros=micros,
+                    left_micros=left,
+                    cap_micros=cap,
+                    which=which,
+                    cap_of=cap_of,
+                )
+        return None
 
     def _close(self, reservation: Reservation) -> None:
         held = self._open.get(reservation.reservation_id)
@@ -466,31 +467,6 @@ class Campaign:
                 self._day = day
         return (TOTAL_ACCOUNT, day)
 
-    def budget(
-        self,
-        *,
-        cap_micros: int | None = None,
-        per_seed_micros: int | None = None,
-        spent_micros: int = 0,
-        seed_spent: Mapping[str, int] | None = None,
-        hold_prefix: str,
-        item: Callable[[str], str | None],
-    ) -> SharedBudget:
-        """A budget with local caps that also reserves in the campaign's accounts; holds are
-        named ``<hold_prefix>/<call id>`` and belong to the lease ``item(seed)`` names."""
-        return SharedBudget(
-            self.accounts,
-            self.names,
-            cap_micros=cap_micros,
-            per_seed_micros=per_seed_micros,
-            spent_micros=spent_micros,
-            seed_spent=seed_spent,
-            hold_id=lambda call_id: f"{hold_prefix}/{call_id}",
-            item_of=item,
-            owner=self.owner,
-            cap_of=cap_owner(hold_prefix),
-        )
-
 
 def make_budget(
     campaign: Campaign | None,
@@ -504,7 +480,8 @@ def make_budget(
 ) -> Budget:
     """The budget of one command: its local caps, and the campaign's accounts when there is one.
     ``hold_prefix`` is the stream its calls are recorded in, which says whose its cap is
-    (:func:`cap_owner`)."""
+    (:func:`cap_owner`); with a campaign, its holds are named ``<hold_prefix>/<call id>`` and
+    belong to the lease ``item(seed)`` names."""
     if campaign is None:
         return Budget(
             cap_micros,
@@ -513,11 +490,15 @@ def make_budget(
             seed_spent=seed_spent,
             cap_of=cap_owner(hold_prefix),
         )
-    return campaign.budget(
+    return SharedBudget(
+        campaign.accounts,
+        campaign.names,
         cap_micros=cap_micros,
         per_seed_micros=per_seed_micros,
         spent_micros=spent_micros,
         seed_spent=seed_spent,
-        hold_prefix=hold_prefix,
-        item=item,
+        hold_id=lambda call_id: f"{hold_prefix}/{call_id}",
+        item_of=item,
+        owner=campaign.owner,
+        cap_of=cap_owner(hold_prefix),
     )

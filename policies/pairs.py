@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 GOLD_RATING = 5
 RATINGS = (5, 4, 3, 2, 1)
+_K = TypeVar("_K", bound="SupportsRichComparison")
 
 KeepWhen = Literal["wrong_or_inconsistent", "wrong_both_orders"]
 """When a judge fails a pair (and so keeps it as hard): ``"wrong_or_inconsistent"`` — it is not
@@ -210,21 +214,41 @@ def gap_quotas(available: dict[int, int], total: int) -> dict[int, int]:
     one each to the gaps with the most left (the smaller gap first on a tie). Draws
     ``min(total, sum(available))`` in all.
     """
-    quotas = {gap: 0 for gap in available}
-    remaining = min(total, sum(available.values()))
-    while remaining > 0:
-        open_gaps = sorted(gap for gap in available if quotas[gap] < available[gap])
-        share = remaining // len(open_gaps)
+    return even_shares(
+        available,
+        total,
+        lambda open_gaps, quotas: sorted(
+            open_gaps, key=lambda gap: (quotas[gap] - available[gap], gap)
+        ),
+    )
+
+
+def even_shares(
+    capacity: Mapping[_K, int],
+    total: int,
+    remainder: Callable[[list[_K], Mapping[_K, int]], Sequence[_K]],
+) -> dict[_K, int]:
+    """``total`` shared over the keys as evenly as their ``capacity`` allows (water filling).
+
+    Every key still open (below its capacity) gets an equal share, capped at its capacity, and
+    what a full key cannot take is shared among the others again; a remainder smaller than the
+    number of keys still open goes one each to the first of ``remainder(the open keys in
+    order, the shares so far)``. Shares ``min(total, sum(capacity))`` in all.
+    """
+    shares = dict.fromkeys(capacity, 0)
+    left = min(total, sum(capacity.values()))
+    while left > 0:
+        open_keys = sorted(key for key in capacity if shares[key] < capacity[key])
+        share = left // len(open_keys)
         if share == 0:
-            by_left = sorted(open_gaps, key=lambda gap: (quotas[gap] - available[gap], gap))
-            for gap in by_left[:remaining]:
-                quotas[gap] += 1
+            for key in remainder(open_keys, shares)[:left]:
+                shares[key] += 1
             break
-        for gap in open_gaps:
-            take = min(share, available[gap] - quotas[gap])
-            quotas[gap] += take
-            remaining -= take
-    return quotas
+        for key in open_keys:
+            step = min(share, capacity[key] - shares[key])
+            shares[key] += step
+            left -= step
+    return shares
 
 
 def proportional_quotas(available: dict[int, int], total: int) -> dict[int, int]:

@@ -60,7 +60,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from policies.prices import PriceTable, Usage
@@ -272,14 +272,8 @@ def worst_case_micros(prices: PriceTable, shape: CallShape, *, batch: bool = Fal
     Raises :class:`policies.prices.UnknownPriceError` for a model with no price, so such a call
     never reaches the budget.
     """
-    counted = estimate_input_tokens(shape)
-    usage = Usage(
-        input_text_tokens=counted.input_text_tokens,
-        input_image_tokens=counted.input_image_tokens,
-        input_video_tokens=counted.input_video_tokens,
-        input_audio_tokens=counted.input_audio_tokens,
-        output_tokens=shape.max_output_tokens,
-    )
+    # The count is input tokens by modality only (nothing cached): the output is all it lacks.
+    usage = replace(estimate_input_tokens(shape), output_tokens=shape.max_output_tokens)
     return prices.cost_micros(shape.model, usage, batch=batch)
 
 

@@ -49,7 +49,7 @@ DifferenceKind = Literal[
     "account", "day_without_account", "hold_without_reservation", "hold_amount"
 ]
 # A hold is named "<stream>/<call id>", by a fleet worker "<run stream>/<call id>@<worker>", the
-# call recorded in the stream of its seed then (policies.budget.Campaign.budget, agents.fleet).
+# call recorded in the stream of its seed then (policies.budget.make_budget, agents.fleet).
 _HOLD = re.compile(r"^(?P<stream>[^/]+)/(?P<call_id>.+?:\d+)(?:@.*)?$")
 
 

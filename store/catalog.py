@@ -257,6 +257,15 @@ def _mapped_captions(
     return json.dumps([convert(p, root) if isinstance(p, str) else p for p in paths])
 
 
+def _put(session: Session, row: SQLModel, key: str) -> None:
+    """Add ``row`` in place of the row its table holds under the primary key ``key``, if any."""
+    existing = session.get(type(row), key)
+    if existing is not None:
+        session.delete(existing)
+        session.flush()
+    session.add(row)
+
+
 # The root each engine's media paths are relative to: a view made over the same engine
 # (``agents.evaluation.ReadCatalog`` passes only the engine) reads them as the opener wrote them.
 _ROOTS: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
@@ -565,11 +574,7 @@ class Catalog:
     def set_index_record(self, row: IndexRecordRow) -> None:
         """Record (or replace) what a video's index was made with."""
         with self.session() as s:
-            existing = s.get(IndexRecordRow, row.video_id)
-            if existing is not None:
-                s.delete(existing)
-                s.flush()
-            s.add(IndexRecordRow(**row.model_dump()))
+            _put(s, IndexRecordRow(**row.model_dump()), row.video_id)
 
     def mark_redo(self, video_id: str, stage: str | None) -> None:
         """Note that ``stage`` of a video is being redone (None: the redo is over)."""
@@ -585,11 +590,7 @@ class Catalog:
     def record_duplicate(self, row: DuplicateRow) -> None:
         """Mark ``row.video_id`` a near-duplicate and take it out of seeding."""
         with self.session() as s:
-            existing = s.get(DuplicateRow, row.video_id)
-            if existing is not None:
-                s.delete(existing)
-                s.flush()
-            s.add(row)
+            _put(s, row, row.video_id)
             s.exec(
                 update(VideoRow)
                 .where(col(VideoRow.id) == row.video_id)

@@ -152,6 +152,15 @@ class _Seed:
         self.p2 = 0
         self.reason: str | None = None
 
+    @classmethod
+    def from_row(cls, row: Any) -> _Seed:
+        """The seed as its ``proj_seed_status`` row holds it."""
+        seed = cls(row.run_id, row.seed_id, row.stream)
+        seed.state = row.state
+        seed.p1, seed.p2 = row.attempts_phase1, row.attempts_phase2
+        seed.reason = row.last_reason
+        return seed
+
     def status(self, spent_micros: int) -> SeedStatus:
         return SeedStatus(
             self.run_id, self.seed_id, self.state, self.p1, self.p2, self.reason, spent_micros
@@ -298,47 +307,51 @@ def _on_call(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> N
     fold.apply(ev.stream, ev.type, data)
 
 
+def _update_seed(
+    state: ProjectionState,
+    stream: str,
+    *,
+    to: SeedState | None = None,
+    reason: str | None = None,
+) -> _Seed | None:
+    """The seed of ``stream`` moved ``to`` a state and given a last ``reason`` (each when
+    given) and marked changed; None when the stream is no seed's."""
+    seed = _seed_of(state, stream)
+    if seed is None:
+        return None
+    if to is not None:
+        seed.state = to
+    if reason is not None:
+        seed.reason = reason
+    state.dirty_seeds.add((seed.run_id, seed.seed_id))
+    return seed
+
+
 @on(GateRejected)
 def _on_rejected(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
-    seed = _seed_of(state, ev.stream)
-    if seed is not None:
-        seed.reason = f"{data['gate']}: {data['reason']}"
-        state.dirty_seeds.add((seed.run_id, seed.seed_id))
+    _update_seed(state, ev.stream, reason=f"{data['gate']}: {data['reason']}")
 
 
 @on(ItemAccepted)
 def _on_accepted(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
-    seed = _seed_of(state, ev.stream)
-    if seed is None:
-        return
-    seed.state = "accepted"
-    key = (seed.run_id, seed.seed_id)
-    state.accepted[key] = (ev.seq, data["qa"], data["distractors"])
-    state.dirty_seeds.add(key)
-    state.dirty_accepted.add(key)
+    seed = _update_seed(state, ev.stream, to="accepted")
+    if seed is not None:
+        key = (seed.run_id, seed.seed_id)
+        state.accepted[key] = (ev.seq, data["qa"], data["distractors"])
+        state.dirty_accepted.add(key)
 
 
 @on(SeedDiscarded)
 def _on_discarded(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
-    seed = _seed_of(state, ev.stream)
-    if seed is None:
-        return
-    seed.state = "discarded"
     reasons = data.get("reasons") or ()
-    if reasons:
-        seed.reason = str(reasons[-1])
-    state.dirty_seeds.add((seed.run_id, seed.seed_id))
+    _update_seed(state, ev.stream, to="discarded", reason=str(reasons[-1]) if reasons else None)
 
 
 @on(SeedStopped)
 def _on_stopped(state: ProjectionState, ev: StoredEvent, data: dict[str, Any]) -> None:
-    seed = _seed_of(state, ev.stream)
-    if seed is None:
-        return
-    seed.state = "stopped"
     detail = data.get("detail") or ""
-    seed.reason = f"{data['reason']}: {detail}" if detail else str(data["reason"])
-    state.dirty_seeds.add((seed.run_id, seed.seed_id))
+    reason = f"{data['reason']}: {detail}" if detail else str(data["reason"])
+    _update_seed(state, ev.stream, to="stopped", reason=reason)
 
 
 @on(RunStarted)
@@ -452,16 +465,7 @@ class Projections:
             rows = sorted(conn.execute(query), key=lambda row: (row.run_id, row.seed_id))
         ledgers = self._ledgers({row.run_id for row in rows})
         return [
-            SeedStatus(
-                run_id=row.run_id,
-                seed_id=row.seed_id,
-                state=row.state,
-                attempts_phase1=row.attempts_phase1,
-                attempts_phase2=row.attempts_phase2,
-                last_reason=row.last_reason,
-                spent_micros=ledgers[row.run_id].owner_spent(row.seed_id),
-            )
-            for row in rows
+            _Seed.from_row(row).status(ledgers[row.run_id].owner_spent(row.seed_id)) for row in rows
         ]
 
     def spend(self, run_id: str | None = None, by: SpendBy = "run") -> dict[str, int]:
@@ -507,10 +511,7 @@ class Projections:
     def _load(self, conn: Connection, checkpoint: int) -> ProjectionState:
         state = ProjectionState(last_seq=checkpoint)
         for row in conn.execute(select(SEED_STATUS)):
-            seed = _Seed(row.run_id, row.seed_id, row.stream)
-            seed.state = row.state
-            seed.p1, seed.p2 = row.attempts_phase1, row.attempts_phase2
-            seed.reason = row.last_reason
+            seed = _Seed.from_row(row)
             state.seeds[(row.run_id, row.seed_id)] = seed
             state.by_stream[row.stream] = seed
             state.runs.add(row.run_id)
