@@ -15,7 +15,6 @@ commands start without its imports.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -26,15 +25,16 @@ from rich.markup import escape
 
 from agents.smoke import SmokeReport, SmokeResult, run_smoke, smoke_targets
 from playlisteval.app import App, curation_config, model_factory, role_models
+from playlisteval.cli.shell import EXIT_FIX, HomeOption
 from playlisteval.runs import new_run_id
 from playlisteval.settings import Settings, load_settings
 from policies.budget import cap_micros
 from store.errors import PlaylistEvalError
 from store.events import micros_to_usd
 
-# The exit codes of ``playlisteval.cli`` (same numbers and meanings; tests check they agree).
+# Besides ``playlisteval.cli``'s exit codes (EXIT_FIX: a setting, a value or the workspace
+# needs fixing):
 EXIT_FAILED = 1  # a check failed: the line says which and why (as `doctor`)
-EXIT_FIX = 2  # a setting, a value or the workspace needs fixing: the line says what
 
 DEFAULT_BUDGET_USD = 0.50
 
@@ -116,14 +116,7 @@ def smoke(
         list[str] | None,
         typer.Option("--role", help="Only this role (repeat for more). Default: every role."),
     ] = None,
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home",
-            help="Workspace folder. Default: $PLAYLISTEVAL_HOME or ~/.playlisteval.",
-            envvar="PLAYLISTEVAL_HOME",
-        ),
-    ] = None,
+    home: HomeOption = None,
 ) -> None:
     """One minimal call per configured role and model (two short clips or a few lines of
     transcript, the role's real output schema), each recorded in the event log: PASS/FAIL/SKIP

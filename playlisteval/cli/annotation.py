@@ -15,6 +15,9 @@ from playlisteval.cli.shell import HomeOption, open_app, use_home
 
 commands = typer.Typer()
 
+#: The benchmark every command here works on, named first.
+BenchmarkArgument = Annotated[Path, typer.Argument(help="An exported benchmark folder.")]
+
 annotations_app = typer.Typer(
     cls=CommandGroup,
     help="Human annotations of a benchmark: invites and label export.",
@@ -36,7 +39,7 @@ def print_invites(links: dict[str, str], base: str, new: list[str]) -> None:
 
 @commands.command()
 def ui(
-    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    benchmark: BenchmarkArgument,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     sample_size: Annotated[
@@ -94,7 +97,7 @@ def _annotations(home: HomeOption = None) -> None:
 
 @annotations_app.command("invite")
 def annotations_invite(
-    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    benchmark: BenchmarkArgument,
     names: Annotated[list[str], typer.Argument(help="Annotators to invite.")],
     url: Annotated[
         str, typer.Option(help="Where the UI is reached, to print whole links.")
@@ -112,7 +115,7 @@ def annotations_invite(
 
 @annotations_app.command("withdraw")
 def annotations_withdraw(
-    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    benchmark: BenchmarkArgument,
     names: Annotated[list[str], typer.Argument(help="Invited annotators to withdraw.")],
     home: HomeOption = None,
 ) -> None:
@@ -134,7 +137,7 @@ def annotations_withdraw(
 
 @annotations_app.command("export")
 def annotations_export(
-    benchmark: Annotated[Path, typer.Argument(help="An exported benchmark folder.")],
+    benchmark: BenchmarkArgument,
     out: Annotated[
         Path,
         typer.Option(

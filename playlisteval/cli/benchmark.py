@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from playlisteval.cli.options import RunOption
 from playlisteval.cli.output import (
     JudgingProgress,
     StepBars,
@@ -40,7 +41,7 @@ commands = typer.Typer()
 
 @commands.command()
 def pairs(
-    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    run: RunOption = None,
     per_domain: Annotated[
         int | None, typer.Option(help="Pairs sampled per domain (default: pairs.pairs_per_domain).")
     ] = None,

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from playlisteval.cli.commands import CommandGroup
+from playlisteval.cli.options import JsonOption
 from playlisteval.cli.output import console, err_console, usd
 from playlisteval.cli.shell import EXIT_BILL_DIFFERS, HomeOption, fail, open_app, use_home
 from store.errors import ConfigError, PlaylistEvalError
@@ -70,7 +71,7 @@ def budget_reconcile(
             "US Pacific time, Alibaba Cloud's UTC+8; OpenAI's days are UTC)."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
     """Show, per model and day, the ledger beside a provider's bill, naming each difference

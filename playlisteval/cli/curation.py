@@ -18,6 +18,7 @@ from playlisteval.cli.curation_report import (
     print_report,
     print_timeline,
 )
+from playlisteval.cli.options import ConcurrencyOption, JsonOption, MaxSeedsOption
 from playlisteval.cli.output import console, err_console, usd
 from playlisteval.cli.shell import (
     EXIT_FIX,
@@ -145,8 +146,8 @@ def curate(
             "resumed run keeps its cap."
         ),
     ] = None,
-    max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    max_seeds: MaxSeedsOption = None,
+    concurrency: ConcurrencyOption = None,
     run: Annotated[
         str | None,
         typer.Option(help="Resume this run (its own seeds, its cap unless --budget gives one)."),
@@ -234,7 +235,7 @@ def audit(
             "spend against its cap, what may have been billed, spend by model.",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
     """A run's timelines, spend by phase/gate/role/model and its rejection reasons (or an
@@ -337,7 +338,7 @@ def replay(
     max_attempts: Annotated[
         int | None, typer.Option(help="Counterfactual attempts per seed and phase.")
     ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    concurrency: ConcurrencyOption = None,
     against_today: Annotated[
         bool,
         typer.Option(
@@ -426,7 +427,7 @@ def _print_verdict(run: str, result: ReplayReport, verdict: ReplayVerdict) -> No
 @commands.command()
 def rehearse(
     seeds: Annotated[int, typer.Option(help="How many seeds to rehearse on.")] = 20,
-    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    concurrency: ConcurrencyOption = None,
     paper: Annotated[
         bool,
         typer.Option(

@@ -16,6 +16,7 @@ from playlisteval.cli.collection import print_add, print_index, run_index
 from playlisteval.cli.curation import run_curation
 from playlisteval.cli.curation_report import print_audit
 from playlisteval.cli.exporting import print_export
+from playlisteval.cli.options import MaxSeedsOption
 from playlisteval.cli.output import (
     JudgingProgress,
     RichIndexProgress,
@@ -70,7 +71,7 @@ def demo(
             "models would be)."
         ),
     ] = None,
-    max_seeds: Annotated[int | None, typer.Option(help="Curate at most this many seeds.")] = 18,
+    max_seeds: MaxSeedsOption = 18,
     domains: Annotated[
         int | None,
         typer.Option(

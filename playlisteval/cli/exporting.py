@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from playlisteval.cli.options import RunOption
 from playlisteval.cli.output import StepBars, console, err_console, step_bars
 from playlisteval.cli.shell import HomeOption, check_money, checked, open_app
 
@@ -37,7 +38,7 @@ def print_export(summary: ExportSummary) -> None:
 @commands.command()
 def export(
     directory: Annotated[Path, typer.Argument(help="Where to write the benchmark.")],
-    run: Annotated[str | None, typer.Option(help="The run (default: the newest).")] = None,
+    run: RunOption = None,
     per_domain: Annotated[
         int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
     ] = None,

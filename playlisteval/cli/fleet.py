@@ -17,6 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from playlisteval.cli.options import ConcurrencyOption
 from playlisteval.cli.output import console, err_console, usd
 from playlisteval.cli.shell import HomeOption, check_count, checked, open_app
 
@@ -31,6 +32,13 @@ if TYPE_CHECKING:
 commands = typer.Typer()
 
 _T = TypeVar("_T")
+
+#: ``worker`` and ``serve``: a graceful stop that many seconds after the start
+#: (:func:`until_signalled`'s ``stop_after_s``).
+StopAfterOption = Annotated[
+    float | None,
+    typer.Option(help="Stop gracefully after this many seconds (soak tests, rehearsals)."),
+]
 
 
 async def until_signalled(
@@ -111,7 +119,7 @@ def store_label(app_: App) -> str:
 
 @commands.command()
 def worker(
-    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    concurrency: ConcurrencyOption = None,
     name: Annotated[
         str | None, typer.Option(help="This worker's name (default: worker.name, else HOST:PID).")
     ] = None,
@@ -122,9 +130,7 @@ def worker(
             help="Exit once nothing is left to claim (default: worker.exit_when_idle).",
         ),
     ] = None,
-    stop_after: Annotated[
-        float | None, typer.Option(help="Stop gracefully after this many seconds.")
-    ] = None,
+    stop_after: StopAfterOption = None,
     home: HomeOption = None,
 ) -> None:
     """Claim seeds (and, with a Qdrant server, indexing jobs) from the shared queue and curate
@@ -167,15 +173,12 @@ def serve(
             "only schedules, for `playlisteval worker` processes.",
         ),
     ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Seeds in flight at once.")] = None,
+    concurrency: ConcurrencyOption = None,
     port: Annotated[
         int | None,
         typer.Option(help="Port of /healthz and /metrics (default: daemon.metrics_port; 0: off)."),
     ] = None,
-    stop_after: Annotated[
-        float | None,
-        typer.Option(help="Stop gracefully after this many seconds (soak tests, rehearsals)."),
-    ] = None,
+    stop_after: StopAfterOption = None,
     home: HomeOption = None,
 ) -> None:
     """The curator daemon: playlists → index → seeds → curation → scheduled exports, under

@@ -42,6 +42,14 @@ def _slots(model: KnownModel) -> str:
     return ", ".join(named) or "—"
 
 
+def _light_table(title: str, caption: str | None = None) -> Table:
+    """The two tables' style: a rule under the header only, no padding at the edges, so that
+    the many columns fit a terminal."""
+    return Table(
+        title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
+
+
 def models_table(models: list[KnownModel], offline: bool) -> Table:
     """One row per known model: family, where it runs, price, context window, slots."""
     title = "Models this project knows"
@@ -50,13 +58,10 @@ def models_table(models: list[KnownModel], offline: bool) -> Table:
             " (this workspace runs offline: the offline provider plays every model but the "
             "real local ones, reported as offline-stand-in(ID))"
         )
-    table = Table(
-        title=title,
+    table = _light_table(
+        title,
         caption="USD per million tokens, input / output; *: the slot's default; evaluation "
         "judge: any model can be one (eval --judge ID), these are the declared ones",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
     )
     table.add_column("model", no_wrap=True)
     table.add_column("family", overflow="fold")
@@ -78,12 +83,7 @@ def models_table(models: list[KnownModel], offline: bool) -> Table:
 
 def slots_table(slots: list[SlotDefault]) -> Table:
     """Each model slot: its settings key, the roles it casts, its default and its value now."""
-    table = Table(
-        title=escape("Model slots ([models] in playlisteval.toml)"),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = _light_table(escape("Model slots ([models] in playlisteval.toml)"))
     table.add_column("slot", no_wrap=True)
     table.add_column("roles", overflow="fold")
     table.add_column("default", overflow="fold")
