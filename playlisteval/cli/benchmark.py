@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich import box
 from rich.markup import escape
-from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from playlisteval.cli.options import RunOption
@@ -32,6 +31,8 @@ from playlisteval.cli.shell import (
 )
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from agents.evaluation import EvaluationResult
     from playlisteval.app import App
     from policies.judging import JudgeMetrics, JudgmentRecord, MetricTable

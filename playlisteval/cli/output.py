@@ -17,17 +17,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from store.catalog import VideoRow
 
 PIPE_WIDTH = 1000
@@ -122,6 +115,17 @@ class RichIndexProgress:
 
 def index_bars() -> Progress:
     """The indexing bars: chunks done of all, elapsed time and ETA."""
+    # rich.progress is imported here: the commands that draw no bars (status, runs, audit)
+    # do not pay for it at start.
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -157,6 +161,15 @@ class StepBars:
 def step_bars() -> Progress:
     """Bars with elapsed time and ETA (``pairs``, ``export``, ``eval``): drawn on a terminal, or
     anywhere with PLAYLISTEVAL_PROGRESS=1."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
