@@ -346,16 +346,17 @@ class Curator:
             if recorded is not None
             else RecordedCalls.from_stored(stored for _, stored in log)
         )
-        if not opened:
-            self._open_or_resume(
+        if not opened and self.deps.store.stream_version(run_stream(run_id)) == 0:
+            self.open_run(
                 run_id,
                 seeds,
                 budget_micros=budget_micros,
                 per_seed_micros=per_seed_micros,
                 parent_run=parent_run,
                 settings=settings,
-                orphan_micros=spent.open_micros,
             )
+        elif not opened:
+            self._resume(run_id, budget_micros, orphan_micros=spent.open_micros)
         logger.info(
             "run_begins",
             run_id=run_id,
@@ -385,31 +386,11 @@ class Curator:
         await self._drive_all(run_id, seeds, by_seed, bus, mode)
         return self._finish(run_id, seeds, recorder)
 
-    def _open_or_resume(
-        self,
-        run_id: str,
-        seeds: Sequence[SeedRow],
-        *,
-        budget_micros: int | None,
-        per_seed_micros: int | None,
-        parent_run: str | None,
-        settings: dict[str, Any] | None,
-        orphan_micros: int,
-    ) -> None:
-        """Open run ``run_id`` when its stream is new; else append its ``RunResumed`` with
-        today's prices (``orphan_micros``: what its open reservations held)."""
+    def _resume(self, run_id: str, budget_micros: int | None, *, orphan_micros: int) -> None:
+        """Append run ``run_id``'s ``RunResumed`` with today's prices (``orphan_micros``: what
+        its open reservations held)."""
         stream = run_stream(run_id)
         store = self.deps.store
-        if store.stream_version(stream) == 0:
-            self.open_run(
-                run_id,
-                seeds,
-                budget_micros=budget_micros,
-                per_seed_micros=per_seed_micros,
-                parent_run=parent_run,
-                settings=settings,
-            )
-            return
         prices = self.deps.prices.snapshot(self.config.models.all_models())
         changed = prices_changed(store.read_stream(stream), prices)
         if changed:

@@ -811,7 +811,7 @@ async def evaluate(
     now = now or datetime.now(tz=UTC)
     answered = answered_by(judges, offline, deps.traffic)
     names = recorded_names(judges, answered)
-    meta = _begin_evaluation(
+    meta = _evaluation_json(
         out_dir,
         benchmark,
         [names[j] for j in judges],
@@ -820,6 +820,7 @@ async def evaluate(
         offline,
         {names[j]: who for j, who in answered.items()},
     )
+    _begin_evaluation(out_dir, benchmark, meta)
     evaluation_id = str(meta["evaluation_id"])
     stream = eval_stream(evaluation_id)
     history: list[AnyEvent] = [s.event() for s in deps.store.read_stream(stream)]
@@ -900,18 +901,10 @@ def _checked_judges(
     return judges
 
 
-def _begin_evaluation(
-    out_dir: Path,
-    benchmark: BenchmarkFolder,
-    judges: Sequence[str],
-    conditions: Sequence[Condition],
-    now: datetime,
-    offline: bool,
-    answered: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """Write the evaluation's description with this session in it (:func:`_evaluation_json`)
-    and say so when the benchmark's records changed after their export; the description."""
-    meta = _evaluation_json(out_dir, benchmark, judges, conditions, now, offline, answered)
+def _begin_evaluation(out_dir: Path, benchmark: BenchmarkFolder, meta: dict[str, Any]) -> None:
+    """Write the evaluation's description ``meta``, with this session in it
+    (:func:`_evaluation_json`), and say so when the benchmark's records changed after their
+    export."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / EVALUATION_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if benchmark.check == "modified":
@@ -921,7 +914,6 @@ def _begin_evaluation(
             benchmark_json_sha256=benchmark.recorded_sha256,
             content_sha256=benchmark.content_sha256,
         )
-    return meta
 
 
 def _seal(store: EventStore, stream: str, meta: dict[str, Any], out_dir: Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from pydantic_ai.messages import BinaryContent
 
@@ -99,40 +100,14 @@ class SeedEvidence:
         return built[0], built[1]
 
     def videos(self, spec: ClipSpec) -> list[BinaryContent]:
-        """One clip per segment, as pydantic-ai content with the video metadata providers need."""
+        """One clip per segment, as pydantic-ai content with the video metadata providers need
+        (:func:`clip_content`)."""
         out: list[BinaryContent] = []
         for row in self.rows:
             cached = self._clips.get((row.id, spec))
             if cached is None:
-                clip = self.clip_fetcher.fetch_clip(
-                    row.video_id,
-                    row.start_s,
-                    row.end_s,
-                    fps=spec.fps,
-                    max_height=spec.max_height,
-                    audio=spec.audio,
-                    frames=False,
-                )
                 video = self.catalog.video(row.video_id)
-                source = source_key(Path(video.path)) if video and video.path else "?"
-                cached = BinaryContent(
-                    data=clip.read_bytes(),
-                    media_type="video/mp4",
-                    identifier=row.id,
-                    vendor_metadata={
-                        "fps": spec.fps,
-                        "start_s": row.start_s,
-                        "end_s": row.end_s,
-                        "height": spec.max_height,
-                        "width": _width_at(video, spec.max_height),
-                        "audio": spec.audio,
-                        "source": source,
-                        "video_id": row.video_id,
-                        # The source file, for adapters that upload whole videos once (Gemini's
-                        # Files API); machine-specific, so left out of the request key.
-                        "path": str(video.path) if video and video.path else "",
-                    },
-                )
+                cached = clip_content(self.clip_fetcher, video, row.id, row, spec)
                 self._clips[(row.id, spec)] = cached
             out.append(cached)
         return out
@@ -224,6 +199,54 @@ def kept_chunks(segment: SegmentEvidence, citations: Sequence[Citation], size: i
 
 def _joined(texts: Iterable[str]) -> str:
     return " ".join(t for t in texts if t)
+
+
+class Span(Protocol):
+    """A stretch of one video: a segment's catalogue row, or a span of its evidence."""
+
+    @property
+    def video_id(self) -> str: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def end_s(self) -> float: ...
+
+
+def clip_content(
+    fetcher: ClipFetcher, video: VideoRow | None, segment_id: str, span: Span, spec: ClipSpec
+) -> BinaryContent:
+    """``span`` of ``video`` cut as ``spec`` says, as pydantic-ai content with the metadata every
+    adapter reads. Its identifier is ``segment_id``: every adapter and the offline provider look
+    clips up by it; the span's times, rate, height and sound are in the metadata (and so in the
+    request key), its width and source path too, outside the key."""
+    clip = fetcher.fetch_clip(
+        span.video_id,
+        span.start_s,
+        span.end_s,
+        fps=spec.fps,
+        max_height=spec.max_height,
+        audio=spec.audio,
+        frames=False,
+    )
+    path = str(video.path) if video and video.path else ""
+    return BinaryContent(
+        data=clip.read_bytes(),
+        media_type="video/mp4",
+        identifier=segment_id,
+        vendor_metadata={
+            "fps": spec.fps,
+            "start_s": span.start_s,
+            "end_s": span.end_s,
+            "height": spec.max_height,
+            "width": _width_at(video, spec.max_height),
+            "audio": spec.audio,
+            "source": source_key(Path(path)) if path else "?",
+            "video_id": span.video_id,
+            # The source file, for adapters that upload whole videos once (Gemini's Files API);
+            # machine-specific, so left out of the request key.
+            "path": path,
+        },
+    )
 
 
 def _width_at(video: VideoRow | None, height: int) -> int | None:

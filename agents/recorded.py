@@ -1088,11 +1088,9 @@ class CallRecorder:
                 self._cached.add(clips)
                 written, storage = media, media * traffic.cache_ttl_s
             cached, audio = media, counted.input_audio_tokens
-        return Usage(
-            input_text_tokens=counted.input_text_tokens,
-            input_image_tokens=counted.input_image_tokens,
-            input_video_tokens=counted.input_video_tokens,
-            input_audio_tokens=counted.input_audio_tokens,
+        # The input as the token rules counted it, with the answer and the cache added.
+        return replace(
+            counted,
             cached_input_tokens=cached,
             output_tokens=output,
             cache_write_tokens=written,

@@ -14,14 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic_ai.messages import BinaryContent
 
 from agents.curation import scrubbed
 from agents.deps import CallDeps
-from agents.evidence import ClipSpec, SeedEvidence, source_key
+from agents.evidence import ClipSpec, SeedEvidence, clip_content
 from agents.pairs import JUDGE_CLIP
 from agents.recorded import CallRecorder
 from agents.workers import GenerationLimits, MalformedOutput, ModelRunner, RoleModels, SeedCall
@@ -257,42 +256,10 @@ def clip_spec(role: str, limits: GenerationLimits) -> ClipSpec:
 
 
 def smoke_clips(deps: CallDeps, evidence: SmokeEvidence, spec: ClipSpec) -> list[BinaryContent]:
-    """The two spans as clips, with the metadata every adapter reads (as
-    :meth:`agents.evidence.SeedEvidence.videos` makes them)."""
+    """The two spans as clips, with the metadata every adapter reads (:func:`clip_content`, as
+    :meth:`agents.evidence.SeedEvidence.videos` makes them), each named by its segment's id."""
     video = deps.catalog.video(evidence.row.video_id)
-    path = str(video.path) if video and video.path else ""
-    source = source_key(Path(path)) if path else "?"
-    out: list[BinaryContent] = []
-    for span in evidence.spans:
-        clip = deps.clips.fetch_clip(
-            span.video_id,
-            span.start_s,
-            span.end_s,
-            fps=spec.fps,
-            max_height=spec.max_height,
-            audio=spec.audio,
-            frames=False,
-        )
-        out.append(
-            BinaryContent(
-                data=clip.read_bytes(),
-                media_type="video/mp4",
-                # The segment id, as every adapter and the offline provider look clips up by
-                # it; the spans' own times are in the metadata (and so in the request key).
-                identifier=span.segment_id,
-                vendor_metadata={
-                    "fps": spec.fps,
-                    "start_s": span.start_s,
-                    "end_s": span.end_s,
-                    "height": spec.max_height,
-                    "audio": spec.audio,
-                    "source": source,
-                    "video_id": span.video_id,
-                    "path": path,
-                },
-            )
-        )
-    return out
+    return [clip_content(deps.clips, video, span.segment_id, span, spec) for span in evidence.spans]
 
 
 def _one_attempt(deps: CallDeps) -> Callable[[str], Traffic | None]:
