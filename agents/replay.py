@@ -22,10 +22,8 @@ activities and raises on nondeterminism.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -51,7 +49,7 @@ from store.events import (
     seed_stream,
     types_of,
 )
-from store.eventstore import EventStore, StoredEvent, open_event_store
+from store.eventstore import EventStore, StoredEvent, scratch_event_store
 from store.ledger import LedgerFold
 from tools.evidence.clips import ClipFetcher
 
@@ -249,43 +247,39 @@ class Replayer:
         (an upgrade), then the next definition takes it on from there, as the run did."""
         recorded = RecordedCalls.from_stored(seed_log)
         mismatches: list[Any] = []
-        with tempfile.TemporaryDirectory(prefix="playlisteval-replay-") as scratch:
-            store = open_event_store(Path(scratch) / "replay.db")
-            try:
-                curator = Curator(
-                    CallDeps(
-                        store=store,
-                        catalog=self.catalog,
-                        clips=self.clips,
-                        model_for=self.model_for,
-                        prices=run_prices(started, self.prices),
-                        prices_at=price_schedule(run_log, self.prices),
-                        traffic=run_traffic(started, self.traffic),
-                    ),
-                    config=phases[0][1],
+        with scratch_event_store("replay") as store:
+            curator = Curator(
+                CallDeps(
+                    store=store,
+                    catalog=self.catalog,
+                    clips=self.clips,
+                    model_for=self.model_for,
+                    prices=run_prices(started, self.prices),
+                    prices_at=price_schedule(run_log, self.prices),
+                    traffic=run_traffic(started, self.traffic),
+                ),
+                config=phases[0][1],
+            )
+            for position, (_since, config) in enumerate(phases):
+                following = phases[position + 1][0] if position + 1 < len(phases) else None
+                curator.config = config
+                curator.driver.hold = (
+                    None if following is None else _held_at(seed_log, following, store)
                 )
-                for position, (_since, config) in enumerate(phases):
-                    following = phases[position + 1][0] if position + 1 < len(phases) else None
-                    curator.config = config
-                    curator.driver.hold = (
-                        None if following is None else _held_at(seed_log, following, store)
+                report = anyio.run(
+                    lambda: curator.curate(
+                        run_id,
+                        seeds,
+                        budget_micros=budget_micros,
+                        per_seed_micros=None if counterfactual else started.per_seed_micros,
+                        mode="counterfactual" if counterfactual else "strict",
+                        recorded=recorded,
                     )
-                    report = anyio.run(
-                        lambda: curator.curate(
-                            run_id,
-                            seeds,
-                            budget_micros=budget_micros,
-                            per_seed_micros=None if counterfactual else started.per_seed_micros,
-                            mode="counterfactual" if counterfactual else "strict",
-                            recorded=recorded,
-                        )
-                    )
-                    assert curator.last_recorder is not None
-                    mismatches += curator.last_recorder.mismatches
-                curator.driver.hold = None
-                replayed = store.read_all(stream_prefix=seed_stream(run_id, ""))
-            finally:
-                store.close()
+                )
+                assert curator.last_recorder is not None
+                mismatches += curator.last_recorder.mismatches
+            curator.driver.hold = None
+            replayed = store.read_all(stream_prefix=seed_stream(run_id, ""))
         return replayed, report, mismatches
 
     @staticmethod

@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 import secrets
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -239,18 +240,24 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _stored(row: Any) -> StoredEvent:
+def _event_of(row: Any, data: Any, recorded_at: datetime) -> StoredEvent:
+    """A row of :data:`_COLUMNS` as an event, its data and time already read."""
     return StoredEvent(
         seq=row[0],
         stream=row[1],
         version=row[2],
         type=row[3],
         schema=row[4],
-        data=row[5],
-        recorded_at=_as_utc(row[6]),
+        data=data,
+        recorded_at=recorded_at,
         hash=row[7],
         link=row[8],
     )
+
+
+def _stored(row: Any) -> StoredEvent:
+    """A row of :data:`_COLUMNS` as SQLAlchemy returns it (data decoded, a datetime)."""
+    return _event_of(row, row[5], _as_utc(row[6]))
 
 
 _SQLITE = sqlite.dialect()
@@ -273,16 +280,8 @@ def _when(text: Any) -> datetime:
 def _stored_text(row: Any) -> StoredEvent:
     """A row of :data:`_COLUMNS` as sqlite3 returns it (data as JSON text)."""
     data = row[5]
-    return StoredEvent(
-        seq=row[0],
-        stream=row[1],
-        version=row[2],
-        type=row[3],
-        schema=row[4],
-        data=json.loads(data) if isinstance(data, str | bytes) else data,
-        recorded_at=_when(row[6]),
-        hash=row[7],
-        link=row[8],
+    return _event_of(
+        row, json.loads(data) if isinstance(data, str | bytes) else data, _when(row[6])
     )
 
 
@@ -1402,6 +1401,18 @@ class PostgresEventStore(EventStore):
         # EXCLUSIVE mode blocks every other appender (but not plain readers) until commit, so
         # seq order is commit order — what pyeventsourcing does for the same reason.
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
+
+
+@contextmanager
+def scratch_event_store(purpose: str) -> Iterator[EventStore]:
+    """A throwaway SQLite event store in a temporary folder (a replay's, a rehearsal's),
+    closed and removed when the block ends; ``purpose`` names the folder."""
+    with tempfile.TemporaryDirectory(prefix=f"playlisteval-{purpose}-") as folder:
+        store = open_event_store(Path(folder) / f"{purpose}.db")
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def open_event_store(

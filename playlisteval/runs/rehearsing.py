@@ -3,10 +3,8 @@ models would be."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import anyio
 
@@ -31,7 +29,7 @@ from store.events import (
     CallRecorded,
     seed_stream,
 )
-from store.eventstore import open_event_store
+from store.eventstore import scratch_event_store
 
 
 @dataclass
@@ -151,33 +149,27 @@ def rehearse(
     use_batch = app.settings.providers.batch if batch is None else batch
     traffic = traffic_for(app.settings, live=False)
     prices = app.prices()
-    with tempfile.TemporaryDirectory(prefix="playlisteval-rehearsal-") as scratch:
-        store = open_event_store(Path(scratch) / "rehearsal.db")
-        try:
-            curator = Curator(
-                CallDeps(
-                    store=store,
-                    catalog=app.catalog,
-                    clips=app.clips(),
-                    model_for=offline_models(),
-                    prices=prices,
-                    traffic=traffic,
-                    pricing=Pricing(
-                        scale=scale, batch_text=use_batch, window_scale=max(windows, 1.0)
-                    ),
-                ),
-                config=config,
-            )
-            report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
-            result = audit(app, "rehearsal", store=store)
-            streams = [
-                (s.stream, e)
-                for s in store.read_all(stream_prefix=seed_stream("rehearsal", ""))
-                if isinstance(e := s.event(), CallRecorded)
-            ]
-            calls = [e for _, e in streams]
-        finally:
-            store.close()
+    with scratch_event_store("rehearsal") as store:
+        curator = Curator(
+            CallDeps(
+                store=store,
+                catalog=app.catalog,
+                clips=app.clips(),
+                model_for=offline_models(),
+                prices=prices,
+                traffic=traffic,
+                pricing=Pricing(scale=scale, batch_text=use_batch, window_scale=max(windows, 1.0)),
+            ),
+            config=config,
+        )
+        report = anyio.run(lambda: curator.curate("rehearsal", chosen, budget_micros=None))
+        result = audit(app, "rehearsal", store=store)
+        streams = [
+            (s.stream, e)
+            for s in store.read_all(stream_prefix=seed_stream("rehearsal", ""))
+            if isinstance(e := s.event(), CallRecorded)
+        ]
+        calls = [e for _, e in streams]
     scenarios = {"as configured": result.spent_micros}
     for name, cache, batch_on in (
         ("without caching", False, use_batch),
