@@ -141,6 +141,18 @@ class Usage:
             + self.input_audio_tokens
         )
 
+    def without_cache(self) -> Usage:
+        """The same call as if no context cache had served or stored any of it: every cached or
+        cache-written token counted as plain input, no storage."""
+        return replace(
+            self,
+            cached_input_tokens=0,
+            cache_write_tokens=0,
+            cache_storage_token_s=0,
+            cached_audio_tokens=0,
+            cache_write_audio_tokens=0,
+        )
+
 
 class PriceTable:
     """Prices by model id; build with :meth:`load`."""
@@ -275,14 +287,7 @@ class PriceTable:
         or cache-written token paid at the input rate, no storage), or at or off batch rates."""
         usage = self.as_usage(counts)
         if not cache:
-            usage = replace(
-                usage,
-                cached_input_tokens=0,
-                cache_write_tokens=0,
-                cache_storage_token_s=0,
-                cached_audio_tokens=0,
-                cache_write_audio_tokens=0,
-            )
+            usage = usage.without_cache()
         return self.cost_micros(model, usage, batch=batch)
 
     def repriced_explicit(
@@ -298,14 +303,7 @@ class PriceTable:
             return None
         usage = self.as_usage(counts)
         prefix = usage.input_video_tokens
-        bare = replace(
-            usage,
-            cached_input_tokens=0,
-            cache_write_tokens=0,
-            cache_storage_token_s=0,
-            cached_audio_tokens=0,
-            cache_write_audio_tokens=0,
-        )
+        bare = usage.without_cache()
         if write:
             usage = replace(bare, input_video_tokens=0, cache_write_tokens=prefix)
             return self.cost_micros(model, usage)

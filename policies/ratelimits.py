@@ -68,7 +68,44 @@ class RetryPolicy:
         return float(base * jitter)
 
 
-class RateLimiter:
+class _SlotLimiter:
+    """What both limiters do alike: hold the process's cap on requests in flight, let one caller
+    of this process at a time wait for the limits (in arrival order), and add up how long callers
+    waited. A subclass says how a request is let through (:meth:`_take`)."""
+
+    def __init__(
+        self, *, rpm: int | None, tpm: int | None, max_concurrency: int, sleep: Sleep
+    ) -> None:
+        if (rpm is not None and rpm <= 0) or (tpm is not None and tpm <= 0):
+            raise ConfigError(f"rate limits must be > 0 (rpm={rpm!r}, tpm={tpm!r})")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        self.rpm = rpm
+        self.tpm = tpm
+        self.max_concurrency = max_concurrency
+        self._sleep = sleep
+        self._slots = anyio.Semaphore(max_concurrency)
+        self._turn = anyio.Lock()  # one caller of this process at a time waits for the limits
+        self.waited_s = 0.0  # total time callers of this process spent waiting for the limits
+
+    async def _take(self, tokens: int) -> None:
+        """Return once one request and ``tokens`` input tokens may go (under ``_turn``)."""
+        raise NotImplementedError
+
+    async def _wait(self, seconds: float) -> None:
+        self.waited_s += seconds
+        await self._sleep(seconds)
+
+    @asynccontextmanager
+    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
+        """Hold one of this process's in-flight slots and let one request and ``tokens`` input
+        tokens through the limits."""
+        async with self._slots:
+            await self._take(tokens)
+            yield
+
+
+class RateLimiter(_SlotLimiter):
     """Requests per minute, input tokens per minute and requests in flight for one provider."""
 
     def __init__(
@@ -80,21 +117,11 @@ class RateLimiter:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = anyio.sleep,
     ) -> None:
-        if (rpm is not None and rpm <= 0) or (tpm is not None and tpm <= 0):
-            raise ConfigError(f"rate limits must be > 0 (rpm={rpm!r}, tpm={tpm!r})")
-        if max_concurrency < 1:
-            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
-        self.rpm = rpm
-        self.tpm = tpm
-        self.max_concurrency = max_concurrency
+        super().__init__(rpm=rpm, tpm=tpm, max_concurrency=max_concurrency, sleep=sleep)
         self._clock = clock
-        self._sleep = sleep
         self._requests = float(rpm or 0)
         self._tokens = float(tpm or 0)
         self._last = clock()
-        self._slots = anyio.Semaphore(max_concurrency)
-        self._turn = anyio.Lock()  # one waiter at a time takes from the buckets: FIFO
-        self.waited_s = 0.0  # total time callers spent waiting for the buckets
         self._paused_until = float("-inf")  # a provider's Retry-After: nobody sends before it
 
     def _refill(self) -> None:
@@ -113,8 +140,7 @@ class RateLimiter:
             while True:
                 paused = self._paused_until - self._clock()
                 if paused > 0:
-                    self.waited_s += paused
-                    await self._sleep(paused)
+                    await self._wait(paused)
                     continue
                 self._refill()
                 short_r = 1 - self._requests if self.rpm is not None else 0.0
@@ -130,16 +156,7 @@ class RateLimiter:
                     waits.append(short_r * 60 / self.rpm)
                 if self.tpm is not None and short_t > 0:
                     waits.append(short_t * 60 / self.tpm)
-                wait = max(waits)
-                self.waited_s += wait
-                await self._sleep(wait)
-
-    @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
-        """Hold one of the in-flight slots and take one request and ``tokens`` from the buckets."""
-        async with self._slots:
-            await self._take(tokens)
-            yield
+                await self._wait(max(waits))
 
     async def pause(self, seconds: float) -> None:
         """The provider asked for no request in the next ``seconds`` (a 429's ``Retry-After``):
@@ -147,7 +164,7 @@ class RateLimiter:
         self._paused_until = max(self._paused_until, self._clock() + max(seconds, 0.0))
 
 
-class SharedRateLimiter:
+class SharedRateLimiter(_SlotLimiter):
     """:class:`RateLimiter`'s limits for a whole fleet: requests and input tokens per
     ``window_s`` under ``key`` (a provider family, or family and model) counted across every
     process of the coordination database ``engine``, and a pause any of them sets held by all.
@@ -169,23 +186,13 @@ class SharedRateLimiter:
         sleep: Sleep = anyio.sleep,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if (rpm is not None and rpm <= 0) or (tpm is not None and tpm <= 0):
-            raise ConfigError(f"rate limits must be > 0 (rpm={rpm!r}, tpm={tpm!r})")
-        if max_concurrency < 1:
-            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        super().__init__(rpm=rpm, tpm=tpm, max_concurrency=max_concurrency, sleep=sleep)
         if window_s <= 0:
             raise ConfigError(f"window_s must be > 0, got {window_s!r}")
         self.key = key
-        self.rpm = rpm
-        self.tpm = tpm
-        self.max_concurrency = max_concurrency
         self.window_s = window_s
         self.windows = RateWindows(engine, clock=clock)
         self.windows.ensure(key)
-        self._sleep = sleep
-        self._slots = anyio.Semaphore(max_concurrency)
-        self._turn = anyio.Lock()  # one caller of this process asks the database at a time
-        self.waited_s = 0.0  # total time callers of this process spent waiting for the window
 
     def _try(self, tokens: int) -> float:
         return self.windows.take(
@@ -198,15 +205,7 @@ class SharedRateLimiter:
                 wait = await anyio.to_thread.run_sync(self._try, tokens)
                 if wait <= 0:
                     return
-                self.waited_s += wait
-                await self._sleep(wait)
-
-    @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
-        """Hold one of this process's in-flight slots and a place in the fleet's window."""
-        async with self._slots:
-            await self._take(tokens)
-            yield
+                await self._wait(wait)
 
     async def pause(self, seconds: float) -> None:
         """The provider asked for no request in the next ``seconds``: no worker of the fleet

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.models import Model
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.settings import ModelSettings
 
 from tools.contracts.roles import format_timestamp
 
@@ -62,6 +65,29 @@ class ProviderConfig:
     # transformers: a local model folder (or any id ``from_pretrained`` resolves offline).
     local_path: str | None = None
     device: str = "auto"
+
+
+class ConfiguredModel(Model):
+    """A pydantic-ai model of ours that calls its provider (or runs its weights) itself, wrapping
+    no SDK model: ``our_model_id`` is our id (as priced), ``model_name`` the provider's own
+    (``config.model_name``). A subclass says which family it is (:attr:`system`)."""
+
+    def __init__(
+        self,
+        model_id: str,
+        config: ProviderConfig,
+        profile: ModelProfile,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        """Keep our id and the model's configuration; ``profile`` says what the model takes."""
+        super().__init__(settings=settings, profile=profile)
+        self.our_model_id = model_id  # ours, as priced; ``model_id`` is pydantic-ai's
+        self.config = config
+
+    @property
+    def model_name(self) -> str:
+        """The provider's id of the model (``model_name`` in its settings, else our id)."""
+        return self.config.model_name
 
 
 @dataclass(frozen=True)
@@ -382,6 +408,29 @@ def planned_clips(
     return {id(p): (info, t) for (p, info), t in zip(clips, times, strict=True)}
 
 
+ClipReplacement = Callable[[BinaryContent, ClipInfo, list[float]], list[object]]
+"""What a clip attachment is sent as, from the clip, its description and the clip-relative
+times planned to show of it (:func:`replace_clips`)."""
+
+
+def replace_clips(
+    parts: Sequence[object], fps: float, max_frames: int, replacement: ClipReplacement
+) -> list[object]:
+    """``parts`` (a user prompt's items) with every clip attachment replaced by the items
+    ``replacement`` makes of it and the times :func:`planned_clips` plans to show of it. Other
+    items pass through unchanged."""
+    by_part = planned_clips(parts, fps, max_frames)
+    out: list[object] = []
+    for part in parts:
+        found = by_part.get(id(part))
+        if found is None:
+            out.append(part)
+            continue
+        assert isinstance(part, BinaryContent)
+        out.extend(replacement(part, *found))
+    return out
+
+
 def frames_content(
     parts: Sequence[object],
     fps: float,
@@ -393,23 +442,20 @@ def frames_content(
     text, then per frame ``(video-id @ MM:SS)`` and the JPEG as image content. Other items pass
     through unchanged. For providers that take video as pictures (OpenAI, DashScope, open-weight
     judges); the transcript is already in the prompt text."""
-    by_part = planned_clips(parts, fps, max_frames)
-    out: list[object] = []
-    for part in parts:
-        found = by_part.get(id(part))
-        if found is None:
-            out.append(part)
-            continue
-        info, wanted = found
-        assert isinstance(part, BinaryContent)
-        out.append(clip_label(info, source_timeline=True) + " Frames follow, each labelled.")
+
+    def as_frames(part: BinaryContent, info: ClipInfo, wanted: list[float]) -> list[object]:
+        items: list[object] = [
+            clip_label(info, source_timeline=True) + " Frames follow, each labelled."
+        ]
         for frame in clip_frames(part, info, wanted, shown_height(info, max_height), quality):
-            out.append(frame.label())
-            out.append(
+            items.append(frame.label())
+            items.append(
                 BinaryContent(
                     data=frame.jpeg,
                     media_type="image/jpeg",
                     identifier=f"{info.segment_id}@{frame.t_s:.1f}",
                 )
             )
-    return out
+        return items
+
+    return replace_clips(parts, fps, max_frames, as_frames)

@@ -107,7 +107,8 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -162,6 +163,7 @@ from pydantic_ai.usage import RequestUsage
 from tools.offline.vision import decode_clip
 from tools.providers.base import (
     ClipInfo,
+    ConfiguredModel,
     MemoryResourceLedger,
     ProviderConfig,
     ProviderResource,
@@ -543,7 +545,7 @@ def _even_sizes(total: int, parts: int) -> list[int]:
     return sizes
 
 
-class DashScopeModel(Model):
+class DashScopeModel(ConfiguredModel):
     """A Qwen model on DashScope's native multimodal generation API."""
 
     def __init__(
@@ -559,19 +561,12 @@ class DashScopeModel(Model):
         ``resources`` keeps the video files uploaded (default: this model's own ledger);
         ``clock`` says when they expire; ``region`` is the endpoint's Model Studio region where
         its host does not name one (:func:`video_route`)."""
-        super().__init__(profile=_profile(config.model_name))
-        self.our_model_id = model_id
-        self.config = config
+        super().__init__(model_id, config, _profile(config.model_name))
         self.resources: ResourceLedger = (
             resources if resources is not None else MemoryResourceLedger()
         )
         self.clock = clock
         self.video = video_route(self.base_url, region)
-
-    @property
-    def model_name(self) -> str:
-        """The provider's id of the model."""
-        return self.config.model_name
 
     @property
     def system(self) -> str:
@@ -946,24 +941,20 @@ class DashScopeModel(Model):
     def _upload_policy(self, timeout_s: float) -> tuple[dict[str, Any], datetime]:
         """A policy for form uploads to the temporary storage, for this model, at this
         endpoint (``GET {base_url}/uploads?action=getPolicy``), and when it stops being good."""
-        try:
-            response = OssUtils.get_upload_certificate(
-                model=self.model_name,
-                # The SDK's ``api_key: str = None``: None reads DASHSCOPE_API_KEY.
-                api_key=cast(str, self.config.api_key),
-                base_address=self.base_url,
-                request_timeout=timeout_s,
-            )
-        except requests.Timeout as exc:
-            raise ModelTimeoutError(
-                self.model_name, f"no upload policy from {self.base_url!r} within {timeout_s:g} s"
-            ) from exc
-        except requests.ConnectionError as exc:
-            raise ModelConnectionError(
-                self.model_name, f"could not reach {self.base_url!r} for an upload policy: {exc}"
-            ) from exc
-        except DashScopeAuthenticationError as exc:
-            raise ModelAuthenticationError(self.model_name, str(exc)) from exc
+        with self._storage_errors(
+            timed_out=f"no upload policy from {self.base_url!r} within {timeout_s:g} s",
+            unreachable=f"could not reach {self.base_url!r} for an upload policy",
+        ):
+            try:
+                response = OssUtils.get_upload_certificate(
+                    model=self.model_name,
+                    # The SDK's ``api_key: str = None``: None reads DASHSCOPE_API_KEY.
+                    api_key=cast(str, self.config.api_key),
+                    base_address=self.base_url,
+                    request_timeout=timeout_s,
+                )
+            except DashScopeAuthenticationError as exc:
+                raise ModelAuthenticationError(self.model_name, str(exc)) from exc
         status = int(getattr(response, "status_code", 0) or 0)
         if status != 200:
             self._failure(response, status)
@@ -983,24 +974,32 @@ class DashScopeModel(Model):
         with tempfile.TemporaryDirectory(prefix="dashscope-upload-") as folder:
             path = Path(folder) / f"{file.key[:32]}.mp4"  # the object's name: one per content
             path.write_bytes(file.mp4)
-            try:
-                url, _ = OssUtils.upload(
-                    model=self.model_name,
-                    file_path=str(path),
-                    api_key=cast(str, self.config.api_key),
-                    upload_certificate=policy,
-                )
-            except requests.Timeout as exc:
-                raise ModelTimeoutError(
-                    self.model_name, f"the upload of {file.info.segment_id!r} timed out"
-                ) from exc
-            except requests.ConnectionError as exc:
-                raise ModelConnectionError(
-                    self.model_name, f"could not upload {file.info.segment_id!r}: {exc}"
-                ) from exc
-            except UploadFileException as exc:
-                raise ModelAPIError(self.model_name, str(exc)) from exc
+            with self._storage_errors(
+                timed_out=f"the upload of {file.info.segment_id!r} timed out",
+                unreachable=f"could not upload {file.info.segment_id!r}",
+            ):
+                try:
+                    url, _ = OssUtils.upload(
+                        model=self.model_name,
+                        file_path=str(path),
+                        api_key=cast(str, self.config.api_key),
+                        upload_certificate=policy,
+                    )
+                except UploadFileException as exc:
+                    raise ModelAPIError(self.model_name, str(exc)) from exc
         return str(url)
+
+    @contextmanager
+    def _storage_errors(self, *, timed_out: str, unreachable: str) -> Iterator[None]:
+        """The temporary storage's transport failures in the block (the SDK reaches it through
+        requests, not our aiohttp session) as the model errors the recorded-call wrapper
+        retries: a timeout says ``timed_out``, a dropped connection ``unreachable`` and why."""
+        try:
+            yield
+        except requests.Timeout as exc:
+            raise ModelTimeoutError(self.model_name, timed_out) from exc
+        except requests.ConnectionError as exc:
+            raise ModelConnectionError(self.model_name, f"{unreachable}: {exc}") from exc
 
     # -- the response --------------------------------------------------------------------------
 

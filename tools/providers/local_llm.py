@@ -69,7 +69,7 @@ from tools.contracts.roles import (
     format_timestamp,
     parse_context,
 )
-from tools.providers.base import ProviderConfig, ResourceLedger
+from tools.providers.base import ConfiguredModel, ProviderConfig, ResourceLedger
 from tools.providers.specs.local_llm import (
     FAMILY,
     FAMILY_NAME,
@@ -458,7 +458,7 @@ def _prompt(messages: Sequence[ModelMessage]) -> str:
     raise ConfigError(f"the {FAMILY_NAME} judge got no user prompt; send the rendered role prompt")
 
 
-class LocalTextJudge(Model):
+class LocalTextJudge(ConfiguredModel):
     """A causal LM run here that answers ``pair_judge`` and ``textual_ranker`` calls by label
     scores: a real local model (:attr:`real_local`), never the offline harness."""
 
@@ -468,23 +468,16 @@ class LocalTextJudge(Model):
     def __init__(self, model_id: str, config: ProviderConfig) -> None:
         """Describe the model and pick its device now (``config.device``; ``auto`` is a CUDA GPU
         when present); the weights load on the first request (a packaged model is joined then)."""
-        super().__init__(profile=LOCAL_LLM_PROFILE)
+        super().__init__(model_id, config, LOCAL_LLM_PROFILE)
         if not config.local_path:
             raise ConfigError(
                 f"model {model_id!r} ({FAMILY_NAME}) needs local_path: a .gguf file, a model "
                 "folder or a packaged model name"
             )
-        self.our_model_id = model_id
-        self.config = config
         self.local_path = config.local_path
         self.device = resolve_device(config.device, f"providers.models.{model_id!r}.device").device
         self.tie_band = TIE_BAND
         self.scores = ScoreCache()
-
-    @property
-    def model_name(self) -> str:
-        """The model's own id (``model_name`` in its settings, else our id)."""
-        return self.config.model_name
 
     @property
     def system(self) -> str:

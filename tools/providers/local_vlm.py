@@ -43,7 +43,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
-from tools.providers.base import ProviderConfig, ResourceLedger, frames_content
+from tools.providers.base import ConfiguredModel, ProviderConfig, ResourceLedger, frames_content
 from tools.providers.specs.local_vlm import FAMILY
 from tools.runtime.devices import resolve_device
 
@@ -231,7 +231,7 @@ def _response_parts(text: str) -> list[ModelResponsePart]:
     return [TextPart(content=text.strip())]
 
 
-class LocalVLMModel(Model):
+class LocalVLMModel(ConfiguredModel):
     """A vision-language model run here with transformers, as a pydantic-ai model."""
 
     def __init__(
@@ -245,15 +245,8 @@ class LocalVLMModel(Model):
         """Describe the model and pick its device now (``config.device``: ``auto`` is a CUDA
         GPU when present; a GPU asked for and absent is a ConfigError before any call); nothing
         is loaded until the first request."""
-        super().__init__(settings=settings, profile=profile or LOCAL_VLM_PROFILE)
-        self.our_model_id = model_id  # ours, as priced; ``model_id`` is pydantic-ai's
-        self.config = config
+        super().__init__(model_id, config, profile or LOCAL_VLM_PROFILE, settings)
         self.device = resolve_device(config.device, f"providers.models.{model_id!r}.device").device
-
-    @property
-    def model_name(self) -> str:
-        """The model's own id (the folder's model, e.g. ``Qwen/Qwen3-VL-30B-A3B-Instruct``)."""
-        return self.config.model_name
 
     @property
     def system(self) -> str:

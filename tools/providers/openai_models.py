@@ -79,7 +79,7 @@ from tools.providers.base import (
     clip_label,
     encode_mp4,
     frames_content,
-    planned_clips,
+    replace_clips,
     sent_frame_height,
     shown_height,
 )
@@ -447,31 +447,24 @@ def _videos_content(
     and the label says where that is in the video. With ``pairs``, an odd count's last frame
     goes twice (:data:`PAIRED_PREFIXES`).
     """
-    by_part = planned_clips(parts, fps, max_frames)
-    out: list[object] = []
-    for part in parts:
-        found = by_part.get(id(part))
-        if found is None:
-            out.append(part)
-            continue
-        info, wanted = found
-        assert isinstance(part, BinaryContent)
+
+    def as_video(part: BinaryContent, info: ClipInfo, wanted: list[float]) -> list[object]:
         frames = clip_frames(part, info, wanted, shown_height(info, max_height))
-        out.append(clip_label(info, source_timeline=False))
+        label = clip_label(info, source_timeline=False)
         if not frames:  # nothing decodable: the label alone, as the frames path sends it
-            continue
+            return [label]
         rate = _planned_rate(info, len(frames))
         if pairs and len(frames) % 2:
             frames = [*frames, frames[-1]]
-        out.append(
-            BinaryContent(
-                data=_frames_mp4(frames, rate),
-                media_type="video/mp4",
-                identifier=info.segment_id,
-                vendor_metadata={"fps": float(rate), "frames": len(frames)},
-            )
+        video = BinaryContent(
+            data=_frames_mp4(frames, rate),
+            media_type="video/mp4",
+            identifier=info.segment_id,
+            vendor_metadata={"fps": float(rate), "frames": len(frames)},
         )
-    return out
+        return [label, video]
+
+    return replace_clips(parts, fps, max_frames, as_video)
 
 
 def _planned_rate(info: ClipInfo, frames: int) -> Fraction:
