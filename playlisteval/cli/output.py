@@ -113,30 +113,36 @@ class RichIndexProgress:
         """Nothing left to draw."""
 
 
-def index_bars() -> Progress:
-    """The indexing bars: chunks done of all, elapsed time and ETA."""
+def _bars(*, count_label: str | None = None, eta_label: str | None = None) -> Progress:
+    """Bars of a description, done of all (then ``count_label``), elapsed time and ETA (after
+    ``eta_label``): drawn on a terminal, or anywhere with PLAYLISTEVAL_PROGRESS=1."""
     # rich.progress is imported here: the commands that draw no bars (status, runs, audit)
     # do not pay for it at start.
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
 
-    return Progress(
+    columns: list[ProgressColumn] = [
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("chunks"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-        disable=not _drawn(),
-    )
+    ]
+    columns += [TextColumn(count_label)] if count_label else []
+    columns.append(TimeElapsedColumn())
+    columns += [TextColumn(eta_label)] if eta_label else []
+    columns.append(TimeRemainingColumn())
+    return Progress(*columns, console=console, transient=False, disable=not _drawn())
+
+
+def index_bars() -> Progress:
+    """The indexing bars: chunks done of all, elapsed time and ETA."""
+    return _bars(count_label="chunks")
 
 
 class StepBars:
@@ -159,28 +165,8 @@ class StepBars:
 
 
 def step_bars() -> Progress:
-    """Bars with elapsed time and ETA (``pairs``, ``export``, ``eval``): drawn on a terminal, or
-    anywhere with PLAYLISTEVAL_PROGRESS=1."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-        disable=not _drawn(),
-    )
+    """Bars with elapsed time and ETA (``pairs``, ``export``, ``eval``)."""
+    return _bars(eta_label="ETA")
 
 
 class JudgingProgress:
