@@ -39,7 +39,6 @@ from tools.contracts.roles import (
     MatchContext,
     PairJudgeContext,
     ParametricContext,
-    Phase1Context,
     Phase2Context,
     RankingContext,
     SegmentEvidence,
@@ -209,13 +208,7 @@ def smoke_context(role: str, evidence: SmokeEvidence, limits: GenerationLimits) 
     )
     segments = (a, b)
     if role == "phase1_generator":
-        return Phase1Context(
-            segments=segments,
-            min_paragraphs=limits.min_paragraphs,
-            max_paragraphs=limits.max_paragraphs,
-            min_cited_chunks=limits.min_cited_chunks,
-            max_cited_chunks=limits.max_cited_chunks,
-        )
+        return limits.phase1_context(segments)
     if role == "phase2_generator":
         return Phase2Context(question=question, gold_answer=gold, segments=segments)
     if role == "transcript_answerer":

@@ -52,6 +52,7 @@ from tools.contracts.roles import (
     Phase1Context,
     Phase2Context,
     RoleContext,
+    SegmentEvidence,
     SlotValue,
     VideoRate,
     curation_slots,
@@ -719,6 +720,22 @@ class GenerationLimits:
     # The sufficiency and visual-detectability model (Qwen) takes no audio: narration is text.
     verifier_clip: ClipSpec = field(default_factory=lambda: ClipSpec(audio=False))
 
+    def phase1_context(
+        self,
+        segments: tuple[SegmentEvidence, SegmentEvidence],
+        feedback: tuple[Feedback, ...] = (),
+    ) -> Phase1Context:
+        """The QA generator's context for ``segments``: these limits, and the earlier
+        rejections it is shown (``feedback``)."""
+        return Phase1Context(
+            segments=segments,
+            min_paragraphs=self.min_paragraphs,
+            max_paragraphs=self.max_paragraphs,
+            min_cited_chunks=self.min_cited_chunks,
+            max_cited_chunks=self.max_cited_chunks,
+            feedback=feedback,
+        )
+
 
 @dataclass
 class RoleAgent:
@@ -748,14 +765,7 @@ class GeneratorAgent(RoleAgent):
                     seed,
                     PHASE1_GENERATOR.name,
                     models.model(PHASE1_GENERATOR_SLOT.key),
-                    Phase1Context(
-                        segments=segments,
-                        min_paragraphs=limits.min_paragraphs,
-                        max_paragraphs=limits.max_paragraphs,
-                        min_cited_chunks=limits.min_cited_chunks,
-                        max_cited_chunks=limits.max_cited_chunks,
-                        feedback=_feedback(items),
-                    ),
+                    limits.phase1_context(segments, _feedback(items)),
                     PHASE1_GENERATOR.output,
                     phase=1,
                     gate="generator",

@@ -19,13 +19,12 @@ import anyio.to_thread
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
-    ModelRequest,
     ModelResponse,
-    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tools.providers import OfflineProvider
+from tools.providers.base import user_prompt_items
 
 SyncFunction = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
 
@@ -37,21 +36,14 @@ class SimulatedStop(Exception):
 def call_key(messages: Sequence[ModelMessage], info: AgentInfo, model_id: str) -> str:
     """What identifies an answer: model id, the user prompt (clips by identifier), output tools."""
     digest = hashlib.sha256(model_id.encode())
-    for message in messages:
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if not isinstance(part, UserPromptPart):
-                continue
-            items = [part.content] if isinstance(part.content, str) else list(part.content)
-            for item in items:
-                if isinstance(item, str):
-                    digest.update(item.encode())
-                elif isinstance(item, BinaryContent):
-                    # The clip's identifier and metadata name it; hashing megabytes of video per
-                    # call would be exactly the CPU work this stand-in must not do.
-                    meta = sorted((item.vendor_metadata or {}).items())
-                    digest.update(f"|{item.identifier}|{meta}".encode())
+    for item in user_prompt_items(messages):
+        if isinstance(item, str):
+            digest.update(item.encode())
+        elif isinstance(item, BinaryContent):
+            # The clip's identifier and metadata name it; hashing megabytes of video per call
+            # would be exactly the CPU work this stand-in must not do.
+            meta = sorted((item.vendor_metadata or {}).items())
+            digest.update(f"|{item.identifier}|{meta}".encode())
     for tool in info.output_tools:
         digest.update(f"|tool:{tool.name}".encode())
     return digest.hexdigest()

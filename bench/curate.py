@@ -66,7 +66,7 @@ from policies.budget import Budget
 from store.catalog import SeedRow, SegmentRow
 from store.events import CallRecorded, Event, seed_stream
 from store.eventstore import SqliteEventStore
-from tools.contracts.roles import QA, Phase1Context
+from tools.contracts.roles import QA
 
 # The demo's index settings (playlisteval/cli/demo.py): short segments for short synthetic videos.
 BENCH_SETTINGS = """\
@@ -283,13 +283,7 @@ def bench_overhead(
     """CPU seconds per call: bare agent run vs ModelRunner.run, same instant model."""
     limits = GenerationLimits()
     evidence = SeedEvidence(app.catalog, app.clips(), seed.id, seed.segment_a, seed.segment_b)
-    context = Phase1Context(
-        segments=evidence.segments,
-        min_paragraphs=limits.min_paragraphs,
-        max_paragraphs=limits.max_paragraphs,
-        min_cited_chunks=limits.min_cited_chunks,
-        max_cited_chunks=limits.max_cited_chunks,
-    )
+    context = limits.phase1_context(evidence.segments)
     prompt = render_prompt(context)
     model = instant_model(SAMPLE_QA)
 

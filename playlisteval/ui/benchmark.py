@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from policies.pairs import even_shares
 from store.errors import ConfigError
 from tools.evidence.benchmark_folder import read_benchmark_folder
 
@@ -113,23 +114,16 @@ def load_benchmark(path: Path, *, allow_modified: bool = False) -> Benchmark:
 
 
 def _fill(capacity: Mapping[Any, int], total: int, rng: random.Random) -> dict[Any, int]:
-    """Share ``total`` over the cells as evenly as their capacities allow (water filling);
-    the seeded ``rng`` decides which cells get the remainder that does not divide evenly."""
-    given = dict.fromkeys(capacity, 0)
-    left = min(total, sum(capacity.values()))
-    while left > 0:
-        open_cells = sorted(k for k in capacity if given[k] < capacity[k])
-        share = left // len(open_cells)
-        if share == 0:
-            rng.shuffle(open_cells)
-            for key in open_cells[:left]:
-                given[key] += 1
-            break
-        for key in open_cells:
-            step = min(share, capacity[key] - given[key])
-            given[key] += step
-            left -= step
-    return given
+    """Share ``total`` over the cells as evenly as their capacities allow (water filling,
+    :func:`policies.pairs.even_shares`); the seeded ``rng`` decides which cells get the
+    remainder that does not divide evenly."""
+
+    def shuffled(open_cells: list[Any], _given: Mapping[Any, int]) -> list[Any]:
+        cells = list(open_cells)
+        rng.shuffle(cells)
+        return cells
+
+    return even_shares(capacity, total, shuffled)
 
 
 def draw_sample(pairs: Sequence[BenchmarkPair], size: int, seed: int) -> tuple[str, ...]:

@@ -32,9 +32,7 @@ import anyio
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
-    ModelRequest,
     ModelResponse,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.test import TestModel
@@ -73,6 +71,7 @@ from store.eventstore import EventStore
 from tools.contracts.roles import PairJudgeContext, PairVerdict, SegmentEvidence
 from tools.evidence.retrieval import RetrieverSet
 from tools.index import media
+from tools.providers.base import user_prompt_items
 from tools.providers.judges import stood_in_for
 
 Filter = Literal["all", "wrong", "inconsistent", "unparseable"]
@@ -380,18 +379,11 @@ def _prompt_of(messages: list[ModelMessage] | None) -> tuple[str, tuple[str, ...
     """The user prompt's text and the attachments' identifiers of a request."""
     texts: list[str] = []
     attached: list[str] = []
-    for message in messages or []:
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if not isinstance(part, UserPromptPart):
-                continue
-            items = [part.content] if isinstance(part.content, str) else list(part.content)
-            for item in items:
-                if isinstance(item, str):
-                    texts.append(item)
-                elif isinstance(item, BinaryContent):
-                    attached.append(item.identifier or item.media_type)
+    for item in user_prompt_items(messages or []):
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, BinaryContent):
+            attached.append(item.identifier or item.media_type)
     return "\n\n".join(texts), tuple(attached)
 
 

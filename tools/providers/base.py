@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    UserContent,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
@@ -154,6 +160,28 @@ def clip_info(part: object) -> ClipInfo | None:
     )
 
 
+def user_prompt_items(messages: Iterable[ModelMessage]) -> Iterator[UserContent]:
+    """Every item of every user prompt in ``messages``, in order (a prompt given as one string
+    is that one item): the text and attachments a request sends the model."""
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                yield from [part.content] if isinstance(part.content, str) else part.content
+
+
+def latest_user_prompt(messages: Sequence[ModelMessage]) -> UserPromptPart | None:
+    """The last user prompt of ``messages`` (the one a model answers), or ``None``."""
+    for message in reversed(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in reversed(message.parts):
+            if isinstance(part, UserPromptPart):
+                return part
+    return None
+
+
 def shown_height(info: ClipInfo, configured: int) -> int:
     """The height a clip's frames are sent at: the model's ``configured`` frame height, or the
     clip's own when the caller fixed its frames (an evaluation condition's resolution)."""
@@ -165,11 +193,7 @@ def sent_frame_height(messages: Sequence[ModelMessage], configured: int) -> int:
     smaller): ``configured``, or a clip's own where the caller fixed its frames."""
     heights = [
         shown_height(info, configured)
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
-        for item in part.content
+        for item in user_prompt_items(messages)
         if (info := clip_info(item)) is not None
     ]
     return max(heights, default=configured)

@@ -46,11 +46,9 @@ import anyio.to_thread
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, check_allow_model_requests
 from pydantic_ai.profiles import ModelProfile
@@ -69,7 +67,12 @@ from tools.contracts.roles import (
     format_timestamp,
     parse_context,
 )
-from tools.providers.base import ConfiguredModel, ProviderConfig, ResourceLedger
+from tools.providers.base import (
+    ConfiguredModel,
+    ProviderConfig,
+    ResourceLedger,
+    latest_user_prompt,
+)
 from tools.providers.specs.local_llm import (
     FAMILY,
     FAMILY_NAME,
@@ -436,26 +439,24 @@ def answered_by_real_local(response: Mapping[str, Any] | None) -> bool:
 
 def _prompt(messages: Sequence[ModelMessage]) -> str:
     """The text of the latest user prompt; ConfigError when it carries anything but text."""
-    for message in reversed(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in reversed(message.parts):
-            if not isinstance(part, UserPromptPart):
-                continue
-            if isinstance(part.content, str):
-                return part.content
-            other = [item for item in part.content if not isinstance(item, str)]
-            if other:
-                kinds = sorted(
-                    {item.media_type if isinstance(item, BinaryContent) else type(item).__name__}
-                    for item in other
-                )
-                raise ConfigError(
-                    f"the {FAMILY_NAME} judge reads text only and was sent {kinds!r}; judge it "
-                    "under a transcript-only condition (modality `transcript`)"
-                )
-            return "\n".join(item for item in part.content if isinstance(item, str))
-    raise ConfigError(f"the {FAMILY_NAME} judge got no user prompt; send the rendered role prompt")
+    part = latest_user_prompt(messages)
+    if part is None:
+        raise ConfigError(
+            f"the {FAMILY_NAME} judge got no user prompt; send the rendered role prompt"
+        )
+    if isinstance(part.content, str):
+        return part.content
+    other = [item for item in part.content if not isinstance(item, str)]
+    if other:
+        kinds = sorted(
+            {item.media_type if isinstance(item, BinaryContent) else type(item).__name__}
+            for item in other
+        )
+        raise ConfigError(
+            f"the {FAMILY_NAME} judge reads text only and was sent {kinds!r}; judge it "
+            "under a transcript-only condition (modality `transcript`)"
+        )
+    return "\n".join(item for item in part.content if isinstance(item, str))
 
 
 class LocalTextJudge(ConfiguredModel):

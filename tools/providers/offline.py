@@ -20,11 +20,9 @@ import anyio
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -43,7 +41,7 @@ from tools.offline.offline_answers import (
     visual_words,
 )
 from tools.offline.vision import VisualFact, decode_clip, describe_frames
-from tools.providers.base import clip_info, nearest_frames
+from tools.providers.base import clip_info, latest_user_prompt, nearest_frames
 
 __all__ = [
     "DEFAULT_CLIP_FPS",
@@ -116,22 +114,18 @@ def shown(clip: BinaryContent, decoded: Sequence[media.Frame]) -> list[media.Fra
 
 def latest_prompt(messages: Sequence[ModelMessage]) -> tuple[str, list[BinaryContent]]:
     """The text and the clips of the latest user prompt."""
-    for message in reversed(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in reversed(message.parts):
-            if not isinstance(part, UserPromptPart):
-                continue
-            if isinstance(part.content, str):
-                return part.content, []
-            texts = [item for item in part.content if isinstance(item, str)]
-            clips = [
-                item
-                for item in part.content
-                if isinstance(item, BinaryContent) and item.media_type.startswith("video/")
-            ]
-            return "\n".join(texts), clips
-    raise ConfigError("the offline provider got no user prompt; send the rendered role prompt")
+    part = latest_user_prompt(messages)
+    if part is None:
+        raise ConfigError("the offline provider got no user prompt; send the rendered role prompt")
+    if isinstance(part.content, str):
+        return part.content, []
+    texts = [item for item in part.content if isinstance(item, str)]
+    clips = [
+        item
+        for item in part.content
+        if isinstance(item, BinaryContent) and item.media_type.startswith("video/")
+    ]
+    return "\n".join(texts), clips
 
 
 class OfflineProvider:
