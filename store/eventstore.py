@@ -40,7 +40,6 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Column,
     Connection,
@@ -58,6 +57,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    literal,
     or_,
     select,
     type_coerce,
@@ -65,7 +65,6 @@ from sqlalchemy import (
 )
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
@@ -89,6 +88,7 @@ from store.chain import (
     link_hash,
     read_log_key,
 )
+from store.columns import JsonDocument
 from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
 from store.sqlite import immutable_url, read_only, refuse_writes, writable
@@ -116,9 +116,7 @@ class EventRow(SQLModel, table=True):
     version: int
     type: str = Field(index=True)
     schema_no: int = Field(sa_column=Column("schema", Integer, nullable=False, key="schema_no"))
-    data: dict[str, Any] = Field(
-        sa_column=Column(JSON().with_variant(JSONB(), "postgresql"), nullable=False)
-    )
+    data: dict[str, Any] = Field(sa_column=Column(JsonDocument(), nullable=False))
     recorded_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     # The stream's hash chain up to and including this event (see the module docstring).
     hash: str | None = Field(default=None, sa_column=Column("hash", String(64), nullable=True))
@@ -1148,7 +1146,8 @@ class EventStore(ABC):
         else:  # PostgreSQL's JSONB: ``data - key``
             data = _C.data
             for key in omit:
-                data = data.op("-")(key)
+                # The key as text: left to infer, SQLAlchemy binds it as the column's JSON type.
+                data = data.op("-")(literal(key, String()))
         data = type_coerce(data, _C.data.type).label("data")
         return (*_COLUMNS[:5], data, *_COLUMNS[6:])
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from sqlalchemy import (
-    JSON,
     Column,
     Connection,
     Engine,
@@ -28,9 +27,9 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
+from store.columns import JsonDocument
 from store.events import (
     UPCASTERS,
     AttemptStarted,
@@ -83,10 +82,8 @@ class AcceptedRow(SQLModel, table=True):
     run_id: str = Field(primary_key=True)
     seed_id: str = Field(primary_key=True)
     seq: int
-    qa: dict[str, Any] = Field(sa_column=Column(JSON().with_variant(JSONB(), "postgresql")))
-    distractors: dict[str, Any] = Field(
-        sa_column=Column(JSON().with_variant(JSONB(), "postgresql"))
-    )
+    qa: dict[str, Any] = Field(sa_column=Column(JsonDocument()))
+    distractors: dict[str, Any] = Field(sa_column=Column(JsonDocument()))
 
 
 class CheckpointRow(SQLModel, table=True):

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Column,
     Connection,
@@ -23,7 +22,8 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+
+from store.columns import JsonDocument
 
 _META = MetaData()
 WORK_ITEMS = Table(
@@ -32,7 +32,7 @@ WORK_ITEMS = Table(
     Column("id", String, primary_key=True),
     Column("kind", String, nullable=False, index=True),
     Column("run_id", String, nullable=True, index=True),
-    Column("payload", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("payload", JsonDocument(), nullable=False),
     Column("state", String, nullable=False, index=True),
     Column("priority", Integer, nullable=False, default=0),
     Column("not_before", Float, nullable=False, default=0.0),  # db epoch seconds
@@ -56,7 +56,7 @@ BUDGET_HOLDS = Table(
     "budget_holds",
     _META,
     Column("id", String, primary_key=True),
-    Column("accounts", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("accounts", JsonDocument(), nullable=False),
     Column("micros", BigInteger, nullable=False),
     Column("item_id", String, nullable=True, index=True),
     Column("owner", String, nullable=True),
@@ -70,7 +70,7 @@ LEASES = Table(
     Column("token", BigInteger, nullable=False),
     Column("lease_until", Float, nullable=False),  # db epoch seconds
     Column("acquired_at", Float, nullable=False),
-    Column("info", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("info", JsonDocument(), nullable=False),
 )
 WORKERS = Table(
     "workers",
@@ -79,7 +79,7 @@ WORKERS = Table(
     Column("state", String, nullable=False),
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
-    Column("info", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("info", JsonDocument(), nullable=False),
 )
 RATE_KEYS = Table(
     "rate_keys",
