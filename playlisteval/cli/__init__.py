@@ -17,10 +17,10 @@ and the groups of commands it is made of, one module each:
 What they share is in :mod:`~playlisteval.cli.shell` (``--home``, opening the workspace, exit
 codes), :mod:`~playlisteval.cli.output` (consoles, progress bars),
 :mod:`~playlisteval.cli.interrupt` (Ctrl-C), :mod:`~playlisteval.cli.commands` (help as
-prose, lazy commands) and :mod:`~playlisteval.cli.options` (the options several commands take with
-one meaning, declared once). Importing this package loads none of the workspace's machinery (settings,
-store, providers, models): each command imports what it uses when it runs, so ``--help`` starts
-at once.
+prose, lazy commands) and :mod:`~playlisteval.cli.options` (the options several commands take
+with one meaning, declared once). Importing this package loads none of the workspace's machinery
+(settings, store, providers, models): each command imports what it uses when it runs, so
+``--help`` starts at once.
 """
 
 from __future__ import annotations
