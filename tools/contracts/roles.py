@@ -230,20 +230,6 @@ class RoleSpec(Generic[ContextT, OutputT]):
             )
 
 
-def _answer_matcher(name: str) -> RoleSpec[MatchContext, MatchVerdict]:
-    """A role that says whether a free answer recovers the gold: the transcript test's matcher
-    and the parametric test's verifier read the same context and give the same verdict."""
-    return RoleSpec(
-        name,
-        MatchContext,
-        MatchVerdict,
-        video=False,
-        max_output_tokens=2048,
-        thinking="low",
-        offline=match_answer,
-    )
-
-
 PHASE1_GENERATOR = RoleSpec(
     "phase1_generator",
     Phase1Context,
@@ -271,7 +257,15 @@ TRANSCRIPT_ANSWERER = RoleSpec(
     thinking="low",
     offline=transcript_answer,
 )
-TRANSCRIPT_MATCHER = _answer_matcher("transcript_matcher")
+TRANSCRIPT_MATCHER = RoleSpec(
+    "transcript_matcher",
+    MatchContext,
+    MatchVerdict,
+    video=False,
+    max_output_tokens=2048,
+    thinking="low",
+    offline=match_answer,
+)
 PARAMETRIC_ANSWERER = RoleSpec(
     "parametric_answerer",
     ParametricContext,
@@ -281,7 +275,15 @@ PARAMETRIC_ANSWERER = RoleSpec(
     thinking="low",
     offline=parametric_answer,
 )
-PARAMETRIC_VERIFIER = _answer_matcher("parametric_verifier")
+PARAMETRIC_VERIFIER = RoleSpec(
+    "parametric_verifier",
+    MatchContext,
+    MatchVerdict,
+    video=False,
+    max_output_tokens=2048,
+    thinking="low",
+    offline=match_answer,
+)
 SUFFICIENCY = RoleSpec(
     "sufficiency",
     SufficiencyContext,
