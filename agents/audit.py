@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from store.answers import answered_by
 from store.errors import ConfigError
@@ -179,11 +179,31 @@ def describe_step(step: Mapping[str, Any]) -> str:
     return f"{kind}: {rest}" if rest else str(kind)
 
 
+class _Step(NamedTuple):
+    """How an event shows in its seed's timeline: the step's name, the event's fields it keeps
+    (in this order) and, for a call, the key its settled cost goes under."""
+
+    name: str
+    fields: tuple[str, ...] = ()
+    cost: str = ""
+
+
+#: The events that word their own step (any other decision says its type and every field).
+_STEPS: dict[type[Event], _Step] = {
+    AttemptStarted: _Step("attempt", ("phase", "attempt")),
+    CallFailed: _Step("call failed", ("role", "error"), cost="charged_micros"),
+    CallRefused: _Step("call refused", ("role", "cap", "reason")),
+    GatePassed: _Step("pass", ("phase", "gate")),
+    GateRejected: _Step("reject", ("phase", "gate", "attempt", "reason", "rejected_output")),
+    ItemAccepted: _Step("accepted"),
+    SeedDiscarded: _Step("discarded", ("reasons",)),
+    SeedStopped: _Step("stopped", ("reason", "detail")),
+}
+
+
 def _step_of(event: Event, settled: int) -> dict[str, Any] | None:
     """The step ``event`` makes in its seed's timeline (None: it makes none). A call's cost is
     ``settled``, what the one ledger settled for it (an answer served from the log: 0)."""
-    if isinstance(event, AttemptStarted):
-        return {"step": "attempt", "phase": event.phase, "attempt": event.attempt}
     if isinstance(event, CallRecorded):
         return {
             "step": "call",
@@ -196,37 +216,14 @@ def _step_of(event: Event, settled: int) -> dict[str, Any] | None:
             "answered_by": answered_by(event),
             **({"real_local": True} if answered_by(event, original=True) == "real-local" else {}),
         }
-    if isinstance(event, CallFailed):
-        return {
-            "step": "call failed",
-            "role": event.role,
-            "error": event.error,
-            "charged_micros": settled,
-        }
-    if isinstance(event, CallRefused):
-        return {
-            "step": "call refused",
-            "role": event.role,
-            "cap": event.cap,
-            "reason": event.reason,
-        }
-    if isinstance(event, GatePassed):
-        return {"step": "pass", "phase": event.phase, "gate": event.gate}
-    if isinstance(event, GateRejected):
-        return {
-            "step": "reject",
-            "phase": event.phase,
-            "gate": event.gate,
-            "attempt": event.attempt,
-            "reason": event.reason,
-            "rejected_output": event.rejected_output,
-        }
-    if isinstance(event, ItemAccepted):
-        return {"step": "accepted"}
-    if isinstance(event, SeedDiscarded):
-        return {"step": "discarded", "reasons": list(event.reasons)}
-    if isinstance(event, SeedStopped):
-        return {"step": "stopped", "reason": event.reason, "detail": event.detail}
+    for cls, step in _STEPS.items():
+        if isinstance(event, cls):
+            values = event.model_dump(mode="json", include=set(step.fields))
+            return {
+                "step": step.name,
+                **{name: values[name] for name in step.fields},
+                **({step.cost: settled} if step.cost else {}),
+            }
     # Any other decision (one declared after this module was written) says what it is.
     return event.timeline_step()
 

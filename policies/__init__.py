@@ -9,8 +9,9 @@ Budget``): importing one submodule (``policies.budget``) loads only that one and
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from store.lazy import lazy_name
 
 if TYPE_CHECKING:
     from policies.attempts import (
@@ -83,6 +84,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A name of :data:`__all__`, imported from its module on first use."""
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_name(__name__, _HOMES, name)

@@ -20,19 +20,21 @@ it.
 Verdicts are combined as the paper has it: a role call whose answer is unusable (malformed, cut
 off, refused) is made again (:data:`VERIFIER_RETRIES`), then its model gives no verdict
 (:class:`NoVerdict`); the gates with several verifiers (parametric test, textual
-undetectability) decide on those that answered and say so in the event, and a gate that no
-verifier answered does not pass the output (:func:`undecided`).
+undetectability) decide on those that answered and say so in the event (:func:`unanimous`), and
+a gate that no verifier answered does not pass the output (:func:`undecided`).
 """
 
 from __future__ import annotations
 
 from agents.gates.call import (
     VERIFIER_RETRIES,
+    Finding,
     GateCall,
     NoVerdict,
     Verdict,
     distractor_set_text,
     noted,
+    unanimous,
     undecided,
 )
 from agents.gates.table import (
@@ -52,6 +54,7 @@ __all__ = [
     "BUILT_IN",
     "GATES",
     "VERIFIER_RETRIES",
+    "Finding",
     "Gate",
     "GateCall",
     "GateCheck",
@@ -65,5 +68,6 @@ __all__ = [
     "register_gate",
     "registered_gate",
     "registered_gates",
+    "unanimous",
     "undecided",
 ]

@@ -2,13 +2,15 @@
 
 A check calls a role through :meth:`GateCall.ask`, which makes a call again while its answer is
 unusable (:data:`VERIFIER_RETRIES`) and then raises :class:`NoVerdict`. A gate none of whose
-verifiers answered does not pass the output (:func:`undecided`). What a rejection tells the
-generator is in its own terms: its answers whole, its ratings, never the shuffled labels.
+verifiers answered does not pass the output (:func:`undecided`); a gate of several verifiers
+rejects it only when every one that answers finds against it (:func:`unanimous`). What a
+rejection tells the generator is in its own terms: its answers whole, its ratings, never the
+shuffled labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -138,6 +140,52 @@ def undecided(gate: str, silent: Sequence[str], call: GateCall, last: str = "") 
         f"it{why}",
         call.output_text(),
     )
+
+
+class Finding(NamedTuple):
+    """What one verifier of a :func:`unanimous` gate found: whether it recovered what the output
+    should hide from it, and in what words (a pass's reason, or what a rejection lists)."""
+
+    recovered: bool
+    said: str
+
+
+Verifier = tuple[str, Callable[[], Awaitable[Finding]]]
+"""One verifier of a :func:`unanimous` gate: its name and how to ask it."""
+
+
+async def unanimous(
+    gate: str,
+    call: GateCall,
+    verifiers: Iterable[Verifier],
+    rejection: Callable[[Sequence[str]], tuple[str, str]],
+) -> Verdict:
+    """The verdict of a gate that rejects the output only when every verifier that answers
+    recovers what it should hide, as the paper has it (the parametric test's answerer–verifier
+    pairs, the textual rankers).
+
+    The verifiers are asked in turn: the first that does not recover it passes the output, in
+    its own words, and the rest are not asked. One that gives no verdict (:class:`NoVerdict`,
+    after its retries) leaves the decision to those that answered and is named after the reason;
+    when none answered the gate cannot decide (:func:`undecided`). ``rejection`` words a
+    rejection from what each verifier that recovered it said: the head, after which the silent
+    ones are named, and what the generator should do."""
+    recovered: list[str] = []
+    silent: list[str] = []
+    for name, ask in verifiers:
+        try:
+            finding = await ask()
+        except NoVerdict as exc:
+            # The summary names the model that failed; a verifier of several models is named too.
+            silent.append(exc.summary if exc.model == name else f"{name}: {exc.summary}")
+            continue
+        if not finding.recovered:
+            return Verdict(True, noted(finding.said, silent))
+        recovered.append(finding.said)
+    if not recovered:
+        return undecided(gate, silent, call)
+    head, advice = rejection(recovered)
+    return Verdict(False, noted(head, silent) + advice, call.output_text())
 
 
 def noted(text: str, silent: Sequence[str]) -> str:

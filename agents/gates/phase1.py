@@ -4,7 +4,10 @@ which is the order the loop runs gates of one cost kind in."""
 
 from __future__ import annotations
 
-from agents.gates.call import GateCall, NoVerdict, Verdict, noted, undecided
+from collections.abc import Sequence
+from functools import partial
+
+from agents.gates.call import Finding, GateCall, Verdict, unanimous
 from agents.gates.table import register_gate
 from agents.structural import phase1_structural
 from agents.workers import qa_text
@@ -82,48 +85,39 @@ async def parametric_test(call: GateCall) -> Verdict:
     attempt counts as any rejection does, so a verifier that never answers costs at most the
     seed's attempts)."""
     qa = call.qa
-    recovered: list[str] = []
-    silent: list[str] = []
-    for answerer, verifier in call.models.parametric_pairs:
+
+    async def recovers(answerer: str, verifier: str) -> Finding:
+        answer = await call.ask(
+            PARAMETRIC_ANSWERER, answerer, ParametricContext(question=qa.question)
+        )
+        verdict = await call.ask(
+            PARAMETRIC_VERIFIER,
+            verifier,
+            MatchContext(
+                role="parametric_verifier",
+                question=qa.question,
+                gold_answer=qa.gold_answer,
+                candidate=answer.answer,
+            ),
+        )
         pair = f"{answerer}→{verifier}"
-        try:
-            answer = await call.ask(
-                PARAMETRIC_ANSWERER, answerer, ParametricContext(question=qa.question)
-            )
-            verdict = await call.ask(
-                PARAMETRIC_VERIFIER,
-                verifier,
-                MatchContext(
-                    role="parametric_verifier",
-                    question=qa.question,
-                    gold_answer=qa.gold_answer,
-                    candidate=answer.answer,
-                ),
-            )
-        except NoVerdict as exc:
-            silent.append(f"{pair}: {exc.summary}")
-            continue
-        if not verdict.matches_gold:
-            return Verdict(
-                True,
-                noted(f"{pair} did not recover the gold: {verdict.reason}", silent),
-            )
-        recovered.append(f"{pair}: {verdict.reason}")
-    if not recovered:
-        return undecided("parametric_test", silent, call)
-    n = len(recovered)
-    return Verdict(
-        False,
-        noted(
+        if verdict.matches_gold:
+            return Finding(True, f"{pair}: {verdict.reason}")
+        return Finding(False, f"{pair} did not recover the gold: {verdict.reason}")
+
+    def rejection(recovered: Sequence[str]) -> tuple[str, str]:
+        n = len(recovered)
+        return (
             f"rejected: {n} of {n} answerer–verifier pairs that answered recovered the gold "
             "(the test rejects when every pair that answers does)",
-            silent,
+            ". Answerable from model memory alone: "
+            + "; ".join(recovered)
+            + ". Ground the answer in what is seen, not in what a model knows.",
         )
-        + ". Answerable from model memory alone: "
-        + "; ".join(recovered)
-        + ". Ground the answer in what is seen, not in what a model knows.",
-        qa_text(qa),
-    )
+
+    pairs = call.models.parametric_pairs
+    verifiers = [(f"{a}→{v}", partial(recovers, a, v)) for a, v in pairs]
+    return await unanimous("parametric_test", call, verifiers, rejection)
 
 
 @register_gate(default_gate("sufficiency", 1))

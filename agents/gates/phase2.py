@@ -7,15 +7,9 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
+from functools import partial
 
-from agents.gates.call import (
-    GateCall,
-    NoVerdict,
-    Verdict,
-    distractor_set_text,
-    noted,
-    undecided,
-)
+from agents.gates.call import Finding, GateCall, Verdict, distractor_set_text, unanimous
 from agents.gates.table import register_gate
 from agents.structural import phase2_structural
 from policies.attempts import default_gate
@@ -77,38 +71,28 @@ async def textual_undetectability(call: GateCall) -> Verdict:
         answers=tuple(LabelledAnswer(label=labels[r], text=text) for r, text in order),
         rubric=rubric,
     )
-    recovered: list[str] = []
-    silent: list[str] = []
-    for model in call.models.textual_rankers:
-        try:
-            ranking = await call.ask(TEXTUAL_RANKER, model, context)
-        except NoVerdict as exc:
-            silent.append(exc.summary)
-            continue
-        if tuple(ranking.order) != intended:
-            return Verdict(
-                True,
-                noted(
-                    f"{model} could not recover the order from text alone (it ranked "
-                    f"{_in_ratings(ranking.order, rating_of)})",
-                    silent,
-                ),
-            )
-        recovered.append(model)
-    if not recovered:
-        return undecided("textual_undetectability", silent, call)
-    n = len(recovered)
-    return Verdict(
-        False,
-        noted(
+
+    async def ranks(model: str) -> Finding:
+        ranking = await call.ask(TEXTUAL_RANKER, model, context)
+        if tuple(ranking.order) == intended:
+            return Finding(True, model)
+        return Finding(
+            False,
+            f"{model} could not recover the order from text alone (it ranked "
+            f"{_in_ratings(ranking.order, rating_of)})",
+        )
+
+    def rejection(recovered: Sequence[str]) -> tuple[str, str]:
+        n = len(recovered)
+        return (
             f"rejected: {n} of {n} text-only rankers that answered ({', '.join(recovered)}) "
             "recovered the intended order gold > 4 > 3 > 2 > 1 from the text alone (the test "
             "rejects when every ranker that answers does)",
-            silent,
+            ": make the errors visual only and keep length, tone and structure identical",
         )
-        + ": make the errors visual only and keep length, tone and structure identical",
-        distractor_set_text(distractors),
-    )
+
+    verifiers = [(model, partial(ranks, model)) for model in call.models.textual_rankers]
+    return await unanimous("textual_undetectability", call, verifiers, rejection)
 
 
 @register_gate(default_gate("visual_detectability", 2))
