@@ -40,8 +40,7 @@ import numpy.typing as npt
 
 from store.catalog import DUPLICATE, INDEXED, Catalog, VideoRow
 from store.errors import ConfigError
-from tools.contracts.roles import cite
-from tools.evidence.search import ChunkSearch
+from tools.evidence.search import ChunkSearch, CitedSpan
 
 __all__ = [
     "RETRIEVERS",
@@ -89,17 +88,13 @@ class ChunkHit:
 
 
 @dataclass(frozen=True)
-class RetrievedSpan:
+class RetrievedSpan(CitedSpan):
     """A segment-level span handed to a judge: ``[start_s, end_s)`` of ``video_id``."""
 
     video_id: str
     start_s: float
     end_s: float
     score: float
-
-    def citation(self) -> str:
-        """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
-        return cite(self.video_id, self.start_s, self.end_s)
 
 
 def chunk_id(video_id: str, idx: int) -> str:

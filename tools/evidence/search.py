@@ -11,8 +11,22 @@ from tools.index.embeddings import Embedder
 from tools.index.vectors import VectorIndex
 
 
+class CitedSpan:
+    """A found span of a video that cites itself as the gold answers do: a base for the frozen
+    dataclasses that carry ``video_id``, ``start_s`` and ``end_s`` (a search hit, a retrieved
+    span), so the citation is written once."""
+
+    video_id: str
+    start_s: float
+    end_s: float
+
+    def citation(self) -> str:
+        """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
+        return cite(self.video_id, self.start_s, self.end_s)
+
+
 @dataclass(frozen=True)
-class SearchHit:
+class SearchHit(CitedSpan):
     """One chunk found by a query."""
 
     chunk_id: str
@@ -22,10 +36,6 @@ class SearchHit:
     end_s: float
     score: float
     transcript: str
-
-    def citation(self) -> str:
-        """The span as the gold answers cite it: ``(video-id @ MM:SS–MM:SS)``."""
-        return cite(self.video_id, self.start_s, self.end_s)
 
 
 class ChunkSearch:

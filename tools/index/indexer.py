@@ -126,6 +126,24 @@ def segment_point_id(video_id: str, idx: int) -> str:
     return f"{video_id}-s{idx:03d}"
 
 
+def download_listed(
+    entry: ingest.VideoEntry,
+    folder: Path,
+    config: IndexConfig,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> ingest.VideoEntry:
+    """Fetch a listed video whose file is not on this machine into ``folder``, at the height and
+    with the subtitles ``config`` asks for: the one download both engines make (into the media
+    folder here, into a node's scratch folder on Ray)."""
+    return ingest.download_video(
+        entry,
+        folder,
+        max_height=config.max_download_height,
+        subtitle_langs=config.subtitle_langs,
+        progress=progress,
+    )
+
+
 class IndexProgress(Protocol):
     """What the pipeline tells whoever shows progress (the CLI draws rich bars)."""
 
@@ -708,6 +726,18 @@ class IndexStore:
 
     # -- media --------------------------------------------------------------------------------
 
+    def entry_of(self, video: VideoRow) -> ingest.VideoEntry:
+        """``video`` as its listing's entry: where its file is, or where to fetch it from."""
+        return ingest.VideoEntry(
+            video_id=video.id,
+            title=video.title,
+            position=video.position,
+            path=Path(video.path) if video.path is not None else None,
+            url=video.url,
+            caption_paths=tuple(self.catalog.captions_of(video)),
+            duration_s=video.duration_s,
+        )
+
     def _fail(self, video: VideoRow, stage: str, error: PlaylistEvalError | str) -> str:
         reason = str(error)
         log.warning("video_failed", video_id=video.id, stage=stage, reason=reason)
@@ -759,22 +789,9 @@ class IndexStore:
                 if video.url is None:
                     self._fail(video, "media", f"file {video.path!r} is missing")
                     continue
-                entry = ingest.VideoEntry(
-                    video_id=video.id,
-                    title=video.title,
-                    position=video.position,
-                    path=None,
-                    url=video.url,
-                    caption_paths=tuple(self.catalog.captions_of(video)),
-                    duration_s=video.duration_s,
-                )
                 try:
-                    got = ingest.download_video(
-                        entry,
-                        self.media_dir,
-                        max_height=self.config.max_download_height,
-                        subtitle_langs=self.config.subtitle_langs,
-                        progress=download_progress,
+                    got = download_listed(
+                        self.entry_of(video), self.media_dir, self.config, download_progress
                     )
                 except IngestError as exc:
                     self._fail(video, "download", exc)

@@ -62,6 +62,7 @@ from tools.index.indexer import (
     audio_reader,
     chunks_to_do,
     decode_batches,
+    download_listed,
     embed_batch,
     transcribe_batch,
 )
@@ -172,15 +173,10 @@ def reachable(address: str, timeout_s: float) -> None:
 
 @dataclass(frozen=True)
 class VideoJob:
-    """One input row: a video and where to fetch it."""
+    """One input row: a video as listed (where its file is, or where to fetch it) and the
+    chunks of it already stored."""
 
-    video_id: str
-    title: str
-    position: int
-    path: str | None
-    url: str | None
-    captions: tuple[str, ...]
-    duration_s: float | None
+    entry: ingest.VideoEntry
     done: frozenset[int]
 
 
@@ -238,27 +234,14 @@ def _usable_captions(paths: Sequence[Path]) -> bool:
 
 def _fetch(job: VideoJob, config: IndexConfig, scratch: Path) -> tuple[Path, list[Path], bool]:
     """The video's file on this node and its caption files; whether it was downloaded here."""
-    if job.path is not None and Path(job.path).exists():
-        return Path(job.path), [Path(p) for p in job.captions if Path(p).exists()], False
-    if job.url is None:
-        raise MediaError(f"file {job.path!r} is missing")
-    entry = ingest.VideoEntry(
-        video_id=job.video_id,
-        title=job.title,
-        position=job.position,
-        path=None,
-        url=job.url,
-        caption_paths=(),
-        duration_s=job.duration_s,
-    )
-    got = ingest.download_video(
-        entry,
-        scratch / job.video_id,
-        max_height=config.max_download_height,
-        subtitle_langs=config.subtitle_langs,
-    )
+    entry = job.entry
+    if entry.path is not None and entry.path.exists():
+        return entry.path, [p for p in entry.caption_paths if p.exists()], False
+    if entry.url is None:
+        raise MediaError(f"file {str(entry.path)!r} is missing")
+    got = download_listed(entry, scratch / entry.video_id, config)
     if got.path is None:
-        raise IngestError(f"the download of {job.video_id!r} left no file")
+        raise IngestError(f"the download of {entry.video_id!r} left no file")
     return got.path, list(got.caption_paths), True
 
 
@@ -268,26 +251,27 @@ def decode_video(
     """A video's rows: its probe, then its missing chunks' frames (and audio) batch by batch;
     a failure is a row with its stage and reason, never an exception (the others go on)."""
     job: VideoJob = pickle.loads(row["data"])
+    video_id = job.entry.video_id
     folder = Path(scratch or tempfile.gettempdir()) / "playlisteval-scratch"
     try:
         path, captions, downloaded = _fetch(job, config, folder)
     except MediaError as exc:
-        yield _error(job.video_id, "media", exc)
+        yield _error(video_id, "media", exc)
         return
     except IngestError as exc:
-        yield _error(job.video_id, "download", exc)
+        yield _error(video_id, "download", exc)
         return
     try:
         try:
             info = media.probe(path)
         except MediaError as exc:
-            yield _error(job.video_id, "probe", exc)
+            yield _error(video_id, "probe", exc)
             return
         grid, todo = chunks_to_do(info.duration_s, config.chunk_s, job.done)
         meta = VideoMeta(
             info.duration_s, info.width, info.height, info.fps, info.has_audio, len(grid), len(todo)
         )
-        yield _row(job.video_id, VIDEO, meta)
+        yield _row(video_id, VIDEO, meta)
         want_audio = audio == "always" or (
             audio == "without-captions" and not _usable_captions(captions)
         )
@@ -295,7 +279,7 @@ def decode_video(
         try:
             for decoded in decode_batches(path, grid, todo, spec, want_audio=want_audio):
                 batch = ChunkBatch(
-                    video_id=job.video_id,
+                    video_id=video_id,
                     idx=[idx for idx, _ in decoded.chunks],
                     spans=[grid[idx] for idx, _ in decoded.chunks],
                     frames=[frames for _, frames in decoded.chunks],
@@ -304,12 +288,12 @@ def decode_video(
                     path=str(path),
                     rate=spec.audio_rate,
                 )
-                yield _row(job.video_id, BATCH, batch)
+                yield _row(video_id, BATCH, batch)
         except (MediaError, OSError) as exc:
-            yield _error(job.video_id, "index", exc)
+            yield _error(video_id, "index", exc)
     finally:
         if downloaded:
-            shutil.rmtree(folder / job.video_id, ignore_errors=True)
+            shutil.rmtree(folder / video_id, ignore_errors=True)
 
 
 # -- stages 2 and 3: the models, in actor pools ----------------------------------------------------
@@ -423,18 +407,8 @@ class RayIndexer(IndexStore):
                 error = self._fail(video, "media", "the video has neither a file nor a URL")
                 summary.videos_failed.append((video.id, error))
                 continue
-            jobs.append(
-                VideoJob(
-                    video_id=video.id,
-                    title=video.title,
-                    position=video.position,
-                    path=video.path,
-                    url=video.url,
-                    captions=tuple(str(p) for p in self.catalog.captions_of(video)),
-                    duration_s=video.duration_s,
-                    done=frozenset(self.catalog.done_chunks(video.id)),
-                )
-            )
+            done = frozenset(self.catalog.done_chunks(video.id))
+            jobs.append(VideoJob(self.entry_of(video), done))
         return jobs
 
     def _pools(self) -> tuple[int, float]:
@@ -467,7 +441,7 @@ class RayIndexer(IndexStore):
         context.enable_auto_log_stats = False
         actors, gpus = self._pools()
         options = self.options
-        items = [_row(job.video_id, "job", job) for job in jobs]
+        items = [_row(job.entry.video_id, "job", job) for job in jobs]
         dataset = ray.data.from_items(items, override_num_blocks=len(items)).flat_map(
             decode_video,
             fn_kwargs={
@@ -498,12 +472,13 @@ class RayIndexer(IndexStore):
         jobs = self._jobs(summary)
         videos: dict[str, _Video] = {}
         for job in jobs:
-            row = self.catalog.video(job.video_id)
+            entry = job.entry
+            row = self.catalog.video(entry.video_id)
             assert row is not None
             planned = 0
-            if job.duration_s is not None:
-                planned = len(chunks_to_do(job.duration_s, self.config.chunk_s, job.done)[1])
-            videos[job.video_id] = _Video(row, planned)
+            if entry.duration_s is not None:
+                planned = len(chunks_to_do(entry.duration_s, self.config.chunk_s, job.done)[1])
+            videos[entry.video_id] = _Video(row, planned)
         self.progress.begin(sum(v.planned for v in videos.values()), len(videos))
         try:
             if jobs:
