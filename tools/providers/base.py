@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from abc import abstractmethod
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -30,12 +32,15 @@ from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     UserContent,
     UserPromptPart,
 )
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
 
 from tools.contracts.roles import format_timestamp
 
@@ -94,6 +99,60 @@ class ConfiguredModel(Model):
     def model_name(self) -> str:
         """The provider's id of the model (``model_name`` in its settings, else our id)."""
         return self.config.model_name
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One call as pydantic-ai hands it to a model: the messages, settings and request
+    parameters."""
+
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    parameters: ModelRequestParameters
+
+
+class RewritingModel(WrapperModel):
+    """An SDK model of pydantic-ai wrapped so that our clips reach it in its provider's form.
+
+    A subclass says how a call is rewritten (:meth:`rewrite`); a live call and a streamed one
+    both send the call so rewritten, so the two never differ in what they send. A live call's
+    answer carries what the rewrite recorded of it (``provider_details``, e.g.
+    ``playlisteval_sent``).
+    """
+
+    @abstractmethod
+    async def rewrite(self, call: ModelCall) -> tuple[ModelCall, dict[str, Any]]:
+        """``call`` as the wrapped model is to send it, and the entries to record with its
+        answer's ``provider_details``."""
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The wrapped model's answer to the rewritten call, with what the rewrite recorded."""
+        sent, recorded = await self.rewrite(
+            ModelCall(messages, model_settings, model_request_parameters)
+        )
+        response = await self.wrapped.request(sent.messages, sent.settings, sent.parameters)
+        response.provider_details = {**(response.provider_details or {}), **recorded}
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        """The wrapped model's streamed answer to the call rewritten as :meth:`request` does."""
+        sent, _ = await self.rewrite(ModelCall(messages, model_settings, model_request_parameters))
+        async with self.wrapped.request_stream(
+            sent.messages, sent.settings, sent.parameters, run_context
+        ) as stream:
+            yield stream
 
 
 @dataclass(frozen=True)

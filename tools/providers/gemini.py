@@ -27,8 +27,8 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -41,7 +41,6 @@ from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
-    ModelResponse,
     SystemPromptPart,
     UploadedFile,
     UserContent,
@@ -50,23 +49,22 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import (
     Model,
     ModelRequestParameters,
-    StreamedResponse,
     check_allow_model_requests,
 )
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.google import GoogleModel, GoogleModelSettings
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import RunContext
 
 from tools.providers.base import (
     ClipInfo,
     MemoryResourceLedger,
+    ModelCall,
     ProviderConfig,
     ProviderResource,
     ResourceLedger,
+    RewritingModel,
     clip_info,
     clip_label,
 )
@@ -222,7 +220,7 @@ class _Rewritten:
     sent: dict[str, Any] = field(default_factory=dict)
 
 
-class GeminiModel(WrapperModel):
+class GeminiModel(RewritingModel):
     """A :class:`GoogleModel` that sends our clips as Gemini native video (inline, or uploaded
     once and referenced), caching a call's videos when they are worth it.
 
@@ -292,44 +290,22 @@ class GeminiModel(WrapperModel):
 
     # -- pydantic-ai Model --------------------------------------------------------------------
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        """One ``generateContent`` call with the clips in Gemini's native form."""
-        rewritten = await self._rewrite(messages, model_settings, model_request_parameters)
-        response = await self.wrapped.request(
-            rewritten.messages, rewritten.settings, rewritten.parameters
-        )
-        details = dict(response.provider_details or {})
-        details["playlisteval_sent"] = {
-            **rewritten.sent,
-            # pydantic-ai's unified level, mapped by it to the model's thinkingLevel.
-            "thinking": model_request_parameters.thinking
-            if model_request_parameters.thinking is not None
-            else (model_settings or {}).get("thinking"),
+    async def rewrite(self, call: ModelCall) -> tuple[ModelCall, dict[str, Any]]:
+        """A ``generateContent`` call with the clips in Gemini's native form, and what it
+        carries (``playlisteval_sent``; ``playlisteval_cache`` where it uses a context cache)."""
+        rewritten = await self._rewrite(call.messages, call.settings, call.parameters)
+        recorded: dict[str, Any] = {
+            "playlisteval_sent": {
+                **rewritten.sent,
+                # pydantic-ai's unified level, mapped by it to the model's thinkingLevel.
+                "thinking": call.parameters.thinking
+                if call.parameters.thinking is not None
+                else (call.settings or {}).get("thinking"),
+            }
         }
         if rewritten.cache_report is not None:
-            details["playlisteval_cache"] = rewritten.cache_report
-        response.provider_details = details
-        return response
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncGenerator[StreamedResponse]:
-        """A streamed call, its clips rewritten as :meth:`request` does."""
-        rewritten = await self._rewrite(messages, model_settings, model_request_parameters)
-        async with self.wrapped.request_stream(
-            rewritten.messages, rewritten.settings, rewritten.parameters, run_context
-        ) as stream:
-            yield stream
+            recorded["playlisteval_cache"] = rewritten.cache_report
+        return ModelCall(rewritten.messages, rewritten.settings, rewritten.parameters), recorded
 
     async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
         """A batch line for ``request``: its clips as a live call's are, except that every clip

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any, Literal, TypedDict, cast
@@ -50,18 +49,15 @@ from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
-    ModelResponse,
     UserPromptPart,
 )
 from pydantic_ai.models import (
     Model,
     ModelRequestParameters,
-    StreamedResponse,
     check_allow_model_requests,
 )
 from pydantic_ai.models.batch import BatchRequest, EncodedBatchRequest
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer, OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -71,8 +67,10 @@ from pydantic_ai.settings import ModelSettings
 from tools.providers.base import (
     JPEG_QUALITY,
     ClipInfo,
+    ModelCall,
     ProviderConfig,
     ResourceLedger,
+    RewritingModel,
     TimedFrame,
     clip_frames,
     clip_info,
@@ -182,7 +180,7 @@ def _takes_video(model_name: str) -> bool:
     return model_name.lower().rsplit("/", 1)[-1].startswith(VIDEO_MODEL_PREFIXES)
 
 
-class OpenAIFramesModel(WrapperModel):
+class OpenAIFramesModel(RewritingModel):
     """A pydantic-ai OpenAI model that is sent each clip as its timed frames: as pictures, or
     (``video``) as one mp4 of them per clip.
 
@@ -214,33 +212,24 @@ class OpenAIFramesModel(WrapperModel):
         if self._client is not None:
             await self._client.close()
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        """The wrapped model's answer to ``messages`` with their clips as frames; what was
-        sent is recorded with it (``provider_details.playlisteval_sent``)."""
-        framed = await self.with_frames(messages)
-        wire = self.wire_settings(model_settings, framed)
-        response = await self.wrapped.request(framed, wire, model_request_parameters)
-        thinking = model_request_parameters.thinking
-        response.provider_details = {
-            **(response.provider_details or {}),
-            "playlisteval_sent": {
-                "model": self.config.model_name,
-                "temperature": (wire or {}).get("temperature"),
-                "max_output_tokens": (wire or {}).get("max_tokens"),
-                "thinking": thinking
-                if thinking is not None
-                else ((wire or {}).get("thinking") if self._reasons() else None),
-                "frame_height": sent_frame_height(messages, self.config.frame_height),
-                "media": _media_counts(framed),
-                **(self._video_reading(framed) if self._sends_video(framed) else {}),
-            },
+    async def rewrite(self, call: ModelCall) -> tuple[ModelCall, dict[str, Any]]:
+        """``call`` with its clips as frames and its settings as sent (:meth:`wire_settings`),
+        and what it sends (``playlisteval_sent``)."""
+        framed = await self.with_frames(call.messages)
+        wire = self.wire_settings(call.settings, framed)
+        thinking = call.parameters.thinking
+        sent = {
+            "model": self.config.model_name,
+            "temperature": (wire or {}).get("temperature"),
+            "max_output_tokens": (wire or {}).get("max_tokens"),
+            "thinking": thinking
+            if thinking is not None
+            else ((wire or {}).get("thinking") if self._reasons() else None),
+            "frame_height": sent_frame_height(call.messages, self.config.frame_height),
+            "media": _media_counts(framed),
+            **(self._video_reading(framed) if self._sends_video(framed) else {}),
         }
-        return response
+        return ModelCall(framed, wire, call.parameters), {"playlisteval_sent": sent}
 
     def _video_reading(self, framed: Sequence[ModelMessage]) -> dict[str, Any]:
         """What a request with video parts asks the server to read, and what it reads: each
@@ -288,24 +277,6 @@ class OpenAIFramesModel(WrapperModel):
             for key in ("temperature", "top_p"):
                 wire.pop(key, None)
         return wire  # type: ignore[return-value]
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        """The wrapped model's streamed answer, clips as frames (as :meth:`request`)."""
-        framed = await self.with_frames(messages)
-        async with self.wrapped.request_stream(
-            framed,
-            self.wire_settings(model_settings, framed),
-            model_request_parameters,
-            run_context,
-        ) as stream:
-            yield stream
 
     async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
         """The batch line of ``request``, clips as frames, as the wrapped model encodes it."""
