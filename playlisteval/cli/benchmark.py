@@ -13,7 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from playlisteval.cli.options import RunOption
+from playlisteval.cli.options import PairsBudgetOption, PerDomainOption, RunOption
 from playlisteval.cli.output import (
     JudgingProgress,
     StepBars,
@@ -43,16 +43,8 @@ commands = typer.Typer()
 @commands.command()
 def pairs(
     run: RunOption = None,
-    per_domain: Annotated[
-        int | None, typer.Option(help="Pairs sampled per domain (default: pairs.pairs_per_domain).")
-    ] = None,
-    budget: Annotated[
-        float | None,
-        typer.Option(
-            help="Total cap of the run's difficulty-gate calls (USD), earlier ones included "
-            "(default: the cap it was last given, else budget.pairs_usd)."
-        ),
-    ] = None,
+    per_domain: PerDomainOption = None,
+    budget: PairsBudgetOption = None,
     home: HomeOption = None,
 ) -> None:
     """Make preference pairs of a run's accepted items: any two answers, the higher rating

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from playlisteval.cli.options import RunOption
+from playlisteval.cli.options import PairsBudgetOption, PerDomainOption, RunOption
 from playlisteval.cli.output import StepBars, console, err_console, step_bars
 from playlisteval.cli.shell import HomeOption, check_money, checked, open_app
 
@@ -39,13 +39,8 @@ def print_export(summary: ExportSummary) -> None:
 def export(
     directory: Annotated[Path, typer.Argument(help="Where to write the benchmark.")],
     run: RunOption = None,
-    per_domain: Annotated[
-        int | None, typer.Option(help="Pairs per domain when the run has no selection yet.")
-    ] = None,
-    budget: Annotated[
-        float | None,
-        typer.Option(help="Cap of the difficulty gate when the run has no selection yet (USD)."),
-    ] = None,
+    per_domain: PerDomainOption = None,
+    budget: PairsBudgetOption = None,
     with_clips: Annotated[
         bool,
         typer.Option(

@@ -21,5 +21,23 @@ MaxSeedsOption = Annotated[int | None, typer.Option(help="Curate at most this ma
 #: ``pairs`` and ``export``: the curation run they work on.
 RunOption = Annotated[str | None, typer.Option(help="The run (default: the newest).")]
 
+#: ``pairs`` and ``export``: how many pairs the run's selection samples per domain.
+PerDomainOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Pairs sampled per domain when the run's pairs are selected (by `export` only "
+        "when the run has none yet; default: pairs.pairs_per_domain)."
+    ),
+]
+
+#: ``pairs`` and ``export``: the cap of the selection's difficulty-gate calls.
+PairsBudgetOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Total cap of the run's difficulty-gate calls (USD) when its pairs are selected, "
+        "earlier ones included (default: the cap it was last given, else budget.pairs_usd)."
+    ),
+]
+
 #: A command that prints a table, or the same facts as JSON for a script.
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]

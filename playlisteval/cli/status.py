@@ -3,7 +3,7 @@ and annotation) and ``runs`` (every curation run, and the command that takes eac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,42 +88,62 @@ def runs_table(rows: Sequence[RunRow], title: str = "Runs") -> Table:
     return table
 
 
+def _text_table(
+    title: str, columns: Sequence[str], counts: Collection[str], rows: Iterable[Sequence[str]]
+) -> Table:
+    """A titled table of text cells, one row a sequence of them; the ``counts`` columns flush
+    right."""
+    table = Table(title=title)
+    for name in columns:
+        table.add_column(name, justify="right" if name in counts else "left")
+    for cells in rows:
+        table.add_row(*cells)
+    return table
+
+
+def _made_by(row: BenchmarkRow) -> str:
+    """Who answered a benchmark's calls: the offline provider, live models, or both."""
+    if row.offline_pairs == row.pairs:
+        return "offline provider"
+    return f"partly offline ({row.offline_pairs})" if row.offline_pairs else "live models"
+
+
 def benchmarks_table(rows: Sequence[BenchmarkRow], exports: Path) -> Table:
     """The exports found under the workspace."""
-    table = Table(title="Benchmarks (under exports/)")
-    for name in ("folder", "pairs", "sha256", "runs", "made by"):
-        table.add_column(name, justify="right" if name == "pairs" else "left")
-    for row in rows:
-        made = (
-            "offline provider"
-            if row.offline_pairs == row.pairs
-            else (f"partly offline ({row.offline_pairs})" if row.offline_pairs else "live models")
-        )
-        table.add_row(
+    cells = [
+        (
             escape(str(row.path.relative_to(exports))),
             str(row.pairs),
             row.content_sha256[:12],
             escape(", ".join(row.runs)),
-            made,
+            _made_by(row),
         )
-    return table
+        for row in rows
+    ]
+    columns = ("folder", "pairs", "sha256", "runs", "made by")
+    return _text_table("Benchmarks (under exports/)", columns, {"pairs"}, cells)
+
+
+def _annotated(row: AnnotationRow, exports: Path) -> str:
+    """The benchmark an annotation stream labels, as a folder under exports/; the stream's name
+    when the export it labels lies outside the workspace."""
+    return row.stream if row.benchmark is None else str(row.benchmark.relative_to(exports))
 
 
 def annotations_table(rows: Sequence[AnnotationRow], exports: Path) -> Table:
     """Each benchmark's human annotation progress."""
-    table = Table(title="Annotation")
-    for name in ("benchmark", "sample", "annotators joined / invited", "answers / asked", "done"):
-        table.add_column(name, justify="left" if name == "benchmark" else "right")
-    for row in rows:
-        where = str(row.benchmark.relative_to(exports)) if row.benchmark is not None else row.stream
-        table.add_row(
-            escape(where),
+    cells = [
+        (
+            escape(_annotated(row, exports)),
             str(row.sample),
             f"{row.joined} / {row.invited}",
             f"{row.answers} / {row.assigned}",
             f"{row.share_done:.0%}",
         )
-    return table
+        for row in rows
+    ]
+    columns = ("benchmark", "sample", "annotators joined / invited", "answers / asked", "done")
+    return _text_table("Annotation", columns, columns[1:], cells)
 
 
 @commands.command("runs")
