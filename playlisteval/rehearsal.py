@@ -12,6 +12,7 @@ and the workspace's size on disk after it. The figures are printed and written t
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -30,10 +31,14 @@ __all__ = [
     "campaign_conditions",
     "default_haystacks",
     "disk_bytes",
+    "first_fill",
     "growth",
+    "next_fill",
 ]
 
 RECORD_FILE = "rehearsal.json"
+# How far past the measured yield the next round aims (a seed's yield varies by domain).
+FILL_MARGIN = 1.25
 _SAMPLE_S = 1.0
 PAPER_HAYSTACKS = (1.0, 10.0, 100.0)
 
@@ -59,6 +64,11 @@ class RehearsalRecord:
     hours: float
     started: str
     stages: list[StageFigure] = field(default_factory=list)
+    # A filling rehearsal: the pairs asked per domain, and the pairs sampled per domain.
+    pairs_target: int | None = None
+    pairs_by_domain: dict[str, int] = field(default_factory=dict)
+    # Each domain that fell short of the target, and why.
+    short: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored in ``rehearsal.json``."""
@@ -216,3 +226,39 @@ def growth(
         ratio = figure.seconds / base.seconds
         out.append((figure.stage, ratio, ratio / size_ratio if size_ratio > 0 else None))
     return out
+
+
+def first_fill(target: int) -> int:
+    """Seeds per domain a filling rehearsal's first round curates for ``target`` pairs a
+    domain: a quarter of the target (a seed of the offline harness yields one to three pairs),
+    at least 2 and at most 16, so the round measures a yield without paying for the whole."""
+    return max(2, min(16, math.ceil(target / 4)))
+
+
+def next_fill(
+    target: int,
+    taken: int,
+    pairs: dict[str, int],
+    available: dict[str, int],
+    *,
+    margin: float = FILL_MARGIN,
+) -> int | None:
+    """Seeds per domain for the next round of a rehearsal that fills ``target`` pairs per
+    domain, after a round of ``taken`` seeds per domain sampled ``pairs`` (domain -> pairs) out
+    of ``available`` seeds (domain -> active seeds); None when every domain is full, or when no
+    short domain has a seed left to take (its seeds ran out: the caller says so).
+
+    Each short domain's yield (pairs per seed) is measured by the round just run; the next round
+    takes enough seeds for the worst of them, with ``margin`` to spare, never fewer than one more
+    than now and never more than the largest short domain holds. A domain that sampled no pair
+    is counted as one, so its next round is large but finite. Seeds are taken again from the
+    start (``curate --again``): the rounds' seed lists are nested, so the last round's run holds
+    the whole benchmark."""
+    if target < 1 or taken < 1:
+        raise ValueError(f"target and taken must be at least 1, got {target!r} and {taken!r}")
+    short = [d for d in available if pairs.get(d, 0) < target and available[d] > taken]
+    if not short:
+        return None
+    need = max(math.ceil(taken * target * margin / max(pairs.get(d, 0), 1)) for d in short)
+    most = max(available[d] for d in short)
+    return min(max(need, taken + 1), most)

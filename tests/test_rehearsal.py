@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from playlisteval.cli import EXIT_FIX
@@ -18,7 +20,9 @@ from playlisteval.rehearsal import (
     StageFigure,
     campaign_conditions,
     default_haystacks,
+    first_fill,
     growth,
+    next_fill,
 )
 from policies.judging import accuracy
 from store.errors import ConfigError
@@ -66,8 +70,9 @@ def rehearsed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "1",
             "--video-minutes",
             "6",
-            "--seeds-per-domain",
-            "2",
+            # Filling: a first round of 2 seeds a domain, more rounds only if one falls short.
+            "--pairs-per-domain",
+            "3",
             "--frames",
             "32",
             "--haystack-hours",
@@ -90,7 +95,23 @@ def test_every_stage_is_measured_and_kept(rehearsed: Path) -> None:
     saved = json.loads((rehearsed / "rehearsal.json").read_text())
     assert len(saved) == 1
     stages = saved[0]["stages"]
-    assert [s["stage"] for s in stages] == STAGES
+    # Rounds of curation and the difficulty gate, numbered, between seeds and export.
+    names = [s["stage"] for s in stages]
+    rounds = names[STAGES.index("curate") : names.index("export")]
+    assert rounds
+    assert rounds == [
+        f"{stage} {n}" for n in range(1, len(rounds) // 2 + 1) for stage in ("curate", "pairs")
+    ]
+    assert [n for n in names if n not in rounds] == [
+        s for s in STAGES if s not in ("curate", "pairs")
+    ]
+    # Every domain filled its 3 pairs, or the record says why it did not.
+    assert saved[0]["pairs_target"] == 3
+    by_domain = saved[0]["pairs_by_domain"]
+    assert set(by_domain) <= {"astronomy", "cooking"}
+    for domain in ("astronomy", "cooking"):
+        filled = by_domain.get(domain, 0) == 3
+        assert filled != any(line.startswith(f"{domain}:") for line in saved[0]["short"])
     for stage in stages:
         assert stage["seconds"] >= 0
         assert stage["peak_rss_bytes"] > 50 * 2**20  # a Python process with torch loaded
@@ -293,6 +314,43 @@ def test_growth_per_stage_is_time_ratio_over_size_ratio() -> None:
     assert rows["index"][1] == pytest.approx(1.0)
     assert rows["seeds"][0] == pytest.approx(40.0)
     assert rows["seeds"][1] == pytest.approx(4.0)
+
+
+def test_a_filling_round_is_sized_by_the_worst_yield() -> None:
+    """The next round takes enough seeds for the short domain that yields least, with the
+    margin; a full benchmark, or short domains with no seed left, ends the rounds."""
+    # Paper scale: a first round of 16 seeds a domain; "b" made 20 pairs (1.25 a seed).
+    assert first_fill(90) == 16
+    assert first_fill(3) == 2
+    assert next_fill(90, 16, {"a": 90, "b": 20}, {"a": 800, "b": 800}) == 90  # 16*90*1.25/20
+    assert next_fill(90, 16, {"a": 90, "b": 90}, {"a": 800, "b": 800}) is None
+    # "b" is short but took every seed it has: nothing more to take.
+    assert next_fill(90, 16, {"a": 90, "b": 20}, {"a": 800, "b": 16}) is None
+    # No pair at all is counted as one (large, finite), and never more than the domain holds.
+    assert next_fill(90, 4, {}, {"a": 300}) == 300
+    with pytest.raises(ValueError, match="at least 1"):
+        next_fill(0, 4, {}, {"a": 3})
+
+
+@given(
+    target=st.integers(1, 200),
+    taken=st.integers(1, 50),
+    sizes=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 900)), min_size=1, max_size=7),
+)
+def test_a_filling_round_always_grows_or_stops(
+    target: int, taken: int, sizes: list[tuple[int, int]]
+) -> None:
+    """Rounds end (None) exactly when no short domain has a seed left; otherwise the next round
+    takes more seeds than this one and no more than the largest short domain holds."""
+    pairs = {f"d{i}": made for i, (made, _) in enumerate(sizes)}
+    available = {f"d{i}": held for i, (_, held) in enumerate(sizes)}
+    short = [d for d in available if pairs[d] < target and available[d] > taken]
+    more = next_fill(target, taken, pairs, available)
+    if not short:
+        assert more is None
+    else:
+        assert more is not None
+        assert taken < more <= max(available[d] for d in short)
 
 
 @pytest.mark.parametrize(

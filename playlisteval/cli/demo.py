@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -50,6 +51,9 @@ REHEARSAL_SETTINGS = """\
 transcriber = "captions"
 """
 
+#: The paper's benchmark: 90 preference pairs per domain (630 over seven domains).
+PAPER_PAIRS_PER_DOMAIN = 90
+
 #: The offline judges of known behaviour the demo and the rehearsal evaluate.
 OFFLINE_JUDGES = ["offline-first", "offline-transcript", "offline-frames"]
 
@@ -87,8 +91,20 @@ def demo(
         typer.Option(help="Rehearsal at a named scale: 'paper' is 7 domains x 100 hours."),
     ] = None,
     seeds_per_domain: Annotated[
-        int, typer.Option(help="Rehearsal: seeds curated per domain (a capped sample).")
-    ] = 3,
+        int | None,
+        typer.Option(
+            help="Rehearsal: seeds curated per domain (a capped sample; default 3). With "
+            "--scale paper it replaces filling the benchmark by a quick sample."
+        ),
+    ] = None,
+    pairs_per_domain: Annotated[
+        int | None,
+        typer.Option(
+            help="Rehearsal: curate in rounds until every domain fills this many preference "
+            "pairs, or its seeds run out (said so). Default: the paper's 90 with --scale paper "
+            "(unless --seeds-per-domain is given), else a quick sample."
+        ),
+    ] = None,
     concurrency: Annotated[
         int | None, typer.Option(help="Rehearsal: seeds and judgments worked on at once.")
     ] = None,
@@ -121,6 +137,14 @@ def demo(
         )
         return
     check_count(seeds_per_domain, 1, "--seeds-per-domain")
+    check_count(pairs_per_domain, 1, "--pairs-per-domain")
+    if seeds_per_domain is not None and pairs_per_domain is not None:
+        raise fail(
+            ConfigError(
+                "--seeds-per-domain takes a fixed sample and --pairs-per-domain fills the "
+                "benchmark: give one or the other"
+            )
+        )
     check_count(frames, 1, "--frames")
     # Before anything is generated (it was refused only after the collection was made).
     check_count(concurrency, 1, "--concurrency")
@@ -128,11 +152,14 @@ def demo(
         spec = campaign_spec(domains, hours_per_domain, scale, haystack_hours, video_minutes)
     except PlaylistEvalError as exc:
         raise fail(exc) from exc
+    if pairs_per_domain is None and seeds_per_domain is None and scale is not None:
+        pairs_per_domain = PAPER_PAIRS_PER_DOMAIN  # the paper's benchmark: 90 pairs a domain
     rehearse_campaign(
         home,
         spec,
         budget=budget,
-        seeds_per_domain=seeds_per_domain,
+        seeds_per_domain=seeds_per_domain or 3,
+        pairs_per_domain=pairs_per_domain,
         concurrency=concurrency,
         n_frames=frames,
         haystacks=haystack_hours,
@@ -234,6 +261,7 @@ def rehearse_campaign(
     concurrency: int | None,
     n_frames: int,
     haystacks: list[float] | None,
+    pairs_per_domain: int | None = None,
 ) -> None:
     """Every stage of a campaign on a generated collection, each one measured."""
     from datetime import UTC, datetime
@@ -252,17 +280,22 @@ def rehearse_campaign(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     hours = haystacks or default_haystacks(spec.hours_per_domain)
     seeds = spec.domains * seeds_per_domain
+    asked = (
+        f"{seeds} seeds"
+        if pairs_per_domain is None
+        else f"curating until each domain fills {pairs_per_domain} pairs"
+    )
     console.print(
         f"[bold]Campaign rehearsal[/]: {spec.domains} domain(s) x {spec.hours_per_domain:g} h "
-        f"({spec.hours:g} h in {spec.domains * spec.videos_per_domain} videos); {seeds} seeds; "
+        f"({spec.hours:g} h in {spec.domains * spec.videos_per_domain} videos); {asked}; "
         f"haystacks {', '.join(f'{h:g}' for h in hours)} h; offline provider (a harness, "
         "not evidence of model quality)"
     )
     manifest = _generate(meter, collection, spec)
     with open_app(root, create=True) as app_:
         _index_campaign(app_, meter, manifest, collection)
-        cap = budget if budget is not None else 3.0 * seeds
-        written = _judge_campaign(app_, meter, root, cap, seeds, concurrency, hours, n_frames)
+        plan = _Plan(budget, seeds_per_domain, pairs_per_domain, concurrency)
+        written, filled = _judge_campaign(app_, meter, root, plan, hours, n_frames)
     record = RehearsalRecord(
         command=" ".join(["playlisteval", *sys.argv[1:]]),
         domains=spec.domains,
@@ -270,9 +303,14 @@ def rehearse_campaign(
         hours=spec.hours,
         started=started,
         stages=meter.figures,
+        pairs_target=pairs_per_domain,
+        pairs_by_domain=filled.pairs,
+        short=filled.short,
     )
     saved = save_record(root, record)
     console.print(stages_table(record))
+    for line in filled.short:
+        console.print(f"[yellow]short:[/] {escape(line)}", soft_wrap=True)
     for line in (
         f"stage figures: {saved}",
         f"report: {written}",
@@ -348,38 +386,51 @@ def _index_campaign(app_: App, meter: StageMeter, manifest: Path, collection: Pa
     print_index(app_, indexer.totals(done))
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How a rehearsal curates: a fixed sample of seeds per domain, or rounds until each
+    domain fills ``pairs_per_domain`` pairs; the cap (USD) a round runs under."""
+
+    budget: float | None
+    seeds_per_domain: int
+    pairs_per_domain: int | None
+    concurrency: int | None
+
+    def cap(self, seeds: int) -> float:
+        """A round's cap: ``--budget``, else 3 USD a seed (priced as the configured models)."""
+        return self.budget if self.budget is not None else 3.0 * seeds
+
+
+@dataclass
+class _Filled:
+    """What curation and the difficulty gate gave: the run holding the benchmark, its sampled
+    pairs per domain, and each domain that fell short (and why)."""
+
+    run_id: str
+    pairs: dict[str, int]
+    short: list[str] = field(default_factory=list)
+
+
 def _judge_campaign(
     app_: App,
     meter: StageMeter,
     root: Path,
-    cap: float,
-    seeds: int,
-    concurrency: int | None,
+    plan: _Plan,
     hours: list[float],
     n_frames: int,
-) -> Path:
-    """The rehearsal's later stages, measured: curate, pairs, export, eval, report (its path)."""
+) -> tuple[Path, _Filled]:
+    """The rehearsal's later stages, measured: curate and pairs (in rounds when filling), then
+    export, eval and report; the report's path and what the rounds filled."""
     from playlisteval import runs
     from playlisteval.rehearsal import campaign_conditions
     from playlisteval.report import write_report
 
-    with meter.stage("curate") as notes:
-        report = run_curation(
-            app_,
-            budget=cap,
-            max_seeds=seeds,
-            concurrency=concurrency,
-            run=None,
-            per_seed=None,
-            again=True,
-        )
-        notes.append(f"{len(report.accepted)} of {seeds} seeds accepted")
-    with meter.stage("pairs") as notes, step_bars() as bars:
-        run_id, chosen = runs.select_pairs(app_, report.run_id, progress=StepBars(bars))
-        notes.append(f"{len(chosen)} pairs kept")
-    out = root / "exports" / report.run_id
+    filled = _curate_rounds(app_, meter, plan)
+    out = root / "exports" / filled.run_id
     with meter.stage("export") as notes:
-        exported = runs.export(app_, out / "benchmark", run_id)
+        exported = runs.export(
+            app_, out / "benchmark", filled.run_id, per_domain=plan.pairs_per_domain
+        )
         notes.append(f"{exported.pairs} pairs")
     print_export(exported)
     conditions = campaign_conditions(hours, n_frames)
@@ -396,7 +447,79 @@ def _judge_campaign(
     with meter.stage("report") as notes:
         written = write_report([evaluation.out_dir], out / "report", events=app_.events)
         notes.append(str(written.markdown))
-    return written.markdown
+    return written.markdown, filled
+
+
+#: Rounds a filling rehearsal curates at most (each measures the yield the next is sized by).
+MAX_FILL_ROUNDS = 4
+
+
+def _curate_rounds(app_: App, meter: StageMeter, plan: _Plan) -> _Filled:
+    """Curate and pass the difficulty gate: once over a fixed sample, or (filling) in rounds,
+    each over the seeds of the one before and more (``curate --again``), sized by the yield the
+    round before measured (:func:`playlisteval.rehearsal.next_fill`), until every domain fills
+    its pairs, its seeds run out, or :data:`MAX_FILL_ROUNDS` were curated. The last round's run
+    holds the benchmark; the earlier ones stay in the log, named in the stage notes."""
+    from collections import Counter
+
+    from playlisteval.rehearsal import first_fill, next_fill
+
+    target = plan.pairs_per_domain
+    if target is None:
+        return _curate_round(app_, meter, plan, plan.seeds_per_domain, "", None)
+    available = Counter(seed.domain for seed in app_.catalog.seeds())
+    taken = first_fill(target)
+    for round_ in range(1, MAX_FILL_ROUNDS + 1):
+        filled = _curate_round(app_, meter, plan, taken, f" {round_}", target)
+        console.print(
+            f"round {round_}: {taken} seeds a domain gave "
+            + ", ".join(f"{d} {filled.pairs.get(d, 0)}" for d in sorted(available))
+            + f" pairs (of {target} a domain)"
+        )
+        more = next_fill(target, taken, filled.pairs, dict(available))
+        if more is None or round_ == MAX_FILL_ROUNDS:
+            break
+        taken = more
+    filled.short = [
+        f"{d}: {filled.pairs.get(d, 0)} of {target} pairs from "
+        + (
+            f"all its {available[d]} seeds (its seeds ran out)"
+            if available[d] <= taken
+            else f"{taken} seeds after {MAX_FILL_ROUNDS} rounds"
+        )
+        for d in sorted(available)
+        if filled.pairs.get(d, 0) < target
+    ]
+    return filled
+
+
+def _curate_round(
+    app_: App, meter: StageMeter, plan: _Plan, taken: int, suffix: str, target: int | None
+) -> _Filled:
+    """One round, measured: ``taken`` seeds a domain curated in a new run, then its pairs
+    through the difficulty gate and sampled (``target`` a domain, else the setting's)."""
+    from collections import Counter
+
+    from playlisteval import runs
+
+    seeds = taken * len({seed.domain for seed in app_.catalog.seeds()})
+    with meter.stage("curate" + suffix) as notes:
+        report = run_curation(
+            app_,
+            budget=plan.cap(seeds),
+            max_seeds=seeds,
+            concurrency=plan.concurrency,
+            run=None,
+            per_seed=None,
+            again=True,
+        )
+        notes.append(f"run {report.run_id}: {len(report.accepted)} of {seeds} seeds accepted")
+    with meter.stage("pairs" + suffix) as notes, step_bars() as bars:
+        run_id, chosen = runs.select_pairs(
+            app_, report.run_id, per_domain=target, progress=StepBars(bars)
+        )
+        notes.append(f"{len(chosen)} pairs kept")
+    return _Filled(run_id, dict(sorted(Counter(p.domain for p in chosen).items())))
 
 
 def stages_table(record: RehearsalRecord) -> Table:
