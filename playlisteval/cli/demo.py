@@ -472,7 +472,7 @@ def _curate_rounds(app_: App, meter: StageMeter, plan: _Plan) -> _Filled:
     for round_ in range(1, MAX_FILL_ROUNDS + 1):
         filled = _curate_round(app_, meter, plan, taken, f" {round_}", target)
         console.print(
-            f"round {round_}: {taken} seeds a domain gave "
+            f"round {round_}: up to {taken} seeds a domain gave "
             + ", ".join(f"{d} {filled.pairs.get(d, 0)}" for d in sorted(available))
             + f" pairs (of {target} a domain)"
         )
@@ -501,6 +501,7 @@ def _curate_round(
     from collections import Counter
 
     from playlisteval import runs
+    from store.runlog import run_started
 
     seeds = taken * len({seed.domain for seed in app_.catalog.seeds()})
     with meter.stage("curate" + suffix) as notes:
@@ -513,7 +514,10 @@ def _curate_round(
             per_seed=None,
             again=True,
         )
-        notes.append(f"run {report.run_id}: {len(report.accepted)} of {seeds} seeds accepted")
+        taken_in_run = len(run_started(app_.events, report.run_id).seeds)  # as few as exist
+        notes.append(
+            f"run {report.run_id}: {len(report.accepted)} of {taken_in_run} seeds accepted"
+        )
     with meter.stage("pairs" + suffix) as notes, step_bars() as bars:
         run_id, chosen = runs.select_pairs(
             app_, report.run_id, per_domain=target, progress=StepBars(bars)
