@@ -91,6 +91,7 @@ from store.chain import (
 from store.columns import JsonDocument
 from store.errors import ConfigError, StoreConflict, UndecodableEvent, unreadable_database
 from store.events import AnyEvent, Event, decode_event, encode_event
+from store.folders import make_folder
 from store.sqlite import immutable_url, read_only, refuse_writes, writable
 
 PG_START_HINT = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
@@ -1233,12 +1234,7 @@ class SqliteEventStore(EventStore):
         # then says why it cannot.
         self.read_only = read_only(file)
         if not self.read_only:
-            try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot create the folder for the event store {str(file)!r}: {exc}"
-                ) from exc
+            make_folder(file.parent, f"the folder for the event store {str(file)!r}")
         # Connections move between threads through the pool, never used by two at once.
         if self.read_only:
             engine = refuse_writes(

@@ -746,10 +746,8 @@ class IndexStore:
         return reason
 
     def _probe_into_catalog(self, video: VideoRow) -> bool:
-        """Record what a probe finds of ``video``, or fail it with the reason it cannot be
-        indexed (not a video, a single still picture). Sound that outlasts the picture is left
-        out of the video's duration, and that is recorded as a problem the video goes on with
-        (``status`` lists it)."""
+        """Record what a probe finds of ``video`` (:meth:`_record_probe`), or fail it with the
+        reason it cannot be indexed (not a video, a single still picture)."""
         assert video.path is not None
         try:
             info = media.probe(Path(video.path))
@@ -757,6 +755,14 @@ class IndexStore:
         except MediaError as exc:
             self._fail(video, "probe", exc)
             return False
+        self._record_probe(video, info)
+        return True
+
+    def _record_probe(self, video: VideoRow, info: media.MediaInfo, **fields: Any) -> None:
+        """Keep what a probe learnt of ``video``, with any other ``fields`` of it set at once
+        (probed here or in a Ray task). Sound that outlasts the picture is left out of the
+        video's duration, and that is recorded as a problem the video goes on with (``status``
+        lists it)."""
         note = info.sound_past_picture
         if note is not None:
             log.warning("sound_past_picture", video_id=video.id, reason=note)
@@ -768,8 +774,8 @@ class IndexStore:
             height=info.height,
             fps=info.fps,
             has_audio=info.has_audio,
+            **fields,
         )
-        return True
 
     def retry_failed(self) -> list[str]:
         """Every failed video listed again (``index --retry-failed``), so the next

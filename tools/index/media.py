@@ -13,6 +13,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -786,6 +787,18 @@ def extract_audio(
 # clips
 
 
+@contextmanager
+def _encoder_source(path: Path) -> Iterator[av.container.InputContainer]:
+    """The file at ``path`` opened to add an encoder's stream from: closed here when that
+    fails; else left open for the packet stream it goes on to, which closes it when done."""
+    container = _open(path)
+    try:
+        yield container
+    except BaseException:
+        container.close()
+        raise
+
+
 def _encoded_video(
     path: Path,
     out: av.container.OutputContainer,
@@ -795,8 +808,7 @@ def _encoded_video(
     max_height: int | None,
 ) -> Iterator[tuple[float, av.Packet[Any]]]:
     """Add an H.264 stream to ``out`` now; return the (time, packet) stream of the range."""
-    container = _open(path)
-    try:
+    with _encoder_source(path) as container:
         stream = _video_stream(container, path)
         rate = fps if fps is not None else float(stream.average_rate or 0) or 30.0
         rate_q = Fraction(rate).limit_denominator(1001)
@@ -807,9 +819,6 @@ def _encoded_video(
         ostream.width, ostream.height, ostream.pix_fmt = width, height, "yuv420p"
         ostream.codec_context.time_base = 1 / rate_q
         ostream.thread_type = "AUTO"
-    except BaseException:
-        container.close()
-        raise
     return _video_packets(container, stream, ostream, rate_q, start_s, end_s)
 
 
@@ -839,8 +848,7 @@ def _encoded_audio(
     path: Path, out: av.container.OutputContainer, start_s: float, end_s: float
 ) -> Iterator[tuple[float, av.Packet[Any]]]:
     """Add an AAC stream to ``out`` now; return the (time, packet) stream of the range."""
-    container = _open(path)
-    try:
+    with _encoder_source(path) as container:
         video = _video_stream(container, path)
         audio = container.streams.audio[0]
         rate = audio.codec_context.sample_rate or 48_000
@@ -848,9 +856,6 @@ def _encoded_audio(
         layout = "mono" if audio.codec_context.channels == 1 else "stereo"
         ostream = out.add_stream("aac", rate=rate, layout=layout)
         origin = _origin_s(container, video)
-    except BaseException:
-        container.close()
-        raise
     return _audio_packets(container, audio, ostream, origin, start_s, end_s)
 
 

@@ -184,11 +184,7 @@ class VideoJob:
 class VideoMeta:
     """A video as the task probed it, and how many chunks it has and has left."""
 
-    duration_s: float
-    width: int | None
-    height: int | None
-    fps: float | None
-    has_audio: bool
+    info: media.MediaInfo
     chunks: int
     todo: int
 
@@ -268,9 +264,7 @@ def decode_video(
             yield _error(video_id, "probe", exc)
             return
         grid, todo = chunks_to_do(info.duration_s, config.chunk_s, job.done)
-        meta = VideoMeta(
-            info.duration_s, info.width, info.height, info.fps, info.has_audio, len(grid), len(todo)
-        )
+        meta = VideoMeta(info, len(grid), len(todo))
         yield _row(video_id, VIDEO, meta)
         want_audio = audio == "always" or (
             audio == "without-captions" and not _usable_captions(captions)
@@ -529,16 +523,7 @@ class RayIndexer(IndexStore):
 
     def _probed(self, video: _Video, meta: VideoMeta, summary: IndexSummary) -> None:
         video.meta = meta
-        self.catalog.update_video(
-            video.row.id,
-            duration_s=meta.duration_s,
-            width=meta.width,
-            height=meta.height,
-            fps=meta.fps,
-            has_audio=meta.has_audio,
-            status=READY,
-            reason=None,
-        )
+        self._record_probe(video.row, meta.info, status=READY, reason=None)
         video.row = self.catalog.video(video.row.id) or video.row
         if meta.todo != video.planned:
             self.progress.expect(meta.todo - video.planned)
@@ -571,7 +556,7 @@ class RayIndexer(IndexStore):
         meta = video.meta
         if meta is None or len(video.stored) < meta.todo:
             return
-        grid = media.chunk_grid(meta.duration_s, self.config.chunk_s)
+        grid = media.chunk_grid(meta.info.duration_s, self.config.chunk_s)
         try:
             self._build_segments(video.row, grid)
         except MediaError as exc:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 from store.closing import ClosesOnExit
 from store.errors import ConfigError, IndexBackendError, PlaylistEvalError
+from store.folders import make_folder
 
 __all__ = [
     "BACKENDS",
@@ -603,12 +604,7 @@ class QdrantEdgeIndex(VectorIndex):
     ) -> None:
         """Open (creating if needed) the root folder; shards open lazily per collection."""
         self._root = Path(root)
-        try:
-            self._root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IndexBackendError(
-                f"cannot create qdrant-edge root {str(self._root)!r}: {exc}"
-            ) from exc
+        make_folder(self._root, f"qdrant-edge root {str(self._root)!r}", IndexBackendError)
         self._hnsw = qe.HnswIndexConfig(
             m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=full_scan_threshold_kb
         )
