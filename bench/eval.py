@@ -85,10 +85,7 @@ def _evaluate(
 ) -> tuple[int, float]:
     """One fresh evaluation: the judgments it made and the seconds it took (the evaluation
     alone, the workspace already open)."""
-    from pydantic_ai.messages import ModelMessage, ModelResponse
-    from pydantic_ai.models import Model, ModelRequestParameters
-    from pydantic_ai.models.wrapper import WrapperModel
-    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.models import Model
 
     from agents.deps import CallDeps
     from agents.evaluation import OFFLINE_JUDGE_PRICES, evaluate, parse_condition
@@ -97,19 +94,10 @@ def _evaluate(
     from policies.prices import PriceTable
     from tools.evidence.retrieval import BM25Retriever
     from tools.providers.judges import judge_models
-
-    class Held(WrapperModel):
-        async def request(
-            self,
-            messages: list[ModelMessage],
-            model_settings: ModelSettings | None,
-            model_request_parameters: ModelRequestParameters,
-        ) -> ModelResponse:
-            await anyio.sleep(latency)
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+    from tools.providers.offline import LatencyModel
 
     base = judge_models(offline_models())
-    model_for: Callable[[str], Model] = lambda m: Held(base(m))  # noqa: E731
+    model_for: Callable[[str], Model] = lambda m: LatencyModel(base(m), latency)  # noqa: E731
     shutil.rmtree(out, ignore_errors=True)
     with App(load_settings(home)) as app:
         deps = CallDeps(

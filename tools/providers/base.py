@@ -36,7 +36,12 @@ from pydantic_ai.messages import (
     UserContent,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import (
+    Model,
+    ModelRequestParameters,
+    StreamedResponse,
+    check_allow_model_requests,
+)
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
@@ -78,10 +83,42 @@ class ProviderConfig:
     device: str = "auto"
 
 
+PICTURES_PROMPTED_PROFILE = ModelProfile(
+    # Text and pictures in (our clips go as timed frames, or video files made of them); audio
+    # and documents never. The role's answer is JSON the instructions ask for: no tools and no
+    # native (schema) output, which neither a local chat template nor DashScope's multimodal
+    # route offers.
+    default_structured_output_mode="prompted",
+    supports_json_schema_output=False,
+    supports_tools=False,
+    supports_image_input=True,
+    supports_video_input=True,
+    supports_audio_input=False,
+    supports_audio_file_input=False,
+    supports_document_input=False,
+)
+"""What a model takes that is sent our clips as pictures and prompted for its structured answer
+(DashScope's Qwen models, open-weight models run here): the part of its profile such models
+share."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One call as pydantic-ai hands it to a model: the messages, settings and request
+    parameters."""
+
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    parameters: ModelRequestParameters
+
+
 class ConfiguredModel(Model):
     """A pydantic-ai model of ours that calls its provider (or runs its weights) itself, wrapping
     no SDK model: ``our_model_id`` is our id (as priced), ``model_name`` the provider's own
-    (``config.model_name``). A subclass says which family it is (:attr:`system`)."""
+    (``config.model_name``). A subclass says which family it is (:attr:`system`) and how it
+    answers a call (:meth:`respond`); :meth:`request` is the same for all, so none can skip the
+    guard that keeps the tests from reaching a model.
+    """
 
     def __init__(
         self,
@@ -100,15 +137,23 @@ class ConfiguredModel(Model):
         """The provider's id of the model (``model_name`` in its settings, else our id)."""
         return self.config.model_name
 
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The answer to one non-streamed call: refused where model requests are not allowed
+        (``ALLOW_MODEL_REQUESTS``, off in the tests), else :meth:`respond` to the call as
+        pydantic-ai prepares it for this model (its own settings merged in, the parameters
+        fitted to its profile)."""
+        check_allow_model_requests()
+        settings, parameters = self.prepare_request(model_settings, model_request_parameters)
+        return await self.respond(ModelCall(messages, settings, parameters))
 
-@dataclass(frozen=True)
-class ModelCall:
-    """One call as pydantic-ai hands it to a model: the messages, settings and request
-    parameters."""
-
-    messages: list[ModelMessage]
-    settings: ModelSettings | None
-    parameters: ModelRequestParameters
+    @abstractmethod
+    async def respond(self, call: ModelCall) -> ModelResponse:
+        """This model's answer to ``call``, its settings and parameters already prepared."""
 
 
 class RewritingModel(WrapperModel):

@@ -155,16 +155,17 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, check_allow_model_requests
-from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.profiles.qwen import qwen_model_profile
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from tools.offline.vision import decode_clip
 from tools.providers.base import (
+    PICTURES_PROMPTED_PROFILE,
     ClipInfo,
     ConfiguredModel,
     MemoryResourceLedger,
+    ModelCall,
     ProviderConfig,
     ProviderResource,
     ResourceLedger,
@@ -442,21 +443,12 @@ def encode_mp4(pictures: Sequence[np.ndarray], rate: Fraction, max_height: int) 
 
 
 def _profile(model_name: str) -> ModelProfile:
-    base = ModelProfile(**(qwen_model_profile(model_name) or ModelProfile()))
-    base.update(
-        ModelProfile(
-            default_structured_output_mode="prompted",
-            supports_json_object_output=True,
-            # Native (schema) output is not offered on this route for the multimodal models.
-            supports_json_schema_output=False,
-            supports_tools=False,
-            supports_image_input=True,
-            supports_video_input=True,
-            supports_audio_file_input=False,
-            supports_document_input=False,
-        )
+    # This route offers the multimodal models a JSON mode (though no native schema output).
+    return merge_profile(
+        qwen_model_profile(model_name),
+        PICTURES_PROMPTED_PROFILE,
+        ModelProfile(supports_json_object_output=True),
     )
-    return base
 
 
 @dataclass(frozen=True)
@@ -578,16 +570,10 @@ class DashScopeModel(ConfiguredModel):
         """The API root every call goes to (``…/api/v1``)."""
         return self.config.base_url or DEFAULT_BASE_URL
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def respond(self, call: ModelCall) -> ModelResponse:
         """One non-streamed generation call (its video files uploaded first)."""
-        check_allow_model_requests()
-        model_settings, params = self.prepare_request(model_settings, model_request_parameters)
-        settings: Mapping[str, Any] = model_settings or {}
+        messages, params = call.messages, call.parameters
+        settings: Mapping[str, Any] = call.settings or {}
         wire = await anyio.to_thread.run_sync(self._map_messages, messages, params)
         wire_messages = wire.messages
         media = _media_of(wire_messages)

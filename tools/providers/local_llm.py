@@ -50,9 +50,8 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, check_allow_model_requests
+from pydantic_ai.models import Model
 from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.answers import real_local_response
@@ -69,6 +68,7 @@ from tools.contracts.roles import (
 )
 from tools.providers.base import (
     ConfiguredModel,
+    ModelCall,
     ProviderConfig,
     ResourceLedger,
     latest_user_prompt,
@@ -517,22 +517,13 @@ class LocalTextJudge(ConfiguredModel):
             f"textual_ranker calls only, not {context.role!r}"
         )
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def respond(self, call: ModelCall) -> ModelResponse:
         """Score the labels for the latest prompt (forward passes in a worker thread)."""
-        check_allow_model_requests()
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
-        prompt = _prompt(messages)
+        prompt = _prompt(call.messages)
         args, usage, details = await anyio.to_thread.run_sync(self.answer, prompt)
         part: ToolCallPart | TextPart
-        if model_request_parameters.output_tools:
-            part = ToolCallPart(tool_name=model_request_parameters.output_tools[0].name, args=args)
+        if call.parameters.output_tools:
+            part = ToolCallPart(tool_name=call.parameters.output_tools[0].name, args=args)
         else:
             part = TextPart(content=args)
         return ModelResponse(

@@ -37,13 +37,20 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, check_allow_model_requests
-from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
-from tools.providers.base import ConfiguredModel, ProviderConfig, ResourceLedger, frames_content
+from tools.providers.base import (
+    PICTURES_PROMPTED_PROFILE,
+    ConfiguredModel,
+    ModelCall,
+    ProviderConfig,
+    ResourceLedger,
+    frames_content,
+)
 from tools.providers.specs.local_vlm import FAMILY
 from tools.runtime.devices import resolve_device
 
@@ -53,17 +60,10 @@ DEFAULT_MAX_NEW_TOKENS = 2048
 _THINK_END = "</think>"
 
 # What the chat template and the processor can take: text and pictures (clips become frames
-# before they reach the template). No tools: a role call is one structured answer.
-LOCAL_VLM_PROFILE = ModelProfile(
-    supports_tools=False,
-    supports_json_schema_output=False,
-    supports_json_object_output=False,
-    default_structured_output_mode="prompted",
-    supports_image_input=True,
-    supports_video_input=True,
-    supports_audio_input=False,
-    supports_audio_file_input=False,
-    supports_document_input=False,
+# before they reach the template). No tools: a role call is one structured answer, and no JSON
+# mode either.
+LOCAL_VLM_PROFILE = merge_profile(
+    PICTURES_PROMPTED_PROFILE, ModelProfile(supports_json_object_output=False)
 )
 
 
@@ -287,20 +287,12 @@ class LocalVLMModel(ConfiguredModel):
                     chat.append({"role": "user", "content": [_text_item(text)]})
         return chat
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        """Generate one answer to ``messages`` (greedy, up to the settings' ``max_tokens``)."""
-        check_allow_model_requests()
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
-        max_new_tokens = int((model_settings or {}).get("max_tokens", DEFAULT_MAX_NEW_TOKENS))
+    async def respond(self, call: ModelCall) -> ModelResponse:
+        """Generate one answer to the call's messages (greedy, up to the settings'
+        ``max_tokens``)."""
+        max_new_tokens = int((call.settings or {}).get("max_tokens", DEFAULT_MAX_NEW_TOKENS))
         # Decoding clips into frames is CPU work too: off the event loop with generation.
-        chat = await anyio.to_thread.run_sync(self.chat, messages, model_request_parameters)
+        chat = await anyio.to_thread.run_sync(self.chat, call.messages, call.parameters)
         loaded = await anyio.to_thread.run_sync(_load, self.path, self.device)
         out = await anyio.to_thread.run_sync(
             _generate, loaded, chat, max_new_tokens, self.config.timeout_s
