@@ -34,6 +34,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, delete, select
 
 from store.errors import ConfigError, unreadable_database
+from store.folders import make_folder
 from store.sqlite import immutable_url, read_only, refuse_writes
 
 if TYPE_CHECKING:
@@ -310,7 +311,7 @@ class Catalog:
             if read_only(path):  # an archived workspace: read as it is (store/sqlite.py)
                 engine = create_engine(immutable_url(path))
                 return cls(refuse_writes(engine, f"the catalogue {str(path)!r}"), root)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(path.parent, f"the catalogue's folder {str(path.parent)!r}")
             url = f"sqlite:///{path}"
         try:
             engine = create_engine(url)

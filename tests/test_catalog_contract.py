@@ -202,3 +202,13 @@ class TestPostgresCatalog(CatalogContract):
             with engine.begin() as conn:
                 conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
             engine.dispose()
+
+
+def test_a_catalogue_folder_that_cannot_be_made_is_one_project_error(tmp_path: Path) -> None:
+    """A file where the catalogue's folder should be is a ConfigError naming that folder, not a
+    bare OSError from deep in the store."""
+    from store.errors import ConfigError
+
+    (tmp_path / "in-the-way").write_text("a file, not a folder")
+    with pytest.raises(ConfigError, match=r"cannot create the catalogue's folder .*in-the-way"):
+        Catalog.open(tmp_path / "in-the-way" / "sub" / "catalog.db")
