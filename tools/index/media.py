@@ -7,7 +7,6 @@ inside FFmpeg is re-raised as :class:`store.errors.MediaError` naming the file a
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -257,22 +256,6 @@ def _is_variable_rate(times: list[int | None]) -> bool:
     median = steps[len(steps) // 2]
     # Rounding to the time base may jitter a constant rate by a tick or two, never by 5 %.
     return steps[-1] - steps[0] > max(2, 0.05 * median)
-
-
-def _probe_unchanged(path: Path) -> MediaInfo:
-    """:func:`probe`, remembered while the file is unchanged (the same size and modification
-    time): an evaluation cuts hundreds of clips from one source, and probing it for each was 7 %
-    of a 100-hour rehearsal's evaluation (py-spy). A file replaced in place is probed again."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return probe(path)  # not there, or not readable: probe says so as it always has
-    return _probe_once(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4096)
-def _probe_once(path: str, _size: int, _mtime_ns: int) -> MediaInfo:
-    return probe(Path(path))
 
 
 def probe(path: Path) -> MediaInfo:
@@ -935,7 +918,7 @@ def export_clip(
     _check_range(fps, start_s, end_s)
     if max_height is not None and max_height < 2:
         raise ConfigError(f"max_height must be at least 2 pixels, got {max_height!r}")
-    info = _probe_unchanged(path)
+    info = probe(path)
     if start_s >= info.duration_s:
         raise MediaError(
             f"clip start {start_s!r} s is past the end of {str(path)!r} ({info.duration_s!r} s)"
