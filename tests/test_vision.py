@@ -130,13 +130,13 @@ def test_the_nearest_colour_is_the_one_at_least_distance() -> None:
     """The matrix-product form picks, for every pixel, the palette colour at least squared
     distance, the first of equals: the definition, computed directly, on seeded random pixels
     (whole values, as decoded frames give, and the fractional means of a blob's body)."""
-    from tools.offline.vision import _PALETTE_RGB, _nearest_colour_index
+    from tools.offline.vision import PALETTE_RGB, nearest_colour_index
 
     rng = np.random.default_rng(7)
     for pixels in (
         rng.integers(0, 256, size=(40, 48, 3)).astype(np.float32),
         rng.uniform(0, 255, size=(500, 3)).astype(np.float32),
-        np.repeat(_PALETTE_RGB, 3, axis=0),  # the palette itself: distance 0 to its own colour
+        np.repeat(PALETTE_RGB, 3, axis=0),  # the palette itself: distance 0 to its own colour
     ):
-        direct = ((pixels[..., None, :] - _PALETTE_RGB) ** 2).sum(axis=-1).argmin(axis=-1)
-        assert np.array_equal(_nearest_colour_index(pixels), direct)
+        direct = ((pixels[..., None, :] - PALETTE_RGB) ** 2).sum(axis=-1).argmin(axis=-1)
+        assert np.array_equal(nearest_colour_index(pixels), direct)

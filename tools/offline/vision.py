@@ -25,16 +25,18 @@ from tools.offline.synthetic import PALETTE, POSITIONS, SHAPE_KINDS
 
 __all__ = [
     "COLOURS",
+    "PALETTE_RGB",
     "POSITIONS",
     "SHAPE_KINDS",
     "VisualFact",
     "decode_clip",
     "describe_frames",
     "describe_image",
+    "nearest_colour_index",
 ]
 
 COLOURS: tuple[str, ...] = tuple(PALETTE)
-_PALETTE_RGB = np.array([PALETTE[name] for name in COLOURS], dtype=np.float32)
+PALETTE_RGB = np.array([PALETTE[name] for name in COLOURS], dtype=np.float32)
 # Frames are read on a grid about this many pixels wide: enough for a shape a ninth of the frame
 # across, small enough that the pure-Python flood fill costs little.
 _WORK_WIDTH = 96
@@ -65,11 +67,11 @@ def _caption_band(height: int) -> int:
     return height // 6
 
 
-_PALETTE_F64 = _PALETTE_RGB.astype(np.float64)
+_PALETTE_F64 = PALETTE_RGB.astype(np.float64)
 _PALETTE_NORMS = (_PALETTE_F64**2).sum(axis=-1)
 
 
-def _nearest_colour_index(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.intp]:
+def nearest_colour_index(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.intp]:
     """Index into :data:`COLOURS` of the nearest palette colour of each RGB pixel.
 
     ``|p - c|² = |p|² - 2 p·c + |c|²``, and ``|p|²`` is the same for every ``c``: the nearest
@@ -131,7 +133,7 @@ def describe_image(image: npt.NDArray[np.uint8], t_s: float) -> list[VisualFact]
     step = max(1, image.shape[1] // _WORK_WIDTH)
     # Point sampling, not averaging: an average mixes the colours at a shape's edge into a third.
     grid = image[:height:step, ::step].astype(np.float32)
-    labels = _nearest_colour_index(grid)
+    labels = nearest_colour_index(grid)
     rows, cols = labels.shape
     counts = np.bincount(labels.ravel(), minlength=len(COLOURS))
     background = int(counts.argmax())
@@ -153,7 +155,7 @@ def describe_image(image: npt.NDArray[np.uint8], t_s: float) -> list[VisualFact]
                 VisualFact(
                     t_s=t_s,
                     kind="shape",
-                    colour=COLOURS[int(_nearest_colour_index(mean_rgb[None, :])[0])],
+                    colour=COLOURS[int(nearest_colour_index(mean_rgb[None, :])[0])],
                     position=_position_name(
                         (xs.min() + xs.max() + 1) / 2, (ys.min() + ys.max() + 1) / 2, cols, rows
                     ),
