@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import random
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -251,7 +252,11 @@ def make_campaign(
     if progress is not None:
         progress(done, len(videos))
     if todo:
-        with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        # Spawned, not forked: a fork of a process that already runs threads (torch's pool, a
+        # stage meter's sampler, a test runner's) can leave a lock held in the child, which then
+        # waits forever inside the encoder (seen in CI: two writers asleep for 14 minutes).
+        spawned = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=spawned) as pool:
             for _ in pool.map(_write_video, [out_dir] * len(todo), todo, chunksize=4):
                 done += 1
                 if progress is not None:
