@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup demo test lint typecheck docs bench real-judge
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	bash scripts/setup.sh
 	touch $(STAMP)
 

@@ -8,6 +8,10 @@ replaying fails ``tests/test_golden_logs.py``; when such a change is meant, rege
 which indexes the demo playlist into a scratch workspace (as the tests' ``demo_home``), curates
 two seeds offline and writes the log of today's schemas, ``tests/golden/spec-run.jsonl``.
 
+``inputs.json`` records what the logs were recorded on: the content keys of the demo videos
+(:func:`agents.evidence.source_key`, part of every request key) and the PyAV that encoded them;
+``constraints.txt`` pins that PyAV, since another build encodes the same frames into other bytes.
+
 The logs of earlier schemas stay as they were recorded, never re-recorded: each must go on
 replaying strictly (upcast, its definition rebuilt from what it did record). They are
 ``small-run.jsonl`` (step 14: ``RunStarted`` schema 1, no recorded definition) and its
@@ -31,8 +35,34 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 SMALL = GOLDEN / "small-run.jsonl"
 DIVERGENT = GOLDEN / "divergent-run.jsonl"
 SPEC = GOLDEN / "spec-run.jsonl"
+INPUTS = GOLDEN / "inputs.json"
 #: Every golden log that must replay exactly, each of a schema generation of its own.
 EXACT = (SMALL, SPEC)
+
+
+def demo_sources(manifest: Path) -> dict[str, str]:
+    """The content key of each video of the demo playlist whose ``manifest.json`` is given."""
+    from agents.evidence import source_key
+
+    return {video.stem: source_key(video) for video in sorted(manifest.parent.glob("*/*.mp4"))}
+
+
+def inputs_differ(manifest: Path) -> str | None:
+    """Why the demo playlist at ``manifest`` is not the one the golden logs were recorded on
+    (its videos' bytes differ), or None when it is."""
+    import av
+
+    recorded = json.loads(INPUTS.read_text(encoding="utf-8"))
+    found = demo_sources(manifest)
+    changed = sorted(v for v in recorded["sources"] if found.get(v) != recorded["sources"][v])
+    if not changed:
+        return None
+    return (
+        f"the demo videos are not the bytes the golden logs were recorded on ({len(changed)} of "
+        f"{len(recorded['sources'])} differ, e.g. {changed[0]!r}): they were encoded by PyAV "
+        f"{recorded['av']}, this machine has {av.__version__}; install the pinned one "
+        "(`pip install -c constraints.txt -e .`, as scripts/setup.sh does)"
+    )
 
 
 def dump(store: EventStore, path: Path) -> int:
@@ -119,6 +149,15 @@ def main() -> None:
             report = runs.curate(app, budget_usd=5.0, max_seeds=2, run_id="golden-spec")
             GOLDEN.mkdir(exist_ok=True)
             count = dump(app.events, SPEC)
+        import av
+
+        INPUTS.write_text(
+            json.dumps(
+                {"av": av.__version__, "sources": demo_sources(playlist)}, indent=2, sort_keys=True
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     print(
         f"{SPEC}: {count} events of run {report.run_id!r} "
         f"({len(report.accepted)} accepted, {len(report.discarded)} discarded)",
