@@ -45,7 +45,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.batch import Batch, BatchRequest
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from agents.batching import Batcher, batch_from_json, batch_to_json
@@ -69,7 +68,14 @@ from store.events import (
     Event,
 )
 from store.eventstore import StoredEvent
-from tools.providers.base import ClipInfo, clip_info, frame_times, shown_height
+from tools.providers.base import (
+    CallWrapper,
+    ClipInfo,
+    ModelCall,
+    clip_info,
+    frame_times,
+    shown_height,
+)
 
 Mode = Literal["live", "strict", "counterfactual"]
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
@@ -1147,22 +1153,17 @@ def _usage_counts(usage: Usage) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-class NoCallModel(WrapperModel):
+class NoCallModel(CallWrapper):
     """Stands in for every model during a strict replay: any request is an error."""
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """Never answers."""
         raise ReplayDivergence(
             f"strict replay tried to call {self.wrapped.model_name!r}: replay makes no model call"
         )
 
 
-class RecordedModel(WrapperModel):
+class RecordedModel(CallWrapper):
     """A pydantic-ai model whose every request goes through a :class:`CallRecorder`."""
 
     def __init__(
@@ -1174,19 +1175,14 @@ class RecordedModel(WrapperModel):
         self.append = append
         self.last_response: ModelResponse | None = None
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """Served from the record, or made live under the budget."""
         self.last_response = await self.recorder.call(
             self.wrapped,
             self.context,
             self.append,
-            messages,
-            model_settings,
-            model_request_parameters,
+            call.messages,
+            call.settings,
+            call.parameters,
         )
         return self.last_response

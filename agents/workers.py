@@ -58,7 +58,7 @@ from tools.contracts.roles import (
     curation_slots,
     role_spec,
 )
-from tools.providers.base import clip_info, frame_times
+from tools.providers.base import CallWrapper, ModelCall, clip_info, frame_times
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -529,20 +529,16 @@ class _ParametersSeen(Exception):
     """Ends the agent run that shows which request parameters an agent sends."""
 
 
-class _SeeParameters(WrapperModel):
+class _SeeParameters(CallWrapper):
     """Keeps the request parameters an agent run hands its model, and stops the run there."""
 
     def __init__(self) -> None:
         super().__init__(TestModel())
         self.seen: ModelRequestParameters | None = None
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        self.seen = model_request_parameters
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        """Keeps the call's parameters; never answers."""
+        self.seen = call.parameters
         raise _ParametersSeen
 
 
@@ -559,19 +555,14 @@ async def _output_parameters(agent: Agent[None, Any]) -> ModelRequestParameters:
     return seer.seen
 
 
-class _Answered(WrapperModel):
+class _Answered(CallWrapper):
     """A model that answers with a response already received (and recorded): calls nothing."""
 
     def __init__(self, wrapped: Model, response: ModelResponse) -> None:
         super().__init__(wrapped)
         self.response = response
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """The response given at construction."""
         return self.response
 

@@ -30,14 +30,13 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from policies.ratelimits import Traffic
 from store.errors import MediaError
 from tests.tiny_models import save_tiny_qwen3_vl
 from tools.providers import local_vlm, offline
-from tools.providers.base import ProviderConfig, clip_info
+from tools.providers.base import CallWrapper, ModelCall, ProviderConfig, clip_info
 from tools.providers.local_vlm import LocalVLMModel, transformers_model
 
 __all__ = [
@@ -91,23 +90,18 @@ class LocalRequest:
     response: ModelResponse | None
 
 
-class _SeesRequests(WrapperModel):
+class _SeesRequests(CallWrapper):
     """Keeps each request the wrapped model is handed, and its answer."""
 
     def __init__(self, wrapped: Model, seen: list[LocalRequest]) -> None:
         super().__init__(wrapped)
         self.seen = seen
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """Answer as the wrapped model, noting the request and the answer."""
-        sent = LocalRequest(list(messages), model_settings, model_request_parameters, None)
+        sent = LocalRequest(list(call.messages), call.settings, call.parameters, None)
         self.seen.append(sent)
-        response = await super().request(messages, model_settings, model_request_parameters)
+        response = await super().answer(call)
         self.seen[self.seen.index(sent)] = replace(sent, response=response)
         return response
 

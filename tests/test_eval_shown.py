@@ -31,9 +31,7 @@ import anyio
 import pytest
 from PIL import Image
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.models import Model
 
 from agents.deps import CallDeps
 from agents.evaluation import EvaluationResult, eval_stream, evaluate, parse_condition, plan_clips
@@ -59,6 +57,7 @@ from tests.fakes_providers import Harness, SeenRequest
 from tools.evidence.benchmark_folder import content_sha256
 from tools.evidence.clips import ClipFetcher
 from tools.offline.synthetic import make_demo_playlist
+from tools.providers.base import CallWrapper, ModelCall
 
 pytestmark = pytest.mark.usefixtures("allow_model_requests")
 
@@ -165,21 +164,16 @@ def playlist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playlist]:
     catalog.close()
 
 
-class Capturing(WrapperModel):
+class Capturing(CallWrapper):
     """Keeps each request's messages and settings as the recorded-call path hands them over."""
 
     def __init__(self, wrapped: Model, seen: list[tuple[list[ModelMessage], Any]]) -> None:
         super().__init__(wrapped)
         self.seen = seen
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        self.seen.append((messages, model_settings))
-        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        self.seen.append((call.messages, call.settings))
+        return await super().answer(call)
 
 
 @dataclass(frozen=True)

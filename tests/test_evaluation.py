@@ -51,6 +51,7 @@ from store.errors import ConfigError
 from store.version import code_version
 from tests.workspaces import copy_workspace
 from tools.evidence.retrieval import BM25Retriever
+from tools.providers.base import CallWrapper, ModelCall
 from tools.providers.judges import OFFLINE_JUDGES, judge_models
 
 RETRIEVED = "retrieved:bm25:frames+transcript:1h:32"
@@ -59,21 +60,16 @@ UNIFORM = "uniform::frames:1h:64"
 CONDITIONS = (RETRIEVED, BLIND, UNIFORM)
 
 
-class CountingModel(WrapperModel):
+class CountingModel(CallWrapper):
     """Counts the requests that reach the wrapped model (a served recorded call never does)."""
 
     def __init__(self, wrapped: Model, counter: list[int]) -> None:
         super().__init__(wrapped)
         self.counter = counter
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         self.counter[0] += 1
-        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+        return await super().answer(call)
 
 
 def counting_deps(app: App, requests: list[int]) -> CallDeps:

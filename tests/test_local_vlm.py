@@ -25,7 +25,6 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from agents.prompts import render_prompt
@@ -33,7 +32,7 @@ from store.errors import ConfigError
 from tests.tiny_models import QWEN3_VL_CHAT_TEMPLATE, save_tiny_qwen3_vl, tiny_qwen_tokenizer
 from tools.contracts.roles import ChunkText, SegmentEvidence, SufficiencyContext, SufficiencyVerdict
 from tools.index.media import export_clip
-from tools.providers.base import ProviderConfig
+from tools.providers.base import CallWrapper, ModelCall, ProviderConfig
 from tools.providers.local_vlm import LocalVLMModel, transformers_model
 
 # These tests drive the adapters against local fake servers (see conftest).
@@ -184,7 +183,7 @@ def test_prompt_and_frames_reach_the_model_and_new_tokens_come_back(
     ]
 
 
-class _SeesRequests(WrapperModel):
+class _SeesRequests(CallWrapper):
     """Keeps what pydantic-ai hands the model, as the recorded-call wrapper sees it."""
 
     def __init__(self, wrapped: LocalVLMModel) -> None:
@@ -192,14 +191,9 @@ class _SeesRequests(WrapperModel):
         self.local = wrapped
         self.seen: list[tuple[list[ModelMessage], ModelRequestParameters]] = []
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        self.seen.append((list(messages), model_request_parameters))
-        return await super().request(messages, model_settings, model_request_parameters)
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        self.seen.append((list(call.messages), call.parameters))
+        return await super().answer(call)
 
 
 def test_role_answer_cut_at_max_tokens_is_an_output_token_limit(

@@ -112,11 +112,29 @@ class ModelCall:
     parameters: ModelRequestParameters
 
 
-class ConfiguredModel(Model):
+class CallAnsweringModel(Model):
+    """A pydantic-ai model that answers a non-streamed call whole: :meth:`request` hands the call
+    to :meth:`answer` as one :class:`ModelCall`, so a subclass says only how it answers."""
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The answer to one non-streamed call: :meth:`answer` to it as pydantic-ai hands it."""
+        return await self.answer(ModelCall(messages, model_settings, model_request_parameters))
+
+    @abstractmethod
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        """This model's answer to ``call``."""
+
+
+class ConfiguredModel(CallAnsweringModel):
     """A pydantic-ai model of ours that calls its provider (or runs its weights) itself, wrapping
     no SDK model: ``our_model_id`` is our id (as priced), ``model_name`` the provider's own
     (``config.model_name``). A subclass says which family it is (:attr:`system`) and how it
-    answers a call (:meth:`respond`); :meth:`request` is the same for all, so none can skip the
+    answers a call (:meth:`respond`); :meth:`answer` is the same for all, so none can skip the
     guard that keeps the tests from reaching a model.
     """
 
@@ -137,26 +155,30 @@ class ConfiguredModel(Model):
         """The provider's id of the model (``model_name`` in its settings, else our id)."""
         return self.config.model_name
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        """The answer to one non-streamed call: refused where model requests are not allowed
-        (``ALLOW_MODEL_REQUESTS``, off in the tests), else :meth:`respond` to the call as
-        pydantic-ai prepares it for this model (its own settings merged in, the parameters
-        fitted to its profile)."""
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        """Refused where model requests are not allowed (``ALLOW_MODEL_REQUESTS``, off in the
+        tests), else :meth:`respond` to ``call`` as pydantic-ai prepares it for this model (its
+        own settings merged in, the parameters fitted to its profile)."""
         check_allow_model_requests()
-        settings, parameters = self.prepare_request(model_settings, model_request_parameters)
-        return await self.respond(ModelCall(messages, settings, parameters))
+        settings, parameters = self.prepare_request(call.settings, call.parameters)
+        return await self.respond(ModelCall(call.messages, settings, parameters))
 
     @abstractmethod
     async def respond(self, call: ModelCall) -> ModelResponse:
         """This model's answer to ``call``, its settings and parameters already prepared."""
 
 
-class RewritingModel(WrapperModel):
+class CallWrapper(CallAnsweringModel, WrapperModel):
+    """A model wrapped so that it answers a non-streamed call whole (:meth:`answer`), the way
+    the wrapped model does unless a subclass says otherwise; a streamed call is the wrapped
+    model's."""
+
+    async def answer(self, call: ModelCall) -> ModelResponse:
+        """The wrapped model's answer to ``call``."""
+        return await self.wrapped.request(call.messages, call.settings, call.parameters)
+
+
+class RewritingModel(CallWrapper):
     """An SDK model of pydantic-ai wrapped so that our clips reach it in its provider's form.
 
     A subclass says how a call is rewritten (:meth:`rewrite`); a live call and a streamed one
@@ -170,17 +192,10 @@ class RewritingModel(WrapperModel):
         """``call`` as the wrapped model is to send it, and the entries to record with its
         answer's ``provider_details``."""
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """The wrapped model's answer to the rewritten call, with what the rewrite recorded."""
-        sent, recorded = await self.rewrite(
-            ModelCall(messages, model_settings, model_request_parameters)
-        )
-        response = await self.wrapped.request(sent.messages, sent.settings, sent.parameters)
+        sent, recorded = await self.rewrite(call)
+        response = await super().answer(sent)
         response.provider_details = {**(response.provider_details or {}), **recorded}
         return response
 
@@ -192,7 +207,7 @@ class RewritingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
-        """The wrapped model's streamed answer to the call rewritten as :meth:`request` does."""
+        """The wrapped model's streamed answer to the call rewritten as :meth:`answer` does."""
         sent, _ = await self.rewrite(ModelCall(messages, model_settings, model_request_parameters))
         async with self.wrapped.request_stream(
             sent.messages, sent.settings, sent.parameters, run_context

@@ -489,7 +489,7 @@ class LocalTextJudge(ConfiguredModel):
         """The model in memory (loaded, and joined where packaged, on first use)."""
         return load_causal_lm(resolve_gguf(self.local_path), self.device)
 
-    def answer(self, prompt: str) -> tuple[str, RequestUsage, dict[str, Any]]:
+    def answer_prompt(self, prompt: str) -> tuple[str, RequestUsage, dict[str, Any]]:
         """The JSON answer to one rendered role prompt, its usage and the details to record."""
         context = parse_context(prompt)
         lm = self.loaded()
@@ -520,7 +520,7 @@ class LocalTextJudge(ConfiguredModel):
     async def respond(self, call: ModelCall) -> ModelResponse:
         """Score the labels for the latest prompt (forward passes in a worker thread)."""
         prompt = _prompt(call.messages)
-        args, usage, details = await anyio.to_thread.run_sync(self.answer, prompt)
+        args, usage, details = await anyio.to_thread.run_sync(self.answer_prompt, prompt)
         part: ToolCallPart | TextPart
         if call.parameters.output_tools:
             part = ToolCallPart(tool_name=call.parameters.output_tools[0].name, args=args)

@@ -24,10 +24,8 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from store.errors import ConfigError
@@ -41,7 +39,13 @@ from tools.offline.offline_answers import (
     visual_words,
 )
 from tools.offline.vision import VisualFact, decode_clip, describe_frames
-from tools.providers.base import clip_info, latest_user_prompt, nearest_frames
+from tools.providers.base import (
+    CallWrapper,
+    ModelCall,
+    clip_info,
+    latest_user_prompt,
+    nearest_frames,
+)
 
 __all__ = [
     "DEFAULT_CLIP_FPS",
@@ -245,7 +249,7 @@ class OfflineProvider:
         return ModelResponse(parts=[part], usage=usage, model_name=f"offline:{model_id}")
 
 
-class LatencyModel(WrapperModel):
+class LatencyModel(CallWrapper):
     """A model that holds every request ``latency_s`` seconds before answering: the offline
     provider standing in for a latency-bound live provider (daemon rehearsals, fleet tests,
     ``bench/workers.py``). The wait is an await, so it costs the event loop nothing."""
@@ -254,12 +258,7 @@ class LatencyModel(WrapperModel):
         super().__init__(wrapped)
         self.latency_s = latency_s
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         """Wait, then answer as the wrapped model."""
         await anyio.sleep(self.latency_s)
-        return await super().request(messages, model_settings, model_request_parameters)
+        return await super().answer(call)
