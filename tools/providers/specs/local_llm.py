@@ -1,12 +1,13 @@
 """The real-local family's spec (adapter: :mod:`tools.providers.local_llm`, llama.cpp or
-transformers): a real text model run on this machine."""
+transformers): a real text model run on this machine; and what every family of models run on
+this machine shares (:func:`local_model_family`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from store.answers import REAL_LOCAL_PROVIDER
-from tools.providers.family import Deferred, ProviderFamily
+from tools.providers.family import Deferred, Factory, ProviderFamily
 
 FAMILY_NAME = REAL_LOCAL_PROVIDER
 REAL_LOCAL_LABEL = "real local model"
@@ -26,7 +27,28 @@ def free_price_rows(model_ids: Iterable[str]) -> dict[str, dict[str, float]]:
     return {model_id: dict(FREE_PRICE) for model_id in model_ids}
 
 
-FAMILY = ProviderFamily(
+def local_model_family(
+    *, name: str, factory: Factory, about: str, notes: Mapping[str, str]
+) -> ProviderFamily:
+    """The spec of a family of open-weight models run on this machine from a ``local_path``
+    (this module's and :mod:`tools.providers.specs.local_vlm`'s): no key needed to call them
+    (``HF_TOKEN``, the hub token's variable, is its ``key_env``), one model in memory serving
+    its calls one at a time, tokens counted by the Qwen rule. ``notes`` say what its settings
+    keys mean for the family."""
+    return ProviderFamily(
+        name=name,
+        factory=factory,
+        about=about,
+        key_env="HF_TOKEN",
+        token_rule="qwen",
+        keyless=True,
+        requires=("local_path",),
+        max_concurrency=1,
+        notes=notes,
+    )
+
+
+FAMILY = local_model_family(
     name=FAMILY_NAME,
     factory=Deferred("tools.providers.local_llm:local_llm_model"),
     about=(
@@ -35,11 +57,6 @@ FAMILY = ProviderFamily(
         "text by the scores of the answer labels in both orders. Served in offline runs too "
         "(it is a real model, not the offline harness) and priced at zero."
     ),
-    key_env="HF_TOKEN",
-    token_rule="qwen",
-    keyless=True,
-    requires=("local_path",),
-    max_concurrency=1,
     notes={
         "api_key_env": "Unused: a local model needs no key (nothing is downloaded).",
         "max_concurrency": "Forward passes at once (one model in memory serves them in turn).",
