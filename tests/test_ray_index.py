@@ -340,3 +340,34 @@ def test_ray_that_does_not_import_is_one_line(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(RayIndexError, match="Ray does not import here"):
         connect(RayOptions())
+
+
+def test_a_still_picture_named_as_a_video_fails_its_decode_task_at_the_probe(
+    tmp_path: Path,
+) -> None:
+    """A PNG renamed ``.mp4`` (a file swapped after listing, or a download that is one picture)
+    fails its decode task at the probe with the local engine's reason, and nothing of it is
+    decoded: a "video" of one frame is not indexed on Ray either."""
+    import pickle
+    import subprocess
+
+    from tools.index import ingest
+    from tools.index.indexer import DecodeSpec, IndexConfig
+    from tools.index.ray_index import ERROR, VideoJob, decode_video
+
+    png = tmp_path / "picture.png"
+    one_picture = ["-f", "lavfi", "-i", "testsrc=s=64x48", "-frames:v", "1"]
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *one_picture, str(png)], check=True)
+    picture = png.rename(tmp_path / "picture.mp4")
+    entry = ingest.VideoEntry("picture", "picture", 0, picture, None, (), None)
+    job = {"video_id": "picture", "kind": "job", "data": pickle.dumps(VideoJob(entry, frozenset()))}
+    spec = DecodeSpec(
+        chunk_s=30.0, frame_fps=0.5, frame_height=48, batch_chunks=4, audio_rate=16_000
+    )
+    rows = list(
+        decode_video(job, config=IndexConfig(), spec=spec, audio="never", scratch=str(tmp_path))
+    )
+    assert [row["kind"] for row in rows] == [ERROR]
+    stage, reason = pickle.loads(rows[0]["data"])
+    assert stage == "probe"
+    assert "holds a single still picture (png)" in reason

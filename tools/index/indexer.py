@@ -15,7 +15,7 @@ import queue
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -1102,16 +1102,7 @@ class IndexStore:
                 self.config.segment_collection,
                 [s.id for s in self.catalog.segments(video_ids=[video_id])],
             )
-        rows = [
-            DuplicateRow(
-                video_id=f.video_id,
-                kept_video_id=f.kept_video_id,
-                segment_id=f.segment_id,
-                kept_segment_id=f.kept_segment_id,
-                cosine=f.cosine,
-            )
-            for f in findings
-        ]
+        rows = [DuplicateRow(**asdict(f)) for f in findings]  # a finding is a row's columns
         for row in rows:
             self.catalog.record_duplicate(row)
         return rows

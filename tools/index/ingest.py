@@ -857,35 +857,41 @@ def download_video(
 # --------------------------------------------------------------------------------------------
 
 
-class _ManifestVideo(BaseModel):
+class _ManifestEntry(BaseModel):
+    """What a manifest's videos and playlists both may say: a URL, a title and an id; any other
+    key is refused."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str | None = None
     url: str | None = None
     title: str | None = None
     id: str | None = None
+
+
+def _exactly_one(entry: str, **given: object) -> None:
+    """ValueError unless exactly one of the ``given`` keys of a manifest ``entry`` is set."""
+    if sum(value is not None for value in given.values()) != 1:
+        names = " or ".join(f'"{name}"' for name in given)
+        raise ValueError(f"{entry} needs exactly one of {names}")
+
+
+class _ManifestVideo(_ManifestEntry):
+    path: str | None = None
     captions: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_location(self) -> _ManifestVideo:
-        if (self.path is None) == (self.url is None):
-            raise ValueError('a video needs exactly one of "path" or "url"')
+        _exactly_one("a video", path=self.path, url=self.url)
         return self
 
 
-class _ManifestPlaylist(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    title: str | None = None
+class _ManifestPlaylist(_ManifestEntry):
     domain: str | None = None
-    id: str | None = None
-    url: str | None = None
     videos: list[_ManifestVideo] | None = None
 
     @model_validator(mode="after")
     def _one_content(self) -> _ManifestPlaylist:
-        if (self.url is None) == (self.videos is None):
-            raise ValueError('a playlist needs exactly one of "url" or "videos"')
+        _exactly_one("a playlist", url=self.url, videos=self.videos)
         if self.videos is not None and not (self.title and self.title.strip()):
             raise ValueError('a playlist given as "videos" needs a "title"')
         return self
@@ -1005,37 +1011,33 @@ def _add_manifest_video(
     collector: _Collector, video: _ManifestVideo, base: Path, roots: Sequence[Path]
 ) -> None:
     if video.path is not None:
-        _local_entry(
-            collector,
-            video.path,
-            base / video.path,
-            roots,
-            title=video.title,
-            explicit_id=video.id,
-            captions=video.captions,
-            caption_base=base,
-        )
-        return
-    assert video.url is not None  # checked by the model
-    url = video.url
-    scheme = _SCHEME.match(url)
-    if url.lower().startswith("file:"):
-        try:
-            path = _file_url_to_path(url)
-        except UnsafeSourceError as error:
-            collector.drop(url, video.title, str(error))
+        ref, path = video.path, base / video.path
+    else:
+        assert video.url is not None  # checked by the model
+        ref = video.url
+        if not ref.lower().startswith("file:"):
+            _add_remote_manifest_video(collector, video, ref)
             return
-        _local_entry(
-            collector,
-            url,
-            path,
-            roots,
-            title=video.title,
-            explicit_id=video.id,
-            captions=video.captions,
-            caption_base=base,
-        )
-        return
+        try:
+            path = _file_url_to_path(ref)
+        except UnsafeSourceError as error:
+            collector.drop(ref, video.title, str(error))
+            return
+    _local_entry(
+        collector,
+        ref,
+        path,
+        roots,
+        title=video.title,
+        explicit_id=video.id,
+        captions=video.captions,
+        caption_base=base,
+    )
+
+
+def _add_remote_manifest_video(collector: _Collector, video: _ManifestVideo, url: str) -> None:
+    """Add a manifest video given by a URL other than ``file:``: http(s) only, listed as is."""
+    scheme = _SCHEME.match(url)
     if scheme is None or scheme.group(1).lower() not in ("http", "https"):
         collector.drop(url, video.title, f"URL {url!r} is neither http(s):// nor file://")
         return

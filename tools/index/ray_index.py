@@ -260,6 +260,7 @@ def decode_video(
     try:
         try:
             info = media.probe(path)
+            media.check_indexable(info)  # a still picture under a video's name, as locally
         except MediaError as exc:
             yield _error(video_id, "probe", exc)
             return

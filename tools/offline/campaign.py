@@ -187,13 +187,9 @@ class _Video:
     def video_id(self) -> str:
         return f"{self.domain}-{self.number:04d}"
 
-    @property
-    def path(self) -> str:
-        return f"{self.domain}/{self.video_id}.mp4"
-
-    @property
-    def captions(self) -> str:
-        return f"{self.domain}/{self.video_id}.vtt"
+    def file(self, extension: str) -> str:
+        """The episode's file of ``extension`` (``mp4``, ``vtt``), relative to the collection."""
+        return f"{self.domain}/{self.video_id}.{extension}"
 
 
 def campaign_videos(spec: CampaignSpec) -> list[dict[str, Any]]:
@@ -202,10 +198,10 @@ def campaign_videos(spec: CampaignSpec) -> list[dict[str, Any]]:
     for domain in spec.domain_names:
         entries = [
             {
-                "path": v.path,
+                "path": v.file("mp4"),
                 "title": f"{domain.capitalize()} Episode {v.number}",
                 "id": v.video_id,
-                "captions": [v.captions],
+                "captions": [v.file("vtt")],
             }
             for v in (_Video(domain, n, spec) for n in range(1, spec.videos_per_domain + 1))
         ]
@@ -247,7 +243,7 @@ def make_campaign(
         for domain in spec.domain_names
         for n in range(1, spec.videos_per_domain + 1)
     ]
-    todo = [v for v in videos if not (out_dir / v.captions).exists()]
+    todo = [v for v in videos if not (out_dir / v.file("vtt")).exists()]
     done = len(videos) - len(todo)
     if progress is not None:
         progress(done, len(videos))
@@ -364,13 +360,14 @@ def _write_video(out_dir: Path, video: _Video) -> None:
         (draw_scene(bg, shapes, label, spec.width, spec.height), frames_per_chunk)
         for bg, shapes, label, _ in plans
     ]
-    path = out_dir / video.path
+    path = out_dir / video.file("mp4")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_mp4(path, pictures, None, spec.fps)
     cues = [
         (i * CHUNK_SECONDS + 1.0, (i + 1) * CHUNK_SECONDS - 1.0, text)
         for i, (_, _, _, text) in enumerate(plans)
     ]
-    partial = out_dir / f"{video.captions}.partial"
+    captions = out_dir / video.file("vtt")
+    partial = captions.with_suffix(".vtt.partial")
     write_vtt(partial, cues)
-    partial.replace(out_dir / video.captions)  # whole, or not there: a rerun writes it again
+    partial.replace(captions)  # whole, or not there: a rerun writes it again
