@@ -162,17 +162,10 @@ class PairsLog:
         return tuple(out)
 
     def selected(self, run_id: str, pair_id: str) -> SelectedPair:
-        """The pair as a :class:`SelectedPair` with its verdicts."""
-        candidate = self.candidates[pair_id]
-        return SelectedPair(
-            pair_id=pair_id,
-            run_id=run_id,
-            seed_id=candidate.seed_id,
-            domain=candidate.domain,
-            chosen_rating=candidate.chosen_rating,
-            rejected_rating=candidate.rejected_rating,
-            judges=self.verdicts(pair_id),
-        )
+        """The pair as a :class:`SelectedPair`: its candidate's fields, the run and its
+        verdicts."""
+        fields = self.candidates[pair_id].model_dump(exclude={"type", "schema_version"})
+        return SelectedPair(run_id=run_id, judges=self.verdicts(pair_id), **fields)
 
 
 def fold_pairs(events: Iterable[AnyEvent], log: PairsLog | None = None) -> PairsLog:
@@ -327,15 +320,10 @@ async def select_pairs(
 def _new_candidates(
     run_id: str, items: Sequence[AcceptedItem], log: PairsLog
 ) -> list[PairCandidate]:
-    """The candidate pairs of ``items`` the log does not hold yet."""
+    """The candidate pairs of ``items`` the log does not hold yet, each as the event of its
+    :class:`SelectedPair` (the fields they share; the run and the verdicts are not recorded)."""
     return [
-        PairCandidate(
-            pair_id=pair.pair_id,
-            seed_id=pair.seed_id,
-            domain=pair.domain,
-            chosen_rating=pair.chosen_rating,
-            rejected_rating=pair.rejected_rating,
-        )
+        PairCandidate.model_validate(pair, from_attributes=True)
         for item in items
         for pair in candidate_pairs(item.seed_id, run_id, item.domain, sorted(item.answers))
         if pair.pair_id not in log.candidates

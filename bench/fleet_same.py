@@ -41,10 +41,8 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -57,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
 from _machine import machine
-from sqlalchemy import create_engine
+from workers import PG_URL, REPO, new_schema
 
 from agents.fleet import TOTAL_ACCOUNT, start_run
 from agents.pairs import accepted_items
@@ -71,8 +69,6 @@ from store.events import Kind, seed_stream, types_of, usd_to_micros
 from store.eventstore import StoredEvent
 from store.ledger import spend
 
-REPO = Path(__file__).resolve().parent.parent
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 RUN_ID = "fleet-same"
 PAIRS_CAP_USD = 90_000.0  # the fleet's campaign cap while its pairs are judged (most allowed)
 POLL_S = 0.2
@@ -133,19 +129,6 @@ def bench_seeds(home: Path, count: int) -> list[SeedRow]:
             "--hours-per-domain"
         )
     return seeds
-
-
-@contextmanager
-def fresh_schema(pg_url: str, label: str) -> Iterator[str]:
-    """A new PostgreSQL schema's name; the schema and everything in it dropped afterwards."""
-    schema = f"bench_fleet_same_{label}_{uuid.uuid4().hex[:8]}"
-    try:
-        yield schema
-    finally:
-        engine = create_engine(pg_url)
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        engine.dispose()
 
 
 @dataclass(frozen=True)
@@ -279,7 +262,7 @@ def read_benchmark(app: App, side: Side) -> None:
 def one_process(setup: Setup) -> Side:
     """Curate the seeds with one ``Curator`` (what ``playlisteval curate`` drives)."""
     side = Side()
-    with fresh_schema(setup.pg_url, "one") as schema, setup.app(schema) as app:
+    with new_schema(setup.pg_url, "bench_fleet_same_one") as schema, setup.app(schema) as app:
         started = time.perf_counter()
         anyio.run(lambda: app.curator().curate(RUN_ID, setup.seeds, budget_micros=setup.cap_micros))
         side.curate_s = time.perf_counter() - started
@@ -412,7 +395,7 @@ def fleet_side(
 ) -> tuple[Side, Fleet]:
     """Queue the run, start the workers, kill and restart ``kills`` times, wait for the end."""
     side = Side()
-    with fresh_schema(setup.pg_url, "fleet") as schema, setup.app(schema) as app:
+    with new_schema(setup.pg_url, "bench_fleet_same_fleet") as schema, setup.app(schema) as app:
         app.set_budget_caps()
         start_run(
             app.events,

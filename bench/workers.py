@@ -156,19 +156,29 @@ class CpuSample:
 
 
 @contextmanager
-def fresh_schema(app: App, pg_url: str, label: str) -> Iterator[tuple[str, EventStore]]:
-    """A new PostgreSQL schema with the event store (and queue) in it, chained under the
-    workspace's log key as its workers' is; dropped afterwards."""
-    schema = f"bench_workers_{label}_{uuid.uuid4().hex[:8]}"
-    store = open_event_store(pg_url, schema=schema, key=app.log_key())
+def new_schema(pg_url: str, prefix: str) -> Iterator[str]:
+    """A new PostgreSQL schema's name (``prefix`` and a random suffix); the schema and
+    everything in it dropped afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
     try:
-        yield schema, store
+        yield schema
     finally:
-        store.engine.dispose()
         engine = create_engine(pg_url)
         with engine.begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         engine.dispose()
+
+
+@contextmanager
+def fresh_schema(app: App, pg_url: str, label: str) -> Iterator[tuple[str, EventStore]]:
+    """A new PostgreSQL schema with the event store (and queue) in it, chained under the
+    workspace's log key as its workers' is; dropped afterwards."""
+    with new_schema(pg_url, f"bench_workers_{label}") as schema:
+        store = open_event_store(pg_url, schema=schema, key=app.log_key())
+        try:
+            yield schema, store
+        finally:
+            store.engine.dispose()
 
 
 def queue_seeds(app: App, store: EventStore, run_id: str, seeds: Sequence[SeedRow]) -> None:

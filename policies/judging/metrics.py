@@ -184,36 +184,37 @@ def _position_units(pairs: Sequence[JudgedPair]) -> list[_Unit]:
     return [_pair_unit(p, 1.0 if p.position_consistent else 0.0) for p in pairs]
 
 
+#: Why a metric over decisive verdicts only is undefined.
+_NONE_DECISIVE = "every verdict is a tie or unparseable"
+
+
 @dataclass(frozen=True)
 class _Metric:
+    """A metric: the units it averages, read off a run's judgments or off its complete pairs
+    (the one of ``of_judgments`` and ``of_pairs`` that is given)."""
+
     name: str
-    level: Literal["judgment", "pair"]
-    units: Callable[[Sequence[Judgment], Sequence[JudgedPair]], list[_Unit]]
+    of_judgments: Callable[[Sequence[Judgment]], list[_Unit]] | None = None
+    of_pairs: Callable[[Sequence[JudgedPair]], list[_Unit]] | None = None
     shift: float = 0.0  # position bias reports the share of "first" minus 0.5
     empty: str = "no judgments"
+
+    @property
+    def level(self) -> Literal["judgment", "pair"]:
+        """What one unit of the metric is."""
+        return "judgment" if self.of_judgments is not None else "pair"
 
 
 METRICS: dict[str, _Metric] = {
     m.name: m
     for m in (
-        _Metric("accuracy", "judgment", lambda js, _: _accuracy_units(js)),
-        _Metric("strict_accuracy", "judgment", lambda js, _: _strict_units(js)),
-        _Metric(
-            "answered_accuracy",
-            "judgment",
-            lambda js, _: _answered_units(js),
-            empty="every verdict is a tie or unparseable",
-        ),
-        _Metric("swap_averaged_accuracy", "pair", lambda _, ps: _swap_units(ps)),
-        _Metric("consistent_accuracy", "pair", lambda _, ps: _consistent_units(ps)),
-        _Metric("position_consistency", "pair", lambda _, ps: _position_units(ps)),
-        _Metric(
-            "position_bias",
-            "judgment",
-            lambda js, _: _first_units(js),
-            shift=-0.5,
-            empty="every verdict is a tie or unparseable",
-        ),
+        _Metric("accuracy", of_judgments=_accuracy_units),
+        _Metric("strict_accuracy", of_judgments=_strict_units),
+        _Metric("answered_accuracy", of_judgments=_answered_units, empty=_NONE_DECISIVE),
+        _Metric("swap_averaged_accuracy", of_pairs=_swap_units),
+        _Metric("consistent_accuracy", of_pairs=_consistent_units),
+        _Metric("position_consistency", of_pairs=_position_units),
+        _Metric("position_bias", of_judgments=_first_units, shift=-0.5, empty=_NONE_DECISIVE),
     )
 }
 """Every metric :func:`judge_metrics` reports, by name, in report order."""
@@ -233,15 +234,17 @@ def _estimate(units: Sequence[_Unit], shift: float) -> Estimate:
 
 
 def _metric_units(metric: _Metric, items: Sequence[Judgment]) -> list[_Unit]:
-    pairs: list[JudgedPair] = []
-    if metric.level == "pair":
+    if metric.of_judgments is not None:
+        units = metric.of_judgments(items)
+    else:
+        assert metric.of_pairs is not None  # a metric reads its judgments or its pairs
         pairs, incomplete = _pairs(items)
         if not pairs:
             raise JudgingError(
                 f"{metric.name} needs pairs judged in both orders; all {incomplete!r} pairs lack "
                 "one order"
             )
-    units = metric.units(items, pairs)
+        units = metric.of_pairs(pairs)
     if not units:
         raise JudgingError(f"{metric.name} is undefined: {metric.empty}")
     return units
