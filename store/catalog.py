@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, event, func, or_, update
 from sqlalchemy import select as sa_select
@@ -52,6 +52,8 @@ LISTED, READY, INDEXED, FAILED, DUPLICATE, RESERVE = (
     "reserve",
 )
 VIDEO_STATUSES = (LISTED, READY, INDEXED, FAILED, DUPLICATE, RESERVE)
+
+_Row = TypeVar("_Row", bound=SQLModel)
 
 
 class PlaylistRow(SQLModel, table=True):
@@ -389,6 +391,15 @@ class Catalog:
                 session.rollback()
                 raise
 
+    def _ordered(self, table: type[_Row], order: Any, where: Any, value: str | None) -> list[_Row]:
+        """Every row of ``table`` by its ``order`` column; only those whose ``where`` column is
+        ``value`` when one is given."""
+        with self.session() as s:
+            query = select(table).order_by(col(order))
+            if value is not None:
+                query = query.where(col(where) == value)
+            return list(s.exec(query).all())
+
     # -- playlists and videos -------------------------------------------------------------
 
     def upsert_playlist(self, row: PlaylistRow) -> PlaylistRow:
@@ -478,11 +489,7 @@ class Catalog:
 
     def problems(self, stage: str | None = None) -> list[ProblemRow]:
         """Recorded problems, oldest first."""
-        with self.session() as s:
-            query = select(ProblemRow).order_by(col(ProblemRow.id))
-            if stage is not None:
-                query = query.where(ProblemRow.stage == stage)
-            return list(s.exec(query).all())
+        return self._ordered(ProblemRow, ProblemRow.id, ProblemRow.stage, stage)
 
     # -- chunks and segments ------------------------------------------------------------------
 
@@ -699,11 +706,7 @@ class Catalog:
 
     def backfills(self, domain: str | None = None) -> list[BackfillRow]:
         """Every backfill in the order it was made (of ``domain`` only, when given)."""
-        with self.session() as s:
-            query = select(BackfillRow).order_by(col(BackfillRow.seq))
-            if domain is not None:
-                query = query.where(BackfillRow.domain == domain)
-            return list(s.exec(query).all())
+        return self._ordered(BackfillRow, BackfillRow.seq, BackfillRow.domain, domain)
 
     # -- reports ------------------------------------------------------------------------------
 

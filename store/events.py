@@ -154,7 +154,15 @@ def types_of(*kinds: Kind) -> frozenset[str]:
 # -- runs ---------------------------------------------------------------------------------------
 
 
-class RunStarted(Event):
+class RunEvent(Event):
+    """What every event of a run's life says (its start, upgrades, resumes, seeds started and
+    end): which run it is."""
+
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
+    run_id: str
+
+
+class RunStarted(RunEvent):
     """A curation run begins: its policy and the seeds it will work on.
 
     ``spec`` is the run's definition (``agents.run_spec.RunSpec``'s JSON: its gates in order,
@@ -164,8 +172,6 @@ class RunStarted(Event):
 
     schema_version: int = 2
     type: Literal["RunStarted"] = "RunStarted"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
-    run_id: str
     seeds: tuple[str, ...]
     budget_micros: int | None
     per_seed_micros: int | None = None
@@ -178,20 +184,18 @@ class RunStarted(Event):
     spec: dict[str, Any] | None = None
 
 
-class RunUpgraded(Event):
+class RunUpgraded(RunEvent):
     """A run's definition was changed on purpose (``curate --run RUN --upgrade``): from this
     event on, its seeds are decided under ``spec`` (a ``RunSpec``'s JSON); ``differences``
     names each way it differs from the definition in force before."""
 
     type: Literal["RunUpgraded"] = "RunUpgraded"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
-    run_id: str
     spec: dict[str, Any]
     differences: tuple[str, ...]
     command: str
 
 
-class RunResumed(Event):
+class RunResumed(RunEvent):
     """A run was picked up again after a stop or a crash. ``prices`` are the price rows in
     force from here on (as :meth:`policies.prices.PriceTable.snapshot` writes them; schema 1
     did not record them: the run's start's then), so a replay prices each call as it was
@@ -199,22 +203,18 @@ class RunResumed(Event):
 
     schema_version: int = 2
     type: Literal["RunResumed"] = "RunResumed"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
-    run_id: str
     budget_micros: int | None
     orphan_reservations_micros: int = 0
     prices: dict[str, Any] | None = None
 
 
-class RunFinished(Event):
+class RunFinished(RunEvent):
     """A run ended: ``completed`` (every seed decided) or ``budget`` (the cap stopped it).
     ``anchor`` is the :class:`store.eventstore.Anchor` of the run's streams as they ended (its
     JSON; schema 1 had none), which ``runs`` shows and exports publish."""
 
     schema_version: int = 2
     type: Literal["RunFinished"] = "RunFinished"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
-    run_id: str
     outcome: Literal["completed", "budget", "interrupted"]
     spent_micros: int
     accepted: int
@@ -226,12 +226,10 @@ class RunFinished(Event):
 # -- seeds ---------------------------------------------------------------------------------------
 
 
-class SeedStarted(Event):
+class SeedStarted(RunEvent):
     """A seed enters the loop with its two segments."""
 
     type: Literal["SeedStarted"] = "SeedStarted"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.RUN})
-    run_id: str
     seed_id: str
     domain: str
     segment_a: str
@@ -388,35 +386,33 @@ class DistractorsProposed(Event):
     distractors: dict[str, Any]
 
 
-class GateRequested(Event):
+class GateEvent(Event):
+    """What every event about one gate's verdict says: the phase, the gate and the attempt
+    whose output it judges."""
+
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
+    phase: Literal[1, 2]
+    gate: str
+    attempt: int
+
+
+class GateRequested(GateEvent):
     """The coordinator asks a verifier for a gate's verdict on the current output."""
 
     type: Literal["GateRequested"] = "GateRequested"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
-    phase: Literal[1, 2]
-    gate: str
-    attempt: int
 
 
-class GatePassed(Event):
+class GatePassed(GateEvent):
     """A gate let the current output through."""
 
     type: Literal["GatePassed"] = "GatePassed"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
-    phase: Literal[1, 2]
-    gate: str
-    attempt: int
     detail: str = ""
 
 
-class GateRejected(Event):
+class GateRejected(GateEvent):
     """A gate rejected the current output; the reason and output go back to the generator."""
 
     type: Literal["GateRejected"] = "GateRejected"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.DECISION})
-    phase: Literal[1, 2]
-    gate: str
-    attempt: int
     reason: str
     rejected_output: str
 
@@ -481,26 +477,29 @@ class LogRekeyed(Event):
 # -- pairs --------------------------------------------------------------------------------------
 
 
-class PairCandidate(Event):
+class PairEvent(Event):
+    """What every event about one pair of a run's pair selection says: which pair it is."""
+
+    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
+    pair_id: str
+
+
+class PairCandidate(PairEvent):
     """Two answers of an accepted item make a candidate pair, the higher rating preferred."""
 
     type: Literal["PairCandidate"] = "PairCandidate"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
-    pair_id: str
     seed_id: str
     domain: str
     chosen_rating: int
     rejected_rating: int
 
 
-class PairJudged(Event):
+class PairJudged(PairEvent):
     """One difficulty judge's answer on a pair shown in one order: ``choice`` is "A" (the answer
     shown first), "B", "tie", or "invalid" (no usable answer); ``correct`` when it is the
     preferred answer."""
 
     type: Literal["PairJudged"] = "PairJudged"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
-    pair_id: str
     judge: str
     order: Literal["chosen_first", "rejected_first"]
     choice: Literal["A", "B", "tie", "invalid"]
@@ -517,25 +516,21 @@ class PairJudged(Event):
 _FIRST_GATE_RULE = "keep_when=wrong_or_inconsistent, ties=wrong"
 
 
-class PairKept(Event):
+class PairKept(PairEvent):
     """The difficulty gate kept a pair: the judges in ``failed_by`` fail it under ``rule``
     (``pairs.keep_when`` and ``pairs.ties``, as ``policies.pairs.GateRule.label`` writes it)."""
 
     schema_version: int = 2
     type: Literal["PairKept"] = "PairKept"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
-    pair_id: str
     failed_by: tuple[str, ...]
     rule: str
 
 
-class PairDropped(Event):
+class PairDropped(PairEvent):
     """The difficulty gate dropped a pair: no judge fails it under ``rule``."""
 
     schema_version: int = 2
     type: Literal["PairDropped"] = "PairDropped"
-    kinds: ClassVar[frozenset[Kind]] = frozenset({Kind.PAIR})
-    pair_id: str
     reason: str
     rule: str
 

@@ -25,6 +25,13 @@ from sqlalchemy import (
 
 from store.columns import JsonDocument
 
+
+def _db_time(name: str, *, nullable: bool = False, default: float | None = None) -> Column[float]:
+    """A moment on the database's clock (:func:`db_now`), in epoch seconds: every worker reads
+    and writes these times by that one clock, never by its own."""
+    return Column(name, Float, nullable=nullable, default=default)
+
+
 _META = MetaData()
 WORK_ITEMS = Table(
     "work_items",
@@ -35,14 +42,14 @@ WORK_ITEMS = Table(
     Column("payload", JsonDocument(), nullable=False),
     Column("state", String, nullable=False, index=True),
     Column("priority", Integer, nullable=False, default=0),
-    Column("not_before", Float, nullable=False, default=0.0),  # db epoch seconds
+    _db_time("not_before", default=0.0),
     Column("owner", String, nullable=True),
     Column("token", BigInteger, nullable=False, default=0),
-    Column("lease_until", Float, nullable=True),
+    _db_time("lease_until", nullable=True),
     Column("claims", Integer, nullable=False, default=0),
     Column("result", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
+    _db_time("created_at"),
+    _db_time("updated_at"),
 )
 BUDGET_ACCOUNTS = Table(
     "budget_accounts",
@@ -60,7 +67,7 @@ BUDGET_HOLDS = Table(
     Column("micros", BigInteger, nullable=False),
     Column("item_id", String, nullable=True, index=True),
     Column("owner", String, nullable=True),
-    Column("created_at", Float, nullable=False),
+    _db_time("created_at"),
 )
 LEASES = Table(
     "leases",
@@ -68,8 +75,8 @@ LEASES = Table(
     Column("name", String, primary_key=True),
     Column("owner", String, nullable=False),
     Column("token", BigInteger, nullable=False),
-    Column("lease_until", Float, nullable=False),  # db epoch seconds
-    Column("acquired_at", Float, nullable=False),
+    _db_time("lease_until"),
+    _db_time("acquired_at"),
     Column("info", JsonDocument(), nullable=False),
 )
 WORKERS = Table(
@@ -77,15 +84,15 @@ WORKERS = Table(
     _META,
     Column("name", String, primary_key=True),
     Column("state", String, nullable=False),
-    Column("started_at", Float, nullable=False),
-    Column("heartbeat_at", Float, nullable=False),
+    _db_time("started_at"),
+    _db_time("heartbeat_at"),
     Column("info", JsonDocument(), nullable=False),
 )
 RATE_KEYS = Table(
     "rate_keys",
     _META,
     Column("key", String, primary_key=True),
-    Column("paused_until", Float, nullable=False, default=0.0),  # db epoch seconds
+    _db_time("paused_until", default=0.0),
 )
 RATE_LOG = Table(
     "rate_log",
@@ -94,7 +101,7 @@ RATE_LOG = Table(
         "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     ),
     Column("key", String, nullable=False),
-    Column("at", Float, nullable=False),  # db epoch seconds the request was let through
+    _db_time("at"),  # when the request was let through
     Column("tokens", BigInteger, nullable=False, default=0),
     Index("ix_rate_log_key_at", "key", "at"),
 )
