@@ -7,17 +7,13 @@ the model providers they name.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from playlisteval.settings import Settings, load_settings
 
 __all__ = ["Settings", "load_settings"]
 
-
-def __getattr__(name: str) -> Any:
-    """``Settings`` and ``load_settings``, imported from :mod:`playlisteval.settings` on use."""
-    if name in __all__:
-        return getattr(importlib.import_module("playlisteval.settings"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, dict.fromkeys(__all__, "playlisteval.settings"))

@@ -9,9 +9,9 @@ Budget``): importing one submodule (``policies.budget``) loads only that one and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from store.lazy import lazy_name
+from store.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from policies.attempts import (
@@ -81,7 +81,4 @@ __all__ = [
     "worst_case_micros",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A name of :data:`__all__`, imported from its module on first use."""
-    return lazy_name(__name__, _HOMES, name)
+__getattr__ = lazy_getattr(__name__, _HOMES)

@@ -7,9 +7,9 @@ and SQLAlchemy behind it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from store.lazy import lazy_name
+from store.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from store.catalog import Catalog
@@ -58,7 +58,4 @@ __all__ = [
     "UnsafeSourceError",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A name of :data:`__all__`, imported from its module on first use."""
-    return lazy_name(__name__, _HOMES, name)
+__getattr__ = lazy_getattr(__name__, _HOMES)

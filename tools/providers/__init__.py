@@ -21,17 +21,13 @@ and :mod:`tools.index` (media), besides :mod:`store`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from tools.providers.offline import Fallibility, LatencyModel, OfflineProvider, answer
 
 __all__ = ["Fallibility", "LatencyModel", "OfflineProvider", "answer"]
 
-
-def __getattr__(name: str) -> Any:
-    """The offline provider's names, imported on first use (PEP 562)."""
-    if name in __all__:
-        return getattr(importlib.import_module("tools.providers.offline"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, dict.fromkeys(__all__, "tools.providers.offline"))
