@@ -13,9 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.models import Model
 from structlog.testing import capture_logs
 from typer.testing import CliRunner, Result
 
@@ -638,29 +636,24 @@ def test_a_thinking_budget_reaches_the_model_as_settings(tmp_path: Path) -> None
     assert len(keys) == 2
 
 
-class MediaSeen(WrapperModel):
+class MediaSeen(CallWrapper):
     """Notes the media type of every attachment that reaches the wrapped model."""
 
     def __init__(self, wrapped: Model, seen: list[str]) -> None:
         super().__init__(wrapped)
         self.seen = seen
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    async def answer(self, call: ModelCall) -> ModelResponse:
         from pydantic_ai.messages import BinaryContent, ModelRequest, UserPromptPart
 
-        for message in messages:
+        for message in call.messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
                     if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
                         self.seen += [
                             c.media_type for c in part.content if isinstance(c, BinaryContent)
                         ]
-        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+        return await super().answer(call)
 
 
 def test_an_audio_condition_lets_the_judge_hear_but_not_see(
