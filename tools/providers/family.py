@@ -127,6 +127,27 @@ class ProviderFamily:
         return max((len(p) for p in self.prefixes if name.startswith(p)), default=0)
 
 
+def local_model_family(
+    *, name: str, factory: Factory, about: str, notes: Mapping[str, str]
+) -> ProviderFamily:
+    """The spec of a family of open-weight models run on this machine from a ``local_path``
+    (the real-local and the transformers families): no key needed to call them (``HF_TOKEN``,
+    the hub token's variable, is its ``key_env``), one model in memory serving its calls one
+    at a time, tokens counted by the Qwen rule. ``notes`` say what its settings
+    keys mean for the family."""
+    return ProviderFamily(
+        name=name,
+        factory=factory,
+        about=about,
+        key_env="HF_TOKEN",
+        token_rule="qwen",
+        keyless=True,
+        requires=("local_path",),
+        max_concurrency=1,
+        notes=notes,
+    )
+
+
 # -- where the specs are found -------------------------------------------------------------------
 
 

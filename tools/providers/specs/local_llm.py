@@ -1,13 +1,12 @@
 """The real-local family's spec (adapter: :mod:`tools.providers.local_llm`, llama.cpp or
-transformers): a real text model run on this machine; and what every family of models run on
-this machine shares (:func:`local_model_family`)."""
+transformers): a real text model run on this machine."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from store.answers import REAL_LOCAL_PROVIDER
-from tools.providers.family import Deferred, Factory, ProviderFamily
+from tools.providers.family import Deferred, local_model_family
 
 FAMILY_NAME = REAL_LOCAL_PROVIDER
 REAL_LOCAL_LABEL = "real local model"
@@ -25,27 +24,6 @@ def free_price_rows(model_ids: Iterable[str]) -> dict[str, dict[str, float]]:
     """Zero price rows for ``model_ids`` (settings overrides, ``[budget.price_overrides]``): a
     model run here costs no money, and the recorder refuses a model it cannot price."""
     return {model_id: dict(FREE_PRICE) for model_id in model_ids}
-
-
-def local_model_family(
-    *, name: str, factory: Factory, about: str, notes: Mapping[str, str]
-) -> ProviderFamily:
-    """The spec of a family of open-weight models run on this machine from a ``local_path``
-    (this module's and :mod:`tools.providers.specs.local_vlm`'s): no key needed to call them
-    (``HF_TOKEN``, the hub token's variable, is its ``key_env``), one model in memory serving
-    its calls one at a time, tokens counted by the Qwen rule. ``notes`` say what its settings
-    keys mean for the family."""
-    return ProviderFamily(
-        name=name,
-        factory=factory,
-        about=about,
-        key_env="HF_TOKEN",
-        token_rule="qwen",
-        keyless=True,
-        requires=("local_path",),
-        max_concurrency=1,
-        notes=notes,
-    )
 
 
 FAMILY = local_model_family(

@@ -3,8 +3,7 @@ model run locally with transformers."""
 
 from __future__ import annotations
 
-from tools.providers.family import Deferred
-from tools.providers.specs.local_llm import local_model_family
+from tools.providers.family import Deferred, local_model_family
 
 FAMILY = local_model_family(
     name="transformers",
